@@ -1,0 +1,1 @@
+"""The operator console (Textual). Hosts the engine in-process."""

@@ -1,0 +1,304 @@
+"""The tools every room gets out of the box: clock, files, shell, calculator, HTTP.
+
+They are ordinary `@tool` functions, so they show the model the same schemas and obey the
+same approval policy as user tools. Everything touching the disk goes through
+`ToolContext.resolve`, so a tool cannot read or write outside the room's workspace; the
+ones with side effects (write_file, shell, http_get) always ask for approval.
+"""
+
+from __future__ import annotations
+
+import ast
+import codecs
+import math
+import operator
+import os
+import signal
+import subprocess
+import tempfile
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+import anyio
+import httpx
+from anyio.abc import ByteReceiveStream
+
+from engine.tools import Tool, ToolContext, ToolError, ToolResult, tool
+
+OUTPUT_CAP = 64_000  # bytes kept per shell stream
+TEXT_CAP = 64_000  # characters kept from an HTTP body
+
+
+def _local_now() -> datetime:
+    return datetime.now().astimezone()
+
+
+now: Callable[[], datetime] = _local_now  # replaced in tests
+_transport: httpx.AsyncBaseTransport | None = None  # replaced in tests
+
+
+@tool(idempotent=True)
+def clock() -> dict[str, str]:
+    """Return the current local date and time (ISO 8601), weekday and timezone."""
+    t = now()
+    if t.tzinfo is None:
+        t = t.astimezone()
+    return {"now": t.isoformat(), "weekday": t.strftime("%A"), "timezone": t.tzname() or ""}
+
+
+@tool(idempotent=True)
+def list_dir(path: str = ".", *, ctx: ToolContext) -> list[dict[str, Any]]:
+    """List a workspace directory: each entry's name, kind (file/dir) and size in bytes."""
+    target = ctx.resolve(path)
+    if not target.exists():
+        raise ToolError(f"no such directory: {path!r}")
+    if not target.is_dir():
+        raise ToolError(f"not a directory: {path!r}")
+    entries = []
+    for entry in sorted(target.iterdir(), key=lambda p: p.name):
+        is_dir = entry.is_dir()
+        size = None if is_dir else (entry.stat().st_size if entry.exists() else None)
+        entries.append({"name": entry.name, "kind": "dir" if is_dir else "file", "size": size})
+    return entries
+
+
+@tool(idempotent=True)
+def read_file(path: str, ctx: ToolContext, max_bytes: int = 100_000) -> Any:
+    """Read a UTF-8 text file from the workspace (at most max_bytes bytes)."""
+    if max_bytes < 1:
+        raise ToolError("max_bytes must be at least 1")
+    target = ctx.resolve(path)
+    if not target.exists():
+        raise ToolError(f"no such file: {path!r}")
+    if target.is_dir():
+        raise ToolError(f"{path!r} is a directory; use list_dir")
+    if not target.is_file():
+        raise ToolError(f"{path!r} is not a regular file")
+    size = target.stat().st_size
+    with target.open("rb") as f:
+        data = f.read(max_bytes)
+    truncated = size > len(data)
+    try:  # a cut in the middle of a character is left undecoded, not an error
+        text = codecs.getincrementaldecoder("utf-8")().decode(data, final=not truncated)
+    except UnicodeDecodeError:
+        raise ToolError(f"{path!r} is not UTF-8 text (binary file?)") from None
+    if "\x00" in text:
+        raise ToolError(f"{path!r} looks binary (contains NUL bytes)")
+    if truncated:
+        return ToolResult.warning(text, f"truncated: showed {len(data)} of {size} bytes")
+    return text
+
+
+@tool(approval="always")
+def write_file(path: str, text: str, ctx: ToolContext) -> dict[str, Any]:
+    """Write text to a file in the workspace (UTF-8), creating parent directories."""
+    target = ctx.resolve(path)
+    if target.is_dir():
+        raise ToolError(f"{path!r} is a directory")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    data = text.encode("utf-8")
+    mode = target.stat().st_mode & 0o777 if target.exists() else 0o644
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return {"path": str(target.relative_to(ctx.workspace.resolve())), "bytes": len(data)}
+
+
+class _Capped:
+    """Keeps the first `cap` bytes of a stream and counts the rest."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap, self.kept, self.dropped = cap, bytearray(), 0
+
+    async def drain(self, stream: ByteReceiveStream | None) -> None:
+        if stream is None:
+            return
+        async for chunk in stream:
+            room = self.cap - len(self.kept)
+            self.kept += chunk[:room]
+            self.dropped += max(0, len(chunk) - room)
+
+    def text(self) -> str:
+        out = self.kept.decode("utf-8", errors="replace")
+        return out + (f"\n[... {self.dropped} bytes truncated]" if self.dropped else "")
+
+
+def _kill_group(pgid: int) -> None:
+    with suppress(ProcessLookupError, PermissionError):  # already gone
+        os.killpg(pgid, signal.SIGKILL)
+
+
+@tool(approval="always")
+async def shell(command: str, ctx: ToolContext, timeout: float = 30.0) -> ToolResult:  # noqa: ASYNC109 (model-facing)
+    """Run a shell command in the workspace; returns exit code, stdout and stderr."""
+    if not 0 < timeout <= 3600:
+        raise ToolError("timeout must be between 0 and 3600 seconds")
+    process = await anyio.open_process(
+        ["/bin/sh", "-c", command],
+        cwd=ctx.workspace,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,  # its own process group, so we can kill its children too
+    )
+    out, err = _Capped(OUTPUT_CAP), _Capped(OUTPUT_CAP)
+    finished = False
+    try:
+        with anyio.move_on_after(timeout):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(out.drain, process.stdout)
+                tg.start_soon(err.drain, process.stderr)
+            await process.wait()
+            finished = True
+    finally:  # timed out or cancelled: nothing of the command may outlive the call
+        if not finished:
+            _kill_group(process.pid)
+        with anyio.CancelScope(shield=True):
+            await process.aclose()
+    content = {"exit_code": process.returncode, "stdout": out.text(), "stderr": err.text()}
+    if not finished:
+        return ToolResult.error(f"timed out after {timeout:g}s", content)
+    if process.returncode != 0:
+        tail = err.text()[-500:].strip()
+        return ToolResult.error(f"exit code {process.returncode}: {tail}".rstrip(": "), content)
+    return ToolResult.success(content)
+
+
+_BINOPS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+_UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {
+    ast.UAdd: operator.pos,
+    ast.USub: operator.neg,
+}
+_NAMES = {"pi": math.pi, "e": math.e}
+_FUNCS: dict[str, Callable[..., Any]] = {
+    "sqrt": math.sqrt, "abs": abs, "round": round, "min": min, "max": max, "floor": math.floor,
+    "ceil": math.ceil, "log": math.log, "sin": math.sin, "cos": math.cos, "tan": math.tan,
+}  # fmt: skip
+MAX_EXPONENT = 10_000
+MAX_INT_BITS = 10_000  # ~3000 digits; keeps results printable and cheap
+
+
+def _check(value: Any) -> Any:
+    if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
+        raise ToolError("result is too large")
+    if isinstance(value, complex):
+        raise ToolError("result is not a real number")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ToolError("result is not a finite number")
+    return value
+
+
+def _eval(node: ast.AST) -> Any:
+    if isinstance(node, ast.Constant):
+        if type(node.value) not in (int, float):
+            raise ToolError(f"{type(node.value).__name__} constants are not allowed")
+        return node.value
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+        left, right = _eval(node.left), _eval(node.right)
+        if isinstance(node.op, ast.Pow):
+            if abs(right) > MAX_EXPONENT:
+                raise ToolError(f"exponent {right} is too large (limit {MAX_EXPONENT})")
+            if isinstance(left, int) and isinstance(right, int) and right > 0:
+                if left.bit_length() * right > MAX_INT_BITS:
+                    raise ToolError("result is too large")
+        return _check(_BINOPS[type(node.op)](left, right))
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
+        return _UNARY[type(node.op)](_eval(node.operand))
+    if isinstance(node, ast.Name):
+        if node.id not in _NAMES:
+            raise ToolError(f"name {node.id!r} is not allowed")
+        return _NAMES[node.id]
+    if isinstance(node, ast.Call):
+        if not isinstance(node.func, ast.Name) or node.func.id not in _FUNCS:
+            what = node.func.id if isinstance(node.func, ast.Name) else ast.unparse(node.func)
+            raise ToolError(f"function {what!r} is not allowed")
+        if node.keywords:
+            raise ToolError("keyword arguments are not allowed")
+        args = [_eval(a) for a in node.args]
+        try:
+            return _check(_FUNCS[node.func.id](*args))
+        except TypeError as exc:
+            raise ToolError(f"bad arguments to {node.func.id}: {exc}") from None
+    if isinstance(node, ast.Attribute):
+        raise ToolError("attribute access is not allowed")
+    raise ToolError(f"{type(node).__name__} is not allowed")
+
+
+@tool(idempotent=True)
+def calc(expression: str) -> int | float:
+    """Evaluate an arithmetic expression (+ - * / // % **, pi, e, sqrt, log, sin, ...)."""
+    if len(expression) > 1000:
+        raise ToolError("expression is too long (limit 1000 characters)")
+    try:
+        tree = ast.parse(expression.strip(), mode="eval")
+    except (SyntaxError, RecursionError, MemoryError) as exc:
+        raise ToolError(f"not a valid expression: {exc}") from None
+    try:
+        value = _eval(tree.body)
+    except ZeroDivisionError:
+        raise ToolError("division by zero") from None
+    except (OverflowError, ValueError, RecursionError) as exc:
+        raise ToolError(f"cannot compute: {exc}") from None
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    return value
+
+
+@tool(approval="always")
+async def http_get(url: str, timeout: float = 10.0) -> Any:  # noqa: ASYNC109 (model-facing)
+    """Fetch a URL over http(s) with GET; returns status, content type and text."""
+    try:
+        scheme = httpx.URL(url).scheme
+    except httpx.InvalidURL as exc:
+        raise ToolError(f"invalid URL {url!r}: {exc}") from None
+    if scheme not in ("http", "https"):
+        raise ToolError(f"only http and https URLs are allowed, not {scheme or 'no scheme'!r}")
+    client = httpx.AsyncClient(follow_redirects=True, timeout=timeout, transport=_transport)
+    try:
+        async with client, client.stream("GET", url) as response:
+            parts: list[str] = []
+            size = 0
+            async for chunk in response.aiter_text():  # stop reading once past the cap
+                parts.append(chunk)
+                size += len(chunk)
+                if size > TEXT_CAP:
+                    break
+    except httpx.TimeoutException:
+        raise ToolError(f"timed out after {timeout:g}s fetching {url}") from None
+    except httpx.HTTPError as exc:
+        raise ToolError(f"request to {url} failed: {type(exc).__name__}: {exc}") from None
+    text = "".join(parts)
+    content = {
+        "status": response.status_code,
+        "content_type": response.headers.get("content-type", ""),
+        "text": text[:TEXT_CAP],
+    }
+    if len(text) > TEXT_CAP:
+        return ToolResult.warning(content, f"body truncated to {TEXT_CAP} characters")
+    return content
+
+
+def builtin_tools() -> list[Tool]:
+    """Fresh Tool instances of every built-in tool."""
+    return [
+        replace(t, meta=dict(t.meta))
+        for t in (clock, list_dir, read_file, write_file, shell, calc, http_get)
+    ]

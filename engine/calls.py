@@ -1,0 +1,199 @@
+"""One tool call: its state, the BeforeToolExecute gate, and its execution.
+
+The call's lifecycle is enforced by `engine.lifecycle.call`; every change is recorded as
+a `CallChanged` event and the call is written whole (one upsert) at the next checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from engine.decisions import pick_rule
+from engine.events import CallChanged
+from engine.lifecycle import CallStatus
+from engine.lifecycle import call as call_lifecycle
+from engine.messages import ConvMessage
+from engine.plugins import Gate, Phase
+from engine.store import Op
+from engine.tools import ToolArgsError, ToolContext, ToolResult
+
+if TYPE_CHECKING:
+    from engine.loop import TurnLoop
+
+NO_MESSAGE, PLACEHOLDER, ANSWERED = 0, 1, 2
+
+
+@dataclass
+class CallState:
+    """A tool call as the runtime tracks it."""
+
+    id: str
+    model_call_id: str
+    turn_id: str
+    thread_id: str
+    step_id: int
+    idx: int
+    tool: str
+    args: Any
+    status: CallStatus = CallStatus.NEW
+    result: str | None = None
+    error: str | None = None
+    suspend_reason: str | None = None
+    decision_id: str | None = None
+    has_message: int = NO_MESSAGE
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    ended_at: float | None = None
+    events: list[CallChanged] = field(default_factory=list)
+
+    def move(self, dst: CallStatus, at: float, **fields: Any) -> None:
+        """Take one legal lifecycle step and record it as an event."""
+        self.status = call_lifecycle.check(self.status, dst)
+        for name, value in fields.items():
+            setattr(self, name, value)
+        self.updated_at = at
+        if self.status.terminal:
+            self.ended_at = at
+        self.events.append(
+            CallChanged(
+                at=at,
+                thread_id=self.thread_id,
+                turn_id=self.turn_id,
+                call_id=self.id,
+                tool=self.tool,
+                args=self.args,
+                status=self.status.value,
+                result=self.result,
+                error=self.error
+                if self.status is not CallStatus.SUSPENDED
+                else self.suspend_reason,
+            )
+        )
+
+    def finish(self, result: ToolResult, at: float) -> None:
+        """Apply a tool's result: success/warning succeed, error fails, pending suspends."""
+        match result.status:
+            case "success" | "warning":
+                self.move(CallStatus.SUCCEEDED, at, result=result.text(), error=None)
+            case "error":
+                self.move(CallStatus.FAILED, at, result=None, error=result.message)
+            case "pending":
+                self.move(CallStatus.SUSPENDED, at, suspend_reason=result.message)
+
+    def fail(self, error: str, at: float) -> None:
+        """End the call failed from whatever state it is in (through `running`)."""
+        if self.status in (CallStatus.NEW, CallStatus.RESUMING):
+            self.move(CallStatus.RUNNING, at)
+        self.move(CallStatus.FAILED, at, error=error)
+
+    def model_text(self) -> str:
+        """The call's outcome as the model reads it."""
+        if self.status is CallStatus.SUCCEEDED:
+            return self.result or ""
+        if self.status is CallStatus.SUSPENDED:
+            return f"pending: waiting for an operator decision ({self.suspend_reason})"
+        return f"error: {self.error}"
+
+    def message(self) -> ConvMessage:
+        return ConvMessage(
+            role="tool",
+            text=self.model_text(),
+            tool_call_id=self.model_call_id,
+            tool_name=self.tool,
+            is_error=self.status in (CallStatus.FAILED, CallStatus.CANCELLED),
+            pending=self.status is CallStatus.SUSPENDED,
+        )
+
+    def upsert(self) -> Op:
+        args = self.args if isinstance(self.args, str) else json.dumps(self.args)
+        return (
+            "INSERT INTO tool_calls(id, model_call_id, turn_id, thread_id, step_id, idx, tool,"
+            " args, status, result, error, suspend_reason, decision_id, has_message,"
+            " created_at, updated_at, ended_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+            " ON CONFLICT(id) DO UPDATE SET args=excluded.args, status=excluded.status,"
+            " result=excluded.result, error=excluded.error,"
+            " suspend_reason=excluded.suspend_reason, decision_id=excluded.decision_id,"
+            " has_message=excluded.has_message, updated_at=excluded.updated_at,"
+            " ended_at=excluded.ended_at",
+            (
+                self.id, self.model_call_id, self.turn_id, self.thread_id, self.step_id,
+                self.idx, self.tool, args, self.status.value, self.result, self.error,
+                self.suspend_reason, self.decision_id, self.has_message, self.created_at,
+                self.updated_at, self.ended_at,
+            ),
+        )  # fmt: skip
+
+    @classmethod
+    def from_row(cls, row: Any) -> CallState:
+        try:
+            args = json.loads(row["args"])
+        except json.JSONDecodeError:
+            args = row["args"]
+        return cls(
+            id=row["id"], model_call_id=row["model_call_id"], turn_id=row["turn_id"],
+            thread_id=row["thread_id"], step_id=row["step_id"], idx=row["idx"],
+            tool=row["tool"], args=args, status=CallStatus(row["status"]),
+            result=row["result"], error=row["error"], suspend_reason=row["suspend_reason"],
+            decision_id=row["decision_id"], has_message=row["has_message"],
+            created_at=row["created_at"], updated_at=row["updated_at"], ended_at=row["ended_at"],
+        )  # fmt: skip
+
+
+async def admit(
+    loop: TurnLoop, call: CallState, *, approved: bool = False
+) -> dict[str, Any] | None:
+    """BeforeToolExecute: move a `new` or `resuming` call to running, suspended or failed.
+
+    Returns the validated keyword arguments when the call may run. Unknown tools, invalid
+    arguments and blocks become failed calls the model sees.
+    """
+    rt, now = loop.rt, loop.rt.clock()
+    tool = rt.tools.get(call.tool)
+    if tool is None:
+        call.fail(f"unknown tool {call.tool!r}; available: {', '.join(rt.tools.names())}", now)
+        return None
+    try:
+        kwargs = tool.validate(call.args)
+    except ToolArgsError as exc:
+        call.fail(str(exc), now)
+        return None
+    gate = Gate.allow()
+    if not approved:
+        rule = pick_rule(rt.rules, call.tool, call.thread_id)
+        if rule is not None and rule.effect == "deny":
+            gate = Gate.block(f"denied by a remembered {rule.scope} rule for {call.tool}")
+        elif rule is None and tool.needs_approval(call.args):
+            gate = Gate.suspend(f"{call.tool} needs approval")
+    if gate.action != "block":
+        for answer in await loop.phase(
+            Phase.BEFORE_TOOL_EXECUTE, tool=call.tool, args=call.args, approved=approved
+        ):
+            if answer is not None and answer.action == "block":
+                gate = answer
+                break
+            if answer is not None and answer.action == "suspend":
+                gate = answer
+    match gate.action:
+        case "block":
+            call.fail(f"blocked: {gate.reason}", now)
+            return None
+        case "suspend":
+            call.move(CallStatus.SUSPENDED, now, suspend_reason=gate.reason)
+            return None
+    call.move(CallStatus.RUNNING, now)
+    return kwargs
+
+
+async def execute(loop: TurnLoop, call: CallState, kwargs: dict[str, Any]) -> None:
+    """Run a `running` call's tool and apply its result, then AfterToolExecute."""
+    rt = loop.rt
+    tool = rt.tools.get(call.tool)
+    assert tool is not None
+    ctx = ToolContext(rt.room.workspace, call.id, call.thread_id, call.turn_id)
+    result = await tool.call(kwargs, ctx)
+    call.finish(result, rt.clock())
+    await loop.phase(
+        Phase.AFTER_TOOL_EXECUTE, tool=call.tool, args=call.args, outcome=call.status.value
+    )

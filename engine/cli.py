@@ -1,0 +1,199 @@
+"""The `agentdeck` command line: the console by default, and invoke, decide, history, info.
+
+`--json` output and exit codes are a contract: 0 done/natural, 3 waiting, 1 any other end,
+2 bad usage or input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import anyio
+
+from engine import __version__
+from engine.config import ConfigError, load_config
+from engine.decisions import Decision
+from engine.messages import InvalidMessage, Message
+from engine.room import Room, RoomBusy
+from engine.runtime import Runtime, TurnOutcome
+from engine.store import StoreError
+
+EXIT_OK, EXIT_OTHER, EXIT_USAGE, EXIT_WAITING = 0, 1, 2, 3
+
+
+class UsageError(Exception):
+    """Bad usage or input: exit 2 with the message."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="agentdeck", description="An agent runtime with an operator console."
+    )
+    p.add_argument("--version", action="version", version=f"agentdeck {__version__}")
+    p.add_argument("--room", help="the agent room (default: $AGENT_ROOM, then a per-user room)")
+    sub = p.add_subparsers(dest="command")
+
+    def room_arg(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--room", default=argparse.SUPPRESS, help="the agent room")
+
+    sp = sub.add_parser("console", help="open the operator console (the default)")
+    room_arg(sp)
+    sp = sub.add_parser("invoke", help="run one turn (origin invoke); no runtime loops start")
+    room_arg(sp)
+    sp.add_argument("--thread", default="invoke:default")
+    sp.add_argument("--json", action="store_true")
+    sp.add_argument("text")
+    sp = sub.add_parser("decide", help="decide a suspended call and continue its turn")
+    room_arg(sp)
+    sp.add_argument("call_id")
+    sp.add_argument("action", choices=["approve", "cancel"])
+    sp.add_argument("--args", help="approve with these arguments (a JSON object)")
+    sp.add_argument("--result", help="approve with this result instead of running (JSON)")
+    sp.add_argument("--reason", default="", help="cancel: the reason the model sees")
+    sp.add_argument("--remember", choices=["thread", "room"])
+    sp.add_argument("--json", action="store_true")
+    sp = sub.add_parser("history", help="turns, newest first")
+    room_arg(sp)
+    sp.add_argument("--thread")
+    sp.add_argument("--limit", type=int, default=20)
+    sp.add_argument("--json", action="store_true")
+    sp = sub.add_parser("info", help="where things are and which model is in use")
+    room_arg(sp)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    room = Room.at(getattr(args, "room", None))
+    command = args.command or "console"
+    try:
+        if command == "console":
+            from console.app import run_console
+
+            return run_console(room)
+        handler = {"invoke": _invoke, "decide": _decide, "history": _history, "info": _info}
+        return anyio.run(handler[command], room, args)
+    except (UsageError, InvalidMessage, ConfigError) as exc:
+        print(f"agentdeck: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except (RoomBusy, StoreError) as exc:
+        print(f"agentdeck: {exc}", file=sys.stderr)
+        return EXIT_OTHER
+    except KeyboardInterrupt:
+        return 130
+
+
+def _exit_code(outcome: TurnOutcome) -> int:
+    if outcome.status == "done" and outcome.reason == "natural":
+        return EXIT_OK
+    return EXIT_WAITING if outcome.status == "waiting" else EXIT_OTHER
+
+
+def _report(outcome: TurnOutcome, as_json: bool) -> int:
+    if as_json:
+        print(json.dumps(outcome.as_json()))
+    else:
+        if outcome.text:
+            print(outcome.text)
+        state = outcome.status + (f"/{outcome.reason}" if outcome.reason else "")
+        print(f"-- turn {outcome.turn_id} on {outcome.thread_id}: {state}", file=sys.stderr)
+        for p in outcome.pending:
+            print(
+                f"   pending {p['call_id']}: {p['tool']} {json.dumps(p['args'])}\n"
+                f"   decide: agentdeck decide {p['call_id']} approve|cancel",
+                file=sys.stderr,
+            )
+    return _exit_code(outcome)
+
+
+async def _invoke(room: Room, args: argparse.Namespace) -> int:
+    message = Message.parse(
+        {"origin": "invoke", "sender": "cli", "thread_id": args.thread, "text": args.text}
+    )
+    async with Runtime.open(room, kind="invoke", resume="none") as rt:
+        waiting = rt.waiting_turn(message.thread_id)
+        if waiting is not None:
+            raise UsageError(
+                f"thread {message.thread_id} has a turn waiting for a decision ({waiting}); "
+                "decide its calls with `agentdeck decide`, or use --thread"
+            )
+        outcome = await rt.run_turn(message)
+    return _report(outcome, args.json)
+
+
+def _json_arg(text: str | None, what: str) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{what} is not valid JSON: {exc}") from None
+
+
+async def _decide(room: Room, args: argparse.Namespace) -> int:
+    edited = _json_arg(args.args, "--args")
+    result = _json_arg(args.result, "--result")
+    if edited is not None and not isinstance(edited, dict):
+        raise UsageError("--args must be a JSON object")
+    if args.action == "cancel" and (args.args or args.result):
+        raise UsageError("cancel takes no --args or --result")
+    if args.args and args.result:
+        raise UsageError("give --args or --result, not both")
+    kw: dict[str, Any] = {"remember": args.remember, "decided_by": "cli"}
+    if args.action == "cancel":
+        decision = Decision.cancel(args.call_id, args.reason, **kw)
+    elif args.result is not None:
+        decision = Decision.with_result(args.call_id, result, **kw)
+    else:
+        decision = Decision.approve(args.call_id, args=edited, **kw)
+    async with Runtime.open(room, kind="decide", resume="none") as rt:
+        row = await rt.store.fetchone(
+            "SELECT turn_id, status FROM tool_calls WHERE id=?", (args.call_id,)
+        )
+        if row is None:
+            raise UsageError(f"no tool call {args.call_id} in {room.db}")
+        status = await rt.decide(decision)
+        if status == "duplicate" and not args.json:
+            print(f"agentdeck: call {args.call_id} was already decided ({row['status']})",
+                  file=sys.stderr)  # fmt: skip
+        outcome = await rt.wait_turn(row["turn_id"])
+    return _report(outcome, args.json)
+
+
+async def _history(room: Room, args: argparse.Namespace) -> int:
+    from engine.history import recent_turns
+
+    if args.limit < 1:
+        raise UsageError("--limit must be at least 1")
+    turns = await recent_turns(room, thread=args.thread, limit=args.limit)
+    if args.json:
+        print(json.dumps(turns))
+        return EXIT_OK
+    for t in turns:
+        state = t["status"] + (f"/{t['reason']}" if t["reason"] else "")
+        text = " ".join(t["text"].split())[:60]
+        print(f"{t['turn_id']}  {t['thread_id']:<20} {state:<18} {t['calls']:>2} calls  {text}")
+    return EXIT_OK
+
+
+async def _info(room: Room, args: argparse.Namespace) -> int:
+    from engine.providers.select import make_provider
+
+    config = load_config(room.config)
+    choice = make_provider(config)
+    print(f"agentdeck {__version__}")
+    print(f"room:      {room.path}")
+    print(f"database:  {room.db}{'' if room.db.exists() else ' (not created yet)'}")
+    print(f"config:    {room.config}{'' if room.config.exists() else ' (not present; defaults)'}")
+    print(f"workspace: {room.workspace}")
+    print(f"model:     {choice.provider.name}:{choice.provider.model}")
+    print(f"key from:  {choice.key_source}")
+    print(f"store:     synchronous={config.store.synchronous}")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""agentdeck.toml: the room's settings, validated, with a clear error for a bad file."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class ConfigError(ValueError):
+    """agentdeck.toml could not be read; the text names the file and the problem."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StoreConfig(_Section):
+    synchronous: Literal["FULL", "NORMAL"] = "FULL"
+
+
+class ModelConfig(_Section):
+    provider: Literal["offline", "openai", "anthropic"] | None = None
+    model: str | None = None
+    base_url: str | None = None
+    offline_delay: float = Field(0.0, ge=0.0, le=5.0)  # seconds between streamed pieces
+
+
+class RuntimeConfig(_Section):
+    tool_concurrency: int = Field(4, ge=1, le=64)
+    max_rounds: int = Field(25, ge=1)
+    turn_timeout: float = Field(900.0, gt=0)
+    max_consecutive_errors: int = Field(5, ge=1)
+    shell_timeout: float = Field(30.0, gt=0)
+
+
+class Config(_Section):
+    store: StoreConfig = Field(default_factory=StoreConfig)
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
+
+
+def load_config(path: Path) -> Config:
+    """Read `path` (a missing file means defaults) or raise ConfigError saying what is wrong."""
+    if not path.exists():
+        return Config()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        reasons = "; ".join(f"[{'.'.join(map(str, e['loc']))}] {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"{path}: {reasons}") from None

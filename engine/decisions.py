@@ -1,0 +1,91 @@
+"""Decisions: an operator's (or a policy's) answer to a suspended tool call.
+
+Suspension is data: a pending call and a decision are plain records with ids. A decision
+is matched to its call by call id; one that matches nothing yet stays queued until it can
+be applied; applying the same decision twice changes nothing. `remember` turns a decision
+into a rule that later gates apply without asking.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class Decision(BaseModel):
+    """Resume (approve; maybe with edited args, or a result to use instead) or cancel."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    call_id: str
+    action: Literal["resume", "cancel"]
+    id: str = Field(default_factory=lambda: f"d_{uuid.uuid4().hex[:12]}")
+    args: dict[str, Any] | None = None  # resume with edited arguments
+    result: Any = None  # resume with this result instead of running the tool
+    use_result: bool = False
+    reason: str = ""  # cancel: the model sees it as the tool's error
+    remember: Literal["thread", "room"] | None = None
+    decided_by: str = "operator"
+
+    @model_validator(mode="after")
+    def _rules(self) -> Decision:
+        if self.action == "cancel" and (self.args is not None or self.use_result):
+            raise ValueError("a cancel decision takes no arguments or result")
+        if self.args is not None and self.use_result:
+            raise ValueError("resume with edited arguments or with a result, not both")
+        return self
+
+    @classmethod
+    def approve(cls, call_id: str, **kw: Any) -> Decision:
+        return cls(call_id=call_id, action="resume", **kw)
+
+    @classmethod
+    def cancel(cls, call_id: str, reason: str = "", **kw: Any) -> Decision:
+        return cls(call_id=call_id, action="cancel", reason=reason, **kw)
+
+    @classmethod
+    def with_result(cls, call_id: str, result: Any, **kw: Any) -> Decision:
+        return cls(call_id=call_id, action="resume", result=result, use_result=True, **kw)
+
+    def denial_text(self) -> str:
+        """What the model reads when this decision cancels a call."""
+        who = "operator" if self.decided_by == "operator" else self.decided_by
+        return f"denied by {who}" + (f": {self.reason}" if self.reason else "")
+
+
+class Rule(BaseModel):
+    """A remembered decision: allow or deny a tool, for one thread or the whole room."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tool: str
+    effect: Literal["allow", "deny"]
+    scope: Literal["thread", "room"]
+    thread_id: str | None = None
+    reason: str = ""
+
+    def applies(self, tool: str, thread_id: str) -> bool:
+        return self.tool == tool and (self.scope == "room" or self.thread_id == thread_id)
+
+
+def pick_rule(rules: list[Rule], tool: str, thread_id: str) -> Rule | None:
+    """The rule that decides this call: thread rules before room rules, newest first."""
+    matching = [r for r in reversed(rules) if r.applies(tool, thread_id)]
+    matching.sort(key=lambda r: r.scope != "thread")
+    return matching[0] if matching else None
+
+
+class PendingCall(BaseModel):
+    """A suspended call as an operator sees it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    call_id: str
+    turn_id: str
+    thread_id: str
+    tool: str
+    args: Any
+    reason: str = ""
+    since: float = 0.0

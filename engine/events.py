@@ -1,0 +1,122 @@
+"""Typed events the runtime publishes, one vocabulary for the store, the bus and the console.
+
+Every change the runtime makes is published as one of these after its checkpoint commits
+(text deltas, which are not stored, are published as they stream). Consumers match on
+`kind` exhaustively.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Discriminator, TypeAdapter
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    at: float
+    thread_id: str = ""
+    turn_id: str = ""
+
+
+class TurnStarted(_Event):
+    kind: Literal["turn_started"] = "turn_started"
+    origin: str
+    sender: str
+    text: str
+    strategy: str = "react"
+
+
+class TurnChanged(_Event):
+    """A turn moved in its lifecycle; `reason` is set when it leaves `running`."""
+
+    kind: Literal["turn_changed"] = "turn_changed"
+    status: str
+    reason: str | None = None
+    detail: str | None = None
+
+
+class StepStarted(_Event):
+    kind: Literal["step_started"] = "step_started"
+    step_id: int
+    step_kind: str  # inference | tool_round | replay
+
+
+class StepFinished(_Event):
+    kind: Literal["step_finished"] = "step_finished"
+    step_id: int
+    step_kind: str
+    status: str  # succeeded | failed | cancelled
+    summary: str = ""
+    duration: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class TextDelta(_Event):
+    """A piece of assistant text as the model streams it (published, not stored)."""
+
+    kind: Literal["text_delta"] = "text_delta"
+    text: str
+
+
+class MessageAppended(_Event):
+    """An entry was appended to a thread's conversation."""
+
+    kind: Literal["message_appended"] = "message_appended"
+    role: str
+    text: str
+    seq: int = 0
+
+
+class CallChanged(_Event):
+    """A tool call moved in its lifecycle."""
+
+    kind: Literal["call_changed"] = "call_changed"
+    call_id: str
+    tool: str
+    args: Any = None
+    status: str
+    result: str | None = None
+    error: str | None = None
+
+
+class DecisionRecorded(_Event):
+    """A decision arrived: `status` is queued, applied or duplicate."""
+
+    kind: Literal["decision_recorded"] = "decision_recorded"
+    decision_id: str
+    call_id: str
+    action: str
+    status: str
+    reason: str | None = None
+
+
+class Notice(_Event):
+    """Something an operator should know that is not a state change (a bad file, a retry)."""
+
+    kind: Literal["notice"] = "notice"
+    level: Literal["info", "warning", "error"] = "info"
+    text: str
+
+
+Event = Annotated[
+    TurnStarted
+    | TurnChanged
+    | StepStarted
+    | StepFinished
+    | TextDelta
+    | MessageAppended
+    | CallChanged
+    | DecisionRecorded
+    | Notice,
+    Discriminator("kind"),
+]
+
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+def parse_event(data: str | bytes) -> Event:
+    """Read a stored event back into its type."""
+    return EVENT_ADAPTER.validate_json(data)

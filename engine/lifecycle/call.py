@@ -1,0 +1,49 @@
+"""Tool-call lifecycle, exactly the seed's diagram.
+
+new -> running | suspended
+running -> suspended | succeeded | failed | cancelled
+suspended -> resuming | cancelled
+resuming -> running | suspended | succeeded | failed | cancelled
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from engine.lifecycle.errors import IllegalTransition
+
+
+class CallStatus(StrEnum):
+    NEW = "new"  # observed in the model's answer, not started
+    RUNNING = "running"  # executing
+    SUSPENDED = "suspended"  # waiting for a decision
+    RESUMING = "resuming"  # decision received and committed, replay in progress
+    SUCCEEDED = "succeeded"  # terminal: success or warning
+    FAILED = "failed"  # terminal: error, blocked, unknown tool, invalid arguments
+    CANCELLED = "cancelled"  # terminal: cancel decision or turn cancelled
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL
+
+
+TERMINAL = frozenset({CallStatus.SUCCEEDED, CallStatus.FAILED, CallStatus.CANCELLED})
+
+S = CallStatus
+TRANSITIONS: dict[CallStatus, frozenset[CallStatus]] = {
+    S.NEW: frozenset({S.RUNNING, S.SUSPENDED}),
+    S.RUNNING: frozenset({S.SUSPENDED, S.SUCCEEDED, S.FAILED, S.CANCELLED}),
+    S.SUSPENDED: frozenset({S.RESUMING, S.CANCELLED}),
+    S.RESUMING: frozenset({S.RUNNING, S.SUSPENDED, S.SUCCEEDED, S.FAILED, S.CANCELLED}),
+    S.SUCCEEDED: frozenset(),
+    S.FAILED: frozenset(),
+    S.CANCELLED: frozenset(),
+}
+
+
+def check(src: CallStatus | str, dst: CallStatus | str) -> CallStatus:
+    """Return `dst` if `src -> dst` is legal, else raise IllegalTransition naming both."""
+    src, dst = CallStatus(src), CallStatus(dst)
+    if dst not in TRANSITIONS[src]:
+        raise IllegalTransition("tool call", src.value, dst.value)
+    return dst

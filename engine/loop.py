@@ -1,0 +1,438 @@
+"""The canonical turn loop (react): inference, tool rounds, RESUME_TOOL_CALL, checkpoints.
+
+    RunStart, [commit user_message]
+    loop: RESUME_TOOL_CALL
+          StepStart, BeforeInference, LLM_CALL, AfterInference, StepEnd,
+          BeforeToolExecute (per call), commit assistant_turn_committed
+          tool round (decisions applied as they arrive), AfterToolExecute,
+          commit tool_results_committed
+    RunEnd, commit run_finished
+
+Each call's gate answer is committed with the assistant turn, so a call is durably
+`running` before its tool starts: a crash then leaves an unknown outcome, never a
+silent double execution.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from engine import calls as callmod
+from engine.calls import ANSWERED, NO_MESSAGE, PLACEHOLDER, CallState
+from engine.decisions import Decision, Rule
+from engine.events import DecisionRecorded, StepFinished, StepStarted, TextDelta, TurnChanged
+from engine.lifecycle import CallStatus, TurnStatus
+from engine.lifecycle import turn as turn_lifecycle
+from engine.messages import ConvMessage
+from engine.plugins import Gate, Phase, PhaseContext, StopRequest
+from engine.providers.base import AssistantAccumulator, ModelRequest
+from engine.providers.base import TextDelta as ModelTextDelta
+from engine.store import Op
+
+if TYPE_CHECKING:
+    from engine.conversation import Conversation
+    from engine.runtime import Runtime
+
+
+@dataclass
+class TurnState:
+    """One turn as the loop drives it."""
+
+    id: str
+    thread_id: str
+    status: TurnStatus
+    started_at: float
+    strategy: str = "react"
+    reason: str | None = None
+    detail: str | None = None
+    rounds: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    final_text: str | None = None
+    calls: dict[str, CallState] = field(default_factory=dict)
+
+    def suspended(self) -> list[CallState]:
+        return [c for c in self.calls.values() if c.status is CallStatus.SUSPENDED]
+
+    def row_update(self, at: float) -> Op:
+        return (
+            "UPDATE turns SET status=?, reason=?, detail=?, rounds=?, input_tokens=?,"
+            " output_tokens=?, final_text=?, updated_at=?, ended_at=? WHERE id=?",
+            (
+                self.status.value, self.reason, self.detail, self.rounds, self.input_tokens,
+                self.output_tokens, self.final_text, at,
+                at if self.status is TurnStatus.DONE else None, self.id,
+            ),
+        )  # fmt: skip
+
+
+class TurnLoop:
+    """Drives one turn from its loop top to `waiting` or `done`."""
+
+    def __init__(self, rt: Runtime, turn: TurnState, conv: Conversation) -> None:
+        self.rt, self.turn, self.conv = rt, turn, conv
+        self.ops: list[Op] = []
+        self.events: list[Any] = []
+        self.stop: StopRequest | None = None
+        self.consecutive_errors = 0
+        self.decided = anyio.Event()  # set by the runtime when a decision for us arrives
+        self.pending_kwargs: dict[str, dict[str, Any]] = {}  # admitted calls of this round
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    async def phase(self, phase: Phase, **kw: Any) -> list[Gate | None]:
+        """Run every plugin at `phase`; remember a stop request."""
+        ctx = PhaseContext(
+            phase=phase,
+            turn_id=self.turn.id,
+            thread_id=self.turn.thread_id,
+            round_index=self.turn.rounds,
+            started_at=self.turn.started_at,
+            now=self.rt.clock(),
+            consecutive_errors=self.consecutive_errors,
+            **kw,
+        )
+        answers = [await p.on_phase(ctx) for p in self.rt.plugins]
+        if ctx.stop is not None and self.stop is None:
+            self.stop = ctx.stop
+        return answers
+
+    def append(self, msg: ConvMessage) -> None:
+        op, event = self.conv.append(msg, self.turn.id, self.rt.clock())
+        self.ops.append(op)
+        self.events.append(event)
+
+    def answer(self, call: CallState) -> None:
+        """Put a call's outcome (or its pending placeholder) into the conversation."""
+        self.append(call.message())
+        call.has_message = PLACEHOLDER if call.status is CallStatus.SUSPENDED else ANSWERED
+
+    async def commit(self, checkpoint: str | None, touched: list[CallState] = ()) -> None:
+        """Write everything gathered since the last commit as one transaction."""
+        now = self.rt.clock()
+        for call in touched:
+            self.ops.append(call.upsert())
+            self.events.extend(call.events)
+            call.events.clear()
+        self.ops.append(self.turn.row_update(now))
+        ops, events, self.ops, self.events = self.ops, self.events, [], []
+        with anyio.CancelScope(shield=True):  # a checkpoint is written whole or not at all
+            await self.rt.commit(ops, events, checkpoint=checkpoint, turn_id=self.turn.id)
+
+    def step_start(self, kind: str) -> tuple[int, float]:
+        step_id, at = self.rt.next_step_id(), self.rt.clock()
+        self.rt.publish(
+            StepStarted(
+                at=at, thread_id=self.turn.thread_id, turn_id=self.turn.id, step_id=step_id,
+                step_kind=kind,
+            )
+        )  # fmt: skip
+        return step_id, at
+
+    def step_end(self, step_id: int, kind: str, started: float, status: str, summary: str,
+                 **usage: int) -> None:  # fmt: skip
+        now = self.rt.clock()
+        self.ops.append(
+            (
+                "INSERT INTO steps(id, turn_id, run_id, idx, kind, status, summary, started_at,"
+                " ended_at) VALUES (?,?,?,?,?,?,?,?,?)",
+                (step_id, self.turn.id, self.rt.run_id, self.turn.rounds, kind, status,
+                 summary, started, now),
+            )
+        )  # fmt: skip
+        self.events.append(
+            StepFinished(
+                at=now, thread_id=self.turn.thread_id, turn_id=self.turn.id, step_id=step_id,
+                step_kind=kind, status=status, summary=summary, duration=now - started, **usage,
+            )
+        )  # fmt: skip
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """From the loop top to waiting or done. Cancellation is handled by the caller."""
+        try:
+            await self.phase(Phase.RUN_START)
+            await self.recover()
+            while True:
+                await self.resume_tool_calls()
+                if not self.conv.awaits_answer:
+                    if self.turn.suspended():
+                        return await self.finish_waiting()
+                    return await self.finish(turn_lifecycle.NATURAL)
+                await self.phase(Phase.STEP_START)
+                await self.phase(Phase.BEFORE_INFERENCE)
+                if self.stop:
+                    return await self.finish(self.stop.reason, self.stop.detail)
+                assistant, new_calls = await self.inference()
+                if self.stop:
+                    return await self.finish(self.stop.reason, self.stop.detail)
+                if assistant.refusal or not new_calls:
+                    self.turn.final_text = assistant.text
+                    if self.turn.suspended():
+                        return await self.finish_waiting()
+                    reason = "refusal" if assistant.refusal else turn_lifecycle.NATURAL
+                    return await self.finish(turn_lifecycle.NATURAL, detail=reason if
+                                             assistant.refusal else None)  # fmt: skip
+                await self.tool_round(new_calls)
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:  # a runtime failure ends the turn with `error`
+            self.rt.log.exception("turn %s failed", self.turn.id)
+            await self.finish(turn_lifecycle.ERROR, f"{type(exc).__name__}: {exc}")
+
+    async def inference(self) -> tuple[ConvMessage, list[CallState]]:
+        """LLM_CALL, AfterInference, StepEnd, gates; commit assistant_turn_committed."""
+        for call in self.turn.suspended():
+            if call.has_message == NO_MESSAGE:
+                self.answer(call)  # a pending placeholder, so the model knows it waits
+        step_id, started = self.step_start("inference")
+        acc = AssistantAccumulator()
+        request = ModelRequest(messages=list(self.conv.messages), tools=self.rt.tools.schemas())
+        async for event in self.rt.provider.stream(request):
+            acc.add(event)
+            if isinstance(event, ModelTextDelta):
+                self.rt.publish(
+                    TextDelta(at=self.rt.clock(), thread_id=self.turn.thread_id,
+                              turn_id=self.turn.id, text=event.text)
+                )  # fmt: skip
+        assistant = acc.message()
+        self.turn.rounds += 1
+        self.turn.input_tokens += acc.input_tokens
+        self.turn.output_tokens += acc.output_tokens
+        await self.phase(Phase.AFTER_INFERENCE)
+        await self.phase(Phase.STEP_END)
+        self.append(assistant)
+        now = self.rt.clock()
+        new_calls = [
+            CallState(
+                id=self.rt.new_id("c"), model_call_id=tc.id or f"call_{i}", turn_id=self.turn.id,
+                thread_id=self.turn.thread_id, step_id=step_id, idx=i, tool=tc.name,
+                args=tc.arguments, created_at=now, updated_at=now,
+            )
+            for i, tc in enumerate(assistant.tool_calls)
+        ]  # fmt: skip
+        self.turn.calls.update((c.id, c) for c in new_calls)
+        summary = _summary(assistant)
+        self.step_end(step_id, "inference", started, "succeeded", summary,
+                      input_tokens=acc.input_tokens, output_tokens=acc.output_tokens)  # fmt: skip
+        for call in new_calls:
+            kwargs = await callmod.admit(self, call)
+            if kwargs is not None:
+                self.pending_kwargs[call.id] = kwargs
+        await self.commit("assistant_turn_committed", new_calls)
+        return assistant, new_calls
+
+    async def tool_round(self, new_calls: list[CallState]) -> None:
+        """Run the round's admitted calls concurrently; apply decisions as they arrive."""
+        step_id, started = self.step_start("tool_round")
+        limiter = anyio.CapacityLimiter(self.rt.config.runtime.tool_concurrency)
+        touched: list[CallState] = list(new_calls)
+        outstanding = 0
+
+        async def track(work: Any, *args: Any) -> None:
+            nonlocal outstanding
+            try:
+                await work(*args)
+            finally:
+                outstanding -= 1
+                if outstanding == 0:
+                    self.decided.set()  # wake the watcher so it sees the round is over
+
+        async def run_one(call: CallState, kwargs: dict[str, Any]) -> None:
+            async with limiter:
+                await callmod.execute(self, call, kwargs)
+            if call.status is CallStatus.SUSPENDED:
+                self.decided.set()  # a decision may already be queued for it
+
+        async def watch_decisions(tg: Any) -> None:
+            """Stream mode: a decision that arrives while tools run is applied at once."""
+            nonlocal outstanding
+            while True:
+                await self.decided.wait()
+                self.decided = anyio.Event()
+                if outstanding == 0:
+                    return
+                for decision, call in await self._take_decisions():
+                    if call not in touched:
+                        touched.append(call)
+                    outstanding += 1
+                    tg.start_soon(track, self._replay, decision, call)
+
+        runnable = [
+            (c, self.pending_kwargs.pop(c.id)) for c in new_calls if c.id in self.pending_kwargs
+        ]
+        if runnable:
+            async with anyio.create_task_group() as tg:
+                for call, kwargs in runnable:
+                    outstanding += 1
+                    tg.start_soon(track, run_one, call, kwargs)
+                tg.start_soon(watch_decisions, tg)
+        for call in touched:
+            if call.status.terminal and call.has_message != ANSWERED:
+                self.answer(call)
+        self._count_errors(touched)
+        ok = sum(c.status is CallStatus.SUCCEEDED for c in new_calls)
+        summary = f"{len(new_calls)} call(s), {ok} succeeded: " + ", ".join(
+            f"{c.tool} {c.status.value}" for c in new_calls
+        )
+        self.step_end(step_id, "tool_round", started, "succeeded", summary)
+        await self.commit("tool_results_committed", touched)
+
+    async def resume_tool_calls(self) -> None:
+        """RESUME_TOOL_CALL: apply queued decisions to suspended calls and replay them."""
+        taken = await self._take_decisions()
+        if not taken:
+            return
+        step_id, started = self.step_start("replay")
+        async with anyio.create_task_group() as tg:
+            for decision, call in taken:
+                tg.start_soon(self._replay, decision, call)
+        calls = [call for _, call in taken]
+        for call in calls:
+            if call.status.terminal:
+                self.answer(call)
+        self._count_errors(calls)
+        summary = ", ".join(f"{c.tool} {c.status.value}" for c in calls)
+        self.step_end(step_id, "replay", started, "succeeded", summary)
+        await self.commit("tool_results_committed", calls)
+
+    async def _take_decisions(self) -> list[tuple[Decision, CallState]]:
+        """Match queued decisions to our suspended calls; commit `resuming` + the decision."""
+        taken = self.rt.decisions.take(self.turn.suspended())
+        if not taken:
+            return []
+        now = self.rt.clock()
+        for decision, call in taken:
+            call.move(CallStatus.RESUMING, now, decision_id=decision.id)
+            self.ops.append(
+                (
+                    "UPDATE decisions SET status='applied', applied_at=? WHERE id=?",
+                    (now, decision.id),
+                )
+            )
+            self.events.append(
+                DecisionRecorded(at=now, thread_id=call.thread_id, turn_id=call.turn_id,
+                                 decision_id=decision.id, call_id=call.id,
+                                 action=decision.action, status="applied", reason=decision.reason)
+            )  # fmt: skip
+            for dup in self.rt.decisions.drop_rest(call.id):
+                self.ops.append(
+                    ("UPDATE decisions SET status='duplicate', note=? WHERE id=?",
+                     (f"call already decided by {decision.id}", dup.id))
+                )  # fmt: skip
+            if decision.remember:
+                rule = Rule(
+                    tool=call.tool, effect="allow" if decision.action == "resume" else "deny",
+                    scope=decision.remember, thread_id=call.thread_id,
+                )  # fmt: skip
+                self.rt.rules.append(rule)
+                self.ops.append(
+                    ("INSERT INTO rules(tool, effect, scope, thread_id, decision_id, created_at)"
+                     " VALUES (?,?,?,?,?,?)",
+                     (rule.tool, rule.effect, rule.scope, rule.thread_id, decision.id, now))
+                )  # fmt: skip
+        await self.commit(None, [call for _, call in taken])  # `resuming` is durable first
+        return taken
+
+    async def _replay(self, decision: Decision, call: CallState) -> None:
+        """Carry out a committed decision on a `resuming` call."""
+        now = self.rt.clock()
+        if decision.action == "cancel":
+            call.move(CallStatus.CANCELLED, now, error=decision.denial_text())
+            return
+        if decision.use_result:
+            text = decision.result if isinstance(decision.result, str) else _json(decision.result)
+            call.move(CallStatus.SUCCEEDED, now, result=text, error=None)
+            return
+        if decision.args is not None:
+            call.args = decision.args
+        kwargs = await callmod.admit(self, call, approved=True)
+        if kwargs is not None:
+            await callmod.execute(self, call, kwargs)
+
+    async def recover(self) -> None:
+        """After a crash: settle calls the last run left `new`, `running` or `resuming`."""
+        orphans = [
+            c for c in self.turn.calls.values()
+            if c.status in (CallStatus.NEW, CallStatus.RUNNING, CallStatus.RESUMING)
+        ]  # fmt: skip
+        if not orphans:
+            return
+        step_id, started = self.step_start("replay")
+        now = self.rt.clock()
+        async with anyio.create_task_group() as tg:
+            for call in orphans:
+                tool = self.rt.tools.get(call.tool)
+                if call.status is CallStatus.RESUMING:
+                    decision = await self.rt.decisions.load(call.decision_id)
+                    tg.start_soon(self._replay, decision, call)
+                elif call.status is CallStatus.NEW or (tool is not None and tool.idempotent):
+                    kwargs = await callmod.admit(self, call) if call.status is CallStatus.NEW else (
+                        tool.validate(call.args) if tool else None)  # fmt: skip
+                    if kwargs is not None:
+                        tg.start_soon(callmod.execute, self, call, kwargs)
+                else:
+                    call.move(CallStatus.FAILED, now, error=(
+                        "outcome unknown: agentdeck stopped while this call was running; "
+                        "it was not run again because it is not idempotent"))  # fmt: skip
+        for call in orphans:
+            if call.status.terminal and call.has_message != ANSWERED:
+                self.answer(call)
+        summary = "recovered " + ", ".join(f"{c.tool} {c.status.value}" for c in orphans)
+        self.step_end(step_id, "replay", started, "succeeded", summary)
+        await self.commit("tool_results_committed", orphans)
+
+    def _count_errors(self, calls: list[CallState]) -> None:
+        for call in calls:
+            if call.status is CallStatus.FAILED:
+                self.consecutive_errors += 1
+            elif call.status is CallStatus.SUCCEEDED:
+                self.consecutive_errors = 0
+
+    # -- endings ----------------------------------------------------------------------------
+
+    async def finish_waiting(self) -> None:
+        """Every outcome is suspended: the turn waits for a decision."""
+        self._set(TurnStatus.WAITING, turn_lifecycle.SUSPENDED, None)
+        await self.phase(Phase.RUN_END)
+        await self.commit("run_finished")
+
+    async def finish(self, reason: str, detail: str | None = None) -> None:
+        """End the turn `done`; open calls are cancelled and answered so nothing dangles."""
+        now = self.rt.clock()
+        calls = list(self.turn.calls.values())
+        for call in calls:
+            if call.status is CallStatus.NEW:
+                call.move(CallStatus.RUNNING, now)
+            if not call.status.terminal:
+                call.move(CallStatus.CANCELLED, now, error=f"turn ended: {reason}")
+            if call.has_message != ANSWERED:
+                self.answer(call)
+        self._set(TurnStatus.DONE, reason, detail)
+        await self.phase(Phase.RUN_END)
+        await self.commit("run_finished", calls)
+
+    def _set(self, status: TurnStatus, reason: str, detail: str | None) -> None:
+        turn_lifecycle.check(self.turn.status, status)
+        self.turn.status, self.turn.reason, self.turn.detail = status, reason, detail
+        self.events.append(
+            TurnChanged(at=self.rt.clock(), thread_id=self.turn.thread_id, turn_id=self.turn.id,
+                        status=status.value, reason=reason, detail=detail)
+        )  # fmt: skip
+
+
+def _json(value: Any) -> str:
+    import json
+
+    return json.dumps(value)
+
+
+def _summary(msg: ConvMessage) -> str:
+    if msg.tool_calls:
+        return "calls " + ", ".join(c.name for c in msg.tool_calls)
+    text = " ".join(msg.text.split())
+    return text[:80] + ("…" if len(text) > 80 else "")

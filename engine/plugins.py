@@ -1,0 +1,125 @@
+"""Plugins hook the phases of a turn; gates decide whether a tool call runs.
+
+Phases: RunStart, StepStart, BeforeInference, AfterInference, StepEnd, BeforeToolExecute,
+AfterToolExecute, RunEnd. A plugin may ask the turn to terminate (`request_stop`), and its
+BeforeToolExecute answer is a `Gate`: allow, block (a failed result the model sees) or
+suspend (wait for a decision).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Literal
+
+
+class Phase(StrEnum):
+    RUN_START = "RunStart"
+    STEP_START = "StepStart"
+    BEFORE_INFERENCE = "BeforeInference"
+    AFTER_INFERENCE = "AfterInference"
+    STEP_END = "StepEnd"
+    BEFORE_TOOL_EXECUTE = "BeforeToolExecute"
+    AFTER_TOOL_EXECUTE = "AfterToolExecute"
+    RUN_END = "RunEnd"
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The answer of BeforeToolExecute for one call."""
+
+    action: Literal["allow", "block", "suspend"]
+    reason: str = ""
+
+    @classmethod
+    def allow(cls) -> Gate:
+        return cls("allow")
+
+    @classmethod
+    def block(cls, reason: str) -> Gate:
+        return cls("block", reason)
+
+    @classmethod
+    def suspend(cls, reason: str) -> Gate:
+        return cls("suspend", reason)
+
+
+@dataclass(frozen=True)
+class StopRequest:
+    """A plugin's request to end the turn: `stopped:<code>` or `behavior_requested`."""
+
+    reason: str
+    detail: str = ""
+
+
+@dataclass
+class PhaseContext:
+    """What a plugin sees at a phase. Plugins read it; they change the turn through
+    their return value (a Gate) or `stop`."""
+
+    phase: Phase
+    turn_id: str
+    thread_id: str
+    round_index: int
+    started_at: float
+    now: float
+    consecutive_errors: int = 0
+    tool: str | None = None
+    args: dict[str, Any] | None = None
+    approved: bool = False  # the call was approved by a decision (replay)
+    outcome: str | None = None  # AfterToolExecute: succeeded | failed | suspended
+    stop: StopRequest | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def request_stop(self, reason: str, detail: str = "") -> None:
+        self.stop = StopRequest(reason, detail)
+
+
+class Plugin:
+    """Base class: override the phases you need. Each returns None unless noted."""
+
+    async def on_phase(self, ctx: PhaseContext) -> Gate | None:
+        """Called at every phase; at BeforeToolExecute a returned Gate decides the call."""
+        return None
+
+
+@dataclass
+class MaxRounds(Plugin):
+    """Stop the turn with `stopped:max_rounds` after this many inference rounds."""
+
+    limit: int = 25
+
+    async def on_phase(self, ctx: PhaseContext) -> Gate | None:
+        if ctx.phase is Phase.BEFORE_INFERENCE and ctx.round_index >= self.limit:
+            ctx.request_stop("stopped:max_rounds", f"reached {self.limit} rounds")
+        return None
+
+
+@dataclass
+class Timeout(Plugin):
+    """Stop the turn with `stopped:timeout` once it has run this many seconds."""
+
+    seconds: float = 600.0
+
+    async def on_phase(self, ctx: PhaseContext) -> Gate | None:
+        if ctx.phase is Phase.BEFORE_INFERENCE and ctx.now - ctx.started_at >= self.seconds:
+            ctx.request_stop("stopped:timeout", f"ran longer than {self.seconds:g}s")
+        return None
+
+
+@dataclass
+class ConsecutiveErrors(Plugin):
+    """Stop the turn with `stopped:consecutive_errors` after N failed calls in a row."""
+
+    limit: int = 5
+
+    async def on_phase(self, ctx: PhaseContext) -> Gate | None:
+        if ctx.phase is Phase.BEFORE_INFERENCE and ctx.consecutive_errors >= self.limit:
+            ctx.request_stop(
+                "stopped:consecutive_errors", f"{ctx.consecutive_errors} failed calls in a row"
+            )
+        return None
+
+
+def default_stop_policies() -> list[Plugin]:
+    return [MaxRounds(), Timeout(), ConsecutiveErrors()]

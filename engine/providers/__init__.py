@@ -1,0 +1,1 @@
+"""Model providers: the offline model (embedded default) and real ones over httpx."""

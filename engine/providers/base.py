@@ -1,0 +1,109 @@
+"""The provider interface: a request in, a stream of typed model events out.
+
+Every provider (offline, OpenAI-compatible, Anthropic) streams the same events;
+`AssistantAccumulator` folds them into one assistant `ConvMessage`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal, Protocol
+
+from pydantic import BaseModel, Discriminator
+
+from engine.messages import ConvMessage, ToolCallPart
+
+
+class TextDelta(BaseModel):
+    kind: Literal["text_delta"] = "text_delta"
+    text: str
+
+
+class ToolCallDelta(BaseModel):
+    """A piece of a tool call; `id` and `name` come with the first piece of an index."""
+
+    kind: Literal["tool_call_delta"] = "tool_call_delta"
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
+class UsageEvent(BaseModel):
+    kind: Literal["usage"] = "usage"
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class StopEvent(BaseModel):
+    kind: Literal["stop"] = "stop"
+    reason: str = "end_turn"  # end_turn | tool_use | max_tokens | refusal | ...
+
+
+ModelEvent = Annotated[TextDelta | ToolCallDelta | UsageEvent | StopEvent, Discriminator("kind")]
+
+
+@dataclass
+class ModelRequest:
+    """What one inference sees: the conversation and the tools it may call."""
+
+    messages: list[ConvMessage]
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    system: str | None = None
+
+
+class ProviderError(RuntimeError):
+    """A provider failed in a way retries did not fix; ends the turn with `error`."""
+
+
+class Provider(Protocol):
+    """A model behind one streaming interface."""
+
+    name: str
+    model: str
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]: ...
+
+
+@dataclass
+class AssistantAccumulator:
+    """Folds a provider's event stream into one assistant message and its usage."""
+
+    text: list[str] = field(default_factory=list)
+    calls: dict[int, dict[str, str]] = field(default_factory=dict)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    stop_reason: str | None = None
+
+    def add(self, event: ModelEvent) -> None:
+        match event:
+            case TextDelta(text=t):
+                self.text.append(t)
+            case ToolCallDelta(index=i, id=cid, name=name, arguments=args):
+                slot = self.calls.setdefault(i, {"id": "", "name": "", "arguments": ""})
+                slot["id"] = cid or slot["id"]
+                slot["name"] = name or slot["name"]
+                slot["arguments"] += args
+            case UsageEvent(input_tokens=it, output_tokens=ot):
+                self.input_tokens += it
+                self.output_tokens += ot
+            case StopEvent(reason=r):
+                self.stop_reason = r
+
+    def message(self) -> ConvMessage:
+        calls = []
+        for _, slot in sorted(self.calls.items()):
+            raw = slot["arguments"].strip()
+            try:
+                args: dict[str, Any] | str = json.loads(raw) if raw else {}
+            except json.JSONDecodeError:
+                args = raw
+            calls.append(ToolCallPart(id=slot["id"], name=slot["name"], arguments=args))
+        return ConvMessage(
+            role="assistant",
+            text="".join(self.text),
+            tool_calls=calls,
+            refusal=self.stop_reason == "refusal",
+        )

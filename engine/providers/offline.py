@@ -1,0 +1,236 @@
+"""The offline model: a deterministic, rule-based stand-in for a real LLM.
+
+agentdeck must run end to end with no model configured (first start, demos, tests):
+turns, tool calls, operator decisions and results all need something that talks like a
+model. `OfflineModel` streams the same events a real provider does, derived only from
+the conversation, so the same request always yields the same events:
+
+- after tool results, it answers by quoting them (returned / failed / still pending);
+- otherwise it turns trigger phrases in the latest user message into tool calls
+  (`cmd` in backticks, time/date, list files, read, write, calc / what is, fetch);
+- anything else gets a short, honest reply saying what it is and what it can do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+
+from engine.messages import ConvMessage
+from engine.providers.base import (
+    ModelEvent,
+    ModelRequest,
+    StopEvent,
+    TextDelta,
+    ToolCallDelta,
+    UsageEvent,
+)
+
+FALLBACK = (
+    "I'm agentdeck's offline model, a rule-based stand-in (no LLM is configured). "
+    "I can run `commands` in backticks, tell the time or date, list files (in PATH), "
+    'read PATH, write "TEXT" to PATH, calc EXPR (or "what is EXPR") and fetch URL.'
+)
+QUOTE_LIMIT = 400
+_MASK = "\x00"  # replaces backtick spans so their text triggers no other rule
+_TRAIL = ".,;:!?)]}'\""
+
+_BACKTICK = re.compile(r"`([^`\n]+)`")
+_END = r"(?=[.!?;](?:\s|$)|[\n\x00]|$)"  # end of a sentence, a line or before a `cmd`
+_RULES: list[tuple[str, re.Pattern[str]]] = [
+    (
+        "write_file",
+        re.compile(
+            r"\bwrite\s+(?:\"(?P<dq>[^\"\n]*)\"|'(?P<sq>[^'\n]*)'|(?P<raw>\S[^\n]*?))"
+            r"\s+to\s+(?P<path>\S+)",
+            re.I,
+        ),
+    ),
+    ("read_file", re.compile(r"\bread\s+(?:the\s+)?(?:file\s+)?(?P<path>\S+)", re.I)),
+    ("list_dir", re.compile(r"\blist\s+(?:the\s+)?files\b(?:\s+in\s+(?P<path>\S+))?", re.I)),
+    ("http_get", re.compile(r"\bfetch\s+(?P<url>\S+)", re.I)),
+    ("calc", re.compile(r"\bcalc(?:ulate)?\s+(?P<expr>[^\n\x00]+?)" + _END, re.I)),
+    ("calc", re.compile(r"\bwhat(?:'s|\s+is)\s+(?P<expr>[^\n\x00]*?\d[^\n\x00]*?)" + _END, re.I)),
+    ("clock", re.compile(r"\b(?:time|date)\b", re.I)),
+]
+_WHAT = {
+    "shell": "run a command",
+    "clock": "tell the time",
+    "list_dir": "list files",
+    "read_file": "read files",
+    "write_file": "write files",
+    "calc": "calculate",
+    "http_get": "fetch URLs",
+}
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+def _short(text: str, limit: int = QUOTE_LIMIT) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[:limit].rstrip() + "…"
+
+
+def _args(name: str, m: re.Match[str]) -> dict[str, Any] | None:
+    """The arguments of one rule match, or None when the match is not usable."""
+    g = {k: v for k, v in m.groupdict().items() if v is not None}
+    if name == "write_file":
+        text = g.get("dq", g.get("sq", g.get("raw", "")))
+        path = g["path"].rstrip(_TRAIL)
+        return {"text": text, "path": path} if path else None
+    if name == "read_file":
+        path = g["path"].strip("'\"").rstrip(_TRAIL)
+        return {"path": path} if path else None
+    if name == "list_dir":
+        return {"path": g.get("path", ".").strip("'\"").rstrip(_TRAIL) or "."}
+    if name == "http_get":
+        url = g["url"].strip("<>'\"").rstrip(_TRAIL)
+        return {"url": url} if url else None
+    if name == "calc":
+        expr = g["expr"].strip().rstrip("?").strip()
+        return {"expression": expr} if expr else None
+    return {}  # clock
+
+
+def parse_calls(text: str) -> list[tuple[str, dict[str, Any]]]:
+    """The tool calls a user text asks for, in the order they appear in it."""
+    found: list[tuple[int, str, dict[str, Any]]] = []
+    claimed: list[tuple[int, int]] = []
+    for m in _BACKTICK.finditer(text):
+        if cmd := m.group(1).strip():
+            found.append((m.start(), "shell", {"command": cmd}))
+    masked = _BACKTICK.sub(lambda m: _MASK * len(m.group(0)), text)
+    # Earlier rules claim their span: "write the date to x" is one write, not a clock too.
+    for name, pattern in _RULES:
+        for m in pattern.finditer(masked):
+            if _MASK in m.group(0) or any(m.start() < e and s < m.end() for s, e in claimed):
+                continue
+            args = _args(name, m)
+            if args is not None:
+                claimed.append(m.span())
+                found.append((m.start(), name, args))
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for _, name, args in sorted(found, key=lambda f: f[0]):
+        if (name, args) not in calls:  # "date and time" is one clock call
+            calls.append((name, args))
+    return calls
+
+
+class OfflineModel:
+    """A Provider that needs no network and no weights: rules over the conversation."""
+
+    name = "offline"
+    model = "offline-rules-1"
+
+    def __init__(self, delay: float = 0.0, chunk_chars: int = 4) -> None:
+        if chunk_chars < 1:
+            raise ValueError("chunk_chars must be at least 1")
+        self.delay = delay
+        self.chunk_chars = chunk_chars
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        for i, event in enumerate(self.events(request)):
+            if i and self.delay > 0 and isinstance(event, TextDelta | ToolCallDelta):
+                await anyio.sleep(self.delay)
+            yield event
+
+    # The whole reply is decided up front, synchronously; `stream` only paces it.
+    def events(self, request: ModelRequest) -> list[ModelEvent]:
+        """Every event the reply to `request` streams, in order."""
+        msgs = request.messages
+        calls: list[tuple[str, dict[str, Any]]] = []
+        if msgs and msgs[-1].role == "tool":
+            text = self._answer(msgs)
+        else:
+            user = next((m.text for m in reversed(msgs) if m.role == "user"), "")
+            available = {t.get("name") for t in request.tools}
+            wanted = parse_calls(user)
+            calls = [c for c in wanted if c[0] in available]
+            missing = list(dict.fromkeys(n for n, _ in wanted if n not in available))
+            notes = [
+                f"The `{n}` tool is not available here, so I can't {_WHAT[n]}." for n in missing
+            ]
+            if calls:
+                notes.insert(0, f"Running {len(calls)} tool{'s' if len(calls) > 1 else ''}.")
+            text = " ".join(notes) if wanted else FALLBACK
+
+        events: list[ModelEvent] = [TextDelta(text=t) for t in self._chunks(text)]
+        prefix = self._id_prefix(msgs)
+        out_words = _words(text)
+        for i, (name, args) in enumerate(calls):
+            raw = json.dumps(args, ensure_ascii=False)
+            out_words += 1 + _words(raw)
+            pieces = self._split(raw)
+            events.append(
+                ToolCallDelta(index=i, id=f"{prefix}_{i}", name=name, arguments=pieces[0])
+            )
+            events.extend(ToolCallDelta(index=i, arguments=p) for p in pieces[1:])
+        in_words = _words(request.system or "") + sum(
+            _words(m.text) + sum(_words(json.dumps(c.arguments)) for c in m.tool_calls)
+            for m in msgs
+        )
+        events.append(UsageEvent(input_tokens=in_words, output_tokens=out_words))
+        events.append(StopEvent(reason="tool_use" if calls else "end_turn"))
+        return events
+
+    @staticmethod
+    def _answer(msgs: list[ConvMessage]) -> str:
+        """Quote the tool results that arrived since the last assistant message with calls."""
+        start = max(
+            (i for i, m in enumerate(msgs) if m.role == "assistant" and m.tool_calls), default=-1
+        )
+        order = [c.id for c in msgs[start].tool_calls] if start >= 0 else []
+        names = {c.id: c.name for c in msgs[start].tool_calls} if start >= 0 else {}
+        latest: dict[str | None, ConvMessage] = {}
+        for m in msgs[start + 1 :]:
+            if m.role == "tool":
+                latest.pop(m.tool_call_id, None)  # a later result replaces a placeholder
+                latest[m.tool_call_id] = m
+        ranked = sorted(
+            latest.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order)
+        )
+        lines = []
+        for cid, m in ranked:
+            tool = m.tool_name or names.get(cid or "") or "tool"
+            if m.pending:
+                lines.append(f"`{tool}` is still waiting for an operator decision.")
+            elif m.is_error:
+                lines.append(f"`{tool}` failed: {_short(m.text) or '(no details)'}")
+            else:
+                lines.append(f"`{tool}` returned: {_short(m.text) or '(nothing)'}")
+        return "\n".join(lines) or "The tools returned nothing."
+
+    @staticmethod
+    def _id_prefix(msgs: list[ConvMessage]) -> str:
+        """`call_<hash>_<n>`: n grows with every assistant message, so ids never repeat."""
+        user = next((m.text for m in reversed(msgs) if m.role == "user"), "")
+        digest = hashlib.sha256(user.encode()).hexdigest()[:6]
+        n = sum(m.role == "assistant" for m in msgs) + 1
+        return f"call_{digest}_{n}"
+
+    def _chunks(self, text: str) -> list[str]:
+        """`text` in pieces of about chunk_chars characters, cut after whitespace."""
+        pieces: list[str] = []
+        current = ""
+        for token in re.findall(r"\S+\s*|\s+", text):
+            current += token
+            if len(current) >= self.chunk_chars:
+                pieces.append(current)
+                current = ""
+        if current:
+            pieces.append(current)
+        return pieces
+
+    @staticmethod
+    def _split(raw: str) -> list[str]:
+        """JSON arguments in two or three pieces; only the first may be empty."""
+        a = max(1, len(raw) // 3)
+        b = max(a, 2 * len(raw) // 3)
+        return [raw[:a]] + [p for p in (raw[a:b], raw[b:]) if p]

@@ -1,0 +1,519 @@
+"""Runtime: the one API over a room. It wires the store, the loop, decisions and events.
+
+    async with Runtime.open(room) as rt:
+        handle = await rt.submit(Message(origin="invoke", sender="cli", thread_id="t", text="hi"))
+        outcome = await rt.wait_turn(handle.turn_id)
+
+Long-lived tasks (turns, resumptions) live in the one task group the runtime owns.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import uuid
+from collections import defaultdict, deque
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import anyio
+from anyio.abc import TaskGroup
+
+from engine.calls import CallState
+from engine.config import Config, load_config
+from engine.conversation import Conversation
+from engine.decisions import Decision, PendingCall, Rule
+from engine.events import DecisionRecorded, Event, TextDelta, TurnStarted
+from engine.inbox import INSERT as INSERT_DECISION
+from engine.inbox import DecisionInbox, to_row
+from engine.lifecycle import CallStatus, TurnStatus
+from engine.lifecycle import turn as turn_lifecycle
+from engine.loop import TurnLoop, TurnState
+from engine.messages import ConvMessage, Message
+from engine.plugins import ConsecutiveErrors, MaxRounds, Plugin, Timeout
+from engine.providers.base import Provider
+from engine.room import Ownership, Room
+from engine.store import Op, Store
+from engine.tools import Tool, ToolRegistry
+
+Subscriber = Callable[[Event], None]
+
+
+@dataclass
+class TurnHandle:
+    """A turn the runtime is driving (or about to): wait on `done`, cancel via the runtime."""
+
+    turn_id: str
+    thread_id: str
+    done: anyio.Event = field(default_factory=anyio.Event)
+    scope: anyio.CancelScope | None = None
+    cancel_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class TurnOutcome:
+    """Where a turn stands: the CLI's `--json` object."""
+
+    turn_id: str
+    thread_id: str
+    status: str
+    reason: str | None
+    detail: str | None
+    text: str
+    pending: list[dict[str, Any]]
+    calls: list[dict[str, Any]]
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "turn_id": self.turn_id,
+            "thread_id": self.thread_id,
+            "status": self.status,
+            "reason": self.reason,
+            "text": self.text,
+            "pending": self.pending,
+            "calls": self.calls,
+        }
+
+
+class ThreadBusy(RuntimeError):
+    """The thread's current turn waits for a decision; new messages would queue behind it."""
+
+
+def group_of(origin: str) -> str:
+    return origin if origin in ("task", "chore", "will") else "chat"
+
+
+class Runtime:
+    """One active run over a room: owns the store, the turns and their task group."""
+
+    def __init__(
+        self,
+        room: Room,
+        store: Store,
+        config: Config,
+        provider: Provider,
+        tools: ToolRegistry,
+        plugins: list[Plugin],
+        kind: str,
+        clock: Callable[[], float],
+        ids: Callable[[str], str] | None,
+    ) -> None:
+        self.room, self.store, self.config = room, store, config
+        self.provider, self.tools, self.plugins = provider, tools, plugins
+        self.kind, self.clock = kind, clock
+        self._ids = ids
+        self.log = logging.getLogger("agentdeck")
+        self.run_id = self.new_id("r")
+        self.decisions = DecisionInbox(store)
+        self.rules: list[Rule] = []
+        self.live: dict[str, TurnHandle] = {}  # turns whose loop runs (or is about to)
+        self._loops: dict[str, TurnLoop] = {}
+        self._holder: dict[str, str] = {}  # thread -> its running or waiting turn
+        self._queued: dict[str, deque[tuple[Message, TurnHandle]]] = defaultdict(deque)
+        self._conversations: dict[str, Conversation] = {}
+        self._subscribers: list[Subscriber] = []
+        self._unstored: list[Event] = []
+        self._step_id = 0
+        self._tg: TaskGroup | None = None
+
+    # -- opening and closing ----------------------------------------------------------------
+
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls,
+        room: Room | str | os.PathLike[str] | None = None,
+        *,
+        kind: str = "console",
+        provider: Provider | None = None,
+        tools: list[Tool] | None = None,
+        plugins: list[Plugin] | None = None,
+        config: Config | None = None,
+        clock: Callable[[], float] = time.time,
+        ids: Callable[[str], str] | None = None,
+        resume: Literal["all", "none"] = "all",
+    ) -> AsyncIterator[Runtime]:
+        """Own the room, repair what a crash left, and serve until the block exits."""
+        room = room if isinstance(room, Room) else Room.at(room)
+        room.path.mkdir(parents=True, exist_ok=True)
+        config = config or load_config(room.config)
+        ownership = Ownership(room, kind)
+        ownership.acquire()
+        try:
+            room.ensure()
+            store = await Store.open(room.db, config.store.synchronous)
+            try:
+                if provider is None:
+                    from engine.providers.select import make_provider
+
+                    provider = make_provider(config).provider
+                if tools is None:
+                    from engine.builtin_tools import builtin_tools
+
+                    tools = builtin_tools()
+                if plugins is None:
+                    rc = config.runtime
+                    plugins = [
+                        MaxRounds(rc.max_rounds),
+                        Timeout(rc.turn_timeout),
+                        ConsecutiveErrors(rc.max_consecutive_errors),
+                    ]
+                rt = cls(room, store, config, provider, ToolRegistry(tools), plugins, kind,
+                         clock, ids)  # fmt: skip
+                await rt._start()
+                try:
+                    async with anyio.create_task_group() as tg:
+                        rt._tg = tg
+                        if resume == "all":
+                            for turn_id in await rt._interrupted():
+                                rt._spawn_resume(turn_id)
+                        yield rt
+                        tg.cancel_scope.cancel()
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await rt._stop()
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await store.close()
+        finally:
+            ownership.release()
+
+    async def _start(self) -> None:
+        now = self.clock()
+        self._step_id = int(await self.store.scalar("SELECT coalesce(max(id), 0) FROM steps"))
+        await self.store.write(
+            [
+                ("UPDATE runs SET status='crashed', ended_at=? WHERE status='active'", (now,)),
+                ("INSERT INTO runs(id, kind, pid, started_at, status) VALUES (?,?,?,?,'active')",
+                 (self.run_id, self.kind, os.getpid(), now)),
+            ]
+        )  # fmt: skip
+        await self.decisions.restore()
+        for row in await self.store.fetchall("SELECT * FROM rules ORDER BY id"):
+            self.rules.append(
+                Rule(tool=row["tool"], effect=row["effect"], scope=row["scope"],
+                     thread_id=row["thread_id"])
+            )  # fmt: skip
+        for row in await self.store.fetchall(
+            "SELECT id, thread_id FROM turns WHERE status != 'done' ORDER BY created_at"
+        ):
+            self._holder.setdefault(row["thread_id"], row["id"])
+        self._write_summary()
+
+    async def _stop(self) -> None:
+        await self.store.write(
+            [("UPDATE runs SET status='ended', ended_at=? WHERE id=?", (self.clock(), self.run_id))]
+        )
+        self._write_summary(stopped=True)
+
+    async def _interrupted(self) -> list[str]:
+        rows = await self.store.fetchall(
+            "SELECT id FROM turns WHERE status='running' ORDER BY created_at"
+        )
+        return [r["id"] for r in rows]
+
+    # -- plumbing for the loop --------------------------------------------------------------
+
+    def new_id(self, prefix: str) -> str:
+        return self._ids(prefix) if self._ids else f"{prefix}_{uuid.uuid4().hex[:10]}"
+
+    def next_step_id(self) -> int:
+        self._step_id += 1
+        return self._step_id
+
+    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
+        """Call `callback` (sync, quick) with every event; returns the unsubscribe function."""
+        self._subscribers.append(callback)
+        return lambda: self._subscribers.remove(callback)
+
+    def publish(self, event: Event) -> None:
+        """Hand an event to subscribers now; it is stored with the next commit (not deltas)."""
+        if not isinstance(event, TextDelta):
+            self._unstored.append(event)
+        for callback in list(self._subscribers):
+            callback(event)
+
+    async def commit(
+        self, ops: list[Op], events: list[Event], *, checkpoint: str | None, turn_id: str
+    ) -> None:
+        """One transaction: the ops, the checkpoint row, the events; then publish them."""
+        now = self.clock()
+        if checkpoint:
+            ops.append(
+                ("INSERT INTO checkpoints(turn_id, run_id, kind, created_at) VALUES (?,?,?,?)",
+                 (turn_id, self.run_id, checkpoint, now))
+            )  # fmt: skip
+        stored, self._unstored = [*self._unstored, *events], []
+        for e in stored:
+            ops.append(
+                ("INSERT INTO events(at, run_id, thread_id, turn_id, kind, body) VALUES (?,?,?,?,?,?)",
+                 (e.at, self.run_id, e.thread_id, e.turn_id, e.kind, e.model_dump_json()))
+            )  # fmt: skip
+        await self.store.write(ops)
+        for event in events:
+            for callback in list(self._subscribers):
+                callback(event)
+
+    async def conversation(self, thread_id: str) -> Conversation:
+        """A thread's conversation, loaded once per run and kept current in memory."""
+        conv = self._conversations.get(thread_id)
+        if conv is None:
+            rows = await self.store.fetchall(
+                "SELECT body FROM messages WHERE thread_id=? ORDER BY seq", (thread_id,)
+            )
+            conv = Conversation(thread_id, [ConvMessage.model_validate_json(r[0]) for r in rows])
+            self._conversations[thread_id] = conv
+        return conv
+
+    # -- turns ------------------------------------------------------------------------------
+
+    async def submit(self, message: Message, *, strategy: str = "react") -> TurnHandle:
+        """Accept a message: its turn starts now, or queues behind its thread's turn."""
+        handle = TurnHandle(self.new_id("t"), message.thread_id)
+        self.live[handle.turn_id] = handle
+        if message.thread_id in self._holder:
+            self._queued[message.thread_id].append((message, handle))
+        else:
+            self._holder[message.thread_id] = handle.turn_id
+            self._spawn(self._start_turn, message, handle, strategy)
+        return handle
+
+    def waiting_turn(self, thread_id: str) -> str | None:
+        """The turn that holds `thread_id` while it waits for a decision, if any."""
+        turn_id = self._holder.get(thread_id)
+        return turn_id if turn_id is not None and turn_id not in self.live else None
+
+    async def run_turn(self, message: Message) -> TurnOutcome:
+        """Submit a message and wait until its turn is done or waiting."""
+        handle = await self.submit(message)
+        return await self.wait_turn(handle.turn_id)
+
+    async def wait_turn(self, turn_id: str) -> TurnOutcome:
+        """Wait until the turn's loop stops (done or waiting); return where it stands."""
+        handle = self.live.get(turn_id)
+        if handle is not None:
+            await handle.done.wait()
+        return await self.outcome(turn_id)
+
+    async def _start_turn(self, message: Message, handle: TurnHandle, strategy: str) -> None:
+        now = self.clock()
+        conv = await self.conversation(message.thread_id)
+        turn = TurnState(handle.turn_id, message.thread_id, TurnStatus.RUNNING, now, strategy)
+        loop = TurnLoop(self, turn, conv)
+        loop.ops += [
+            ("INSERT INTO threads(id, group_name, created_at, updated_at, last_turn_id, turn_count)"
+             " VALUES (?,?,?,?,?,1) ON CONFLICT(id) DO UPDATE SET updated_at=excluded.updated_at,"
+             " last_turn_id=excluded.last_turn_id, turn_count=threads.turn_count+1",
+             (turn.thread_id, group_of(message.origin), now, now, turn.id)),
+            ("INSERT INTO turns(id, thread_id, run_id, origin, channel, sender, text, meta,"
+             " strategy, status, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+             (turn.id, turn.thread_id, self.run_id, message.origin, message.channel,
+              message.sender, message.text, json.dumps(message.meta), strategy, "running", now, now)),
+        ]  # fmt: skip
+        loop.events.append(
+            TurnStarted(at=now, thread_id=turn.thread_id, turn_id=turn.id, origin=message.origin,
+                        sender=message.sender, text=message.text, strategy=strategy)
+        )  # fmt: skip
+        loop.append(ConvMessage(role="user", text=message.text))
+        await loop.commit("user_message")
+        await self._drive(loop, handle)
+
+    def _spawn(self, fn: Callable[..., Any], *args: Any) -> None:
+        assert self._tg is not None, "the runtime is not open"
+        self._tg.start_soon(fn, *args)
+
+    def _spawn_resume(self, turn_id: str, thread_id: str = "") -> TurnHandle:
+        handle = TurnHandle(turn_id, thread_id)
+        self.live[turn_id] = handle
+        self._spawn(self._resume, handle)
+        return handle
+
+    async def _resume(self, handle: TurnHandle) -> None:
+        """Continue a waiting or interrupted turn from execution.db."""
+        loop = await self._load(handle.turn_id)
+        handle.thread_id = loop.turn.thread_id
+        self._holder[loop.turn.thread_id] = handle.turn_id
+        if loop.turn.status is TurnStatus.DONE:
+            handle.done.set()
+            self.live.pop(handle.turn_id, None)
+            return
+        if loop.turn.status is TurnStatus.WAITING:
+            loop._set(TurnStatus.RUNNING, None, None)  # noqa: SLF001
+            loop.turn.reason = None
+            await loop.commit(None)
+        await self._drive(loop, handle)
+
+    async def _load(self, turn_id: str) -> TurnLoop:
+        row = await self.store.fetchone("SELECT * FROM turns WHERE id=?", (turn_id,))
+        if row is None:
+            raise LookupError(f"no turn {turn_id} in {self.room.db}")
+        turn = TurnState(
+            row["id"], row["thread_id"], TurnStatus(row["status"]), row["created_at"],
+            row["strategy"], row["reason"], row["detail"], row["rounds"], row["input_tokens"],
+            row["output_tokens"], row["final_text"],
+        )  # fmt: skip
+        for crow in await self.store.fetchall(
+            "SELECT * FROM tool_calls WHERE turn_id=? ORDER BY step_id, idx", (turn_id,)
+        ):
+            call = CallState.from_row(crow)
+            turn.calls[call.id] = call
+        return TurnLoop(self, turn, await self.conversation(turn.thread_id))
+
+    async def _drive(self, loop: TurnLoop, handle: TurnHandle) -> None:
+        """Run the loop; an operator's cancel ends the turn `done/cancelled`."""
+        self._loops[handle.turn_id] = loop
+        self._write_summary()
+        try:
+            with anyio.CancelScope() as scope:
+                handle.scope = scope
+                if handle.cancel_reason is not None:
+                    scope.cancel()
+                await loop.run()
+            if scope.cancelled_caught:
+                with anyio.CancelScope(shield=True):
+                    await loop.finish(turn_lifecycle.CANCELLED, handle.cancel_reason)
+        finally:
+            self._loops.pop(handle.turn_id, None)
+            self.live.pop(handle.turn_id, None)
+            handle.done.set()
+            if loop.turn.status is TurnStatus.DONE:
+                self._release(loop.turn.thread_id, handle.turn_id)
+            self._write_summary()
+
+    def _release(self, thread_id: str, turn_id: str) -> None:
+        """The thread's turn is done: start the next message queued for the thread."""
+        if self._holder.get(thread_id) == turn_id:
+            del self._holder[thread_id]
+        queue = self._queued.get(thread_id)
+        if queue:
+            message, handle = queue.popleft()
+            self._holder[thread_id] = handle.turn_id
+            self._spawn(self._start_turn, message, handle, "react")
+
+    async def cancel_turn(self, turn_id: str, reason: str = "cancelled by operator") -> bool:
+        """Cancel a running or waiting turn: it ends `done/cancelled`. False if already done."""
+        handle = self.live.get(turn_id)
+        if handle is not None:
+            handle.cancel_reason = reason
+            if handle.scope is not None:
+                handle.scope.cancel()
+            return True
+        loop = await self._load(turn_id)
+        if loop.turn.status is TurnStatus.DONE:
+            return False
+        await loop.finish(turn_lifecycle.CANCELLED, reason)
+        self._release(loop.turn.thread_id, turn_id)
+        self._write_summary()
+        return True
+
+    # -- decisions --------------------------------------------------------------------------
+
+    async def decide(self, decision: Decision) -> str:
+        """Record a decision; it is applied now if its call waits, else when it can be.
+
+        Returns `queued` (accepted; applied as soon as the call is suspended) or
+        `duplicate` (this decision, or another for the same call, was already applied).
+        """
+        now = self.clock()
+        if await self.store.scalar("SELECT 1 FROM decisions WHERE id=?", (decision.id,)):
+            return "duplicate"
+        call = self._live_call(decision.call_id)
+        if call is None:
+            row = await self.store.fetchone(
+                "SELECT * FROM tool_calls WHERE id=?", (decision.call_id,)
+            )
+            call = CallState.from_row(row) if row is not None else None
+        decided = call is not None and (call.status.terminal or call.status is CallStatus.RESUMING)
+        status = "duplicate" if decided else "queued"
+        note = f"call already {call.status.value}" if decided and call else None
+        event = DecisionRecorded(
+            at=now, thread_id=call.thread_id if call else "", turn_id=call.turn_id if call else "",
+            decision_id=decision.id, call_id=decision.call_id, action=decision.action,
+            status=status, reason=decision.reason,
+        )  # fmt: skip
+        await self.commit([(INSERT_DECISION, to_row(decision, status, now, note))], [event],
+                          checkpoint=None, turn_id=event.turn_id)  # fmt: skip
+        if decided:
+            return status
+        self.decisions.add(decision)
+        if call is not None:
+            self._wake(call.turn_id)
+        return status
+
+    def _wake(self, turn_id: str) -> None:
+        loop = self._loops.get(turn_id)
+        if loop is not None:
+            loop.decided.set()
+        elif turn_id not in self.live:
+            self._spawn_resume(turn_id)
+
+    def _live_call(self, call_id: str) -> CallState | None:
+        for loop in self._loops.values():
+            if call_id in loop.turn.calls:
+                return loop.turn.calls[call_id]
+        return None
+
+    async def pending(self) -> list[PendingCall]:
+        """Every suspended call in the room, oldest first."""
+        rows = await self.store.fetchall(
+            "SELECT id, turn_id, thread_id, tool, args, suspend_reason, updated_at FROM tool_calls"
+            " WHERE status='suspended' ORDER BY updated_at, id"
+        )
+        return [
+            PendingCall(call_id=r["id"], turn_id=r["turn_id"], thread_id=r["thread_id"],
+                        tool=r["tool"], args=_loads(r["args"]), reason=r["suspend_reason"] or "",
+                        since=r["updated_at"])
+            for r in rows
+        ]  # fmt: skip
+
+    async def outcome(self, turn_id: str) -> TurnOutcome:
+        """Where a turn stands, from execution.db."""
+        row = await self.store.fetchone("SELECT * FROM turns WHERE id=?", (turn_id,))
+        if row is None:
+            raise LookupError(f"no turn {turn_id}")
+        calls = await self.store.fetchall(
+            "SELECT id, tool, args, status FROM tool_calls WHERE turn_id=? ORDER BY step_id, idx",
+            (turn_id,),
+        )
+        return TurnOutcome(
+            turn_id=turn_id, thread_id=row["thread_id"], status=row["status"],
+            reason=row["reason"], detail=row["detail"], text=row["final_text"] or "",
+            pending=[{"call_id": c["id"], "tool": c["tool"], "args": _loads(c["args"])}
+                     for c in calls if c["status"] == "suspended"],
+            calls=[{"call_id": c["id"], "tool": c["tool"], "status": c["status"]} for c in calls],
+            input_tokens=row["input_tokens"], output_tokens=row["output_tokens"],
+        )  # fmt: skip
+
+    # -- the summary ------------------------------------------------------------------------
+
+    def _write_summary(self, stopped: bool = False) -> None:
+        running = sorted(t for t, loop in self._loops.items())
+        waiting = sorted(t for t in self._holder.values() if t not in self.live)
+        try:
+            self.room.write_summary(
+                {
+                    "run_id": self.run_id,
+                    "kind": self.kind,
+                    "pid": os.getpid(),
+                    "state": "stopped" if stopped else "active",
+                    "model": f"{self.provider.name}:{self.provider.model}",
+                    "running_turns": running,
+                    "waiting_turns": waiting,
+                    "updated_at": self.clock(),
+                }
+            )
+        except OSError as exc:  # the summary is a convenience; the truth is in execution.db
+            self.log.warning("cannot write %s: %s", self.room.summary, exc)
+
+
+def _loads(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (TypeError, json.JSONDecodeError):
+        return text

@@ -1,0 +1,197 @@
+"""Tools: typed Python functions the model can call, their results and approval policy.
+
+A tool's parameters come from its signature; pydantic validates the model's arguments and
+produces the JSON schema the model sees. A parameter annotated `ToolContext` is filled by
+the runtime and hidden from the model.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, get_type_hints
+
+import anyio
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+Approval = Literal["never", "always"] | Callable[[dict[str, Any]], bool]
+
+
+class ToolResult(BaseModel):
+    """What a tool returns: success, warning, error, or pending (suspend for a decision)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    status: Literal["success", "warning", "error", "pending"]
+    content: Any = None
+    message: str = ""
+
+    @classmethod
+    def success(cls, content: Any = None) -> ToolResult:
+        return cls(status="success", content=content)
+
+    @classmethod
+    def warning(cls, content: Any, message: str) -> ToolResult:
+        return cls(status="warning", content=content, message=message)
+
+    @classmethod
+    def error(cls, message: str, content: Any = None) -> ToolResult:
+        return cls(status="error", content=content, message=message)
+
+    @classmethod
+    def pending(cls, message: str = "waiting for a decision") -> ToolResult:
+        return cls(status="pending", message=message)
+
+    def text(self) -> str:
+        """The result as the model reads it."""
+        import json
+
+        if self.status == "error":
+            return f"error: {self.message}"
+        if self.status == "pending":
+            return f"pending: {self.message}"
+        body = self.content if isinstance(self.content, str) else json.dumps(self.content)
+        return f"{body}\nwarning: {self.message}" if self.status == "warning" else body
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What the runtime hands a tool about where and why it runs."""
+
+    workspace: Path
+    call_id: str = ""
+    thread_id: str = ""
+    turn_id: str = ""
+
+    def resolve(self, path: str) -> Path:
+        """Resolve `path` inside the workspace; raise ToolError if it escapes."""
+        root = self.workspace.resolve()
+        target = (root / path).resolve()
+        if target != root and root not in target.parents:
+            raise ToolError(f"path {path!r} is outside the workspace ({root})")
+        return target
+
+
+class ToolError(Exception):
+    """Raised by a tool for an expected failure; becomes an error result the model sees."""
+
+
+class ToolArgsError(ValueError):
+    """The model's arguments did not validate; the text says which and why."""
+
+
+@dataclass
+class Tool:
+    """A callable the model may use, with its schema, approval policy and idempotency."""
+
+    name: str
+    description: str
+    fn: Callable[..., Any]
+    params: type[BaseModel]
+    context_param: str | None = None
+    approval: Approval = "never"
+    idempotent: bool = False
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def schema(self) -> dict[str, Any]:
+        """The tool as the model sees it: name, description, JSON schema of parameters."""
+        params = self.params.model_json_schema()
+        params.pop("title", None)
+        return {"name": self.name, "description": self.description, "parameters": params}
+
+    def validate(self, args: Any) -> dict[str, Any]:
+        """Validate raw arguments into keyword arguments, or raise ToolArgsError."""
+        if not isinstance(args, dict):
+            raise ToolArgsError(f"arguments must be a JSON object, got {type(args).__name__}")
+        try:
+            model = self.params.model_validate(args)
+        except ValidationError as exc:
+            reasons = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors()
+            )
+            raise ToolArgsError(f"invalid arguments for {self.name}: {reasons}") from None
+        return {name: getattr(model, name) for name in type(model).model_fields}
+
+    def needs_approval(self, args: dict[str, Any]) -> bool:
+        """Apply the approval policy to validated arguments."""
+        if self.approval == "never":
+            return False
+        if self.approval == "always":
+            return True
+        return bool(self.approval(args))
+
+    async def call(self, kwargs: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        """Run the tool. Sync functions run in a worker thread; exceptions become errors."""
+        if self.context_param:
+            kwargs = {**kwargs, self.context_param: ctx}
+        try:
+            if inspect.iscoroutinefunction(self.fn):
+                value = await self.fn(**kwargs)
+            else:
+                value = await anyio.to_thread.run_sync(lambda: self.fn(**kwargs))
+        except ToolError as exc:
+            return ToolResult.error(str(exc))
+        except Exception as exc:  # a tool that raises is a failed call, not a failed turn
+            return ToolResult.error(f"{self.name} raised {type(exc).__name__}: {exc}")
+        return value if isinstance(value, ToolResult) else ToolResult.success(value)
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    approval: Approval = "never",
+    idempotent: bool = False,
+) -> Any:
+    """Make a Tool from a typed function; the docstring's first line is its description."""
+
+    def build(f: Callable[..., Any]) -> Tool:
+        hints = get_type_hints(f)
+        fields: dict[str, Any] = {}
+        context_param = None
+        for pname, param in inspect.signature(f).parameters.items():
+            annotation = hints.get(pname, Any)
+            if annotation is ToolContext:
+                context_param = pname
+                continue
+            default = ... if param.default is inspect.Parameter.empty else param.default
+            fields[pname] = (annotation, default)
+        params = create_model(f"{f.__name__}_args", __config__=ConfigDict(extra="forbid"), **fields)
+        doc = inspect.getdoc(f) or ""
+        return Tool(
+            name=name or f.__name__,
+            description=doc,
+            fn=f,
+            params=params,
+            context_param=context_param,
+            approval=approval,
+            idempotent=idempotent,
+        )
+
+    return build(fn) if fn is not None else build
+
+
+class ToolRegistry:
+    """The tools a turn may use, by name."""
+
+    def __init__(self, tools: list[Tool] | None = None) -> None:
+        self._tools: dict[str, Tool] = {}
+        for t in tools or []:
+            self.add(t)
+
+    def add(self, t: Tool) -> None:
+        self._tools[t.name] = t
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def schemas(self) -> list[dict[str, Any]]:
+        return [t.schema() for t in self._tools.values()]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._tools

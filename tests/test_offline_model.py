@@ -1,0 +1,280 @@
+"""The offline model: triggers, answers after tool results, fallback, streaming shape."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from engine.messages import ConvMessage, ToolCallPart
+from engine.providers.base import (
+    AssistantAccumulator,
+    ModelRequest,
+    StopEvent,
+    TextDelta,
+    ToolCallDelta,
+    UsageEvent,
+)
+from engine.providers.offline import FALLBACK, OfflineModel
+
+ALL_TOOLS = [
+    {"name": n}
+    for n in ("shell", "clock", "list_dir", "read_file", "write_file", "calc", "http_get")
+]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def user(text: str) -> ConvMessage:
+    return ConvMessage(role="user", text=text)
+
+
+async def collect(request: ModelRequest, model: OfflineModel | None = None) -> list:
+    return [e async for e in (model or OfflineModel()).stream(request)]
+
+
+async def reply(text: str, tools: list[dict] | None = None) -> ConvMessage:
+    acc = AssistantAccumulator()
+    for event in await collect(ModelRequest([user(text)], ALL_TOOLS if tools is None else tools)):
+        acc.add(event)
+    return acc.message()
+
+
+async def calls(text: str) -> list[tuple[str, dict]]:
+    return [(c.name, c.arguments) for c in (await reply(text)).tool_calls]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("please run `ls -la`", [("shell", {"command": "ls -la"})]),
+        ("What TIME is it?", [("clock", {})]),
+        ("what's the date today", [("clock", {})]),
+        ("list files", [("list_dir", {"path": "."})]),
+        ("list files in src/engine.", [("list_dir", {"path": "src/engine"})]),
+        ("read notes.txt", [("read_file", {"path": "notes.txt"})]),
+        (
+            'write "hello world" to out.txt',
+            [("write_file", {"text": "hello world", "path": "out.txt"})],
+        ),
+        ("write 'hi' to a.md", [("write_file", {"text": "hi", "path": "a.md"})]),
+        ("write hi there to a.md", [("write_file", {"text": "hi there", "path": "a.md"})]),
+        ("calc 2 * (3 + 4)", [("calc", {"expression": "2 * (3 + 4)"})]),
+        ("what is 1.5 * 12?", [("calc", {"expression": "1.5 * 12"})]),
+        ("fetch https://example.com/a?b=1", [("http_get", {"url": "https://example.com/a?b=1"})]),
+    ],
+)
+async def test_each_trigger(text: str, expected: list) -> None:
+    assert await calls(text) == expected
+
+
+@pytest.mark.anyio
+async def test_several_triggers_become_calls_in_text_order() -> None:
+    text = "read a.txt, then `pwd`. What is 6*7? Also fetch http://x.org and tell me the time"
+    assert await calls(text) == [
+        ("read_file", {"path": "a.txt"}),
+        ("shell", {"command": "pwd"}),
+        ("calc", {"expression": "6*7"}),
+        ("http_get", {"url": "http://x.org"}),
+        ("clock", {}),
+    ]
+    msg = await reply(text)
+    assert msg.text == "Running 5 tools."
+    assert len({c.id for c in msg.tool_calls}) == 5
+
+
+@pytest.mark.anyio
+async def test_backticks_do_not_double_trigger() -> None:
+    assert await calls("run `date` and `read x`") == [
+        ("shell", {"command": "date"}),
+        ("shell", {"command": "read x"}),
+    ]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("text", ["update the docs", "timestamps are off", "it's already done"])
+async def test_no_false_positives(text: str) -> None:
+    msg = await reply(text)
+    assert msg.tool_calls == [] and msg.text == FALLBACK
+
+
+@pytest.mark.anyio
+async def test_rules_claim_their_span() -> None:
+    assert await calls("write the date to log.txt") == [
+        ("write_file", {"text": "the date", "path": "log.txt"})
+    ]
+    assert await calls("what is the date and time?") == [("clock", {})]
+
+
+@pytest.mark.anyio
+async def test_unavailable_tool_is_mentioned_not_called() -> None:
+    msg = await reply("fetch http://x.org and `ls`", tools=[{"name": "shell"}])
+    assert [c.name for c in msg.tool_calls] == ["shell"]
+    assert msg.text.startswith("Running 1 tool.")
+    assert "`http_get` tool is not available" in msg.text
+
+    events = await collect(ModelRequest([user("what time is it")], [{"name": "shell"}]))
+    assert not any(isinstance(e, ToolCallDelta) for e in events)
+    assert events[-1] == StopEvent(reason="end_turn")
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == (
+        "The `clock` tool is not available here, so I can't tell the time."
+    )
+
+
+@pytest.mark.anyio
+async def test_fallback_reply_is_honest() -> None:
+    msg = await reply("Hello there!")
+    assert msg.tool_calls == []
+    assert "offline model" in msg.text and "no LLM is configured" in msg.text
+    assert (await reply("")).text == FALLBACK
+
+
+@pytest.mark.anyio
+async def test_answer_quotes_results_in_call_order() -> None:
+    assistant = ConvMessage(
+        role="assistant",
+        text="Running 3 tools.",
+        tool_calls=[
+            ToolCallPart(id="c1", name="shell", arguments={"command": "ls"}),
+            ToolCallPart(id="c2", name="shell", arguments={"command": "rm -rf /"}),
+            ToolCallPart(id="c3", name="http_get", arguments={"url": "http://x"}),
+        ],
+    )
+    results = [
+        ConvMessage(role="tool", tool_call_id="c3", tool_name="http_get", text="?", pending=True),
+        ConvMessage(role="tool", tool_call_id="c1", tool_name="shell", text="a.txt\nb.txt"),
+        ConvMessage(
+            role="tool",
+            tool_call_id="c2",
+            tool_name="shell",
+            text="error: denied by operator: not now",
+            is_error=True,
+        ),
+    ]
+    events = await collect(ModelRequest([user("go"), assistant, *results], ALL_TOOLS))
+    acc = AssistantAccumulator()
+    for e in events:
+        acc.add(e)
+    msg = acc.message()
+    assert msg.tool_calls == [] and acc.stop_reason == "end_turn"
+    assert msg.text.splitlines() == [
+        "`shell` returned: a.txt",
+        "b.txt",
+        "`shell` failed: error: denied by operator: not now",
+        "`http_get` is still waiting for an operator decision.",
+    ]
+
+
+@pytest.mark.anyio
+async def test_answer_only_quotes_results_since_last_calls_and_truncates() -> None:
+    old = ConvMessage(role="assistant", tool_calls=[ToolCallPart(id="a", name="clock")])
+    new = ConvMessage(role="assistant", tool_calls=[ToolCallPart(id="b", name="shell")])
+    msgs = [
+        user("time?"),
+        old,
+        ConvMessage(role="tool", tool_call_id="a", tool_name="clock", text="noon"),
+        user("`yes`"),
+        new,
+        ConvMessage(role="tool", tool_call_id="b", tool_name="shell", text="y" * 1000),
+    ]
+    acc = AssistantAccumulator()
+    for e in await collect(ModelRequest(msgs, ALL_TOOLS)):
+        acc.add(e)
+    text = acc.message().text
+    assert "clock" not in text
+    assert text.startswith("`shell` returned: yyy") and text.endswith("…")
+    assert len(text) < 450
+
+
+@pytest.mark.anyio
+async def test_events_fold_into_expected_message() -> None:
+    events = await collect(ModelRequest([user('write "a b" to x.txt and `ls`')], ALL_TOOLS))
+    assert isinstance(events[-2], UsageEvent) and events[-2].output_tokens > 0
+    assert events[-1] == StopEvent(reason="tool_use")
+    acc = AssistantAccumulator()
+    for e in events:
+        acc.add(e)
+    msg = acc.message()
+    assert msg.role == "assistant" and msg.text == "Running 2 tools."
+    assert [(c.name, c.arguments) for c in msg.tool_calls] == [
+        ("write_file", {"text": "a b", "path": "x.txt"}),
+        ("shell", {"command": "ls"}),
+    ]
+    assert all(isinstance(c.arguments, dict) for c in msg.tool_calls)
+    assert msg.tool_calls[0].id.startswith("call_") and msg.tool_calls[0].id.endswith("_1_0")
+
+
+@pytest.mark.anyio
+async def test_arguments_are_split_over_several_deltas() -> None:
+    events = await collect(ModelRequest([user("`echo hi` and the time")], ALL_TOOLS))
+    for index in (0, 1):
+        pieces = [e for e in events if isinstance(e, ToolCallDelta) and e.index == index]
+        assert 2 <= len(pieces) <= 3
+        assert pieces[0].id and pieces[0].name and pieces[0].arguments
+        assert all(p.id is None and p.name is None and p.arguments for p in pieces[1:])
+
+
+@pytest.mark.anyio
+async def test_text_is_chunked_on_word_boundaries() -> None:
+    events = await collect(ModelRequest([user("hi")]), OfflineModel(chunk_chars=10))
+    texts = [e.text for e in events if isinstance(e, TextDelta)]
+    assert len(texts) > 5 and "".join(texts) == FALLBACK
+    assert all(t[-1] == " " for t in texts[:-1])
+
+
+@pytest.mark.anyio
+async def test_deterministic_and_ids_unique_across_conversation() -> None:
+    request = ModelRequest([user("`ls` and `pwd`")], ALL_TOOLS)
+    first = await collect(request)
+    assert first == await collect(request)
+    assert first == await collect(ModelRequest([user("`ls` and `pwd`")], ALL_TOOLS))
+
+    acc = AssistantAccumulator()
+    for e in first:
+        acc.add(e)
+    turn1 = acc.message()
+    msgs = [user("`ls` and `pwd`"), turn1]
+    msgs += [
+        ConvMessage(role="tool", tool_call_id=c.id, tool_name=c.name, text="ok")
+        for c in turn1.tool_calls
+    ]
+    answer = AssistantAccumulator()
+    for e in await collect(ModelRequest(msgs, ALL_TOOLS)):
+        answer.add(e)
+    msgs += [answer.message(), user("`ls` and `pwd`")]  # the same text again
+    acc2 = AssistantAccumulator()
+    for e in await collect(ModelRequest(msgs, ALL_TOOLS)):
+        acc2.add(e)
+    ids = [c.id for c in turn1.tool_calls + acc2.message().tool_calls]
+    assert len(ids) == 4 and len(set(ids)) == 4
+
+
+@pytest.mark.anyio
+async def test_zero_delay_never_sleeps(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def no_sleep(seconds: float) -> None:
+        raise AssertionError("slept with delay=0")
+
+    monkeypatch.setattr(anyio, "sleep", no_sleep)
+    events = await collect(ModelRequest([user("`ls`, the time and hi")], ALL_TOOLS))
+    assert events[-1] == StopEvent(reason="tool_use")
+
+
+@pytest.mark.anyio
+async def test_delay_sleeps_between_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
+    slept: list[float] = []
+
+    async def fake_sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    monkeypatch.setattr(anyio, "sleep", fake_sleep)
+    events = await collect(ModelRequest([user("`ls`")], ALL_TOOLS), OfflineModel(delay=0.25))
+    pieces = [e for e in events if isinstance(e, TextDelta | ToolCallDelta)]
+    assert slept == [0.25] * (len(pieces) - 1)
+
+
+def test_chunk_chars_must_be_positive() -> None:
+    with pytest.raises(ValueError):
+        OfflineModel(chunk_chars=0)

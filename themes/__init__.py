@@ -1,0 +1,1 @@
+"""Colour themes (data) and the app stylesheet."""
