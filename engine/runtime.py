@@ -175,6 +175,11 @@ class Runtime:
                                 rt._spawn_resume(turn_id)
                         yield rt
                         tg.cancel_scope.cancel()
+                except BaseExceptionGroup as group:
+                    # The caller's own error comes out as itself, not wrapped in a group.
+                    if len(group.exceptions) == 1:
+                        raise group.exceptions[0] from group
+                    raise
                 finally:
                     with anyio.CancelScope(shield=True):
                         await rt._stop()
