@@ -28,7 +28,17 @@ class ModelConfig(_Section):
     offline_delay: float = Field(0.0, ge=0.0, le=5.0)  # seconds between streamed pieces
 
 
+class GroupSettings(_Section):
+    priority: int | None = None
+    max_running_turns: int | None = Field(None, ge=0)
+    max_queued_turns: int | None = Field(None, ge=1)
+    overflow_policy: Literal["reject", "drop_oldest", "replace_pending"] | None = None
+    coalesce: Literal["none", "keep_pending", "newest"] | None = None
+    paused: bool | None = None
+
+
 class RuntimeConfig(_Section):
+    max_running_turns: int = Field(8, ge=1, le=1000)
     tool_concurrency: int = Field(4, ge=1, le=64)
     max_rounds: int = Field(25, ge=1)
     turn_timeout: float = Field(900.0, gt=0)
@@ -40,6 +50,7 @@ class Config(_Section):
     store: StoreConfig = Field(default_factory=StoreConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
+    groups: dict[str, GroupSettings] = Field(default_factory=dict)
 
 
 def load_config(path: Path) -> Config:

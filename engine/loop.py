@@ -52,6 +52,7 @@ class TurnState:
     input_tokens: int = 0
     output_tokens: int = 0
     final_text: str | None = None
+    group: str = "chat"
     calls: dict[str, CallState] = field(default_factory=dict)
 
     def suspended(self) -> list[CallState]:

@@ -14,7 +14,6 @@ import logging
 import os
 import time
 import uuid
-from collections import defaultdict, deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ from engine.messages import ConvMessage, Message
 from engine.plugins import ConsecutiveErrors, MaxRounds, Plugin, Timeout
 from engine.providers.base import Provider
 from engine.room import Ownership, Room
+from engine.scheduler import GroupConfig, Rejected, Request, Scheduler, Statistics, group_for
 from engine.store import Op, Store
 from engine.tools import Tool, ToolRegistry
 
@@ -85,10 +85,6 @@ class ThreadBusy(RuntimeError):
     """The thread's current turn waits for a decision; new messages would queue behind it."""
 
 
-def group_of(origin: str) -> str:
-    return origin if origin in ("task", "chore", "will") else "chat"
-
-
 class Runtime:
     """One active run over a room: owns the store, the turns and their task group."""
 
@@ -114,8 +110,9 @@ class Runtime:
         self.rules: list[Rule] = []
         self.live: dict[str, TurnHandle] = {}  # turns whose loop runs (or is about to)
         self._loops: dict[str, TurnLoop] = {}
-        self._holder: dict[str, str] = {}  # thread -> its running or waiting turn
-        self._queued: dict[str, deque[tuple[Message, TurnHandle]]] = defaultdict(deque)
+        self.scheduler = Scheduler(max_running_turns=config.runtime.max_running_turns, clock=clock)
+        self._requests: dict[str, Request] = {}  # this run's requests, by id
+        self._interrupted: set[str] = set()  # left `running` by a run that stopped
         self._conversations: dict[str, Conversation] = {}
         self._subscribers: list[Subscriber] = []
         self._unstored: list[Event] = []
@@ -171,7 +168,7 @@ class Runtime:
                     async with anyio.create_task_group() as tg:
                         rt._tg = tg
                         if resume == "all":
-                            for turn_id in await rt._interrupted():
+                            for turn_id in sorted(rt._interrupted):
                                 rt._spawn_resume(turn_id)
                         yield rt
                         tg.cancel_scope.cancel()
@@ -205,23 +202,40 @@ class Runtime:
                 Rule(tool=row["tool"], effect=row["effect"], scope=row["scope"],
                      thread_id=row["thread_id"])
             )  # fmt: skip
-        for row in await self.store.fetchall(
-            "SELECT id, thread_id FROM turns WHERE status != 'done' ORDER BY created_at"
-        ):
-            self._holder.setdefault(row["thread_id"], row["id"])
+        await self._restore_schedule()
         self._write_summary()
+
+    async def _restore_schedule(self) -> None:
+        """Groups from the room and its config; held threads and queued requests."""
+        for row in await self.store.fetchall("SELECT * FROM thread_groups"):
+            self.scheduler.groups[row["name"]] = GroupConfig(
+                row["name"], row["priority"], row["max_running_turns"], row["max_queued_turns"],
+                row["overflow_policy"], row["coalesce"], bool(row["paused"]),
+            )  # fmt: skip
+        for name, settings in self.config.groups.items():
+            self.scheduler.configure(name, **settings.model_dump(exclude_none=True))
+        await self.store.write([_group_row(g) for g in self.scheduler.groups.values()])
+        for row in await self.store.fetchall(
+            "SELECT t.id, t.thread_id, t.status, h.group_name FROM turns t"
+            " JOIN threads h ON h.id = t.thread_id WHERE t.status != 'done' ORDER BY t.created_at"
+        ):
+            self.scheduler.hold(row["thread_id"], row["id"], row["group_name"], row["status"])
+            if row["status"] == "running":
+                self._interrupted.add(row["id"])
+        for row in await self.store.fetchall(
+            "SELECT * FROM turn_requests WHERE status='queued' ORDER BY created_at"
+        ):
+            req = Request(row["id"], Message.model_validate_json(row["message"]),
+                          row["group_name"], row["created_at"], row["strategy"])  # fmt: skip
+            self.scheduler.queue.append(req)
+            self._requests[req.id] = req
+            self.live[req.id] = TurnHandle(req.id, req.thread_id)
 
     async def _stop(self) -> None:
         await self.store.write(
             [("UPDATE runs SET status='ended', ended_at=? WHERE id=?", (self.clock(), self.run_id))]
         )
         self._write_summary(stopped=True)
-
-    async def _interrupted(self) -> list[str]:
-        rows = await self.store.fetchall(
-            "SELECT id FROM turns WHERE status='running' ORDER BY created_at"
-        )
-        return [r["id"] for r in rows]
 
     # -- plumbing for the loop --------------------------------------------------------------
 
@@ -278,21 +292,52 @@ class Runtime:
 
     # -- turns ------------------------------------------------------------------------------
 
-    async def submit(self, message: Message, *, strategy: str = "react") -> TurnHandle:
-        """Accept a message: its turn starts now, or queues behind its thread's turn."""
-        handle = TurnHandle(self.new_id("t"), message.thread_id)
-        self.live[handle.turn_id] = handle
-        if message.thread_id in self._holder:
-            self._queued[message.thread_id].append((message, handle))
-        else:
-            self._holder[message.thread_id] = handle.turn_id
-            self._spawn(self._start_turn, message, handle, strategy)
+    async def submit(self, message: Message, *, strategy: str | None = None) -> TurnHandle:
+        """Offer a turn request to the scheduler; return once its admission is durable.
+
+        The request starts now, queues, or is coalesced into another (the handle then
+        names that one); a refused request raises `Rejected` with the recorded reason.
+        """
+        req = Request(self.new_id("t"), message, group_for(message), self.clock(), strategy)
+        changed = self.scheduler.offer(req)
+        await self.store.write([_request_row(r, self.clock()) for r in changed])
+        for r in changed:
+            self._requests[r.id] = r
+            if r.status in ("coalesced", "rejected") and (old := self.live.pop(r.id, None)):
+                old.done.set()  # its waiters follow the request to where it went
+        if req.status == "rejected":
+            raise Rejected(req.reason or "rejected")
+        target = req.coalesced_into if req.status == "coalesced" else req.id
+        handle = self.live.setdefault(target, TurnHandle(target, message.thread_id))
+        holder = self.scheduler.holder(message.thread_id)
+        if holder is not None and holder[0] in self._interrupted and holder[0] not in self.live:
+            self._spawn_resume(holder[0])  # finish what a stopped run left, then ours
+        self._pump()
         return handle
+
+    def _pump(self) -> None:
+        """Start every request the scheduler admits now."""
+        if self._tg is None:
+            return
+        for req in self.scheduler.admissions():
+            handle = self.live.setdefault(req.id, TurnHandle(req.id, req.thread_id))
+            self._spawn(self._start_turn, req, handle)
+
+    def statistics(self) -> Statistics:
+        """Groups, threads and queued requests, with why each request waits."""
+        return self.scheduler.statistics()
+
+    async def configure_group(self, name: str, **changes: Any) -> GroupConfig:
+        """Change a thread group while running (pause, budget, priority...); it persists."""
+        group = self.scheduler.configure(name, **changes)
+        await self.store.write([_group_row(group)])
+        self._pump()
+        return group
 
     def waiting_turn(self, thread_id: str) -> str | None:
         """The turn that holds `thread_id` while it waits for a decision, if any."""
-        turn_id = self._holder.get(thread_id)
-        return turn_id if turn_id is not None and turn_id not in self.live else None
+        holder = self.scheduler.holder(thread_id)
+        return holder[0] if holder is not None and holder[1] == "waiting" else None
 
     async def run_turn(self, message: Message) -> TurnOutcome:
         """Submit a message and wait until its turn is done or waiting."""
@@ -300,22 +345,30 @@ class Runtime:
         return await self.wait_turn(handle.turn_id)
 
     async def wait_turn(self, turn_id: str) -> TurnOutcome:
-        """Wait until the turn's loop stops (done or waiting); return where it stands."""
-        handle = self.live.get(turn_id)
-        if handle is not None:
-            await handle.done.wait()
-        return await self.outcome(turn_id)
+        """Wait until the turn's loop stops (done or waiting); return where it stands.
+        A request that was coalesced is followed to the request it went into."""
+        while True:
+            handle = self.live.get(turn_id)
+            if handle is not None:
+                await handle.done.wait()
+            req = self._requests.get(turn_id)
+            if req is None or req.status != "coalesced" or req.coalesced_into is None:
+                return await self.outcome(turn_id)
+            turn_id = req.coalesced_into
 
-    async def _start_turn(self, message: Message, handle: TurnHandle, strategy: str) -> None:
-        now = self.clock()
+    async def _start_turn(self, req: Request, handle: TurnHandle) -> None:
+        now, message = self.clock(), req.message
+        strategy = req.strategy or "react"
         conv = await self.conversation(message.thread_id)
-        turn = TurnState(handle.turn_id, message.thread_id, TurnStatus.RUNNING, now, strategy)
+        turn = TurnState(handle.turn_id, message.thread_id, TurnStatus.RUNNING, now, strategy,
+                         group=req.group)  # fmt: skip
         loop = TurnLoop(self, turn, conv)
         loop.ops += [
+            ("UPDATE turn_requests SET status='admitted', updated_at=? WHERE id=?", (now, req.id)),
             ("INSERT INTO threads(id, group_name, created_at, updated_at, last_turn_id, turn_count)"
              " VALUES (?,?,?,?,?,1) ON CONFLICT(id) DO UPDATE SET updated_at=excluded.updated_at,"
              " last_turn_id=excluded.last_turn_id, turn_count=threads.turn_count+1",
-             (turn.thread_id, group_of(message.origin), now, now, turn.id)),
+             (turn.thread_id, req.group, now, now, turn.id)),
             ("INSERT INTO turns(id, thread_id, run_id, origin, channel, sender, text, meta,"
              " strategy, status, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
              (turn.id, turn.thread_id, self.run_id, message.origin, message.channel,
@@ -342,8 +395,8 @@ class Runtime:
     async def _resume(self, handle: TurnHandle) -> None:
         """Continue a waiting or interrupted turn from execution.db."""
         loop = await self._load(handle.turn_id)
+        self._interrupted.discard(handle.turn_id)
         handle.thread_id = loop.turn.thread_id
-        self._holder[loop.turn.thread_id] = handle.turn_id
         if loop.turn.status is TurnStatus.DONE:
             handle.done.set()
             self.live.pop(handle.turn_id, None)
@@ -355,13 +408,16 @@ class Runtime:
         await self._drive(loop, handle)
 
     async def _load(self, turn_id: str) -> TurnLoop:
-        row = await self.store.fetchone("SELECT * FROM turns WHERE id=?", (turn_id,))
+        row = await self.store.fetchone(
+            "SELECT t.*, h.group_name FROM turns t JOIN threads h ON h.id = t.thread_id"
+            " WHERE t.id=?", (turn_id,)
+        )  # fmt: skip
         if row is None:
             raise LookupError(f"no turn {turn_id} in {self.room.db}")
         turn = TurnState(
             row["id"], row["thread_id"], TurnStatus(row["status"]), row["created_at"],
             row["strategy"], row["reason"], row["detail"], row["rounds"], row["input_tokens"],
-            row["output_tokens"], row["final_text"],
+            row["output_tokens"], row["final_text"], group=row["group_name"],
         )  # fmt: skip
         for crow in await self.store.fetchall(
             "SELECT * FROM tool_calls WHERE turn_id=? ORDER BY step_id, idx", (turn_id,)
@@ -373,6 +429,7 @@ class Runtime:
     async def _drive(self, loop: TurnLoop, handle: TurnHandle) -> None:
         """Run the loop; an operator's cancel ends the turn `done/cancelled`."""
         self._loops[handle.turn_id] = loop
+        self.scheduler.hold(loop.turn.thread_id, loop.turn.id, loop.turn.group, "running")
         self._write_summary()
         try:
             with anyio.CancelScope() as scope:
@@ -387,19 +444,17 @@ class Runtime:
             self._loops.pop(handle.turn_id, None)
             self.live.pop(handle.turn_id, None)
             handle.done.set()
-            if loop.turn.status is TurnStatus.DONE:
-                self._release(loop.turn.thread_id, handle.turn_id)
-            self._write_summary()
+            self._settle(loop.turn)
 
-    def _release(self, thread_id: str, turn_id: str) -> None:
-        """The thread's turn is done: start the next message queued for the thread."""
-        if self._holder.get(thread_id) == turn_id:
-            del self._holder[thread_id]
-        queue = self._queued.get(thread_id)
-        if queue:
-            message, handle = queue.popleft()
-            self._holder[thread_id] = handle.turn_id
-            self._spawn(self._start_turn, message, handle, "react")
+    def _settle(self, turn: TurnState) -> None:
+        """A turn's loop stopped: free or hold its thread, then start what may start."""
+        if turn.status is TurnStatus.DONE:
+            self.scheduler.release(turn.thread_id, turn.id)
+        elif turn.status is TurnStatus.WAITING:
+            self.scheduler.hold(turn.thread_id, turn.id, turn.group, "waiting")
+        self._write_summary()
+        if self._tg is not None and not self._tg.cancel_scope.cancel_called:
+            self._pump()
 
     async def cancel_turn(self, turn_id: str, reason: str = "cancelled by operator") -> bool:
         """Cancel a running or waiting turn: it ends `done/cancelled`. False if already done."""
@@ -413,8 +468,7 @@ class Runtime:
         if loop.turn.status is TurnStatus.DONE:
             return False
         await loop.finish(turn_lifecycle.CANCELLED, reason)
-        self._release(loop.turn.thread_id, turn_id)
-        self._write_summary()
+        self._settle(loop.turn)
         return True
 
     # -- decisions --------------------------------------------------------------------------
@@ -498,8 +552,8 @@ class Runtime:
     # -- the summary ------------------------------------------------------------------------
 
     def _write_summary(self, stopped: bool = False) -> None:
-        running = sorted(t for t, loop in self._loops.items())
-        waiting = sorted(t for t in self._holder.values() if t not in self.live)
+        running = sorted(self._loops)
+        waiting = sorted(h.turn_id for h in self.scheduler.holders.values() if h.state == "waiting")
         try:
             self.room.write_summary(
                 {
@@ -515,6 +569,29 @@ class Runtime:
             )
         except OSError as exc:  # the summary is a convenience; the truth is in execution.db
             self.log.warning("cannot write %s: %s", self.room.summary, exc)
+
+
+def _request_row(req: Request, now: float) -> Op:
+    return (
+        "INSERT INTO turn_requests(id, thread_id, group_name, message, strategy, status, reason,"
+        " coalesced_into, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?)"
+        " ON CONFLICT(id) DO UPDATE SET status=excluded.status, reason=excluded.reason,"
+        " coalesced_into=excluded.coalesced_into, updated_at=excluded.updated_at",
+        (req.id, req.thread_id, req.group, req.message.model_dump_json(), req.strategy,
+         req.status, req.reason, req.coalesced_into, req.created_at, now),
+    )  # fmt: skip
+
+
+def _group_row(g: GroupConfig) -> Op:
+    return (
+        "INSERT INTO thread_groups(name, priority, max_running_turns, max_queued_turns,"
+        " overflow_policy, coalesce, paused) VALUES (?,?,?,?,?,?,?) ON CONFLICT(name) DO UPDATE"
+        " SET priority=excluded.priority, max_running_turns=excluded.max_running_turns,"
+        " max_queued_turns=excluded.max_queued_turns, overflow_policy=excluded.overflow_policy,"
+        " coalesce=excluded.coalesce, paused=excluded.paused",
+        (g.name, g.priority, g.max_running_turns, g.max_queued_turns, g.overflow_policy,
+         g.coalesce, int(g.paused)),
+    )  # fmt: skip
 
 
 def _loads(text: str) -> Any:

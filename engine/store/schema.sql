@@ -149,3 +149,17 @@ CREATE TABLE IF NOT EXISTS events (
     kind        TEXT NOT NULL,
     body        TEXT NOT NULL
 );
+
+CREATE TABLE IF NOT EXISTS turn_requests (
+    id              TEXT PRIMARY KEY,   -- becomes the turn's id when admitted
+    thread_id       TEXT NOT NULL,
+    group_name      TEXT NOT NULL,
+    message         TEXT NOT NULL,      -- the Message as JSON
+    strategy        TEXT,
+    status          TEXT NOT NULL,      -- queued | admitted | coalesced | rejected
+    reason          TEXT,
+    coalesced_into  TEXT,
+    created_at      REAL NOT NULL,
+    updated_at      REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS requests_queued ON turn_requests(created_at) WHERE status = 'queued';
