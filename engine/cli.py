@@ -142,7 +142,7 @@ async def _decide(room: Room, args: argparse.Namespace) -> int:
         raise UsageError("cancel takes no --args or --result")
     if args.args and args.result:
         raise UsageError("give --args or --result, not both")
-    kw: dict[str, Any] = {"remember": args.remember, "decided_by": "cli"}
+    kw: dict[str, Any] = {"remember": args.remember, "decided_by": "operator"}
     if args.action == "cancel":
         decision = Decision.cancel(args.call_id, args.reason, **kw)
     elif args.result is not None:

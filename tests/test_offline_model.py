@@ -163,7 +163,7 @@ async def test_answer_quotes_results_in_call_order() -> None:
     assert msg.text.splitlines() == [
         "`shell` returned: a.txt",
         "b.txt",
-        "`shell` failed: error: denied by operator: not now",
+        "`shell` failed: denied by operator: not now",
         "`http_get` is still waiting for an operator decision.",
     ]
 

@@ -202,7 +202,8 @@ class OfflineModel:
             if m.pending:
                 lines.append(f"`{tool}` is still waiting for an operator decision.")
             elif m.is_error:
-                lines.append(f"`{tool}` failed: {_short(m.text) or '(no details)'}")
+                detail = _short(m.text.removeprefix("error: "))
+                lines.append(f"`{tool}` failed: {detail or '(no details)'}")
             else:
                 lines.append(f"`{tool}` returned: {_short(m.text) or '(nothing)'}")
         return "\n".join(lines) or "The tools returned nothing."
