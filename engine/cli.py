@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -65,14 +66,15 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, run_console: Callable[[Room], int] | None = None) -> int:
+    """Run a command. The console is handed in by its package: the engine never imports it."""
     args = _parser().parse_args(argv)
     room = Room.at(getattr(args, "room", None))
     command = args.command or "console"
     try:
         if command == "console":
-            from console.app import run_console
-
+            if run_console is None:
+                raise UsageError("the console is not installed; use `python -m console`")
             return run_console(room)
         handler = {"invoke": _invoke, "decide": _decide, "history": _history, "info": _info}
         return anyio.run(handler[command], room, args)

@@ -11,7 +11,7 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_type_hints
+from typing import Any, Literal, get_args, get_type_hints
 
 import anyio
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
@@ -52,7 +52,11 @@ class ToolResult(BaseModel):
             return f"error: {self.message}"
         if self.status == "pending":
             return f"pending: {self.message}"
-        body = self.content if isinstance(self.content, str) else json.dumps(self.content)
+        body = (
+            self.content
+            if isinstance(self.content, str)
+            else json.dumps(self.content, default=str, ensure_ascii=False)
+        )
         return f"{body}\nwarning: {self.message}" if self.status == "warning" else body
 
 
@@ -153,7 +157,7 @@ def tool(
         context_param = None
         for pname, param in inspect.signature(f).parameters.items():
             annotation = hints.get(pname, Any)
-            if annotation is ToolContext:
+            if annotation is ToolContext or ToolContext in get_args(annotation):
                 context_param = pname
                 continue
             default = ... if param.default is inspect.Parameter.empty else param.default

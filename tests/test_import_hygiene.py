@@ -1,0 +1,203 @@
+"""The engine never imports the UI: not textual, not rich, not the console package.
+
+Checked three ways: statically (every import statement in engine/, at any nesting level),
+dynamically (import every engine module in a fresh interpreter and look at sys.modules),
+and with import-linter against the contract in pyproject.toml.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import pkgutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import engine
+
+ROOT = Path(__file__).resolve().parent.parent
+ENGINE = ROOT / "engine"
+FORBIDDEN = ("textual", "rich", "console")
+
+def _top(name: str) -> str:
+    return name.split(".")[0]
+
+
+def forbidden_imports(source: str, filename: str = "<src>") -> list[str]:
+    """Every import of a forbidden package in `source`, wherever it sits (functions,
+    try/except, TYPE_CHECKING blocks), plus importlib.import_module/__import__ of a literal."""
+    found = []
+    for node in ast.walk(ast.parse(source, filename)):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0 and node.module:  # relative imports stay inside engine
+                names = [node.module]
+        elif isinstance(node, ast.Call) and node.args:
+            func = node.func
+            fname = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            arg = node.args[0]
+            if fname in ("import_module", "__import__") and isinstance(arg, ast.Constant):
+                names = [str(arg.value)]
+        found += [f"{filename}:{node.lineno} {n}" for n in names if _top(n) in FORBIDDEN]
+    return found
+
+
+ENGINE_FILES = sorted(ENGINE.rglob("*.py"))
+
+
+def _file_param(path: Path) -> object:
+    rel = path.relative_to(ROOT).as_posix()
+    return pytest.param(path, id=rel)
+
+
+# --- (a) static ----------------------------------------------------------------------------
+
+
+def test_engine_files_found() -> None:
+    rels = {p.relative_to(ROOT).as_posix() for p in ENGINE_FILES}
+    assert {"engine/__init__.py", "engine/loop.py", "engine/cli.py"} <= rels
+    assert any(r.startswith("engine/store/") for r in rels)
+    assert any(r.startswith("engine/lifecycle/") for r in rels)
+
+
+@pytest.mark.parametrize("path", [_file_param(p) for p in ENGINE_FILES])
+def test_no_ui_import_in_source(path: Path) -> None:
+    source = path.read_text(encoding="utf-8")
+    assert forbidden_imports(source, path.relative_to(ROOT).as_posix()) == []
+
+
+@pytest.mark.parametrize(
+    ("source", "hits"),
+    [
+        ("import textual", 1),
+        ("import rich.console as rc", 1),
+        ("from console import app", 1),
+        ("from console.app import run_console", 1),
+        ("def f():\n    from textual.app import App\n", 1),
+        ("try:\n    import rich\nexcept ImportError:\n    pass\n", 1),
+        ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import textual\n", 1),
+        ("import importlib\nimportlib.import_module('console.app')", 1),
+        ("__import__('rich')", 1),
+        ("import os, textual.widgets, rich", 2),
+        ("from . import console", 0),  # relative: engine.console, not the UI package
+        ("from .console import x", 0),
+        ("import richer, consoles, textualize", 0),
+        ("from engine import tools", 0),
+    ],
+)
+def test_static_checker_itself(source: str, hits: int) -> None:
+    assert len(forbidden_imports(source)) == hits
+
+
+# --- (b) dynamic ---------------------------------------------------------------------------
+
+# argv: modules to import, in order; `--block=M` makes `import M` fail (as when an optional
+# dependency is absent) before anything is imported.
+PROBE = """
+import importlib, json, sys
+bad = {}
+names = [a for a in sys.argv[1:] if not a.startswith('--block=')]
+for a in sys.argv[1:]:
+    if a.startswith('--block='):
+        sys.modules[a.removeprefix('--block=')] = None
+for name in names:
+    before = set(sys.modules)
+    importlib.import_module(name)
+    new = [m for m in set(sys.modules) - before if m.split('.')[0] in ('textual', 'rich', 'console')]
+    if new:
+        bad[name] = sorted(new)
+print(json.dumps(bad))
+sys.exit(1 if bad else 0)
+"""
+
+
+def engine_modules() -> list[str]:
+    mods = ["engine"]
+    for info in pkgutil.walk_packages(engine.__path__, "engine."):
+        mods.append(info.name)
+    return sorted(mods)
+
+
+def probe(modules: list[str], block: tuple[str, ...] = ()) -> tuple[int, dict[str, list[str]]]:
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, *(f"--block={b}" for b in block), *modules],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert proc.stdout, proc.stderr  # an import error is a failure too, with its traceback
+    return proc.returncode, json.loads(proc.stdout.splitlines()[-1])
+
+
+def test_engine_modules_discovered() -> None:
+    mods = engine_modules()
+    for expected in ("engine.cli", "engine.loop", "engine.runtime", "engine.store.sqlite",
+                     "engine.lifecycle.call", "engine.providers.offline", "engine.tools"):  # fmt: skip
+        assert expected in mods
+    # every engine/*.py file is a discovered module
+    from_files = {
+        ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        for p in ENGINE_FILES
+    }
+    assert from_files <= set(mods)
+
+
+# httpx/__init__.py does `try: from ._main import main`, and httpx._main imports rich (and
+# click, pygments). So whenever click is installed (import-linter brings it in the `test`
+# extra), `import httpx` loads ~50 rich modules. That is not the engine's own import: the
+# first test blocks httpx's optional CLI module to check the engine's code alone; the second
+# shows what `import engine.builtin_tools` really costs where click is installed.
+# httpx imports its own command line (and with it rich) when click is installed; that is
+# httpx's choice, not an engine import, so the probe blocks that one module.
+HTTPX_CLI = "httpx._main"
+
+
+def test_importing_every_engine_module_loads_no_ui() -> None:
+    code, bad = probe(engine_modules(), block=(HTTPX_CLI,))
+    assert bad == {}, f"engine modules pulled in UI packages: {bad}"
+    assert code == 0
+
+
+def test_dynamic_probe_detects_ui_imports() -> None:
+    code, bad = probe(["json", "rich.text", "engine.tools"])
+    assert code == 1
+    assert list(bad) == ["rich.text"] and "rich" in bad["rich.text"]
+
+
+# --- (c) import-linter ---------------------------------------------------------------------
+
+LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
+needs_linter = pytest.mark.skipif(
+    not LINT_IMPORTS.exists(), reason="import-linter is not installed (pip install -e '.[test]')"
+)
+
+
+def lint_imports(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+
+
+def test_pyproject_has_the_contract() -> None:
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (contract,) = conf["contracts"]
+    assert contract["type"] == "forbidden"
+    assert contract["source_modules"] == ["engine"]
+    assert set(contract["forbidden_modules"]) == set(FORBIDDEN)
+
+
+@needs_linter
+def test_lint_imports_with_project_config() -> None:
+    proc = lint_imports()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
