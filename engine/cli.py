@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +19,7 @@ import anyio
 from engine import __version__
 from engine.config import ConfigError, load_config
 from engine.decisions import Decision
+from engine.events import CallChanged, Event, TurnChanged, TurnStarted
 from engine.messages import InvalidMessage, Message
 from engine.room import Room, RoomBusy
 from engine.runtime import Runtime, TurnOutcome
@@ -41,6 +44,8 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--room", default=argparse.SUPPRESS, help="the agent room")
 
     sp = sub.add_parser("console", help="open the operator console (the default)")
+    room_arg(sp)
+    sp = sub.add_parser("run", help="run the runtime loops in the foreground, logging turns")
     room_arg(sp)
     sp = sub.add_parser("invoke", help="run one turn (origin invoke); no runtime loops start")
     room_arg(sp)
@@ -76,7 +81,13 @@ def main(argv: list[str] | None = None, run_console: Callable[[Room], int] | Non
             if run_console is None:
                 raise UsageError("the console is not installed; use `python -m console`")
             return run_console(room)
-        handler = {"invoke": _invoke, "decide": _decide, "history": _history, "info": _info}
+        handler = {
+            "run": _run,
+            "invoke": _invoke,
+            "decide": _decide,
+            "history": _history,
+            "info": _info,
+        }
         return anyio.run(handler[command], room, args)
     except (UsageError, InvalidMessage, ConfigError) as exc:
         print(f"agentdeck: {exc}", file=sys.stderr)
@@ -109,6 +120,41 @@ def _report(outcome: TurnOutcome, as_json: bool) -> int:
                 file=sys.stderr,
             )
     return _exit_code(outcome)
+
+
+def _log_line(event: Event) -> str | None:
+    """One line per thing an operator watching `agentdeck run` wants to see."""
+    stamp = time.strftime("%H:%M:%S", time.localtime(event.at))
+    match event:
+        case TurnStarted():
+            text = " ".join(event.text.split())[:70]
+            return f"{stamp} {event.thread_id} {event.turn_id} started ({event.origin}): {text}"
+        case TurnChanged(status="done" | "waiting"):
+            detail = f" ({event.detail})" if event.detail else ""
+            return (
+                f"{stamp} {event.thread_id} {event.turn_id} {event.status}/{event.reason}{detail}"
+            )
+        case CallChanged(status="suspended"):
+            return (f"{stamp} {event.thread_id} {event.turn_id} {event.call_id} {event.tool} "
+                    f"waits for a decision: agentdeck decide {event.call_id} approve|cancel")  # fmt: skip
+    return None
+
+
+async def _run(room: Room, args: argparse.Namespace) -> int:
+    # notices (a bad task file, a failed submit) reach the log; turns reach stdout
+    logging.basicConfig(format="%(asctime)s %(levelname)s: %(message)s", datefmt="%H:%M:%S")
+    async with Runtime.open(room, kind="run") as rt:
+
+        def log(event: Event) -> None:
+            if (line := _log_line(event)) is not None:
+                print(line, flush=True)
+
+        rt.subscribe(log)
+        print(f"agentdeck run {rt.run_id} on {room.path} "
+              f"({rt.provider.name}:{rt.provider.model}); Ctrl-C stops", flush=True)  # fmt: skip
+        rt.start_loops()
+        await anyio.sleep_forever()
+    return EXIT_OK
 
 
 async def _invoke(room: Room, args: argparse.Namespace) -> int:

@@ -46,11 +46,18 @@ class RuntimeConfig(_Section):
     shell_timeout: float = Field(30.0, gt=0)
 
 
+class PulseConfig(_Section):
+    interval: float = Field(1.0, gt=0)  # seconds between scans of tasks/, chores/, will.md
+    will_interval: float = Field(3600.0, gt=0)  # a will turn at least this often
+    agent: str = Field("agent", min_length=1)  # the will's thread is will:<agent>
+
+
 class Config(_Section):
     store: StoreConfig = Field(default_factory=StoreConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
     groups: dict[str, GroupSettings] = Field(default_factory=dict)
+    pulse: PulseConfig = Field(default_factory=PulseConfig)
 
 
 def load_config(path: Path) -> Config:

@@ -26,7 +26,7 @@ from engine.calls import CallState
 from engine.config import Config, load_config
 from engine.conversation import Conversation
 from engine.decisions import Decision, PendingCall, Rule
-from engine.events import DecisionRecorded, Event, TextDelta, TurnStarted
+from engine.events import DecisionRecorded, Event, Notice, TextDelta, TurnStarted
 from engine.inbox import INSERT as INSERT_DECISION
 from engine.inbox import DecisionInbox, to_row
 from engine.lifecycle import CallStatus, TurnStatus
@@ -333,6 +333,29 @@ class Runtime:
         await self.store.write([_group_row(group)])
         self._pump()
         return group
+
+    def start_loops(self) -> None:
+        """Start the runtime loops (the pulse loop) in the runtime's task group. Loops only
+        create turn requests; the scheduler decides when they run."""
+        from engine.loops.pulse import PulseLoop
+
+        pc = self.config.pulse
+        pulse = PulseLoop(
+            self.room,
+            submit=lambda m: self.submit(m, strategy=m.meta.get("strategy")),
+            notice=self.notice,
+            clock=self.clock,
+            interval=pc.interval,
+            will_interval=pc.will_interval,
+            agent=pc.agent,
+        )
+        self._spawn(pulse.run)
+
+    def notice(self, level: str, text: str) -> None:
+        """Tell the operator something that is not a state change (a bad file, a retry)."""
+        log = {"error": self.log.error, "warning": self.log.warning}.get(level, self.log.info)
+        log("%s", text)
+        self.publish(Notice(at=self.clock(), level=level, text=text))  # type: ignore[arg-type]
 
     def waiting_turn(self, thread_id: str) -> str | None:
         """The turn that holds `thread_id` while it waits for a decision, if any."""
