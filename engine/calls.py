@@ -43,6 +43,7 @@ class CallState:
     suspend_reason: str | None = None
     decision_id: str | None = None
     has_message: int = NO_MESSAGE
+    meta: dict[str, Any] = field(default_factory=dict)
     created_at: float = 0.0
     updated_at: float = 0.0
     ended_at: float | None = None
@@ -110,8 +111,8 @@ class CallState:
         args = self.args if isinstance(self.args, str) else json.dumps(self.args)
         return (
             "INSERT INTO tool_calls(id, model_call_id, turn_id, thread_id, step_id, idx, tool,"
-            " args, status, result, error, suspend_reason, decision_id, has_message,"
-            " created_at, updated_at, ended_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+            " args, status, result, error, suspend_reason, decision_id, has_message, meta,"
+            " created_at, updated_at, ended_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
             " ON CONFLICT(id) DO UPDATE SET args=excluded.args, status=excluded.status,"
             " result=excluded.result, error=excluded.error,"
             " suspend_reason=excluded.suspend_reason, decision_id=excluded.decision_id,"
@@ -120,7 +121,8 @@ class CallState:
             (
                 self.id, self.model_call_id, self.turn_id, self.thread_id, self.step_id,
                 self.idx, self.tool, args, self.status.value, self.result, self.error,
-                self.suspend_reason, self.decision_id, self.has_message, self.created_at,
+                self.suspend_reason, self.decision_id, self.has_message, json.dumps(self.meta),
+                self.created_at,
                 self.updated_at, self.ended_at,
             ),
         )  # fmt: skip
@@ -137,6 +139,7 @@ class CallState:
             tool=row["tool"], args=args, status=CallStatus(row["status"]),
             result=row["result"], error=row["error"], suspend_reason=row["suspend_reason"],
             decision_id=row["decision_id"], has_message=row["has_message"],
+            meta=json.loads(row["meta"] or "{}"),
             created_at=row["created_at"], updated_at=row["updated_at"], ended_at=row["ended_at"],
         )  # fmt: skip
 

@@ -41,6 +41,7 @@ class RuntimeConfig(_Section):
     max_running_turns: int = Field(8, ge=1, le=1000)
     tool_concurrency: int = Field(4, ge=1, le=64)
     max_rounds: int = Field(25, ge=1)
+    plan_max_rounds: int = Field(5, ge=1)  # plan_execute: planning rounds before answering
     turn_timeout: float = Field(900.0, gt=0)
     max_consecutive_errors: int = Field(5, ge=1)
     shell_timeout: float = Field(30.0, gt=0)

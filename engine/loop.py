@@ -15,6 +15,9 @@ silent double execution.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +56,7 @@ class TurnState:
     output_tokens: int = 0
     final_text: str | None = None
     group: str = "chat"
+    record: dict[str, Any] = field(default_factory=dict)  # strategy data, e.g. tool_logs
     calls: dict[str, CallState] = field(default_factory=dict)
 
     def suspended(self) -> list[CallState]:
@@ -61,13 +65,24 @@ class TurnState:
     def row_update(self, at: float) -> Op:
         return (
             "UPDATE turns SET status=?, reason=?, detail=?, rounds=?, input_tokens=?,"
-            " output_tokens=?, final_text=?, updated_at=?, ended_at=? WHERE id=?",
+            " output_tokens=?, final_text=?, record=?, updated_at=?, ended_at=? WHERE id=?",
             (
                 self.status.value, self.reason, self.detail, self.rounds, self.input_tokens,
-                self.output_tokens, self.final_text, at,
+                self.output_tokens, self.final_text, json.dumps(self.record), at,
                 at if self.status is TurnStatus.DONE else None, self.id,
             ),
         )  # fmt: skip
+
+
+@dataclass
+class Inference:
+    """One model call's outcome, before its answer is committed."""
+
+    acc: AssistantAccumulator
+    step_id: int
+    started: float
+    kind: str
+    closed_early: bool = False
 
 
 class TurnLoop:
@@ -155,77 +170,94 @@ class TurnLoop:
 
     async def run(self) -> None:
         """From the loop top to waiting or done. Cancellation is handled by the caller."""
+        from engine.strategies import strategy_for
+
         try:
+            run_strategy = strategy_for(self.turn.strategy)
             await self.phase(Phase.RUN_START)
             await self.recover()
-            while True:
-                await self.resume_tool_calls()
-                if not self.conv.awaits_answer:
-                    if self.turn.suspended():
-                        return await self.finish_waiting()
-                    return await self.finish(turn_lifecycle.NATURAL)
-                await self.phase(Phase.STEP_START)
-                await self.phase(Phase.BEFORE_INFERENCE)
-                if self.stop:
-                    return await self.finish(self.stop.reason, self.stop.detail)
-                assistant, new_calls = await self.inference()
-                if self.stop:
-                    return await self.finish(self.stop.reason, self.stop.detail)
-                if assistant.refusal or not new_calls:
-                    self.turn.final_text = assistant.text
-                    if self.turn.suspended():
-                        return await self.finish_waiting()
-                    reason = "refusal" if assistant.refusal else turn_lifecycle.NATURAL
-                    return await self.finish(turn_lifecycle.NATURAL, detail=reason if
-                                             assistant.refusal else None)  # fmt: skip
-                await self.tool_round(new_calls)
+            await run_strategy(self)
         except anyio.get_cancelled_exc_class():
             raise
         except Exception as exc:  # a runtime failure ends the turn with `error`
             self.rt.log.exception("turn %s failed", self.turn.id)
             await self.finish(turn_lifecycle.ERROR, f"{type(exc).__name__}: {exc}")
 
-    async def inference(self) -> tuple[ConvMessage, list[CallState]]:
-        """LLM_CALL, AfterInference, StepEnd, gates; commit assistant_turn_committed."""
+    async def before_inference(self) -> bool:
+        """StepStart and BeforeInference; False when a plugin asked the turn to stop."""
+        await self.phase(Phase.STEP_START)
+        await self.phase(Phase.BEFORE_INFERENCE)
+        return self.stop is None
+
+    def conversation_request(self, with_tools: bool = True) -> ModelRequest:
+        """The request react and direct send: the thread's conversation (and the tools)."""
+        tools = self.rt.tools.schemas() if with_tools else []
+        return ModelRequest(messages=list(self.conv.messages), tools=tools)
+
+    async def infer(
+        self,
+        request: ModelRequest | None = None,
+        *,
+        kind: str = "inference",
+        publish_text: bool = True,
+        stop_when: Callable[[AssistantAccumulator], bool] | None = None,
+    ) -> Inference:
+        """LLM_CALL, AfterInference, StepEnd. `stop_when` may close the stream early."""
         for call in self.turn.suspended():
             if call.has_message == NO_MESSAGE:
                 self.answer(call)  # a pending placeholder, so the model knows it waits
-        step_id, started = self.step_start("inference")
-        acc = AssistantAccumulator()
-        request = ModelRequest(messages=list(self.conv.messages), tools=self.rt.tools.schemas())
-        async for event in self.rt.provider.stream(request):
-            acc.add(event)
-            if isinstance(event, ModelTextDelta):
-                self.rt.publish(
-                    TextDelta(at=self.rt.clock(), thread_id=self.turn.thread_id,
-                              turn_id=self.turn.id, text=event.text)
-                )  # fmt: skip
-        assistant = acc.message()
+        request = request or self.conversation_request()
+        step_id, started = self.step_start(kind)
+        acc, closed_early = AssistantAccumulator(), False
+        async with aclosing(self.rt.provider.stream(request)) as stream:
+            async for event in stream:
+                acc.add(event)
+                if publish_text and isinstance(event, ModelTextDelta):
+                    self.rt.publish(
+                        TextDelta(at=self.rt.clock(), thread_id=self.turn.thread_id,
+                                  turn_id=self.turn.id, text=event.text)
+                    )  # fmt: skip
+                if stop_when is not None and stop_when(acc):
+                    closed_early = True
+                    break  # aclosing closes the provider's stream (and its HTTP response)
         self.turn.rounds += 1
         self.turn.input_tokens += acc.input_tokens
         self.turn.output_tokens += acc.output_tokens
         await self.phase(Phase.AFTER_INFERENCE)
         await self.phase(Phase.STEP_END)
+        return Inference(acc, step_id, started, kind, closed_early)
+
+    async def commit_assistant(
+        self, inf: Inference, assistant: ConvMessage, metas: list[dict[str, Any]] | None = None
+    ) -> list[CallState]:
+        """Append the answer, gate its calls (BeforeToolExecute), commit
+        assistant_turn_committed; return the calls."""
         self.append(assistant)
         now = self.rt.clock()
         new_calls = [
             CallState(
                 id=self.rt.new_id("c"), model_call_id=tc.id or f"call_{i}", turn_id=self.turn.id,
-                thread_id=self.turn.thread_id, step_id=step_id, idx=i, tool=tc.name,
-                args=tc.arguments, created_at=now, updated_at=now,
+                thread_id=self.turn.thread_id, step_id=inf.step_id, idx=i, tool=tc.name,
+                args=tc.arguments, meta=metas[i] if metas else {}, created_at=now, updated_at=now,
             )
             for i, tc in enumerate(assistant.tool_calls)
         ]  # fmt: skip
         self.turn.calls.update((c.id, c) for c in new_calls)
-        summary = _summary(assistant)
-        self.step_end(step_id, "inference", started, "succeeded", summary,
-                      input_tokens=acc.input_tokens, output_tokens=acc.output_tokens)  # fmt: skip
+        self.step_end(inf.step_id, inf.kind, inf.started, "succeeded", _summary(assistant),
+                      input_tokens=inf.acc.input_tokens, output_tokens=inf.acc.output_tokens)  # fmt: skip
         for call in new_calls:
             kwargs = await callmod.admit(self, call)
             if kwargs is not None:
                 self.pending_kwargs[call.id] = kwargs
         await self.commit("assistant_turn_committed", new_calls)
-        return assistant, new_calls
+        return new_calls
+
+    async def answered(self, assistant: ConvMessage) -> None:
+        """The model answered without calls: the turn ends, or waits while a call does."""
+        self.turn.final_text = assistant.text
+        if self.turn.suspended():
+            return await self.finish_waiting()
+        await self.finish(turn_lifecycle.NATURAL, "refusal" if assistant.refusal else None)
 
     async def tool_round(self, new_calls: list[CallState]) -> None:
         """Run the round's admitted calls concurrently; apply decisions as they arrive."""
@@ -427,9 +459,7 @@ class TurnLoop:
 
 
 def _json(value: Any) -> str:
-    import json
-
-    return json.dumps(value)
+    return json.dumps(value, default=str)
 
 
 def _summary(msg: ConvMessage) -> str:

@@ -180,6 +180,8 @@ class Runtime:
                 finally:
                     with anyio.CancelScope(shield=True):
                         await rt._stop()
+                        if (aclose := getattr(rt.provider, "aclose", None)) is not None:
+                            await aclose()
             finally:
                 with anyio.CancelScope(shield=True):
                     await store.close()

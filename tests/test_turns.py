@@ -416,8 +416,9 @@ async def test_refusal_ends_without_running_tools(tmp_path):
                                    calls=[("add", {"a": 1, "b": 1})])  # fmt: skip
     async with runtime(tmp_path, script) as rt:
         out = await rt.run_turn(msg("go"))
-        assert out.status == "done" and out.text == "I can't help with that"
-        assert [c["status"] for c in out.calls] == ["cancelled"]
+        assert (out.status, out.detail) == ("done", "refusal")
+        assert out.text == "I can't help with that"
+        assert out.calls == []  # a refusal runs nothing
 
 
 async def test_waiting_turn_survives_a_restart(tmp_path):

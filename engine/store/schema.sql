@@ -49,6 +49,7 @@ CREATE TABLE IF NOT EXISTS turns (
     input_tokens   INTEGER NOT NULL DEFAULT 0,
     output_tokens  INTEGER NOT NULL DEFAULT 0,
     final_text     TEXT,
+    record         TEXT NOT NULL DEFAULT '{}',  -- strategy data (plan_execute: tool_logs)
     created_at     REAL NOT NULL,
     updated_at     REAL NOT NULL,
     ended_at       REAL
@@ -84,6 +85,7 @@ CREATE TABLE IF NOT EXISTS tool_calls (
     suspend_reason TEXT,
     decision_id    TEXT,
     has_message    INTEGER NOT NULL DEFAULT 0,  -- 1 placeholder, 2 result in the conversation
+    meta           TEXT NOT NULL DEFAULT '{}',  -- strategy data (plan_execute: purpose, todo)
     created_at     REAL NOT NULL,
     updated_at     REAL NOT NULL,
     ended_at       REAL

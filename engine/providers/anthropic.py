@@ -1,0 +1,216 @@
+"""Anthropic Messages, streamed.
+
+Only the wire format lives here: the conversation becomes a Messages request (system at
+the top level, tool results as `tool_result` blocks of a user turn, tool calls as
+`tool_use` blocks), and the named SSE events (message_start, content_block_*,
+message_delta, message_stop, ping, error) become model events. HTTP, retries and errors
+live in `engine.providers.http`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from typing import Any
+
+from engine.providers.base import (
+    ModelEvent,
+    ModelRequest,
+    StopEvent,
+    TextDelta,
+    ToolCallDelta,
+    UsageEvent,
+)
+from engine.providers.http import HTTPProvider, error_detail
+from engine.providers.openai import late_result_text
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+API_VERSION = "2023-06-01"
+STOP_REASONS = {"stop_sequence": "end_turn"}  # end_turn, tool_use, max_tokens, refusal: as is
+
+
+def anthropic_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tool schemas ({name, description, parameters}) as Messages tools."""
+    return [
+        {
+            "name": t["name"],
+            "description": t.get("description", ""),
+            "input_schema": t.get("parameters") or {"type": "object", "properties": {}},
+        }
+        for t in tools
+    ]
+
+
+def anthropic_messages(request: ModelRequest) -> tuple[str, list[dict[str, Any]]]:
+    """The system text and the conversation as Messages turns of content blocks.
+
+    Consecutive messages of one role become one turn, so consecutive tool results form one
+    user turn of `tool_result` blocks (placed before any text, as the API requires). A late
+    result for a call already answered becomes a text block.
+    """
+    system = [request.system] if request.system else []
+    turns: list[dict[str, Any]] = []
+    answered: set[str] = set()
+
+    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+        if not blocks:
+            return
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"].extend(blocks)
+        else:
+            turns.append({"role": role, "content": blocks})
+
+    for m in request.messages:
+        if m.role == "system":
+            if m.text:
+                system.append(m.text)
+        elif m.role == "user":
+            add("user", [{"type": "text", "text": m.text}] if m.text else [])
+        elif m.role == "assistant":
+            notes, uses = [], []
+            for tc in m.tool_calls:
+                args = tc.arguments
+                if isinstance(args, str):
+                    notes.append(f"(call {tc.id} to {tc.name} had invalid JSON arguments: {args})")
+                    args = {}
+                uses.append({"type": "tool_use", "id": tc.id, "name": tc.name, "input": args})
+            text = "\n".join(filter(None, [m.text.rstrip(), *notes]))
+            add("assistant", ([{"type": "text", "text": text}] if text else []) + uses)
+        elif m.tool_call_id in answered:
+            add("user", [{"type": "text", "text": late_result_text(m)}])
+        else:
+            answered.add(m.tool_call_id or "")
+            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": m.tool_call_id}
+            if m.text:
+                block["content"] = m.text
+            if m.is_error:
+                block["is_error"] = True
+            add("user", [block])
+    for turn in turns:
+        if turn["role"] == "user":  # stable: tool results first, text after
+            turn["content"].sort(key=lambda b: b["type"] != "tool_result")
+    return "\n\n".join(system), turns
+
+
+class AnthropicProvider(HTTPProvider):
+    """A Claude model behind the Messages API (`/v1/messages`), streamed."""
+
+    name = "anthropic"
+
+    def __init__(
+        self,
+        model: str,
+        api_key: str | None = None,
+        base_url: str = DEFAULT_BASE_URL,
+        *,
+        max_tokens: int = 4096,
+        **http: Any,
+    ) -> None:
+        super().__init__(model, api_key, base_url, **http)
+        self.max_tokens = max_tokens
+
+    def headers(self) -> dict[str, str]:
+        headers = super().headers()
+        headers["anthropic-version"] = API_VERSION
+        if self._api_key:
+            headers["x-api-key"] = self._api_key
+        return headers
+
+    def key_hint(self) -> str:
+        return "set ANTHROPIC_API_KEY"
+
+    @property
+    def url(self) -> str:
+        return self.base_url + ("/messages" if self.base_url.endswith("/v1") else "/v1/messages")
+
+    def body(self, request: ModelRequest) -> dict[str, Any]:
+        """The JSON request body for `request`."""
+        system, messages = anthropic_messages(request)
+        body: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "messages": messages,
+            "stream": True,
+        }
+        if system:
+            body["system"] = system
+        if request.tools:
+            body["tools"] = anthropic_tools(request.tools)
+        return body
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Text, tool-call pieces, usage, then one StopEvent at message_stop."""
+        tools: dict[int, int] = {}  # content block index -> tool call index
+        seen = {"input_tokens": 0, "output_tokens": 0}  # cumulative counts already emitted
+        reason = "end_turn"
+        async with aclosing(self.events(self.url, self.body(request))) as events:
+            async for sse in events:
+                data = self.decode(sse.data)
+                kind = data.get("type") or sse.event
+                if kind == "error" or sse.event == "error":
+                    raise self.error(f"error mid-stream: {error_detail(data)}")
+                if kind == "message_stop":
+                    break
+                if kind == "message_start":
+                    usage = _usage((data.get("message") or {}).get("usage"), seen)
+                    if usage:
+                        yield usage
+                elif kind == "content_block_start":
+                    block = data.get("content_block") or {}
+                    if block.get("type") == "tool_use":
+                        index = tools.setdefault(data.get("index", len(tools)), len(tools))
+                        given = block.get("input")
+                        yield ToolCallDelta(
+                            index=index,
+                            id=block.get("id") or None,
+                            name=block.get("name") or None,
+                            arguments=json.dumps(given) if given else "",
+                        )
+                    elif block.get("type") == "text" and block.get("text"):
+                        yield TextDelta(text=block["text"])
+                elif kind == "content_block_delta":
+                    delta = data.get("delta") or {}
+                    if delta.get("type") == "text_delta" and delta.get("text"):
+                        yield TextDelta(text=delta["text"])
+                    elif delta.get("type") == "input_json_delta" and data.get("index") in tools:
+                        piece = delta.get("partial_json") or ""
+                        if piece:
+                            yield ToolCallDelta(index=tools[data["index"]], arguments=piece)
+                elif kind == "message_delta":
+                    stop = (data.get("delta") or {}).get("stop_reason")
+                    if stop:
+                        reason = STOP_REASONS.get(stop, stop)
+                    usage = _usage(data.get("usage"), seen)
+                    if usage:
+                        yield usage
+                # ping, content_block_stop and unknown events carry nothing we need
+            else:
+                raise self.error("stream ended without message_stop (cut off?)")
+        yield StopEvent(reason=reason)
+
+    def decode(self, data: str) -> dict[str, Any]:
+        try:
+            event = json.loads(data)
+        except json.JSONDecodeError:
+            raise self.error(f"malformed stream event (not JSON): {data[:200]!r}") from None
+        if not isinstance(event, dict):
+            raise self.error(f"malformed stream event (not an object): {data[:200]!r}")
+        return event
+
+
+def _usage(usage: Any, seen: dict[str, int]) -> UsageEvent | None:
+    """The growth of Anthropic's cumulative token counts since the last report."""
+    if not isinstance(usage, dict):
+        return None
+    grown = {}
+    for key in seen:
+        total = usage.get(key)
+        if key == "input_tokens" and total is not None:
+            total += (usage.get("cache_creation_input_tokens") or 0) + (
+                usage.get("cache_read_input_tokens") or 0
+            )
+        if isinstance(total, int) and total > seen[key]:
+            grown[key] = total - seen[key]
+            seen[key] = total
+    return UsageEvent(**grown) if grown else None

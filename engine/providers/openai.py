@@ -1,0 +1,218 @@
+"""OpenAI-compatible Chat Completions, streamed: OpenAI and the servers that speak it.
+
+Ollama, vLLM, llama.cpp and LM Studio serve the same `/chat/completions` API, so one
+provider reaches them all (a local server needs no key). This module is only the wire
+format: conversation -> request body, SSE chunks -> model events. HTTP, retries and errors
+live in `engine.providers.http`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from typing import Any
+
+from engine.messages import ConvMessage
+from engine.providers.base import (
+    ModelEvent,
+    ModelRequest,
+    StopEvent,
+    TextDelta,
+    ToolCallDelta,
+    UsageEvent,
+)
+from engine.providers.http import HTTPProvider, error_detail
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+STOP_REASONS = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+    "content_filter": "refusal",
+}
+
+
+def late_result_text(message: ConvMessage) -> str:
+    """A second result for one call, as plain text (the APIs take one result per call)."""
+    error = " (error)" if message.is_error else ""
+    return f"Result of call {message.tool_call_id} ({message.tool_name}){error}: {message.text}"
+
+
+def openai_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tool schemas ({name, description, parameters}) as Chat Completions functions."""
+    out = []
+    for tool in tools:
+        if tool.get("type") == "function":
+            out.append(tool)  # already in wire format
+            continue
+        function = {"name": tool["name"], "description": tool.get("description", "")}
+        function["parameters"] = tool.get("parameters") or {"type": "object", "properties": {}}
+        out.append({"type": "function", "function": function})
+    return out
+
+
+def openai_messages(request: ModelRequest) -> list[dict[str, Any]]:
+    """The conversation as Chat Completions messages.
+
+    A late result (a second tool message for a call already answered, e.g. after a
+    "pending" placeholder) becomes a user message, sent after the run of tool messages it
+    arrived in so that the tool messages still directly follow their assistant message.
+    """
+    out: list[dict[str, Any]] = []
+    if request.system:
+        out.append({"role": "system", "content": request.system})
+    answered: set[str] = set()
+    late: list[str] = []
+
+    def flush_late() -> None:
+        if late:
+            out.append({"role": "user", "content": "\n\n".join(late)})
+            late.clear()
+
+    for m in request.messages:
+        if m.role != "tool":
+            flush_late()
+        if m.role in ("system", "user"):
+            out.append({"role": m.role, "content": m.text})
+        elif m.role == "assistant":
+            entry: dict[str, Any] = {"role": "assistant", "content": m.text or None}
+            if m.tool_calls:
+                entry["tool_calls"] = [
+                    {
+                        "id": tc.id,
+                        "type": "function",
+                        "function": {
+                            "name": tc.name,
+                            "arguments": tc.arguments
+                            if isinstance(tc.arguments, str)
+                            else json.dumps(tc.arguments, ensure_ascii=False),
+                        },
+                    }
+                    for tc in m.tool_calls
+                ]
+            elif entry["content"] is None:
+                entry["content"] = ""
+            out.append(entry)
+        elif m.tool_call_id in answered:
+            late.append(late_result_text(m))
+        else:
+            answered.add(m.tool_call_id or "")
+            text = f"Error: {m.text}" if m.is_error else m.text
+            out.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": text})
+    flush_late()
+    return out
+
+
+class OpenAIProvider(HTTPProvider):
+    """A model behind an OpenAI-compatible `/chat/completions` endpoint, streamed."""
+
+    name = "openai"
+
+    def __init__(
+        self,
+        model: str,
+        api_key: str | None = None,
+        base_url: str = DEFAULT_BASE_URL,
+        *,
+        max_tokens: int | None = None,
+        **http: Any,
+    ) -> None:
+        super().__init__(model, api_key, base_url, **http)
+        self.max_tokens = max_tokens
+
+    def headers(self) -> dict[str, str]:
+        headers = super().headers()
+        if self._api_key:
+            headers["authorization"] = f"Bearer {self._api_key}"
+        return headers
+
+    def key_hint(self) -> str:
+        return "set OPENAI_API_KEY"
+
+    def body(self, request: ModelRequest) -> dict[str, Any]:
+        """The JSON request body for `request`."""
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": openai_messages(request),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if request.tools:
+            body["tools"] = openai_tools(request.tools)
+        if self.max_tokens:
+            body["max_tokens"] = self.max_tokens
+        return body
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Text, tool-call pieces (parallel calls by index), usage, then one StopEvent."""
+        url = f"{self.base_url}/chat/completions"
+        finish: str | None = None
+        refused = False
+        tool_seen = False
+        ids: dict[str, int] = {}  # call id -> index, for servers that omit `index`
+        async with aclosing(self.events(url, self.body(request))) as events:
+            async for sse in events:
+                if sse.data.strip() == "[DONE]":
+                    break
+                chunk = self.decode(sse.data)
+                if sse.event == "error" or chunk.get("error"):
+                    raise self.error(f"error mid-stream: {error_detail(chunk)}")
+                usage = chunk.get("usage")
+                if isinstance(usage, dict):
+                    yield UsageEvent(
+                        input_tokens=usage.get("prompt_tokens") or 0,
+                        output_tokens=usage.get("completion_tokens") or 0,
+                    )
+                for choice in chunk.get("choices") or []:
+                    delta = choice.get("delta") or {}
+                    if delta.get("content"):
+                        yield TextDelta(text=delta["content"])
+                    if delta.get("refusal"):
+                        refused = True
+                        yield TextDelta(text=delta["refusal"])
+                    for pos, tc in enumerate(delta.get("tool_calls") or []):
+                        tool_seen = True
+                        index = _call_index(tc, pos, ids)
+                        function = tc.get("function") or {}
+                        yield ToolCallDelta(
+                            index=index,
+                            id=tc.get("id") or None,
+                            name=function.get("name") or None,
+                            arguments=function.get("arguments") or "",
+                        )
+                    if choice.get("finish_reason"):
+                        finish = choice["finish_reason"]
+            else:
+                raise self.error("stream ended without its [DONE] marker (cut off?)")
+        reason = STOP_REASONS.get(finish or "stop", finish or "end_turn")
+        if refused:
+            reason = "refusal"
+        elif tool_seen and reason == "end_turn":
+            reason = "tool_use"  # some local servers finish tool calls with "stop"
+        yield StopEvent(reason=reason)
+
+    def decode(self, data: str) -> dict[str, Any]:
+        try:
+            chunk = json.loads(data)
+        except json.JSONDecodeError:
+            raise self.error(f"malformed stream chunk (not JSON): {data[:200]!r}") from None
+        if not isinstance(chunk, dict):
+            raise self.error(f"malformed stream chunk (not an object): {data[:200]!r}")
+        return chunk
+
+
+def _call_index(tc: dict[str, Any], pos: int, ids: dict[str, int]) -> int:
+    """The call's index; servers that omit it get one per distinct call id."""
+    if isinstance(tc.get("index"), int):
+        index = tc["index"]
+    elif tc.get("id") and tc["id"] not in ids:
+        index = len(ids)
+    elif tc.get("id"):
+        index = ids[tc["id"]]
+    else:
+        index = max(ids.values(), default=pos)
+    if tc.get("id"):
+        ids.setdefault(tc["id"], index)
+    return index

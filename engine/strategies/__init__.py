@@ -1,0 +1,32 @@
+"""Execution strategies: how one turn completes. The runtime loop that created the turn
+has no say; the strategy is chosen per thread group, per thread or per invoke and recorded
+on the turn. All of them use the same lifecycle, gates, decisions and checkpoints."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from engine.loop import TurnLoop
+
+Strategy = Callable[["TurnLoop"], Awaitable[None]]
+NAMES = ("react", "direct", "plan_execute")
+
+
+class UnknownStrategy(ValueError):
+    """A turn named a strategy agentdeck does not have."""
+
+
+def strategy_for(name: str) -> Strategy:
+    """The strategy called `name`."""
+    from engine.strategies import direct, plan_execute, react
+
+    table: dict[str, Strategy] = {
+        "react": react.run,
+        "direct": direct.run,
+        "plan_execute": plan_execute.run,
+    }
+    if name not in table:
+        raise UnknownStrategy(f"unknown strategy {name!r}; choose one of {', '.join(NAMES)}")
+    return table[name]

@@ -1,0 +1,22 @@
+"""direct: one inference, no tools. The model answers from the conversation alone."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from engine.lifecycle import turn as turn_lifecycle
+
+if TYPE_CHECKING:
+    from engine.loop import TurnLoop
+
+
+async def run(loop: TurnLoop) -> None:
+    await loop.resume_tool_calls()
+    if not loop.conv.awaits_answer:
+        return await loop.finish(turn_lifecycle.NATURAL)
+    if not await loop.before_inference():
+        return await loop.finish(loop.stop.reason, loop.stop.detail)
+    inf = await loop.infer(loop.conversation_request(with_tools=False))
+    assistant = inf.acc.message().model_copy(update={"tool_calls": []})
+    await loop.commit_assistant(inf, assistant)
+    await loop.answered(assistant)

@@ -1,0 +1,121 @@
+"""Normalizing a planner's answer: whatever shape it comes in, a PlanDecision comes out.
+
+Rules (the seed's, with the issue's corrections):
+- `execution_commands` (a list) wins, then `tool_commands` (a list), then a single
+  `tool_command` promoted to a list; commands without `tool_name` are dropped;
+- `purpose` defaults to "Use <tool>"; arguments that are not an object become `{}`;
+- `todo_suggestion` falls back to the command's `next`, then to the decision's
+  `todo_suggestion` or `next`; `next` mirrors it;
+- `next_action` is read case-insensitively; missing or invalid, it is inferred from
+  whether commands exist; a boolean `use_tool` is ANDed in;
+- an answer that is not an object (or not JSON at all) means "response".
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+NextAction = Literal["execute", "response"]
+_NEXT_ACTION = re.compile(r'"next_action"\s*:\s*"([^"]*)"', re.I)
+
+
+@dataclass(frozen=True)
+class Command:
+    """One tool use the planner asked for."""
+
+    purpose: str
+    tool_name: str
+    tool_kwargs: dict[str, Any]
+    todo_suggestion: str
+    next: str
+
+
+@dataclass(frozen=True)
+class PlanDecision:
+    next_action: NextAction
+    commands: list[Command] = field(default_factory=list)
+    use_tool: bool = True
+
+    @property
+    def executes(self) -> bool:
+        return self.next_action == "execute" and self.use_tool and bool(self.commands)
+
+
+def parse_planner_text(text: str) -> Any:
+    """The planner's JSON value, tolerating code fences and prose around one object."""
+    stripped = text.strip()
+    if stripped.startswith("```"):
+        stripped = stripped.strip("`")
+        stripped = stripped.split("\n", 1)[1] if "\n" in stripped else ""
+    try:
+        return json.loads(stripped)
+    except json.JSONDecodeError:
+        pass
+    start, end = stripped.find("{"), stripped.rfind("}")
+    if 0 <= start < end:
+        try:
+            return json.loads(stripped[start : end + 1])
+        except json.JSONDecodeError:
+            return None
+    return None
+
+
+def early_next_action(text: str) -> str | None:
+    """`next_action`'s value once it has streamed completely, else None."""
+    match = _NEXT_ACTION.search(text)
+    return match.group(1).strip().lower() if match else None
+
+
+def _text(value: Any) -> str:
+    return value.strip() if isinstance(value, str) else ""
+
+
+def normalize(raw: Any) -> PlanDecision:
+    """Turn any planner answer into a PlanDecision; never raises."""
+    if not isinstance(raw, dict):
+        return PlanDecision("response")
+    if isinstance(raw.get("execution_commands"), list):
+        items = raw["execution_commands"]
+    elif isinstance(raw.get("tool_commands"), list):
+        items = raw["tool_commands"]
+    elif isinstance(raw.get("tool_command"), dict):
+        items = [raw["tool_command"]]
+    else:
+        items = []
+    fallback = _text(raw.get("todo_suggestion")) or _text(raw.get("next"))
+    commands = []
+    for item in items:
+        if not isinstance(item, dict) or not _text(item.get("tool_name")):
+            continue
+        tool = _text(item["tool_name"])
+        kwargs = item.get("tool_kwargs", item.get("arguments"))
+        todo = _text(item.get("todo_suggestion")) or _text(item.get("next")) or fallback
+        commands.append(
+            Command(
+                purpose=_text(item.get("purpose")) or f"Use {tool}",
+                tool_name=tool,
+                tool_kwargs=kwargs if isinstance(kwargs, dict) else {},
+                todo_suggestion=todo,
+                next=todo,
+            )
+        )
+    action = _text(raw.get("next_action")).lower()
+    if action not in ("execute", "response"):
+        action = "execute" if commands else "response"
+    use_tool = raw.get("use_tool")
+    return PlanDecision(action, commands, use_tool if isinstance(use_tool, bool) else True)  # type: ignore[arg-type]
+
+
+def action_results(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Execution records keyed by purpose; a repeated purpose gets " (2)", " (3)"."""
+    out: dict[str, Any] = {}
+    for record in records:
+        key, n = record["purpose"], 1
+        while key in out:
+            n += 1
+            key = f"{record['purpose']} ({n})"
+        out[key] = {k: record[k] for k in ("tool_name", "success", "result", "error")}
+    return out
