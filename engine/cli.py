@@ -23,7 +23,9 @@ from engine.events import CallChanged, Event, TurnChanged, TurnStarted
 from engine.messages import InvalidMessage, Message
 from engine.room import Room, RoomBusy
 from engine.runtime import Runtime, TurnOutcome
+from engine.scheduler import Rejected
 from engine.store import StoreError
+from engine.strategies import UnknownStrategy
 
 EXIT_OK, EXIT_OTHER, EXIT_USAGE, EXIT_WAITING = 0, 1, 2, 3
 
@@ -50,6 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("invoke", help="run one turn (origin invoke); no runtime loops start")
     room_arg(sp)
     sp.add_argument("--thread", default="invoke:default")
+    sp.add_argument("--strategy", choices=["react", "direct", "plan_execute"])
     sp.add_argument("--json", action="store_true")
     sp.add_argument("text")
     sp = sub.add_parser("decide", help="decide a suspended call and continue its turn")
@@ -89,10 +92,10 @@ def main(argv: list[str] | None = None, run_console: Callable[[Room], int] | Non
             "info": _info,
         }
         return anyio.run(handler[command], room, args)
-    except (UsageError, InvalidMessage, ConfigError) as exc:
+    except (UsageError, InvalidMessage, ConfigError, UnknownStrategy) as exc:
         print(f"agentdeck: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except (RoomBusy, StoreError) as exc:
+    except (RoomBusy, StoreError, Rejected) as exc:
         print(f"agentdeck: {exc}", file=sys.stderr)
         return EXIT_OTHER
     except KeyboardInterrupt:
@@ -168,7 +171,8 @@ async def _invoke(room: Room, args: argparse.Namespace) -> int:
                 f"thread {message.thread_id} has a turn waiting for a decision ({waiting}); "
                 "decide its calls with `agentdeck decide`, or use --thread"
             )
-        outcome = await rt.run_turn(message)
+        handle = await rt.submit(message, strategy=args.strategy)
+        outcome = await rt.wait_turn(handle.turn_id)
     return _report(outcome, args.json)
 
 

@@ -35,6 +35,11 @@ class GroupSettings(_Section):
     overflow_policy: Literal["reject", "drop_oldest", "replace_pending"] | None = None
     coalesce: Literal["none", "keep_pending", "newest"] | None = None
     paused: bool | None = None
+    strategy: Literal["react", "direct", "plan_execute"] | None = None
+
+
+class ThreadSettings(_Section):
+    strategy: Literal["react", "direct", "plan_execute"] | None = None
 
 
 class RuntimeConfig(_Section):
@@ -58,6 +63,7 @@ class Config(_Section):
     model: ModelConfig = Field(default_factory=ModelConfig)
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
     groups: dict[str, GroupSettings] = Field(default_factory=dict)
+    threads: dict[str, ThreadSettings] = Field(default_factory=dict)
     pulse: PulseConfig = Field(default_factory=PulseConfig)
 
 

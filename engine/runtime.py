@@ -38,6 +38,7 @@ from engine.providers.base import Provider
 from engine.room import Ownership, Room
 from engine.scheduler import GroupConfig, Rejected, Request, Scheduler, Statistics, group_for
 from engine.store import Op, Store
+from engine.strategies import strategy_for
 from engine.tools import Tool, ToolRegistry
 
 Subscriber = Callable[[Event], None]
@@ -216,6 +217,9 @@ class Runtime:
             )  # fmt: skip
         for name, settings in self.config.groups.items():
             self.scheduler.configure(name, **settings.model_dump(exclude_none=True))
+        for name, settings in self.config.groups.items():
+            if settings.strategy is not None:
+                self.scheduler.configure(name, strategy=settings.strategy)
         await self.store.write([_group_row(g) for g in self.scheduler.groups.values()])
         for row in await self.store.fetchall(
             "SELECT t.id, t.thread_id, t.status, h.group_name FROM turns t"
@@ -300,6 +304,9 @@ class Runtime:
         The request starts now, queues, or is coalesced into another (the handle then
         names that one); a refused request raises `Rejected` with the recorded reason.
         """
+        strategy = strategy or message.meta.get("strategy")
+        if strategy is not None:
+            strategy_for(strategy)  # an unknown name is refused now, not when the turn runs
         req = Request(self.new_id("t"), message, group_for(message), self.clock(), strategy)
         changed = self.scheduler.offer(req)
         await self.store.write([_request_row(r, self.clock()) for r in changed])
@@ -383,7 +390,13 @@ class Runtime:
 
     async def _start_turn(self, req: Request, handle: TurnHandle) -> None:
         now, message = self.clock(), req.message
-        strategy = req.strategy or "react"
+        thread = self.config.threads.get(message.thread_id)
+        strategy = (
+            req.strategy
+            or (thread.strategy if thread else None)
+            or self.scheduler.group(req.group).strategy
+            or "react"
+        )
         conv = await self.conversation(message.thread_id)
         turn = TurnState(handle.turn_id, message.thread_id, TurnStatus.RUNNING, now, strategy,
                          group=req.group)  # fmt: skip

@@ -35,6 +35,7 @@ class GroupConfig:
     # later ones coalesce into it; newest: the newest request replaces the pending one
     coalesce: Coalesce = "none"
     paused: bool = False
+    strategy: str | None = None  # the group's execution strategy (None: react)
 
 
 DEFAULT_GROUPS = {

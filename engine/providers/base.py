@@ -52,6 +52,8 @@ class ModelRequest:
     messages: list[ConvMessage]
     tools: list[dict[str, Any]] = field(default_factory=list)
     system: str | None = None
+    # "answer" for a conversation; "plan" when a planner (plan_execute) asks for a JSON plan
+    purpose: Literal["answer", "plan"] = "answer"
 
 
 class ProviderError(RuntimeError):

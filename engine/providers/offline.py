@@ -30,6 +30,7 @@ from engine.providers.base import (
     ToolCallDelta,
     UsageEvent,
 )
+from engine.strategies.plan_normalize import ACTION_RESULTS
 
 FALLBACK = (
     "I'm agentdeck's offline model, a rule-based stand-in (no LLM is configured). "
@@ -41,7 +42,8 @@ _MASK = "\x00"  # replaces backtick spans so their text triggers no other rule
 _TRAIL = ".,;:!?)]}'\""
 
 _BACKTICK = re.compile(r"`([^`\n]+)`")
-_END = r"(?=[.!?;](?:\s|$)|[\n\x00]|$)"  # end of a sentence, a line or before a `cmd`
+# end of a sentence, a line, before a `cmd`, or before ", and"/" and" joining another request
+_END = r"(?=[.!?;,](?:\s|$)|\s+and\s|[\n\x00]|$)"
 _RULES: list[tuple[str, re.Pattern[str]]] = [
     (
         "write_file",
@@ -146,7 +148,12 @@ class OfflineModel:
         """Every event the reply to `request` streams, in order."""
         msgs = request.messages
         calls: list[tuple[str, dict[str, Any]]] = []
-        if msgs and msgs[-1].role == "tool":
+        user_text = msgs[-1].text if msgs and msgs[-1].role == "user" else ""
+        if request.purpose == "plan":
+            text = self._plan(user_text)
+        elif user_text.startswith(ACTION_RESULTS):
+            text = self._quote_action_results(user_text)
+        elif msgs and msgs[-1].role == "tool":
             text = self._answer(msgs)
         else:
             user = next((m.text for m in reversed(msgs) if m.role == "user"), "")
@@ -179,6 +186,40 @@ class OfflineModel:
         events.append(UsageEvent(input_tokens=in_words, output_tokens=out_words))
         events.append(StopEvent(reason="tool_use" if calls else "end_turn"))
         return events
+
+    @staticmethod
+    def _plan(state_text: str) -> str:
+        """A planner's answer: the user's requests as commands, once; then "response"."""
+        try:
+            state = json.loads(state_text)
+        except json.JSONDecodeError:
+            state = {}
+        if not isinstance(state, dict) or state.get("done_plans"):
+            return json.dumps({"next_action": "response", "execution_commands": []})
+        available = {t.get("name") for t in state.get("available_tools", [])}
+        commands = [
+            {"purpose": f"{_WHAT[name][0].upper()}{_WHAT[name][1:]}", "tool_name": name,
+             "tool_kwargs": args, "todo_suggestion": "answer with the result"}
+            for name, args in parse_calls(str(state.get("user_input", "")))
+            if name in available
+        ]  # fmt: skip
+        action = "execute" if commands else "response"
+        return json.dumps({"next_action": action, "execution_commands": commands})
+
+    @staticmethod
+    def _quote_action_results(text: str) -> str:
+        """The final answer of plan_execute: one line per action result."""
+        body = text.removeprefix(ACTION_RESULTS).split("\n\n", 1)[0]
+        try:
+            results = json.loads(body)
+        except json.JSONDecodeError:
+            return "I could not read the action results."
+        lines = []
+        for purpose, r in results.items():
+            outcome = r.get("result") if r.get("success") else r.get("error")
+            verb = "done" if r.get("success") else "failed"
+            lines.append(f"{purpose} ({r.get('tool_name')}, {verb}): {_short(str(outcome))}")
+        return "\n".join(lines) or "Nothing was done."
 
     @staticmethod
     def _answer(msgs: list[ConvMessage]) -> str:

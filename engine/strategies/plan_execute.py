@@ -18,6 +18,7 @@ from engine.lifecycle import turn as turn_lifecycle
 from engine.messages import ConvMessage, ToolCallPart
 from engine.providers.base import AssistantAccumulator, ModelRequest
 from engine.strategies.plan_normalize import (
+    ACTION_RESULTS,
     PlanDecision,
     action_results,
     early_next_action,
@@ -87,7 +88,9 @@ def planner_request(
         "max_rounds": max_rounds,
     }
     text = json.dumps(state, default=str)
-    return ModelRequest(messages=[ConvMessage(role="user", text=text)], system=PLANNER_SYSTEM)
+    return ModelRequest(
+        messages=[ConvMessage(role="user", text=text)], system=PLANNER_SYSTEM, purpose="plan"
+    )
 
 
 def short_circuit(acc: AssistantAccumulator) -> bool:
@@ -158,7 +161,7 @@ async def final_answer(loop: TurnLoop) -> None:
         loop.turn.record["tool_logs"] = records
         results = json.dumps(action_results(records), default=str, indent=1)
         messages.append(
-            ConvMessage(role="user", text=f"action_results:\n{results}\n\n{FINAL_INSTRUCTION}")
+            ConvMessage(role="user", text=f"{ACTION_RESULTS}{results}\n\n{FINAL_INSTRUCTION}")
         )
     inf = await loop.infer(ModelRequest(messages=messages))
     assistant = inf.acc.message().model_copy(update={"tool_calls": []})

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 NextAction = Literal["execute", "response"]
+ACTION_RESULTS = "action_results:\n"  # how the final answer's request begins
 _NEXT_ACTION = re.compile(r'"next_action"\s*:\s*"([^"]*)"', re.I)
 
 
