@@ -36,6 +36,7 @@ from engine.messages import ConvMessage, Message
 from engine.plugins import ConsecutiveErrors, MaxRounds, Plugin, Timeout
 from engine.providers.base import Provider
 from engine.room import Ownership, Room
+from engine.runner import ToolRunner
 from engine.scheduler import GroupConfig, Rejected, Request, Scheduler, Statistics, group_for
 from engine.store import Op, Store
 from engine.strategies import strategy_for
@@ -366,6 +367,10 @@ class Runtime:
         log("%s", text)
         self.publish(Notice(at=self.clock(), level=level, text=text))  # type: ignore[arg-type]
 
+    def tool_runner(self, messages: list[ConvMessage], **kw: Any) -> ToolRunner:
+        """An iterator over assistant messages for programs that embed agentdeck."""
+        return ToolRunner(self, messages, **kw)
+
     def waiting_turn(self, thread_id: str) -> str | None:
         """The turn that holds `thread_id` while it waits for a decision, if any."""
         holder = self.scheduler.holder(thread_id)
@@ -389,16 +394,23 @@ class Runtime:
             turn_id = req.coalesced_into
 
     async def _start_turn(self, req: Request, handle: TurnHandle) -> None:
-        now, message = self.clock(), req.message
-        thread = self.config.threads.get(message.thread_id)
+        thread = self.config.threads.get(req.thread_id)
         strategy = (
             req.strategy
             or (thread.strategy if thread else None)
             or self.scheduler.group(req.group).strategy
             or "react"
         )
+        loop = await self.open_turn(req, strategy)
+        await self._drive(loop, handle)
+
+    async def open_turn(
+        self, req: Request, strategy: str, *, user_message: bool = True
+    ) -> TurnLoop:
+        """Record a new turn (checkpoint user_message) and return its loop, not yet run."""
+        now, message = self.clock(), req.message
         conv = await self.conversation(message.thread_id)
-        turn = TurnState(handle.turn_id, message.thread_id, TurnStatus.RUNNING, now, strategy,
+        turn = TurnState(req.id, message.thread_id, TurnStatus.RUNNING, now, strategy,
                          group=req.group)  # fmt: skip
         loop = TurnLoop(self, turn, conv)
         loop.ops += [
@@ -416,9 +428,10 @@ class Runtime:
             TurnStarted(at=now, thread_id=turn.thread_id, turn_id=turn.id, origin=message.origin,
                         sender=message.sender, text=message.text, strategy=strategy)
         )  # fmt: skip
-        loop.append(ConvMessage(role="user", text=message.text))
+        if user_message:
+            loop.append(ConvMessage(role="user", text=message.text))
         await loop.commit("user_message")
-        await self._drive(loop, handle)
+        return loop
 
     def _spawn(self, fn: Callable[..., Any], *args: Any) -> None:
         assert self._tg is not None, "the runtime is not open"

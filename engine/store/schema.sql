@@ -165,3 +165,196 @@ CREATE TABLE IF NOT EXISTS turn_requests (
     updated_at      REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS requests_queued ON turn_requests(created_at) WHERE status = 'queued';
+
+-- History (issue 6): what the history screen and `agentdeck history` read without scanning.
+-- All of it is kept current by triggers, so every write path updates it inside the
+-- writer's own transaction. A room made before it is filled once, at the end of this file.
+
+CREATE INDEX IF NOT EXISTS turns_time ON turns(created_at, id);
+CREATE INDEX IF NOT EXISTS runs_started ON runs(started_at, id);
+CREATE INDEX IF NOT EXISTS threads_recent ON threads(updated_at, id);
+CREATE INDEX IF NOT EXISTS messages_turn ON messages(turn_id, seq);
+CREATE INDEX IF NOT EXISTS decisions_call ON decisions(call_id, created_at);
+
+-- One row per facet of a turn: status:<s>, origin:<o>, group:<g>, thread:<id>, run:<id>,
+-- tool:<name>, is:failed (a call failed or the turn ended with error), is:denied (a call
+-- cancelled by a decision), is:cancelled (the turn was cancelled). Keyed by the turn's
+-- created_at, so a filtered list pages newest first by this index alone.
+CREATE TABLE IF NOT EXISTS turn_marks (
+    mark        TEXT NOT NULL,
+    created_at  REAL NOT NULL,
+    turn_id     TEXT NOT NULL,
+    PRIMARY KEY (mark, created_at, turn_id)
+) WITHOUT ROWID;
+
+-- Totals for screens, kept where they are written (no count(*) on a screen path): turns,
+-- threads, runs, steps, calls, calls:<status>, messages, decisions, and one per mark.
+CREATE TABLE IF NOT EXISTS counters (
+    name   TEXT PRIMARY KEY,
+    value  INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+
+-- Full text of user and assistant messages (tool results are searched through the calls).
+CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(
+    text, content='messages', content_rowid='id'
+);
+-- Full text of tool-call arguments, results and errors, by tool_calls' implicit rowid
+-- (after a VACUUM: INSERT INTO calls_fts(calls_fts) VALUES('rebuild')).
+CREATE VIRTUAL TABLE IF NOT EXISTS calls_fts USING fts5(
+    args, result, error, content='tool_calls', content_rowid='rowid'
+);
+
+-- Inside a trigger a conflict clause is overridden by the outer statement's, so marks are
+-- added with an upsert (DO NOTHING), which is not.
+CREATE TRIGGER IF NOT EXISTS history_marks_ai AFTER INSERT ON turn_marks BEGIN
+    INSERT INTO counters(name, value) VALUES (new.mark, 1)
+        ON CONFLICT(name) DO UPDATE SET value = value + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS history_marks_ad AFTER DELETE ON turn_marks BEGIN
+    UPDATE counters SET value = value - 1 WHERE name = old.mark;
+END;
+
+CREATE TRIGGER IF NOT EXISTS history_turns_ai AFTER INSERT ON turns BEGIN
+    INSERT INTO turn_marks(mark, created_at, turn_id) VALUES
+        ('status:' || new.status, new.created_at, new.id),
+        ('origin:' || new.origin, new.created_at, new.id),
+        ('thread:' || new.thread_id, new.created_at, new.id),
+        ('run:' || new.run_id, new.created_at, new.id)
+        ON CONFLICT DO NOTHING;
+    INSERT INTO turn_marks(mark, created_at, turn_id)
+        SELECT 'group:' || h.group_name, new.created_at, new.id
+        FROM threads h WHERE h.id = new.thread_id
+        ON CONFLICT DO NOTHING;
+    INSERT INTO counters(name, value) VALUES ('turns', 1)
+        ON CONFLICT(name) DO UPDATE SET value = value + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS history_turns_status AFTER UPDATE OF status ON turns
+WHEN old.status IS NOT new.status BEGIN
+    DELETE FROM turn_marks
+        WHERE mark = 'status:' || old.status AND created_at = old.created_at AND turn_id = old.id;
+    INSERT INTO turn_marks(mark, created_at, turn_id)
+        VALUES ('status:' || new.status, new.created_at, new.id)
+        ON CONFLICT DO NOTHING;
+END;
+CREATE TRIGGER IF NOT EXISTS history_turns_reason AFTER UPDATE OF reason ON turns
+WHEN new.reason IN ('error', 'cancelled') AND old.reason IS NOT new.reason BEGIN
+    INSERT INTO turn_marks(mark, created_at, turn_id)
+        VALUES (iif(new.reason = 'error', 'is:failed', 'is:cancelled'), new.created_at, new.id)
+        ON CONFLICT DO NOTHING;
+END;
+
+CREATE TRIGGER IF NOT EXISTS history_calls_ai AFTER INSERT ON tool_calls BEGIN
+    INSERT INTO turn_marks(mark, created_at, turn_id)
+        SELECT 'tool:' || new.tool, t.created_at, t.id FROM turns t WHERE t.id = new.turn_id
+        UNION ALL
+        SELECT 'is:failed', t.created_at, t.id FROM turns t
+        WHERE t.id = new.turn_id AND new.status = 'failed'
+        ON CONFLICT DO NOTHING;
+    INSERT INTO counters(name, value) VALUES ('calls', 1), ('calls:' || new.status, 1)
+        ON CONFLICT(name) DO UPDATE SET value = value + 1;
+    INSERT INTO calls_fts(rowid, args, result, error)
+        VALUES (new.rowid, new.args, new.result, new.error);
+END;
+CREATE TRIGGER IF NOT EXISTS history_calls_status AFTER UPDATE OF status ON tool_calls
+WHEN old.status IS NOT new.status BEGIN
+    UPDATE counters SET value = value - 1 WHERE name = 'calls:' || old.status;
+    INSERT INTO counters(name, value) VALUES ('calls:' || new.status, 1)
+        ON CONFLICT(name) DO UPDATE SET value = value + 1;
+    INSERT INTO turn_marks(mark, created_at, turn_id)
+        SELECT 'is:failed', t.created_at, t.id FROM turns t
+        WHERE t.id = new.turn_id AND new.status = 'failed'
+        UNION ALL
+        SELECT 'is:denied', t.created_at, t.id FROM turns t
+        WHERE t.id = new.turn_id AND new.status = 'cancelled'
+          AND EXISTS (SELECT 1 FROM decisions d WHERE d.id = new.decision_id AND d.action = 'cancel')
+        ON CONFLICT DO NOTHING;
+END;
+CREATE TRIGGER IF NOT EXISTS history_calls_fts_au AFTER UPDATE OF args, result, error ON tool_calls
+WHEN old.args IS NOT new.args OR old.result IS NOT new.result OR old.error IS NOT new.error BEGIN
+    INSERT INTO calls_fts(calls_fts, rowid, args, result, error)
+        VALUES ('delete', old.rowid, old.args, old.result, old.error);
+    INSERT INTO calls_fts(rowid, args, result, error)
+        VALUES (new.rowid, new.args, new.result, new.error);
+END;
+CREATE TRIGGER IF NOT EXISTS history_calls_fts_ad AFTER DELETE ON tool_calls BEGIN
+    INSERT INTO calls_fts(calls_fts, rowid, args, result, error)
+        VALUES ('delete', old.rowid, old.args, old.result, old.error);
+END;
+
+CREATE TRIGGER IF NOT EXISTS history_messages_ai AFTER INSERT ON messages BEGIN
+    INSERT INTO counters(name, value) VALUES ('messages', 1)
+        ON CONFLICT(name) DO UPDATE SET value = value + 1;
+    INSERT INTO messages_fts(rowid, text) SELECT new.id, new.text WHERE new.role != 'tool';
+END;
+CREATE TRIGGER IF NOT EXISTS history_messages_fts_au AFTER UPDATE OF text, role ON messages
+WHEN old.text IS NOT new.text OR old.role IS NOT new.role BEGIN
+    INSERT INTO messages_fts(messages_fts, rowid, text)
+        SELECT 'delete', old.id, old.text WHERE old.role != 'tool';
+    INSERT INTO messages_fts(rowid, text) SELECT new.id, new.text WHERE new.role != 'tool';
+END;
+CREATE TRIGGER IF NOT EXISTS history_messages_fts_ad AFTER DELETE ON messages BEGIN
+    INSERT INTO messages_fts(messages_fts, rowid, text)
+        SELECT 'delete', old.id, old.text WHERE old.role != 'tool';
+END;
+
+CREATE TRIGGER IF NOT EXISTS history_steps_ai AFTER INSERT ON steps BEGIN
+    INSERT INTO counters(name, value) VALUES ('steps', 1)
+        ON CONFLICT(name) DO UPDATE SET value = value + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS history_decisions_ai AFTER INSERT ON decisions BEGIN
+    INSERT INTO counters(name, value) VALUES ('decisions', 1)
+        ON CONFLICT(name) DO UPDATE SET value = value + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS history_threads_ai AFTER INSERT ON threads BEGIN
+    INSERT INTO counters(name, value) VALUES ('threads', 1)
+        ON CONFLICT(name) DO UPDATE SET value = value + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS history_runs_ai AFTER INSERT ON runs BEGIN
+    INSERT INTO counters(name, value) VALUES ('runs', 1)
+        ON CONFLICT(name) DO UPDATE SET value = value + 1;
+END;
+
+-- A room made before the history tables: fill them once (the counter `schema:history`
+-- says it was done), in one transaction. On a new room this finds nothing to do.
+BEGIN;
+CREATE TEMP TABLE IF NOT EXISTS history_fill AS
+    SELECT NOT EXISTS (SELECT 1 FROM counters WHERE name = 'schema:history') AS needed;
+INSERT INTO turn_marks(mark, created_at, turn_id)
+    SELECT m, created_at, id FROM (
+        SELECT 'status:' || status AS m, created_at, id FROM turns
+        UNION ALL SELECT 'origin:' || origin, created_at, id FROM turns
+        UNION ALL SELECT 'thread:' || thread_id, created_at, id FROM turns
+        UNION ALL SELECT 'run:' || run_id, created_at, id FROM turns
+        UNION ALL SELECT 'group:' || h.group_name, t.created_at, t.id
+            FROM turns t JOIN threads h ON h.id = t.thread_id
+        UNION ALL SELECT 'is:failed', created_at, id FROM turns WHERE reason = 'error'
+        UNION ALL SELECT 'is:cancelled', created_at, id FROM turns WHERE reason = 'cancelled'
+        UNION ALL SELECT 'tool:' || c.tool, t.created_at, t.id
+            FROM tool_calls c JOIN turns t ON t.id = c.turn_id
+        UNION ALL SELECT 'is:failed', t.created_at, t.id
+            FROM tool_calls c JOIN turns t ON t.id = c.turn_id WHERE c.status = 'failed'
+        UNION ALL SELECT 'is:denied', t.created_at, t.id
+            FROM tool_calls c JOIN turns t ON t.id = c.turn_id
+            JOIN decisions d ON d.id = c.decision_id
+            WHERE c.status = 'cancelled' AND d.action = 'cancel'
+    ) WHERE (SELECT needed FROM history_fill)
+    ON CONFLICT DO NOTHING;
+INSERT INTO counters(name, value)
+    SELECT name, value FROM (
+        SELECT 'turns' AS name, (SELECT count(*) FROM turns) AS value
+        UNION ALL SELECT 'threads', (SELECT count(*) FROM threads)
+        UNION ALL SELECT 'runs', (SELECT count(*) FROM runs)
+        UNION ALL SELECT 'steps', (SELECT count(*) FROM steps)
+        UNION ALL SELECT 'messages', (SELECT count(*) FROM messages)
+        UNION ALL SELECT 'decisions', (SELECT count(*) FROM decisions)
+        UNION ALL SELECT 'calls', (SELECT count(*) FROM tool_calls)
+        UNION ALL SELECT 'calls:' || status, count(*) FROM tool_calls GROUP BY status
+        UNION ALL SELECT 'schema:history', 1
+    ) WHERE (SELECT needed FROM history_fill)
+    ON CONFLICT(name) DO UPDATE SET value = excluded.value;
+INSERT INTO messages_fts(rowid, text)
+    SELECT id, text FROM messages WHERE role != 'tool' AND (SELECT needed FROM history_fill);
+INSERT INTO calls_fts(rowid, args, result, error)
+    SELECT rowid, args, result, error FROM tool_calls WHERE (SELECT needed FROM history_fill);
+DROP TABLE temp.history_fill;
+COMMIT;

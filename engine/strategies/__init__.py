@@ -18,6 +18,11 @@ class UnknownStrategy(ValueError):
     """A turn named a strategy agentdeck does not have."""
 
 
+async def _runner_gone(loop: TurnLoop) -> None:
+    """A ToolRunner's turn found running after a restart: the program driving it is gone."""
+    await loop.finish("stopped:runner_gone", "the program that iterated this runner stopped")
+
+
 def strategy_for(name: str) -> Strategy:
     """The strategy called `name`."""
     from engine.strategies import direct, plan_execute, react
@@ -26,6 +31,7 @@ def strategy_for(name: str) -> Strategy:
         "react": react.run,
         "direct": direct.run,
         "plan_execute": plan_execute.run,
+        "runner": _runner_gone,
     }
     if name not in table:
         raise UnknownStrategy(f"unknown strategy {name!r}; choose one of {', '.join(NAMES)}")

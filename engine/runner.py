@@ -1,0 +1,234 @@
+"""ToolRunner: the iterator API for programs that embed agentdeck.
+
+    runner = rt.tool_runner([ConvMessage(role="user", text="what time is it?")])
+    async for message in runner:          # each iteration: one request, one message
+        print(message.text)
+    print(runner.status, runner.messages[-1].text)
+
+The lifecycle is the seed's tool runner: each iteration sends a request and yields the
+assistant message. When the consumer resumes, the message is appended to the state unless
+the consumer changed the state during the iteration (`push_messages`,
+`set_messages_params`); tool calls in the state's last message are always handled and
+their results appended; the runner ends when there is nothing left to do.
+
+Unlike the seed's runner, reaching `max_iterations` never leaves tool results executed but
+unsent: the runner makes one last request without tools and records that it stopped.
+Its turn and steps are recorded in execution.db like any turn, and its calls pass the same
+gates: a suspended call shows in `pending` and is decided with `decide`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from engine.decisions import Decision, PendingCall
+from engine.lifecycle import CallStatus, TurnStatus
+from engine.lifecycle import turn as turn_lifecycle
+from engine.loop import Inference
+from engine.messages import ConvMessage, Message
+from engine.providers.base import AssistantAccumulator, ModelRequest
+
+if TYPE_CHECKING:
+    from engine.calls import CallState
+    from engine.loop import TurnLoop
+    from engine.runtime import Runtime
+
+
+class ToolRunner:
+    """Async iterator over assistant messages, with the runtime's gates and truth layer."""
+
+    def __init__(
+        self,
+        rt: Runtime,
+        messages: list[ConvMessage],
+        *,
+        thread_id: str | None = None,
+        system: str | None = None,
+        max_iterations: int = 10,
+    ) -> None:
+        self.rt = rt
+        self.messages: list[ConvMessage] = list(messages)
+        self.system = system
+        self.max_iterations = max_iterations
+        self.thread_id = thread_id or rt.new_id("runner")
+        self.iterations = 0
+        self.status = "ready"  # ready | running | done | waiting | stopped
+        self.stopped_reason: str | None = None
+        self._loop: TurnLoop | None = None
+        self._last: ConvMessage | None = None  # the message yielded this iteration
+        self._mutated = False
+        self._tool_response: list[ConvMessage] | None = None
+        self._calls: list[CallState] = []
+
+    # -- changing the state during an iteration ---------------------------------------------
+
+    def push_messages(self, *messages: ConvMessage) -> None:
+        """Append messages to the state; the yielded message will not be appended."""
+        self.messages.extend(messages)
+        self._changed()
+
+    def set_messages_params(
+        self, messages: list[ConvMessage] | Callable[[list[ConvMessage]], list[ConvMessage]]
+    ) -> None:
+        """Replace the state (or map it through a function)."""
+        self.messages = list(messages(self.messages) if callable(messages) else messages)
+        self._changed()
+
+    def _changed(self) -> None:
+        self._mutated = True
+        self._tool_response = None  # computed from the old state: recompute when asked
+
+    # -- tools --------------------------------------------------------------------------------
+
+    async def generate_tool_response(self) -> list[ConvMessage] | None:
+        """Run the tool calls of the state's last message (through the gates) and return
+        their results, without changing the state. Computed once per iteration."""
+        if self._tool_response is not None:
+            return self._tool_response
+        last = self._current()
+        if last is None or last.role != "assistant" or not last.tool_calls or last.refusal:
+            return None
+        loop = await self._turn()
+        if last is self._last and self._calls:
+            calls = self._calls  # the calls of the message this iteration committed
+        else:  # the consumer put this message in the state: record and gate its calls
+            step_id, started = loop.step_start("pushed")
+            inf = Inference(AssistantAccumulator(), step_id, started, "pushed")
+            calls = await loop.commit_assistant(inf, last)
+        await loop.tool_round(calls)
+        self._tool_response = [c.message() for c in calls]
+        return self._tool_response
+
+    @property
+    def pending(self) -> list[PendingCall]:
+        """The runner's suspended calls, waiting for `decide`."""
+        if self._loop is None:
+            return []
+        return [
+            PendingCall(call_id=c.id, turn_id=c.turn_id, thread_id=c.thread_id, tool=c.tool,
+                        args=c.args, reason=c.suspend_reason or "", since=c.updated_at)
+            for c in self._loop.turn.suspended()
+        ]  # fmt: skip
+
+    async def decide(self, decision: Decision) -> str:
+        """Decide one of `pending`: the call is replayed now and its result joins the state.
+        A runner that stopped `waiting` goes on when iterated again."""
+        status = await self.rt.decide(decision)
+        loop = await self._turn()
+        if loop.turn.status is TurnStatus.WAITING:
+            loop._set(TurnStatus.RUNNING, None, None)  # noqa: SLF001
+            loop.turn.reason = None
+            await loop.commit(None)
+            self.rt._loops[loop.turn.id] = loop  # noqa: SLF001 - decisions reach us again
+            self.status, self._last = "running", None
+        before = {c.id: c.status for c in loop.turn.calls.values()}
+        await loop.resume_tool_calls()
+        for call in loop.turn.calls.values():
+            if before.get(call.id) is CallStatus.SUSPENDED and call.status.terminal:
+                self.messages.append(call.message())
+        return status
+
+    # -- iterating ----------------------------------------------------------------------------
+
+    def __aiter__(self) -> ToolRunner:
+        return self
+
+    async def __anext__(self) -> ConvMessage:
+        if self.status in ("done", "waiting", "stopped"):
+            raise StopAsyncIteration
+        if self._last is not None:
+            if not self._mutated:
+                self.messages.append(self._last)
+            last = self._current()
+            if last is None or (last.role == "assistant" and (not last.tool_calls or last.refusal)):
+                await self._end()  # nothing left to do
+                raise StopAsyncIteration
+            if last.role == "assistant":
+                self.messages.extend(await self.generate_tool_response() or [])
+        self._last, self._mutated, self._tool_response, self._calls = None, False, None, []
+        with_tools = True
+        if self.iterations >= self.max_iterations:
+            if self._last_was_request():
+                await self._end("max_iterations")
+                raise StopAsyncIteration
+            with_tools = False  # results are waiting: send them, then stop
+            self.stopped_reason = "max_iterations"
+        self._last = await self._request(with_tools)
+        self.iterations += 1
+        if not with_tools:
+            self.messages.append(self._last)
+            await self._end("max_iterations")
+        return self._last
+
+    async def until_done(self) -> ConvMessage | None:
+        """Run to the end; return the last assistant message."""
+        last = None
+        async for message in self:
+            last = message
+        return last
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _current(self) -> ConvMessage | None:
+        return self.messages[-1] if self.messages else None
+
+    def _last_was_request(self) -> bool:
+        last = self._current()
+        return last is None or last.role == "assistant"
+
+    async def _turn(self) -> TurnLoop:
+        if self._loop is None:
+            from engine.scheduler import Request
+
+            first_user = next((m.text for m in self.messages if m.role == "user"), "")
+            message = Message(origin="invoke", sender="runner", thread_id=self.thread_id,
+                              text=first_user)  # fmt: skip
+            req = Request(self.rt.new_id("t"), message, "chat", self.rt.clock(), "runner")
+            self._loop = await self.rt.open_turn(req, "runner", user_message=False)
+            self.rt._loops[self._loop.turn.id] = self._loop  # noqa: SLF001 - decisions reach us
+            for msg in self.messages:
+                self._loop.append(msg)  # what the runner starts from is recorded too
+            await self._loop.commit(None)
+            self.status = "running"
+        return self._loop
+
+    async def _request(self, with_tools: bool) -> ConvMessage:
+        loop = await self._turn()
+        tools = self.rt.tools.schemas() if with_tools else []
+        request = ModelRequest(messages=list(self.messages), tools=tools, system=self.system)
+        inf = await loop.infer(request)
+        message = inf.acc.message()
+        if not with_tools or message.refusal:  # a refusal stops without running tools
+            message = message.model_copy(update={"tool_calls": []})
+        self._calls = await loop.commit_assistant(inf, message)
+        return message
+
+    async def _end(self, stopped: str | None = None) -> None:
+        loop = await self._turn()
+        last = self._current()
+        loop.turn.final_text = last.text if last is not None and last.role == "assistant" else None
+        if loop.turn.status is not TurnStatus.RUNNING:
+            return
+        self.rt._loops.pop(loop.turn.id, None)  # noqa: SLF001
+        if loop.turn.suspended():
+            self.status = "waiting"
+            await loop.finish_waiting()
+        elif stopped:
+            self.status, self.stopped_reason = "stopped", stopped
+            loop.turn.record["stopped"] = stopped
+            await loop.finish(
+                turn_lifecycle.stopped(stopped), f"reached {self.max_iterations} iterations"
+            )
+        else:
+            self.status = "done"
+            await loop.finish(turn_lifecycle.NATURAL)
+
+    async def aclose(self) -> None:
+        """End the runner's turn where it stands (cancelled if it was still running)."""
+        if self._loop is not None and self._loop.turn.status is TurnStatus.RUNNING:
+            await self._loop.finish(turn_lifecycle.CANCELLED, "runner closed")
+            self.status = "stopped"
+
+    def __repr__(self) -> str:
+        return f"<ToolRunner {self.thread_id} {self.status} iterations={self.iterations}>"
