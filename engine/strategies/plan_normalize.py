@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 NextAction = Literal["execute", "response"]
 ACTION_RESULTS = "action_results:\n"  # how the final answer's request begins
-_NEXT_ACTION = re.compile(r'"next_action"\s*:\s*"([^"]*)"', re.I)
+_VALUE = re.compile(r'\s*:\s*"([^"]*)"')  # a complete string value after a key
 
 
 @dataclass(frozen=True)
@@ -51,23 +51,55 @@ def parse_planner_text(text: str) -> Any:
     if stripped.startswith("```"):
         stripped = stripped.strip("`")
         stripped = stripped.split("\n", 1)[1] if "\n" in stripped else ""
-    try:
-        return json.loads(stripped)
-    except json.JSONDecodeError:
-        pass
-    start, end = stripped.find("{"), stripped.rfind("}")
-    if 0 <= start < end:
+    for candidate in (stripped, _outer_object(stripped)):
+        if candidate is None:
+            continue
         try:
-            return json.loads(stripped[start : end + 1])
-        except json.JSONDecodeError:
-            return None
+            return json.loads(candidate)
+        except (ValueError, RecursionError):  # bad JSON, huge numbers, absurd nesting
+            continue
     return None
 
 
+def _outer_object(text: str) -> str | None:
+    start, end = text.find("{"), text.rfind("}")
+    return text[start : end + 1] if 0 <= start < end else None
+
+
 def early_next_action(text: str) -> str | None:
-    """`next_action`'s value once it has streamed completely, else None."""
-    match = _NEXT_ACTION.search(text)
-    return match.group(1).strip().lower() if match else None
+    """The top-level `next_action`'s value once it has streamed completely, else None.
+    A `next_action` nested inside a command's arguments does not count."""
+    depth, i, n = 0, 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == '"':
+            end = _string_end(text, i)
+            if end is None:
+                return None  # the string is still streaming
+            if depth == 1 and text[i + 1 : end] == "next_action":
+                match = _VALUE.match(text, end + 1)
+                return match.group(1).strip().lower() if match else None
+            i = end + 1
+            continue
+        if ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+        i += 1
+    return None
+
+
+def _string_end(text: str, start: int) -> int | None:
+    """Index of the quote that closes the JSON string opened at `start`."""
+    i = start + 1
+    while i < len(text):
+        if text[i] == "\\":
+            i += 2
+            continue
+        if text[i] == '"':
+            return i
+        i += 1
+    return None
 
 
 def _text(value: Any) -> str:
