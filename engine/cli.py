@@ -64,11 +64,20 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--reason", default="", help="cancel: the reason the model sees")
     sp.add_argument("--remember", choices=["thread", "room"])
     sp.add_argument("--json", action="store_true")
-    sp = sub.add_parser("history", help="turns, newest first")
+    sp = sub.add_parser("history", help="turns, newest first; filters, search, one turn")
     room_arg(sp)
     sp.add_argument("--thread")
     sp.add_argument("--limit", type=int, default=20)
     sp.add_argument("--json", action="store_true")
+    sp.add_argument("--status", help="running, waiting, done, failed, denied or cancelled")
+    sp.add_argument("--origin", help="invoke, chat, task, chore or will")
+    sp.add_argument("--group", help="the thread group (chat, task, chore, will...)")
+    sp.add_argument("--tool", help="turns that called this tool")
+    sp.add_argument("--since", help="ISO date/time, or an age: 30m, 2h, 3d")
+    sp.add_argument("--until", help="ISO date/time, or an age: 30m, 2h, 3d")
+    sp.add_argument("--search", metavar="TEXT", help="full text of messages and tool calls")
+    sp.add_argument("--turn", metavar="ID", help="one turn: its steps, calls and decisions")
+    sp.add_argument("--after", metavar="CURSOR", help="the next page: a row's `cursor`")
     sp = sub.add_parser("info", help="where things are and which model is in use")
     room_arg(sp)
     return p
@@ -216,18 +225,43 @@ async def _decide(room: Room, args: argparse.Namespace) -> int:
 
 
 async def _history(room: Room, args: argparse.Namespace) -> int:
-    from engine.history import recent_turns
+    from engine.history import Filters, History, HistoryError, parse_time
+    from engine.history_text import hit_line, turn_line
 
     if args.limit < 1:
         raise UsageError("--limit must be at least 1")
-    turns = await recent_turns(room, thread=args.thread, limit=args.limit)
+    try:
+        filters = Filters(
+            status=args.status, origin=args.origin, group=args.group, thread=args.thread,
+            tool=args.tool, since=parse_time(args.since) if args.since else None,
+            until=parse_time(args.until) if args.until else None,
+        )  # fmt: skip
+        if args.turn and (args.search or args.after or not filters.empty):
+            raise UsageError("--turn shows one turn; it takes no filters, --search or --after")
+        async with History(room) as history:
+            if args.turn:
+                return _print_turn(await history.turn(args.turn), args.json)
+            if args.search is not None:
+                page = await history.search(args.search, filters, after=args.after,
+                                            limit=args.limit)  # fmt: skip
+            else:
+                page = await history.turns(filters, after=args.after, limit=args.limit)
+    except HistoryError as exc:
+        raise UsageError(str(exc)) from None
     if args.json:
-        print(json.dumps(turns))
+        print(json.dumps(page.items))
         return EXIT_OK
-    for t in turns:
-        state = t["status"] + (f"/{t['reason']}" if t["reason"] else "")
-        text = " ".join(t["text"].split())[:60]
-        print(f"{t['turn_id']}  {t['thread_id']:<20} {state:<18} {t['calls']:>2} calls  {text}")
+    for item in page.items:
+        print(hit_line(item) if args.search is not None else turn_line(item))
+    if page.next:
+        print(f"-- more: --after {page.next}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _print_turn(detail: dict[str, Any], as_json: bool) -> int:
+    from engine.history_text import turn_lines
+
+    print(json.dumps(detail) if as_json else "\n".join(turn_lines(detail)))
     return EXIT_OK
 
 

@@ -31,6 +31,8 @@ TURN_COLUMNS = (
     " (SELECT count(*) FROM steps s WHERE s.turn_id = t.id) AS steps"
 )
 
+TURN_SQL = f"SELECT t.meta, {TURN_COLUMNS} FROM turns t WHERE t.id = ?"
+
 
 class HistoryError(ValueError):
     """Bad input to a history query (a filter, a time, a cursor, a search); says what."""
@@ -59,9 +61,7 @@ class Filters:
 
     def __post_init__(self) -> None:
         if self.status is not None and self.status not in STATUSES:
-            raise HistoryError(
-                f"unknown status {self.status!r}; use one of: {', '.join(STATUSES)}"
-            )
+            raise HistoryError(f"unknown status {self.status!r}; use one of: {', '.join(STATUSES)}")
         if self.since is not None and self.until is not None and self.since >= self.until:
             raise HistoryError("the time range is empty: since must be before until")
 
@@ -176,10 +176,25 @@ def turns_sql(
             params.append(mark)
     params.append(limit)
     sql = (
-        f"SELECT {TURN_COLUMNS} FROM {source} WHERE {' AND '.join(where)}"
-        f" ORDER BY {order} LIMIT ?"
+        f"SELECT {TURN_COLUMNS} FROM {source} WHERE {' AND '.join(where)} ORDER BY {order} LIMIT ?"
     )
     return sql, params
+
+
+def legacy_thread_sql(
+    filters: Filters, after: tuple[float, str] | None, limit: int
+) -> tuple[str, list[Any]]:
+    """A thread's turns in a room whose database predates `turn_marks` (read-only: it
+    cannot be upgraded from here)."""
+    where, params = ["t.thread_id = ?"], [filters.thread]
+    if after is not None:
+        where.append("(t.created_at, t.id) < (?, ?)")
+        params.extend(after)
+    sql = (
+        f"SELECT {TURN_COLUMNS} FROM turns t WHERE {' AND '.join(where)}"
+        " ORDER BY t.created_at DESC, t.id DESC LIMIT ?"
+    )
+    return sql, [*params, limit]
 
 
 def hit_filter_sql(filters: Filters, at: str, turn_id: str) -> tuple[str, list[Any]]:

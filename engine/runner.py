@@ -86,7 +86,7 @@ class ToolRunner:
         their results, without changing the state. Computed once per iteration."""
         if self._tool_response is not None:
             return self._tool_response
-        last = self._current()
+        last = self._last if self._last is not None and not self._mutated else self._current()
         if last is None or last.role != "assistant" or not last.tool_calls or last.refusal:
             return None
         loop = await self._turn()
@@ -210,11 +210,12 @@ class ToolRunner:
         loop.turn.final_text = last.text if last is not None and last.role == "assistant" else None
         if loop.turn.status is not TurnStatus.RUNNING:
             return
-        self.rt._loops.pop(loop.turn.id, None)  # noqa: SLF001
         if loop.turn.suspended():
             self.status = "waiting"
             await loop.finish_waiting()
-        elif stopped:
+            return  # stays registered: a decision wakes this runner, not a resume of its turn
+        self.rt._loops.pop(loop.turn.id, None)  # noqa: SLF001
+        if stopped:
             self.status, self.stopped_reason = "stopped", stopped
             loop.turn.record["stopped"] = stopped
             await loop.finish(

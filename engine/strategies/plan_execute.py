@@ -10,6 +10,7 @@ answer, and the raw records are kept as `tool_logs` on the turn.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from engine.calls import CallState
@@ -19,9 +20,9 @@ from engine.messages import ConvMessage, ToolCallPart
 from engine.providers.base import AssistantAccumulator, ModelRequest
 from engine.strategies.plan_normalize import (
     ACTION_RESULTS,
+    NextActionScanner,
     PlanDecision,
     action_results,
-    early_next_action,
     normalize,
     parse_planner_text,
 )
@@ -93,9 +94,15 @@ def planner_request(
     )
 
 
-def short_circuit(acc: AssistantAccumulator) -> bool:
-    """Close the planner stream as soon as next_action is known to be "response"."""
-    return early_next_action("".join(acc.text)) == "response"
+def short_circuit() -> Callable[[AssistantAccumulator], bool]:
+    """A predicate that closes the planner stream as soon as next_action is "response"."""
+    scanner, seen = NextActionScanner(), [0]
+
+    def check(acc: AssistantAccumulator) -> bool:
+        fresh, seen[0] = acc.text[seen[0] :], len(acc.text)
+        return scanner.feed("".join(fresh)) == "response" if fresh else False
+
+    return check
 
 
 def as_assistant(decision: PlanDecision, round_index: int) -> tuple[ConvMessage, list[dict]]:
@@ -132,7 +139,7 @@ async def run(loop: TurnLoop) -> None:
             return await loop.finish(loop.stop.reason, loop.stop.detail)
         inf = await loop.infer(
             planner_request(loop, done, max_rounds), kind="plan", publish_text=False,
-            stop_when=short_circuit,
+            stop_when=short_circuit(),
         )  # fmt: skip
         decision = normalize(parse_planner_text("".join(inf.acc.text)))
         if inf.closed_early:

@@ -21,6 +21,7 @@ from typing import Any, Literal
 NextAction = Literal["execute", "response"]
 ACTION_RESULTS = "action_results:\n"  # how the final answer's request begins
 _VALUE = re.compile(r'\s*:\s*"([^"]*)"')  # a complete string value after a key
+_PARTIAL_VALUE = re.compile(r'\s*(:\s*("[^"]*)?)?')  # a value that may still be streaming
 
 
 @dataclass(frozen=True)
@@ -66,40 +67,57 @@ def _outer_object(text: str) -> str | None:
     return text[start : end + 1] if 0 <= start < end else None
 
 
+class NextActionScanner:
+    """Finds the top-level `next_action` of a JSON object as it streams, reading each
+    character once. A `next_action` nested inside a command's arguments does not count."""
+
+    def __init__(self) -> None:
+        self.text = ""
+        self._pos = 0  # next character to read
+        self._depth = 0
+        self._string_start: int | None = None  # inside a string that opened here
+        self._escaped = False
+        self._key_end: int | None = None  # just read the top-level key "next_action"
+
+    def feed(self, piece: str) -> str | None:
+        """Add streamed text; the value (lowercase) once it is complete, else None."""
+        self.text += piece
+        text = self.text
+        while self._pos < len(text):
+            if self._key_end is not None:
+                match = _VALUE.match(text, self._key_end)
+                if match:
+                    return match.group(1).strip().lower()
+                if _PARTIAL_VALUE.fullmatch(text, self._key_end):
+                    return None  # the value is still streaming
+                self._key_end = None  # not a string value: keep scanning
+            ch = text[self._pos]
+            self._pos += 1
+            if self._string_start is not None:
+                if self._escaped:
+                    self._escaped = False
+                elif ch == "\\":
+                    self._escaped = True
+                elif ch == '"':
+                    key = text[self._string_start + 1 : self._pos - 1]
+                    self._string_start = None
+                    if self._depth == 1 and key == "next_action":
+                        self._key_end = self._pos
+            elif ch == '"':
+                self._string_start = self._pos - 1
+            elif ch in "{[":
+                self._depth += 1
+            elif ch in "}]":
+                self._depth -= 1
+        if self._key_end is not None:
+            match = _VALUE.match(text, self._key_end)
+            return match.group(1).strip().lower() if match else None
+        return None
+
+
 def early_next_action(text: str) -> str | None:
-    """The top-level `next_action`'s value once it has streamed completely, else None.
-    A `next_action` nested inside a command's arguments does not count."""
-    depth, i, n = 0, 0, len(text)
-    while i < n:
-        ch = text[i]
-        if ch == '"':
-            end = _string_end(text, i)
-            if end is None:
-                return None  # the string is still streaming
-            if depth == 1 and text[i + 1 : end] == "next_action":
-                match = _VALUE.match(text, end + 1)
-                return match.group(1).strip().lower() if match else None
-            i = end + 1
-            continue
-        if ch in "{[":
-            depth += 1
-        elif ch in "}]":
-            depth -= 1
-        i += 1
-    return None
-
-
-def _string_end(text: str, start: int) -> int | None:
-    """Index of the quote that closes the JSON string opened at `start`."""
-    i = start + 1
-    while i < len(text):
-        if text[i] == "\\":
-            i += 2
-            continue
-        if text[i] == '"':
-            return i
-        i += 1
-    return None
+    """The top-level `next_action`'s value once it has streamed completely, else None."""
+    return NextActionScanner().feed(text)
 
 
 def _text(value: Any) -> str:

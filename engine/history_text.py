@@ -1,0 +1,58 @@
+"""`agentdeck history` as text: one line per turn or hit, and one turn in a few lines."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+
+def _oneline(text: Any, width: int) -> str:
+    return " ".join(str(text or "").split())[:width]
+
+
+def _clock(at: float | None, fmt: str = "%Y-%m-%d %H:%M:%S") -> str:
+    return time.strftime(fmt, time.localtime(at)) if at else "-"
+
+
+def turn_line(t: dict[str, Any]) -> str:
+    state = t["status"] + (f"/{t['reason']}" if t["reason"] else "")
+    return f"{t['turn_id']}  {t['thread_id']:<20} {state:<18} {t['calls']:>2} calls  {_oneline(t['text'], 60)}"
+
+
+def hit_line(h: dict[str, Any]) -> str:
+    where = h["tool"] if h["kind"] == "call" else h["role"]
+    return (f"{_clock(h['created_at'], '%Y-%m-%d %H:%M')}  {h['turn_id']}  {h['thread_id']:<20} "
+            f"{h['kind']:<7} {where:<10} {_oneline(h['snippet'], 200)}")  # fmt: skip
+
+
+def turn_lines(detail: dict[str, Any]) -> list[str]:
+    """One turn: its steps with their calls, its decisions, where it suspended, its answer."""
+    t = detail["turn"]
+    state = t["status"] + (f"/{t['reason']}" if t["reason"] else "")
+    out = [
+        f"turn {t['turn_id']} on {t['thread_id']} ({t['group']}, {t['origin']}): {state}",
+        f"  {_clock(t['created_at'])} from {t['sender']}: {_oneline(t['text'], 200)}",
+    ]
+    calls_by_step: dict[int, list[dict[str, Any]]] = {}
+    for c in detail["calls"]:
+        calls_by_step.setdefault(c["step_id"], []).append(c)
+    for s in detail["steps"]:
+        out.append(
+            f"  step {s['idx']} {s['kind']:<10} {s['status']:<9} {_oneline(s['summary'], 80)}"
+        )
+        for c in calls_by_step.get(s["step_id"], []):
+            said = c["result"] if c["status"] == "succeeded" else c["error"] or c["suspend_reason"]
+            out.append(f"    call {c['call_id']} {c['tool']} {_oneline(json.dumps(c['args']), 80)}"
+                       f" -> {c['status']}: {_oneline(said, 80)}")  # fmt: skip
+    for d in detail["decisions"]:
+        edit = f" args {json.dumps(d['args'])}" if d["args"] is not None else ""
+        then = f" -> {d['then']['status']}" if d["then"] else ""
+        out.append(f"  decision {d['decision_id']} on {d['call_id']}: {d['action']}{edit} by "
+                   f"{d['decided_by']} at {_clock(d['created_at'])} ({d['status']}){then}")  # fmt: skip
+    if (sus := detail["suspended"]) is not None:
+        still = " (still waiting)" if sus["waiting"] else ""
+        out.append(f"  suspended at step {sus['step_idx']}, call {sus['call_id']}{still}")
+    if t["answer"]:
+        out.append(f"  answer: {_oneline(t['answer'], 200)}")
+    return out
