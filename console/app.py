@@ -1,0 +1,114 @@
+"""The agentdeck console: wiring only. Screens, widgets, bridge and host do the work.
+
+`make_app` is the factory tests, snapshots and the benchmark use (fixed clock, fixed ids,
+an injected model); `run_console` is what `agentdeck` with no arguments calls.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from textual import work
+from textual.app import App
+from textual.binding import Binding
+from textual.worker import Worker, WorkerState
+
+import themes
+from console import settings
+from console.bridge import Bridge
+from console.commands import DeckCommands
+from console.host import RuntimeHost, console_provider
+from console.screens.confirm import ConfirmScreen
+from console.screens.help import HelpScreen
+from console.screens.main import MainScreen
+from console.widgets.calls_table import CallsTable
+from console.widgets.decision_queue import DecisionQueue
+from console.widgets.filter_bar import FilterBar
+from console.widgets.timeline import Timeline
+from engine.room import Room
+
+
+class AgentDeck(App[int]):
+    """The operator console over one room."""
+
+    TITLE = "agentdeck"
+    CSS_PATH = str(Path(themes.__file__).with_name("app.tcss"))
+    COMMANDS = App.COMMANDS | {DeckCommands}
+    BINDINGS = [
+        Binding("q", "quit", "Quit"),
+        Binding("question_mark,f1", "help", "Help"),
+        Binding("f2", "change_theme", "Theme", show=False),
+    ]
+
+    def __init__(self, room: Room, *, clock: Callable[[], float] = time.time,
+                 ids: Callable[[str], str] | None = None, provider: Any = None,
+                 fps: int = 30) -> None:  # fmt: skip
+        super().__init__()
+        self.room, self.clock = room, clock
+        self.bridge = Bridge(fps=fps)
+        self.host = RuntimeHost(room, clock=clock, ids=ids, provider=provider)
+        self.main = MainScreen(self.bridge, clock)
+        for theme in themes.load_themes():
+            self.register_theme(theme)
+        saved = settings.load().get("theme")
+        self.theme = (
+            saved if isinstance(saved, str) and saved in self.available_themes else themes.DARK
+        )
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        base = self.current_theme.to_color_system().generate()
+        return {name: base[borrowed] for name, borrowed in themes.STATE_DEFAULTS.items()}
+
+    def on_mount(self) -> None:
+        self.push_screen(self.main)
+        self.theme_changed_signal.subscribe(self, lambda t: settings.save({"theme": t.name}))
+        self.run_worker(self.host.serve(self.bridge, self.main), name="runtime",
+                        exit_on_error=False)  # fmt: skip
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.worker.name == "runtime" and event.state is WorkerState.ERROR:
+            self.exit(1, message=f"agentdeck: {self.host.error or event.worker.error}")
+
+    def action_help(self) -> None:
+        sections = [
+            ("Everywhere", [*AgentDeck.BINDINGS, *MainScreen.BINDINGS]),
+            ("Timeline", Timeline.BINDINGS), ("Calls", CallsTable.BINDINGS),
+            ("Decisions", DecisionQueue.BINDINGS), ("Filter", FilterBar.BINDINGS),
+        ]  # fmt: skip
+        self.push_screen(HelpScreen([(t, [b for b in bs if isinstance(b, Binding)])
+                                     for t, bs in sections]))  # fmt: skip
+
+    @work(group="quit", exclusive=True)
+    async def action_quit(self) -> None:
+        running, _ = self.bridge.state.counts()
+        if running:
+            ok = await self.push_screen_wait(ConfirmScreen(
+                f"{running} turn{'s are' if running > 1 else ' is'} still running. Quit anyway? "
+                "(It resumes at the next start.)", yes="Quit", no="Stay"))  # fmt: skip
+            if not ok:
+                return
+        await self.shutdown()
+
+    async def shutdown(self, return_code: int = 0) -> None:
+        """Close the runtime (turns stop, the room is released), then exit."""
+        if not self.host.closed.is_set():
+            await self.host.close()
+        self.exit(return_code)
+
+
+def make_app(room: Room | str | Path, *, clock: Callable[[], float] = time.time,
+             ids: Callable[[str], str] | None = None, provider: Any = None,
+             fps: int = 30) -> AgentDeck:  # fmt: skip
+    """An app over `room`; tests pass a fixed clock, ids and provider."""
+    room = room if isinstance(room, Room) else Room.at(room)
+    return AgentDeck(room, clock=clock, ids=ids, provider=provider, fps=fps)
+
+
+def run_console(room: Room) -> int:
+    """`agentdeck` with no arguments: the console over `room`, with visible streaming."""
+    app = make_app(room, provider=console_provider(room))
+    code = app.run()
+    return code if isinstance(code, int) else (app.return_code or 0)

@@ -1,0 +1,76 @@
+"""The command palette (ctrl+p): threads, theme, cancel turn, and every pane's actions.
+
+Pane actions are read from the widgets' bindings, so a new binding shows up here (and in
+the footer and help screen) without further code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from textual.binding import Binding
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+if TYPE_CHECKING:
+    from console.screens.main import MainScreen
+
+SKIP = {"cursor", "cursor_down", "cursor_up", "first", "last", "answer", "dismiss"}
+
+
+def _bindings(items: Iterable[object]) -> Iterator[Binding]:
+    return (b for b in items if isinstance(b, Binding))
+
+
+class DeckCommands(Provider):
+    """Every operator action by name."""
+
+    def _main(self) -> MainScreen | None:
+        from console.screens.main import MainScreen
+
+        return next((s for s in self.app.screen_stack if isinstance(s, MainScreen)), None)
+
+    def _commands(self) -> Iterator[tuple[str, str, Callable[[], Any]]]:
+        main = self._main()
+        if main is None:
+            return
+        app: Any = self.app
+        yield "New thread", "Start a new chat thread", main.action_new_thread
+        yield "Switch thread…", "Pick the thread the chat shows", main.action_switch_thread
+        for thread in main.threads:
+            yield (
+                f"Switch thread: {thread}",
+                "Show this thread in the chat",
+                partial(main.switch_thread, thread),
+            )
+        yield (
+            "Cancel turn",
+            "Cancel the selected running turn (asks first)",
+            main.action_cancel_turn,
+        )
+        yield "Switch theme", "Pick a colour theme (remembered)", app.action_change_theme
+        yield "Help: keys", "Every key of the console", app.action_help
+        for pane, selector in (("Timeline", "#timeline"), ("Calls", "#calls"),
+                               ("Decisions", "#decisions")):  # fmt: skip
+            node = main.query_one(selector)
+            for b in _bindings(node.BINDINGS):
+                if b.action.split("(")[0] not in SKIP and b.description:
+                    yield (
+                        f"{pane}: {b.description}",
+                        f"key {b.key}",
+                        partial(node.run_action, b.action),
+                    )
+        for b in _bindings(main.BINDINGS):
+            if b.description and b.action not in ("cancel_turn", "new_thread", "switch_thread"):
+                yield b.description, f"key {b.key}", partial(main.run_action, b.action)
+
+    async def discover(self) -> Hits:
+        for title, help_text, callback in self._commands():
+            yield DiscoveryHit(title, callback, help=help_text)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for title, help_text, callback in self._commands():
+            if (score := matcher.match(title)) > 0:
+                yield Hit(score, matcher.highlight(title), callback, help=help_text)

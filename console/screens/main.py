@@ -1,0 +1,316 @@
+"""The main screen: chat, timeline, calls and decisions, and the operator's actions on them.
+
+Widgets post what the operator asked for; this screen asks the questions (reason, diff,
+confirmation) and hands the answer to the bridge. It redraws panes from the bridge's
+state when `Bridge.Changed` arrives, at most once a frame.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import Any
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer, Input
+
+from console.bridge import Bridge
+from console.screens.call_detail import CallDetailScreen
+from console.screens.confirm import ConfirmScreen
+from console.screens.edit_args import EditArgsScreen
+from console.screens.prompt import PromptScreen
+from console.screens.threads import ThreadPickerScreen
+from console.state import CallRow
+from console.widgets.calls_table import CallsTable
+from console.widgets.chat_pane import ChatPane
+from console.widgets.decision_queue import DecisionQueue
+from console.widgets.filter_bar import FilterBar
+from console.widgets.status_bar import StatusBar
+from console.widgets.timeline import Timeline
+from engine.decisions import Decision
+
+DEFAULT_THREAD = "chat:main"
+
+
+class MainScreen(Screen[None]):
+    """The operator's day: four panes, a status bar and the footer."""
+
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]
+    BINDINGS = [
+        Binding("slash", "filter", "Filter"),
+        Binding("escape", "clear_filter", "Clear filter", show=False),
+        Binding("c", "cancel_turn", "Cancel turn"),
+        Binding("ctrl+n", "new_thread", "New thread"),
+        Binding("ctrl+t", "switch_thread", "Threads"),
+        Binding("d", "focus_pane('decisions')", "Decisions", show=False),
+        Binding("i", "focus_pane('chat-input')", "Chat", show=False),
+    ]
+
+    class Acted(Message):
+        """An operator action reached the runtime: what, on which id, and its answer."""
+
+        def __init__(self, action: str, target: str, result: Any = None) -> None:
+            super().__init__()
+            self.action, self.target, self.result = action, target, result
+
+    def __init__(self, bridge: Bridge, clock: Any) -> None:
+        super().__init__()
+        self.bridge, self.clock = bridge, clock
+        self.state = bridge.state
+        self.thread_id = DEFAULT_THREAD
+        self.threads: list[str] = [DEFAULT_THREAD]
+        self.selected_turn = ""
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="panes"):
+            yield ChatPane(self.thread_id, id="chat")
+            with Vertical(id="right"):
+                with Vertical(id="timeline-pane", classes="pane"):
+                    yield FilterBar(placeholder="filter steps", id="timeline-filter")
+                    yield Timeline(self.state.steps, id="timeline")
+                with Vertical(id="calls-pane", classes="pane"):
+                    yield CallsTable(id="calls")
+                with Vertical(id="decisions-pane", classes="pane"):
+                    yield FilterBar(placeholder="filter decisions", id="decisions-filter")
+                    yield DecisionQueue(self.clock, id="decisions")
+        yield StatusBar(id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#timeline-pane").border_title = "Timeline"
+        self.query_one("#calls-pane").border_title = "Calls"
+        self._title_decisions()
+        self.query_one("#chat-input").focus()
+        self.set_interval(1.0, self._tick_ages, name="ages")
+        status = self.query_one(StatusBar)
+        self.watch(self.query_one(Timeline), "follow", lambda v: setattr(status, "follow", v))
+
+    # -- from the bridge --------------------------------------------------------------------
+
+    @on(Bridge.Attached)
+    async def attached(self, event: Bridge.Attached) -> None:
+        status = self.query_one(StatusBar)
+        info = event.info
+        status.room, status.run_id, status.model = info.room, info.run_id, info.model
+        self.threads = event.threads or [DEFAULT_THREAD]
+        if DEFAULT_THREAD not in self.threads and not event.threads:
+            self.threads = [DEFAULT_THREAD]
+        await self._show_thread(self.threads[0])
+        self.query_one(Timeline).refresh_rows()
+        self._redraw_pending()
+        self._count()
+
+    @on(Bridge.Changed)
+    def changed(self, event: Bridge.Changed) -> None:
+        ch = event.changes
+        if ch.steps:
+            self.query_one(Timeline).refresh_rows()
+        if self.thread_id in ch.threads:
+            self.query_one(ChatPane).redraw()
+        for thread in ch.threads:
+            if thread not in self.threads:
+                self.threads.insert(0, thread)
+        if self.selected_turn in ch.turns:
+            self._redraw_calls()
+        if ch.pending:
+            self._redraw_pending()
+        if ch.new_pending and not isinstance(self.focused, DecisionQueue):
+            n = ch.new_pending
+            self.notify(f"{n} call{'s' if n > 1 else ''} waiting for a decision (press d)",
+                        title="Decision queue")  # fmt: skip
+        for notice in ch.notices:
+            self.notify(notice.text, severity=notice.level)
+        if ch.turns:
+            self._count()
+
+    def _count(self) -> None:
+        status = self.query_one(StatusBar)
+        status.running, status.waiting = self.state.counts()
+
+    def _redraw_pending(self) -> None:
+        self.query_one(DecisionQueue).show(self.state.pending)
+        self._title_decisions()
+
+    def _title_decisions(self) -> None:
+        title = f"Decisions ({len(self.state.pending)})"
+        pane = self.query_one("#decisions-pane")
+        if pane.border_title != title:
+            pane.border_title = title
+
+    def _redraw_calls(self) -> None:
+        self.query_one(CallsTable).show(self.selected_turn, self.state.calls_of(self.selected_turn))
+        title = f"Calls · {self.selected_turn or 'no turn'}"
+        pane = self.query_one("#calls-pane")
+        if pane.border_title != title:
+            pane.border_title = title
+
+    def _tick_ages(self) -> None:
+        if self.state.pending:
+            self.query_one(DecisionQueue).show(self.state.pending)
+
+    def select_turn(self, turn_id: str) -> None:
+        self.selected_turn = turn_id
+        self._redraw_calls()
+
+    async def _show_thread(self, thread_id: str) -> None:
+        from console.history import load_thread
+
+        self.thread_id = thread_id
+        if self.bridge.runtime is not None:
+            await load_thread(self.bridge.runtime.room, self.state, thread_id)
+        self.query_one(ChatPane).show(self.state.thread(thread_id))
+
+    # -- from the widgets -------------------------------------------------------------------
+
+    @on(Timeline.Selected)
+    def timeline_selected(self, event: Timeline.Selected) -> None:
+        self.select_turn(event.turn_id)
+
+    @on(Timeline.OpenTurn)
+    def timeline_open(self, event: Timeline.OpenTurn) -> None:
+        self.select_turn(event.turn_id)
+        self.query_one(CallsTable).focus()
+
+    @on(CallsTable.ShowDetails)
+    def call_details(self, event: CallsTable.ShowDetails) -> None:
+        if (call := self.state.calls.get(event.call_id)) is not None:
+            self.app.push_screen(CallDetailScreen(call))
+
+    @on(ChatPane.Send)
+    def chat_send(self, event: ChatPane.Send) -> None:
+        self._act("send", event.thread_id, self.bridge.send(event.thread_id, event.text))
+
+    @on(DecisionQueue.Decide)
+    def decide(self, event: DecisionQueue.Decide) -> None:
+        self.select_turn(event.call.turn_id)
+        self._decide(event.action, event.call)
+
+    @on(Input.Changed, "FilterBar")
+    def filter_changed(self, event: Input.Changed) -> None:
+        event.stop()
+        if event.input.id == "timeline-filter":
+            self.query_one(Timeline).filter_text = event.value
+        else:
+            queue = self.query_one(DecisionQueue)
+            queue.filter_text = event.value
+            queue.show(self.state.pending)
+
+    @on(Input.Submitted, "FilterBar")
+    def filter_done(self, event: Input.Submitted) -> None:
+        event.stop()
+        target = Timeline if event.input.id == "timeline-filter" else DecisionQueue
+        self.query_one(target).focus()
+
+    @on(FilterBar.Cleared)
+    def filter_cleared(self, event: FilterBar.Cleared) -> None:
+        event.bar.remove_class("-shown")
+        target = Timeline if event.bar.id == "timeline-filter" else DecisionQueue
+        self.query_one(target).focus()
+
+    # -- actions ----------------------------------------------------------------------------
+
+    @work(group="decide")
+    async def _decide(self, action: str, call: CallRow) -> None:
+        make_id = self.bridge.decision_id
+        if action == "details":
+            await self.app.push_screen_wait(CallDetailScreen(call))
+            return
+        if action == "approve":
+            decision = Decision.approve(call.call_id, id=make_id())
+        elif action == "remember":
+            ok = await self.app.push_screen_wait(ConfirmScreen(
+                f"Approve {call.tool} now and allow it without asking in {call.thread_id}?",
+                yes="Approve + remember"))  # fmt: skip
+            if not ok:
+                return
+            decision = Decision.approve(call.call_id, remember="thread", id=make_id())
+        elif action == "cancel":
+            reason = await self.app.push_screen_wait(
+                PromptScreen(f"Cancel {call.tool}? Reason (optional; the model sees it):", "reason")
+            )
+            if reason is None:
+                return
+            decision = Decision.cancel(call.call_id, reason, id=make_id())
+        elif action == "edit":
+            edited = await self.app.push_screen_wait(EditArgsScreen(call.tool, call.args))
+            if edited is None:
+                return
+            decision = Decision.approve(call.call_id, args=edited, id=make_id())
+        else:
+            raise ValueError(f"unknown decision action {action!r}")
+        self._act(action, call.call_id, self.bridge.decide(decision))
+
+    def _act(self, action: str, target: str, work: Awaitable[Any]) -> None:
+        async def run() -> None:
+            try:
+                result = await work
+            except Exception as exc:  # shown to the operator, never a crash
+                self.notify(f"{action} failed: {exc}", severity="error")
+                return
+            if action == "send":
+                self.select_turn(result)
+            self.post_message(self.Acted(action, target, result))
+
+        self.run_worker(run(), group="act")
+
+    def action_focus_pane(self, which: str) -> None:
+        self.query_one(f"#{which}").focus()
+
+    def action_filter(self) -> None:
+        pane = "decisions" if isinstance(self.focused, DecisionQueue) else "timeline"
+        bar = self.query_one(f"#{pane}-filter", FilterBar)
+        bar.add_class("-shown")
+        bar.focus()
+
+    def action_clear_filter(self) -> None:
+        for bar in self.query(FilterBar):
+            if bar.has_class("-shown") or bar.value:
+                bar.action_clear_filter()
+
+    def cancel_target(self) -> str | None:
+        """The turn `c` cancels: the selected one if unfinished, else the thread's active one."""
+        turn = self.state.turns.get(self.selected_turn)
+        if turn is not None and turn.status != "done":
+            return turn.turn_id
+        active = self.state.active_turn(self.thread_id)
+        return active.turn_id if active else None
+
+    @work(group="cancel")
+    async def action_cancel_turn(self) -> None:
+        turn_id = self.cancel_target()
+        if turn_id is None:
+            self.notify("No running or waiting turn is selected.", severity="warning")
+            return
+        turn = self.state.turns[turn_id]
+        ok = await self.app.push_screen_wait(ConfirmScreen(
+            f"Cancel turn {turn_id} on {turn.thread_id}? It ends done/cancelled.",
+            yes="Cancel turn", no="Keep running"))  # fmt: skip
+        if ok:
+            self._act("cancel_turn", turn_id, self.bridge.cancel_turn(turn_id))
+
+    async def action_new_thread(self) -> None:
+        n = 2
+        while f"chat:{n}" in self.threads:
+            n += 1
+        thread = f"chat:{n}"
+        self.threads.insert(0, thread)
+        await self._show_thread(thread)
+        self.query_one("#chat-input").focus()
+        self.post_message(self.Acted("new_thread", thread))
+
+    @work(group="threads")
+    async def action_switch_thread(self) -> None:
+        picked = await self.app.push_screen_wait(ThreadPickerScreen(self.threads, self.thread_id))
+        if picked:
+            await self.switch_thread(picked)
+
+    async def switch_thread(self, thread_id: str) -> None:
+        if thread_id not in self.threads:
+            self.threads.insert(0, thread_id)
+        await self._show_thread(thread_id)
+        self.query_one("#chat-input").focus()
+        self.post_message(self.Acted("switch_thread", thread_id))

@@ -1,0 +1,45 @@
+"""Pick the thread the chat pane shows."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Label, OptionList
+from textual.widgets.option_list import Option
+
+
+class ThreadPickerScreen(ModalScreen[str | None]):
+    """Enter picks the highlighted thread; Esc keeps the current one."""
+
+    BINDINGS = [
+        Binding("escape", "dismiss(None)", "Back"),
+        Binding("j", "cursor('down')", "Down", show=False),
+        Binding("k", "cursor('up')", "Up", show=False),
+    ]
+
+    def __init__(self, threads: list[str], current: str) -> None:
+        super().__init__()
+        self.threads, self.current = threads, current
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Label("Switch thread", id="question")
+            yield OptionList(
+                *(Option(("● " if t == self.current else "  ") + t, id=t) for t in self.threads),
+                id="thread-list",
+            )
+
+    def on_mount(self) -> None:
+        options = self.query_one(OptionList)
+        if self.current in self.threads:
+            options.highlighted = self.threads.index(self.current)
+
+    def action_cursor(self, direction: str) -> None:
+        options = self.query_one(OptionList)
+        options.action_cursor_down() if direction == "down" else options.action_cursor_up()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        self.dismiss(event.option.id)

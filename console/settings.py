@@ -1,0 +1,37 @@
+"""The operator's own settings (the theme), in $XDG_CONFIG_HOME/agentdeck/config.toml.
+
+Room settings live in the room's agentdeck.toml; this file is about the person at the
+keyboard, so it follows them from room to room.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from pathlib import Path
+
+
+def config_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config"
+    return Path(base) / "agentdeck" / "config.toml"
+
+
+def load(path: Path | None = None) -> dict[str, object]:
+    """The settings, or {} when the file is missing or unreadable (never fatal)."""
+    path = path or config_path()
+    try:
+        return tomllib.loads(path.read_text("utf-8"))
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return {}
+
+
+def save(values: dict[str, str], path: Path | None = None) -> None:
+    """Merge `values` (top-level strings) into the file."""
+    path = path or config_path()
+    merged = {**load(path), **values}
+    lines = [f"{k} = {json.dumps(v)}" for k, v in merged.items() if isinstance(v, str)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("\n".join(lines) + "\n", "utf-8")
+    os.replace(tmp, path)

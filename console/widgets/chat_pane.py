@@ -1,0 +1,49 @@
+"""The chat pane: the selected thread's conversation and the input that talks to it."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.message import Message
+from textual.widgets import Input
+
+from console.state import ThreadView
+from console.widgets.chat_log import ChatLog
+
+
+class ChatPane(Vertical):
+    """Chat of one thread; Enter in the input sends a chat message to it."""
+
+    class Send(Message):
+        """The operator sent `text` to the pane's thread."""
+
+        def __init__(self, thread_id: str, text: str) -> None:
+            super().__init__()
+            self.thread_id, self.text = thread_id, text
+
+    def __init__(self, thread_id: str, **kw: object) -> None:
+        super().__init__(**kw)  # type: ignore[arg-type]
+        self.thread_id = thread_id
+
+    def compose(self) -> ComposeResult:
+        yield ChatLog(id="chat-log")
+        yield Input(placeholder="Message the agent — Enter sends", id="chat-input")
+
+    def on_mount(self) -> None:
+        self.border_title = f"Chat · {self.thread_id}"
+
+    def show(self, view: ThreadView) -> None:
+        """Draw `view`; a different thread also retitles the pane."""
+        self.thread_id = view.thread_id
+        self.border_title = f"Chat · {self.thread_id}"
+        self.query_one(ChatLog).show(view)
+
+    def redraw(self) -> None:
+        self.query_one(ChatLog).rebuild()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        text = event.value.strip()
+        if text:
+            event.input.clear()
+            self.post_message(self.Send(self.thread_id, text))

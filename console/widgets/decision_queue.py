@@ -1,0 +1,94 @@
+"""The decision queue: every suspended call across all threads, oldest first.
+
+Approve (`a`), cancel (`x`), edit then approve (`e`) and approve-and-remember (`A`) are
+distinct keys; Enter only opens the details. The widget posts what the operator asked
+for; the screen carries it out (with the prompts and confirmations).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rich.text import Text
+from textual.binding import Binding
+from textual.message import Message
+from textual.widgets import DataTable
+
+from console.format import age, one_line
+from console.glyphs import STATE_CLASSES
+from console.state import CallRow
+from console.widgets.state_text import state_text
+
+
+class DecisionQueue(DataTable[Text | str]):
+    """Suspended calls; the keys decide the one under the cursor."""
+
+    BINDINGS = [
+        Binding("j", "cursor_down", "Down", show=False),
+        Binding("k", "cursor_up", "Up", show=False),
+        Binding("a", "decide('approve')", "Approve"),
+        Binding("x", "decide('cancel')", "Cancel call"),
+        Binding("e", "decide('edit')", "Edit+approve"),
+        Binding("A", "decide('remember')", "Approve+remember"),
+        Binding("enter", "decide('details')", "Details"),
+    ]
+    COMPONENT_CLASSES = DataTable.COMPONENT_CLASSES | set(STATE_CLASSES)
+
+    class Decide(Message):
+        """The operator pressed a decision key on `call`."""
+
+        def __init__(self, action: str, call: CallRow) -> None:
+            super().__init__()
+            self.action, self.call = action, call
+
+    def __init__(self, clock: Callable[[], float], **kw: object) -> None:
+        super().__init__(cursor_type="row", **kw)  # type: ignore[arg-type]
+        self.clock = clock
+        self.filter_text = ""
+        self._calls: dict[str, CallRow] = {}
+
+    def on_mount(self) -> None:
+        for label in ("tool", "state", "arguments", "thread", "turn", "age"):
+            self.add_column(label, key=label)
+
+    def show(self, pending: dict[str, CallRow]) -> None:
+        """Draw the pending calls (filtered), keeping the cursor on the same call."""
+        keep = self.current_key()
+        needle = self.filter_text.lower()
+        self._calls = {
+            k: c for k, c in pending.items()
+            if not needle or needle in f"{c.tool} {c.args} {c.thread_id} {c.turn_id}".lower()
+        }  # fmt: skip
+        now = self.clock()
+        rows = {
+            key: (call.tool, state_text(self, call.status), one_line(call.args, 40),
+                  call.thread_id, call.turn_id, age(now - call.updated_at))
+            for key, call in self._calls.items()
+        }  # fmt: skip
+        if list(rows) == [k.value for k in self.rows]:
+            for key, cells in rows.items():  # same calls: touch only what changed
+                for column, value in zip(self.columns, cells, strict=True):
+                    if str(self.get_cell(key, column)) != str(value):
+                        self.update_cell(key, column, value)
+            return
+        self.clear()
+        for key, cells in rows.items():
+            self.add_row(*cells, key=key)
+        if keep is not None and keep in self.rows:
+            self.move_cursor(row=self.get_row_index(keep), animate=False)
+
+    def current_key(self) -> str | None:
+        if not self.row_count:
+            return None
+        return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+
+    def action_decide(self, action: str) -> None:
+        key = self.current_key()
+        if key is not None and key in self._calls:
+            self.post_message(self.Decide(action, self._calls[key]))
+        elif action != "details":
+            self.notify("No decision is selected.", severity="warning")
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_decide("details")

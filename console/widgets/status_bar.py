@@ -1,0 +1,38 @@
+"""The status bar: room, run id, model in use, and how many turns run and wait."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from console.glyphs import look
+
+
+class StatusBar(Widget):
+    """One line at the bottom of the main screen."""
+
+    COMPONENT_CLASSES = {"state--running", "state--waiting", "status--dim"}
+
+    room: reactive[str] = reactive("")
+    run_id: reactive[str] = reactive("starting…")
+    model: reactive[str] = reactive("")
+    running: reactive[int] = reactive(0)
+    waiting: reactive[int] = reactive(0)
+    follow: reactive[bool] = reactive(True)
+
+    def render(self) -> Text:
+        dim = self.get_component_rich_style("status--dim")
+        run, wait = look("running"), look("waiting")
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append(" room ", dim).append(self.room)
+        text.append("  run ", dim).append(self.run_id)
+        text.append("  model ", dim).append(self.model)
+        text.append("  ")
+        text.append(f"{run.glyph} {self.running} running",
+                    self.get_component_rich_style("state--running"))  # fmt: skip
+        text.append("  ")
+        text.append(f"{wait.glyph} {self.waiting} waiting",
+                    self.get_component_rich_style("state--waiting"))  # fmt: skip
+        text.append("  timeline ", dim).append("following" if self.follow else "frozen")
+        return text

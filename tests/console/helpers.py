@@ -1,0 +1,44 @@
+"""Helpers for Pilot tests: wait for a condition by yielding to the app, never by timing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from textual.message import Message
+from textual.pilot import Pilot
+
+from console.screens.main import MainScreen
+
+
+async def until(pilot: Pilot, predicate: Callable[[], object], what: str, tries: int = 300) -> None:
+    """Let the app run until `predicate()` is true; fail naming `what` if it never is."""
+    for _ in range(tries):
+        if predicate():
+            return
+        await pilot.pause(0.01)
+    raise AssertionError(f"never happened: {what}")
+
+
+async def started(pilot: Pilot) -> MainScreen:
+    """Wait until the runtime is open and the main screen has its history."""
+    app = pilot.app
+    await until(pilot, lambda: app.bridge.runtime is not None, "runtime open")  # type: ignore[attr-defined]
+    await until(pilot, lambda: app.main.query_one("StatusBar").run_id.startswith("r_"),  # type: ignore[attr-defined]
+                "status bar shows the run")  # fmt: skip
+    return app.main  # type: ignore[attr-defined,no-any-return]
+
+
+class Recorder:
+    """The `message_hook`: keeps every message of the given types."""
+
+    def __init__(self, *types: type[Message]) -> None:
+        self.types = types
+        self.seen: list[Message] = []
+
+    def __call__(self, message: Message) -> None:
+        # A bubbling message passes the hook once per node; keep it once.
+        if isinstance(message, self.types) and not any(m is message for m in self.seen):
+            self.seen.append(message)
+
+    def of(self, kind: type[Message]) -> list[Message]:
+        return [m for m in self.seen if isinstance(m, kind)]

@@ -1,0 +1,118 @@
+"""The console states that snapshots and screenshots show, built on the real app.
+
+Each scene is a `run_before` coroutine: it drives the app through the operator's keys (or
+the runtime API where a key path would only add waiting) into one state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import anyio
+from textual.pilot import Pilot
+from textual.widgets import Input
+
+from engine.providers.base import ModelRequest
+from engine.providers.offline import OfflineModel
+from tests.console.helpers import started, until
+
+
+class StalledModel(OfflineModel):
+    """The offline model that stops mid-answer, so a streaming state holds still."""
+
+    def __init__(self, pieces: int = 6) -> None:
+        super().__init__(delay=0, chunk_chars=4)
+        self.pieces = pieces
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator:  # type: ignore[override]
+        for i, event in enumerate(self.events(request)):
+            if i == self.pieces:
+                await anyio.sleep_forever()
+            yield event
+
+
+async def steady(pilot: Pilot) -> None:
+    """No blinking cursors: a snapshot must not depend on when it was taken."""
+    for screen in pilot.app.screen_stack:
+        for field in screen.query(Input):
+            field.cursor_blink = False
+    await pilot.pause()
+
+
+async def say(pilot: Pilot, text: str) -> None:
+    main = pilot.app.main  # type: ignore[attr-defined]
+    main.query_one("#chat-input", Input).value = text
+    main.query_one("#chat-input", Input).focus()
+    await pilot.press("enter")
+
+
+async def empty(pilot: Pilot) -> None:
+    await started(pilot)
+    await steady(pilot)
+
+
+async def streaming(pilot: Pilot) -> None:
+    main = await started(pilot)
+    await say(pilot, "hello there")
+    await until(pilot, lambda: main.state.thread("chat:main").streaming, "text streams")
+    await pilot.pause(0.1)
+    await steady(pilot)
+
+
+async def queue(pilot: Pilot) -> None:
+    main = await started(pilot)
+    await say(pilot, "run `make test` and run `git status`")
+    await until(pilot, lambda: len(main.state.pending) == 2, "two calls wait")
+    await pilot.press("ctrl+n")
+    await say(pilot, 'write "release notes" to NOTES.md')
+    await until(pilot, lambda: len(main.state.pending) == 3, "three calls wait")
+    main.query_one("#decisions").focus()
+    await pilot.pause(0.1)
+    pilot.app.clear_notifications()
+    await steady(pilot)
+
+
+async def call_detail(pilot: Pilot) -> None:
+    main = await started(pilot)
+    await say(pilot, "run `echo hi` and calc 6*7")
+    await until(pilot, lambda: main.state.pending, "a call waits")
+    main.query_one("#calls").focus()
+    await pilot.press("enter")
+    await until(pilot, lambda: type(pilot.app.screen).__name__ == "CallDetailScreen", "detail")
+    pilot.app.clear_notifications()
+    await steady(pilot)
+
+
+async def help_screen(pilot: Pilot) -> None:
+    main = await started(pilot)
+    main.query_one("#timeline").focus()
+    await pilot.press("f1")
+    await until(pilot, lambda: type(pilot.app.screen).__name__ == "HelpScreen", "help")
+    await steady(pilot)
+
+
+async def light(pilot: Pilot) -> None:
+    pilot.app.theme = "agentdeck-light"
+    await call_detail_closed(pilot)
+
+
+async def call_detail_closed(pilot: Pilot) -> None:
+    """A busy console: answered turn, a waiting call, the timeline."""
+    main = await started(pilot)
+    await say(pilot, "calc (6*7) + 0.5")
+    await until(pilot, lambda: main.state.turns and main.state.counts() == (0, 0), "turn done")
+    await say(pilot, "run `ls -la` please")
+    await until(pilot, lambda: main.state.pending, "a call waits")
+    pilot.app.clear_notifications()
+    await steady(pilot)
+
+
+SCENES: dict[str, tuple[Callable[[Pilot], Awaitable[None]], tuple[int, int], dict]] = {
+    "empty": (empty, (160, 48), {}),
+    "streaming": (streaming, (160, 48), {"provider": StalledModel()}),
+    "queue": (queue, (160, 48), {}),
+    "call_detail": (call_detail, (160, 48), {}),
+    "help": (help_screen, (160, 48), {}),
+    "light": (light, (160, 48), {}),
+    "narrow": (call_detail_closed, (80, 24), {}),
+}

@@ -1,0 +1,130 @@
+"""Pilot tests of the keyboard conventions: help, quit, cancel turn, palette, notifications."""
+
+from __future__ import annotations
+
+import pytest
+
+from console.commands import DeckCommands
+from console.screens.confirm import ConfirmScreen
+from console.screens.help import HelpScreen
+from console.widgets.timeline import Timeline
+from engine.providers.offline import OfflineModel
+from tests.console.helpers import started, until
+from tests.console.test_operator_paths import SIZE, send
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_help_opens_with_question_mark_and_f1(deck_app) -> None:
+    app = deck_app()
+    async with app.run_test(size=SIZE) as pilot:
+        main = await started(pilot)
+        main.query_one(Timeline).focus()
+        for key in ("question_mark", "f1"):
+            await pilot.press(key)
+            await until(pilot, lambda: isinstance(app.screen, HelpScreen), f"help by {key}")
+            rows = dict((what, keys) for keys, what in app.screen.rows)
+            assert rows["Approve"] == "a" and rows["Cancel call"] == "x"
+            assert rows["Edit+approve"] == "e" and rows["Approve+remember"] == "A"
+            assert rows["Help"] == "? / f1" and rows["Cancel turn"] == "c"
+            await pilot.press("escape")
+            await until(pilot, lambda: app.screen is main, "help closed")
+        await app.shutdown()
+
+
+async def test_cancel_turn_asks_and_defaults_to_no(deck_app) -> None:
+    app = deck_app()
+    async with app.run_test(size=SIZE) as pilot:
+        main = await started(pilot)
+        await send(pilot, "run `echo hi`")
+        await until(pilot, lambda: main.state.pending, "a turn waits")
+        main.query_one(Timeline).focus()
+        await pilot.press("c")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "confirmation")
+        await pilot.press("enter")  # No has the focus
+        await until(pilot, lambda: app.screen is main, "dialog closed")
+        turn = next(iter(main.state.turns.values()))
+        assert turn.status == "waiting"
+        await pilot.press("c")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "confirmation")
+        await pilot.press("y")
+        await until(pilot, lambda: turn.status == "done", "turn cancelled")
+        assert turn.reason == "cancelled" and not main.state.pending
+        await app.shutdown()
+
+
+async def test_quit_asks_while_a_turn_runs(deck_app) -> None:
+    app = deck_app(provider=OfflineModel(delay=0.2))  # the fallback answer streams slowly
+    async with app.run_test(size=SIZE) as pilot:
+        main = await started(pilot)
+        await send(pilot, "hello")
+        await until(pilot, lambda: main.state.counts()[0] == 1, "a turn runs")
+        main.query_one(Timeline).focus()
+        await pilot.press("q")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "quit question")
+        await pilot.press("escape")  # Esc says No
+        await until(pilot, lambda: app.screen is main, "stayed")
+        assert app.is_running
+        await pilot.press("q")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "quit question")
+        await pilot.press("y")
+        await until(pilot, lambda: not app.is_running, "app exited")
+    assert app.return_code == 0
+
+
+async def test_quit_without_running_turns_needs_no_question(deck_app) -> None:
+    app = deck_app()
+    async with app.run_test(size=SIZE) as pilot:
+        main = await started(pilot)
+        main.query_one(Timeline).focus()
+        await pilot.press("q")
+        await until(pilot, lambda: not app.is_running, "app exited")
+
+
+async def test_new_pending_call_notifies_when_elsewhere(deck_app) -> None:
+    app = deck_app()
+    async with app.run_test(size=SIZE) as pilot:
+        main = await started(pilot)
+        await send(pilot, "run `echo hi`")
+        await until(pilot, lambda: app._notifications, "a notification")
+        note = next(iter(app._notifications))
+        assert "waiting for a decision" in note.message
+        assert main.query_one("#decisions-pane").border_title == "Decisions (1)"
+        await app.shutdown()
+
+
+async def test_palette_offers_every_action(deck_app) -> None:
+    app = deck_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        provider = DeckCommands(app.screen)
+        titles = [title for title, _, _ in provider._commands()]
+        for wanted in (
+            "New thread",
+            "Switch thread…",
+            "Switch thread: chat:main",
+            "Cancel turn",
+            "Switch theme",
+            "Decisions: Approve",
+            "Decisions: Cancel call",
+            "Decisions: Edit+approve",
+            "Timeline: Follow",
+            "Calls: Details",
+            "Filter",
+        ):
+            assert wanted in titles
+        await app.shutdown()
+
+
+async def test_tab_moves_between_panes(deck_app) -> None:
+    app = deck_app()
+    async with app.run_test(size=SIZE) as pilot:
+        main = await started(pilot)
+        order = []
+        for _ in range(4):
+            order.append(main.focused.id)
+            await pilot.press("tab")
+        assert order == ["chat-input", "timeline", "calls", "decisions"]
+        await pilot.press("shift+tab")
+        assert main.focused.id == "decisions"
+        await app.shutdown()

@@ -1,0 +1,172 @@
+"""Pilot tests of the operator's paths, asserting on recorded messages and view state."""
+
+from __future__ import annotations
+
+import pytest
+
+from console.bridge import Bridge
+from console.screens.confirm import ConfirmScreen
+from console.screens.edit_args import EditArgsScreen
+from console.screens.main import MainScreen
+from console.screens.prompt import PromptScreen
+from console.widgets.decision_queue import DecisionQueue
+from console.widgets.timeline import Timeline
+from tests.console.helpers import Recorder, started, until
+
+pytestmark = pytest.mark.anyio
+SIZE = (160, 48)
+
+
+async def send(pilot, text: str) -> None:
+    """Type into the chat input (set at once: each pilot key waits for idle) and press Enter."""
+    await pilot.click("#chat-input")
+    pilot.app.main.query_one("#chat-input").value = text
+    await pilot.press("enter")
+
+
+async def test_chat_message_streams_answer(deck_app) -> None:
+    rec = Recorder(Bridge.Changed, MainScreen.Acted)
+    app = deck_app()
+    async with app.run_test(size=SIZE, message_hook=rec) as pilot:
+        main = await started(pilot)
+        await send(pilot, "calc 2+2")
+        await until(pilot, lambda: main.state.counts() == (0, 0) and main.state.turns, "turn done")
+        sent = rec.of(MainScreen.Acted)[0]
+        assert (sent.action, sent.target) == ("send", "chat:main")
+        view = main.state.thread("chat:main")
+        assert [e.role for e in view.entries] == ["user", "assistant", "tool", "assistant"]
+        assert view.entries[-1].text == "`calc` returned: 4"
+        # The answer arrived as text deltas, folded per frame into Changed messages.
+        assert any("chat:main" in m.changes.threads for m in rec.of(Bridge.Changed))
+        assert main.selected_turn == sent.result
+        await app.shutdown()
+
+
+async def test_approve_shell_by_keyboard(deck_app) -> None:
+    rec = Recorder(MainScreen.Acted, DecisionQueue.Decide)
+    app = deck_app()
+    async with app.run_test(size=SIZE, message_hook=rec) as pilot:
+        main = await started(pilot)
+        await send(pilot, "run `echo hi`")
+        await until(pilot, lambda: main.state.pending, "a call waits")
+        await pilot.press("escape")  # leave nothing half-typed; focus stays in chat
+        main.query_one(DecisionQueue).focus()
+        await pilot.press("enter")  # Enter only opens the details
+        await until(pilot, lambda: app.screen.__class__.__name__ == "CallDetailScreen", "details")
+        await pilot.press("escape")
+        assert main.state.pending, "Enter must not decide"
+        await pilot.press("a")
+        await until(pilot, lambda: not main.state.pending and main.state.counts() == (0, 0),
+                    "turn finished")  # fmt: skip
+        assert [m.action for m in rec.of(DecisionQueue.Decide)] == ["details", "approve"]
+        answer = main.state.thread("chat:main").entries[-1].text
+        assert answer.startswith("`shell` returned:") and "hi" in answer
+        turn = next(iter(main.state.turns.values()))
+        assert (turn.status, turn.reason) == ("done", "natural")
+        await app.shutdown()
+
+
+async def test_cancel_with_reason_is_quoted(deck_app) -> None:
+    app = deck_app()
+    async with app.run_test(size=SIZE) as pilot:
+        main = await started(pilot)
+        await send(pilot, "run `rm -rf build`")
+        await until(pilot, lambda: main.state.pending, "a call waits")
+        main.query_one(DecisionQueue).focus()
+        await pilot.press("x")
+        await until(pilot, lambda: isinstance(app.screen, PromptScreen), "reason prompt")
+        app.screen.query_one("Input").value = "not on a Friday"
+        await pilot.press("enter")
+        await until(pilot, lambda: main.state.counts() == (0, 0) and not main.state.pending,
+                    "turn finished")  # fmt: skip
+        answer = main.state.thread("chat:main").entries[-1].text
+        assert answer.startswith("`shell` failed:")
+        assert answer.endswith("denied by operator: not on a Friday")
+        await app.shutdown()
+
+
+async def test_escape_on_reason_prompt_decides_nothing(deck_app) -> None:
+    app = deck_app()
+    async with app.run_test(size=SIZE) as pilot:
+        main = await started(pilot)
+        await send(pilot, "run `echo hi`")
+        await until(pilot, lambda: main.state.pending, "a call waits")
+        main.query_one(DecisionQueue).focus()
+        await pilot.press("x")
+        await until(pilot, lambda: isinstance(app.screen, PromptScreen), "reason prompt")
+        await pilot.press("escape")
+        await pilot.pause()
+        assert list(main.state.pending) and main.state.counts() == (0, 1)
+        await app.shutdown()
+
+
+async def test_edit_arguments_then_approve(deck_app) -> None:
+    app = deck_app()
+    async with app.run_test(size=SIZE) as pilot:
+        main = await started(pilot)
+        await send(pilot, "run `echo hi`")
+        await until(pilot, lambda: main.state.pending, "a call waits")
+        main.query_one(DecisionQueue).focus()
+        await pilot.press("e")
+        await until(pilot, lambda: isinstance(app.screen, EditArgsScreen), "editor")
+        editor = app.screen.query_one("TextArea")
+        editor.text = '{"command": "echo edited"}'
+        await pilot.press("ctrl+s")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "diff review")
+        diff = str(app.screen.body)
+        assert '-  "command": "echo hi"' in diff and '+  "command": "echo edited"' in diff
+        await pilot.press("enter")  # focus starts on No: Enter is the harmless answer
+        await until(pilot, lambda: isinstance(app.screen, EditArgsScreen), "back in editor")
+        assert main.state.pending
+        await pilot.press("ctrl+s")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "diff review again")
+        await pilot.press("y")
+        await until(pilot, lambda: main.state.counts() == (0, 0) and not main.state.pending,
+                    "turn finished")  # fmt: skip
+        assert "edited" in main.state.thread("chat:main").entries[-1].text
+        call = next(iter(main.state.calls.values()))
+        assert call.args == {"command": "echo edited"}
+        await app.shutdown()
+
+
+async def test_switch_and_new_thread(deck_app) -> None:
+    rec = Recorder(MainScreen.Acted)
+    app = deck_app()
+    async with app.run_test(size=SIZE, message_hook=rec) as pilot:
+        main = await started(pilot)
+        await send(pilot, "calc 1+1")
+        await until(pilot, lambda: main.state.turns and main.state.counts() == (0, 0), "turn 1")
+        await pilot.press("ctrl+n")
+        await until(pilot, lambda: main.thread_id == "chat:2", "new thread")
+        await send(pilot, "calc 3*3")
+        await until(pilot, lambda: len(main.state.turns) == 2 and main.state.counts() == (0, 0),
+                    "turn 2")  # fmt: skip
+        assert main.state.thread("chat:2").entries[-1].text == "`calc` returned: 9"
+        await pilot.press("ctrl+t")
+        await until(pilot, lambda: app.screen.__class__.__name__ == "ThreadPickerScreen", "picker")
+        await pilot.press("down", "enter")
+        await until(pilot, lambda: main.thread_id == "chat:main", "switched back")
+        actions = [(m.action, m.target) for m in rec.of(MainScreen.Acted)]
+        assert ("new_thread", "chat:2") in actions and ("switch_thread", "chat:main") in actions
+        await app.shutdown()
+
+
+async def test_filter_timeline(deck_app) -> None:
+    app = deck_app()
+    async with app.run_test(size=SIZE) as pilot:
+        main = await started(pilot)
+        await send(pilot, "calc 1+1")
+        await until(pilot, lambda: main.state.turns and main.state.counts() == (0, 0), "turn 1")
+        await send(pilot, "run `echo hi`")
+        await until(pilot, lambda: main.state.pending, "a call waits")
+        timeline = main.query_one(Timeline)
+        timeline.focus()
+        total = len(timeline._rows)
+        await pilot.press("slash", *"tool_")
+        await until(pilot, lambda: timeline.filter_text == "tool_", "filter applied")
+        assert 0 < len(timeline._rows) < total
+        assert all(r.kind == "tool_round" for r in timeline._rows)
+        await pilot.press("escape")
+        await until(pilot, lambda: timeline.filter_text == "", "filter cleared")
+        assert len(timeline._rows) == total and timeline.has_focus
+        await app.shutdown()

@@ -1,0 +1,94 @@
+"""The view state folds events correctly and boundedly; the bridge coalesces per frame."""
+
+from __future__ import annotations
+
+from console import state as state_mod
+from console.bridge import Bridge
+from console.state import DeckState
+from engine.events import (
+    CallChanged,
+    StepFinished,
+    StepStarted,
+    TextDelta,
+    TurnChanged,
+    TurnStarted,
+)
+
+
+def _turn(i: int) -> list:
+    t, th = f"t_{i}", f"chat:{i % 3}"
+    return [
+        TurnStarted(at=1, thread_id=th, turn_id=t, origin="chat", sender="operator", text="x"),
+        StepStarted(at=1, thread_id=th, turn_id=t, step_id=i, step_kind="inference"),
+        TextDelta(at=1, thread_id=th, turn_id=t, text="ab"),
+        StepFinished(
+            at=2,
+            thread_id=th,
+            turn_id=t,
+            step_id=i,
+            step_kind="inference",
+            status="succeeded",
+            summary="ok",
+            duration=1.0,
+        ),
+        CallChanged(
+            at=2,
+            thread_id=th,
+            turn_id=t,
+            call_id=f"c_{i}",
+            tool="shell",
+            args={"command": "ls"},
+            status="suspended",
+            error="needs approval",
+        ),
+    ]
+
+
+def test_fold_tracks_steps_calls_and_pending() -> None:
+    s = DeckState()
+    ch = s.fold(_turn(1))
+    assert ch.steps and ch.pending and ch.new_pending == 1 and ch.threads == {"chat:1"}
+    assert [(r.kind, r.status, r.summary) for r in s.steps] == [("inference", "succeeded", "ok")]
+    assert s.thread("chat:1").streaming == "ab"
+    assert list(s.pending) == ["c_1"] and s.calls_of("t_1")[0].tool == "shell"
+    ch = s.fold([
+        CallChanged(at=3, thread_id="chat:1", turn_id="t_1", call_id="c_1", tool="shell",
+                    args={}, status="resuming"),
+        TurnChanged(at=3, thread_id="chat:1", turn_id="t_1", status="done", reason="natural"),
+    ])  # fmt: skip
+    assert ch.pending and not s.pending and ch.new_pending == 0
+    assert s.thread("chat:1").streaming == "" and s.counts() == (0, 0)
+
+
+def test_state_is_bounded(monkeypatch) -> None:
+    monkeypatch.setattr(state_mod, "MAX_TURNS", 50)
+    s = DeckState()
+    for i in range(state_mod.MAX_STEPS + 500):
+        s.fold(_turn(i))
+        s.fold([TurnChanged(at=3, thread_id="x", turn_id=f"t_{i}", status="done")])
+    assert len(s.steps) == state_mod.MAX_STEPS
+    assert len(s._step_by_id) == state_mod.MAX_STEPS
+    assert len(s.turns) <= 50 and len(s.calls) <= 50 + 1
+
+
+class _Target:
+    def __init__(self) -> None:
+        self.posted: list = []
+
+    def post_message(self, message) -> bool:
+        self.posted.append(message)
+        return True
+
+
+def test_bridge_posts_one_message_per_frame() -> None:
+    bridge = Bridge()
+    target = _Target()
+    bridge.target = target  # type: ignore[assignment]
+    for i in range(1_000):
+        for event in _turn(i):
+            bridge.receive(event)
+    assert target.posted == [] and bridge.backlog == 5_000
+    bridge.flush()
+    assert len(target.posted) == 1 and bridge.backlog == 0
+    assert bridge.state.events_folded == 5_000
+    assert bridge.flush() is None and len(target.posted) == 1  # an empty frame posts nothing

@@ -1,0 +1,65 @@
+"""Themes are data, the choice persists, built-ins work, NO_COLOR stays readable."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import themes
+from console import settings
+from console.widgets.timeline import Timeline
+from tests.console.helpers import started, until
+from tests.console.test_operator_paths import SIZE, send
+
+pytestmark = pytest.mark.anyio
+STATES = ("running", "waiting", "succeeded", "failed", "cancelled", "suspended")
+
+
+def test_own_themes_define_every_state() -> None:
+    loaded = {t.name: t for t in themes.load_themes()}
+    assert {themes.DARK, themes.LIGHT} <= set(loaded)
+    assert loaded[themes.DARK].dark and not loaded[themes.LIGHT].dark
+    for theme in loaded.values():
+        for state in STATES:
+            assert f"state-{state}" in theme.variables
+
+
+def test_stylesheet_uses_only_variables() -> None:
+    css = Path(themes.__file__).with_name("app.tcss").read_text()
+    css = re.sub(r"/\*.*?\*/", "", css, flags=re.S)
+    assert not re.search(r"#[0-9a-fA-F]{3,8}\b(?![\w-]*\s*[{,])", css), "a literal colour"
+    assert not re.search(r"\b(rgb|hsl)\(", css)
+
+
+async def test_theme_choice_persists(deck_app) -> None:
+    app = deck_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        assert app.theme == themes.DARK
+        app.theme = themes.LIGHT
+        await until(pilot, lambda: settings.load().get("theme") == themes.LIGHT, "saved")
+        app.theme = "nord"  # a Textual built-in has no state variables: defaults fill in
+        await pilot.pause()
+        await until(pilot, lambda: settings.load().get("theme") == "nord", "saved built-in")
+        await app.shutdown()
+    again = deck_app()
+    assert again.theme == "nord"
+
+
+async def test_no_color_is_monochrome_with_words(deck_app, monkeypatch) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = deck_app()
+    async with app.run_test(size=SIZE) as pilot:
+        main = await started(pilot)
+        assert app.no_color
+        await send(pilot, "run `echo hi`")
+        await until(pilot, lambda: main.state.pending, "a call waits")
+        await pilot.pause(0.1)
+        timeline = main.query_one(Timeline)
+        lines = [timeline.render_line(y).text for y in range(3)]
+        assert "✔ succeeded" in lines[0]
+        svg = app.export_screenshot()
+        assert "◆&#160;suspended" in svg
+        await app.shutdown()
