@@ -124,6 +124,9 @@ class ToolRunner:
             self.status, self._last = "running", None
         before = {c.id: c.status for c in loop.turn.calls.values()}
         await loop.resume_tool_calls()
+        if self._last is not None and self._last.tool_calls:
+            self._tool_response = None  # mid-iteration: the tool response now has the result
+            return status
         for call in loop.turn.calls.values():
             if before.get(call.id) is CallStatus.SUSPENDED and call.status.terminal:
                 self.messages.append(call.message())

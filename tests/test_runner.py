@@ -407,3 +407,23 @@ async def wait_settled(rt: Runtime) -> None:
     with anyio.fail_after(5):
         while rt.live:
             await anyio.sleep(0.01)
+
+
+async def test_decided_mid_iteration_joins_the_tool_response_once(tmp_path):
+    counted = Counted()
+    script = first_then([("add", {"a": 1, "b": 2}), ("shell", {"command": "ls"})])
+    async with runtime(tmp_path, script, counted) as rt:
+        runner = rt.tool_runner([user("go")], thread_id="r")
+        async for _message in runner:
+            for call in runner.pending:
+                await runner.decide(Decision.approve(call.call_id))
+        assert runner.status == "done"
+        roles = [(m.role, m.tool_name) for m in runner.messages]
+        assert roles == [
+            ("user", None),
+            ("assistant", None),
+            ("tool", "add"),
+            ("tool", "shell"),
+            ("assistant", None),
+        ]
+        assert counted.runs.count(("shell", "ls")) == 1
