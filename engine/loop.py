@@ -385,6 +385,7 @@ class TurnLoop:
             call.args = decision.args
         kwargs = await callmod.admit(self, call, approved=True)
         if kwargs is not None:
+            await self.commit(None, [call])  # durably `running` first: never run twice
             await callmod.execute(self, call, kwargs)
 
     async def recover(self) -> None:

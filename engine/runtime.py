@@ -26,7 +26,15 @@ from engine.calls import CallState
 from engine.config import Config, load_config
 from engine.conversation import Conversation
 from engine.decisions import Decision, PendingCall, Rule
-from engine.events import DecisionRecorded, Event, Notice, TextDelta, TurnStarted
+from engine.events import (
+    DecisionRecorded,
+    Event,
+    MessageAppended,
+    Notice,
+    StepStarted,
+    TextDelta,
+    TurnStarted,
+)
 from engine.inbox import INSERT as INSERT_DECISION
 from engine.inbox import DecisionInbox, to_row
 from engine.lifecycle import CallStatus, TurnStatus
@@ -172,6 +180,7 @@ class Runtime:
                         if resume == "all":
                             for turn_id in sorted(rt._interrupted):
                                 rt._spawn_resume(turn_id)
+                        rt._pump()  # requests a previous run accepted and did not start
                         yield rt
                         tg.cancel_scope.cancel()
                 except BaseExceptionGroup as group:
@@ -234,7 +243,7 @@ class Runtime:
         ):
             req = Request(row["id"], Message.model_validate_json(row["message"]),
                           row["group_name"], row["created_at"], row["strategy"])  # fmt: skip
-            self.scheduler.queue.append(req)
+            self.scheduler.requeue(req)
             self._requests[req.id] = req
             self.live[req.id] = TurnHandle(req.id, req.thread_id)
 
@@ -259,8 +268,9 @@ class Runtime:
         return lambda: self._subscribers.remove(callback)
 
     def publish(self, event: Event) -> None:
-        """Hand an event to subscribers now; it is stored with the next commit (not deltas)."""
-        if not isinstance(event, TextDelta):
+        """Hand an event to subscribers now; it is stored with the next commit unless a
+        table already holds it (text deltas, step starts)."""
+        if not isinstance(event, TextDelta | StepStarted):
             self._unstored.append(event)
         for callback in list(self._subscribers):
             callback(event)
@@ -277,6 +287,8 @@ class Runtime:
             )  # fmt: skip
         stored, self._unstored = [*self._unstored, *events], []
         for e in stored:
+            if isinstance(e, MessageAppended):
+                continue  # the messages table is the record
             ops.append(
                 ("INSERT INTO events(at, run_id, thread_id, turn_id, kind, body) VALUES (?,?,?,?,?,?)",
                  (e.at, self.run_id, e.thread_id, e.turn_id, e.kind, e.model_dump_json()))
@@ -388,6 +400,8 @@ class Runtime:
             handle = self.live.get(turn_id)
             if handle is not None:
                 await handle.done.wait()
+                if self.live.get(turn_id) not in (None, handle):
+                    continue  # it went on at once (a decision was already queued)
             req = self._requests.get(turn_id)
             if req is None or req.status != "coalesced" or req.coalesced_into is None:
                 return await self.outcome(turn_id)
@@ -494,8 +508,8 @@ class Runtime:
         finally:
             self._loops.pop(handle.turn_id, None)
             self.live.pop(handle.turn_id, None)
-            handle.done.set()
             self._settle(loop.turn)
+            handle.done.set()
 
     def _settle(self, turn: TurnState) -> None:
         """A turn's loop stopped: free or hold its thread, then start what may start."""
@@ -503,6 +517,8 @@ class Runtime:
             self.scheduler.release(turn.thread_id, turn.id)
         elif turn.status is TurnStatus.WAITING:
             self.scheduler.hold(turn.thread_id, turn.id, turn.group, "waiting")
+            if any(self.decisions.queued_for(c.id) for c in turn.suspended()):
+                self._spawn_resume(turn.id)  # a decision arrived while it was deciding to wait
         self._write_summary()
         if self._tg is not None and not self._tg.cancel_scope.cancel_called:
             self._pump()

@@ -12,6 +12,9 @@ before it is acknowledged) and tells it when turns run, wait and end.
 
 from __future__ import annotations
 
+import heapq
+import itertools
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Literal
@@ -131,13 +134,23 @@ class _Holder:
 
 @dataclass
 class Scheduler:
-    """Admission decisions over thread groups. Pure state; the runtime does the I/O."""
+    """Admission decisions over thread groups. Pure state; the runtime does the I/O.
+
+    Queued requests are indexed per thread (in order) and per group (in order); each group
+    keeps a heap of the threads whose head request may start, so admitting costs
+    O(log n) and nothing on the hot path scans the whole queue.
+    """
 
     groups: dict[str, GroupConfig] = field(default_factory=lambda: dict(DEFAULT_GROUPS))
     max_running_turns: int = 8
     clock: Callable[[], float] = lambda: 0.0
-    queue: list[Request] = field(default_factory=list)  # in arrival order
     holders: dict[str, _Holder] = field(default_factory=dict)  # thread -> its turn
+    _threads: dict[str, deque[Request]] = field(default_factory=dict)
+    _by_group: dict[str, dict[str, Request]] = field(default_factory=dict)  # arrival order
+    _ready: dict[str, list[tuple[int, str]]] = field(default_factory=dict)  # heaps
+    _seq: dict[str, int] = field(default_factory=dict)  # request id -> arrival number
+    _counter: itertools.count = field(default_factory=itertools.count)
+    _running: dict[str, int] = field(default_factory=dict)  # group -> running turns
 
     def group(self, name: str) -> GroupConfig:
         if name not in self.groups:
@@ -149,6 +162,14 @@ class Scheduler:
         self.groups[name] = replace(self.group(name), **changes)  # type: ignore[arg-type]
         return self.groups[name]
 
+    @property
+    def queue(self) -> list[Request]:
+        """Every queued request, in arrival order."""
+        return sorted((r for q in self._threads.values() for r in q), key=lambda r: self._seq[r.id])
+
+    def queued_in(self, group: str) -> int:
+        return len(self._by_group.get(group, ()))
+
     # -- offering -------------------------------------------------------------------------
 
     def offer(self, req: Request) -> list[Request]:
@@ -156,7 +177,7 @@ class Scheduler:
         whose status changed (including `req`), for the runtime to persist."""
         group = self.group(req.group)
         changed = [req]
-        pending = [r for r in self.queue if r.thread_id == req.thread_id]
+        pending = list(self._threads.get(req.thread_id, ()))
         if pending and group.coalesce == "keep_pending":
             req.status, req.coalesced_into = "coalesced", pending[0].id
             req.reason = f"coalesced into pending request {pending[0].id}"
@@ -165,49 +186,90 @@ class Scheduler:
             for old in pending:
                 self._drop(old, "coalesced", f"coalesced into newer request {req.id}", req.id)
                 changed.append(old)
-        queued = [r for r in self.queue if r.group == req.group]
+        queued = self._by_group.get(req.group, {})
         if len(queued) >= group.max_queued_turns:
             if group.overflow_policy == "reject" or not queued:
                 req.status = "rejected"
                 req.reason = f"group {req.group} queue is full ({group.max_queued_turns} queued)"
                 return changed
-            victim = queued[0] if group.overflow_policy == "drop_oldest" else queued[-1]
+            order = (
+                iter(queued.values())
+                if group.overflow_policy == "drop_oldest"
+                else reversed(queued.values())
+            )
+            victim = next(order)
             why = "dropped: queue full" if group.overflow_policy == "drop_oldest" else (
                 f"replaced by newer request {req.id}: queue full")  # fmt: skip
             self._drop(victim, "rejected", f"{why} in group {req.group}", req.id)
             changed.append(victim)
-        self.queue.append(req)
+        self.requeue(req)
         return changed
 
+    def requeue(self, req: Request) -> None:
+        """Put a queued request in line (also used to restore the queue after a restart)."""
+        self._seq[req.id] = next(self._counter)
+        self._threads.setdefault(req.thread_id, deque()).append(req)
+        self._by_group.setdefault(req.group, {})[req.id] = req
+        self._mark_ready(req.thread_id)
+
     def _drop(self, req: Request, status: str, reason: str, into: str | None) -> None:
-        self.queue.remove(req)
+        self._remove(req)
         req.status, req.reason = status, reason  # type: ignore[assignment]
         req.coalesced_into = into if status == "coalesced" else None
+
+    def _remove(self, req: Request) -> None:
+        thread_queue = self._threads[req.thread_id]
+        thread_queue.remove(req)
+        if not thread_queue:
+            del self._threads[req.thread_id]
+        del self._by_group[req.group][req.id]
+        self._seq.pop(req.id, None)
+        self._mark_ready(req.thread_id)
+
+    def _mark_ready(self, thread_id: str) -> None:
+        """If the thread is free and has a head request, offer that head to its group."""
+        queue = self._threads.get(thread_id)
+        if queue and thread_id not in self.holders:
+            head = queue[0]
+            heapq.heappush(self._ready.setdefault(head.group, []), (self._seq[head.id], thread_id))
+
+    def _ready_head(self, group: str) -> Request | None:
+        """The oldest head request of a free thread in `group` (stale heap entries dropped)."""
+        heap = self._ready.get(group)
+        while heap:
+            seq, thread_id = heap[0]
+            queue = self._threads.get(thread_id)
+            if queue and thread_id not in self.holders and self._seq.get(queue[0].id) == seq:
+                return queue[0]
+            heapq.heappop(heap)
+        return None
 
     # -- admitting ------------------------------------------------------------------------
 
     def running_in(self, group: str) -> int:
-        return sum(1 for h in self.holders.values() if h.group == group and h.state == "running")
+        return self._running.get(group, 0)
 
     @property
     def running(self) -> int:
-        return sum(1 for h in self.holders.values() if h.state == "running")
+        return sum(self._running.values())
 
     def admissions(self) -> list[Request]:
         """Requests that may start now, highest priority first; they are marked admitted
         and their threads held. Call after every change."""
         admitted: list[Request] = []
-        for req in self._by_priority():
-            if self.why_waiting(req) is None:
-                self.queue.remove(req)
+        for group in sorted(self.groups.values(), key=lambda g: -g.priority):
+            while not group.paused and self.running_in(group.name) < group.max_running_turns:
+                if self.running >= self.max_running_turns:
+                    return admitted
+                req = self._ready_head(group.name)
+                if req is None:
+                    break
+                heapq.heappop(self._ready[group.name])
+                self._remove(req)
                 req.status = "admitted"
-                self.holders[req.thread_id] = _Holder(req.id, req.group, "running")
+                self.hold(req.thread_id, req.id, req.group, "running")
                 admitted.append(req)
         return admitted
-
-    def _by_priority(self) -> list[Request]:
-        order = {r.id: i for i, r in enumerate(self.queue)}
-        return sorted(self.queue, key=lambda r: (-self.group(r.group).priority, order[r.id]))
 
     def why_waiting(self, req: Request) -> str | None:
         """Why a queued request is not running, or None if it may start now."""
@@ -216,7 +278,7 @@ class Scheduler:
             if holder.state == "waiting":
                 return f"thread waiting on a decision (turn {holder.turn_id})"
             return f"thread busy with turn {holder.turn_id}"
-        earlier = next(r for r in self.queue if r.thread_id == req.thread_id)
+        earlier = self._threads[req.thread_id][0]
         if earlier is not req:
             return f"behind request {earlier.id} on the same thread"
         group = self.group(req.group)
@@ -225,30 +287,31 @@ class Scheduler:
         if self.running_in(group.name) >= group.max_running_turns:
             return f"group {group.name} budget full ({group.max_running_turns} running)"
         if self.running >= self.max_running_turns:
-            ahead = self._higher_priority_waiting(group)
-            if ahead:
-                return f"lower priority than group {ahead}"
+            for g in self.groups.values():
+                if g.priority > group.priority and self._ready_head(g.name) is not None:
+                    return f"lower priority than group {g.name}"
             return f"runtime budget full ({self.max_running_turns} running)"
-        return None
-
-    def _higher_priority_waiting(self, group: GroupConfig) -> str | None:
-        for r in self._by_priority():
-            g = self.group(r.group)
-            if g.priority > group.priority and r.thread_id not in self.holders:
-                return g.name
         return None
 
     # -- turns ----------------------------------------------------------------------------
 
     def hold(self, thread_id: str, turn_id: str, group: str, state: str) -> None:
         """A turn runs or waits on its thread (also for turns resumed after a restart)."""
+        old = self.holders.get(thread_id)
+        if old is not None and old.state == "running":
+            self._running[old.group] -= 1
         self.holders[thread_id] = _Holder(turn_id, group, state)  # type: ignore[arg-type]
+        if state == "running":
+            self._running[group] = self._running.get(group, 0) + 1
 
     def release(self, thread_id: str, turn_id: str) -> None:
         """A turn is done: its thread is free."""
         holder = self.holders.get(thread_id)
         if holder is not None and holder.turn_id == turn_id:
+            if holder.state == "running":
+                self._running[holder.group] -= 1
             del self.holders[thread_id]
+            self._mark_ready(thread_id)
 
     def holder(self, thread_id: str) -> tuple[str, str] | None:
         h = self.holders.get(thread_id)
@@ -257,12 +320,11 @@ class Scheduler:
     # -- looking --------------------------------------------------------------------------
 
     def statistics(self) -> Statistics:
-        """An immutable snapshot, cheap enough to take on every frame."""
+        """An immutable snapshot (proportional to the queue: take it for a view, not per event)."""
         groups = tuple(
             GroupStats(
                 name=g.name, priority=g.priority, running=self.running_in(g.name),
-                max_running_turns=g.max_running_turns,
-                queued=sum(1 for r in self.queue if r.group == g.name),
+                max_running_turns=g.max_running_turns, queued=self.queued_in(g.name),
                 max_queued_turns=g.max_queued_turns,
                 waiting=sum(1 for h in self.holders.values()
                             if h.group == g.name and h.state == "waiting"),
@@ -270,20 +332,17 @@ class Scheduler:
             )
             for g in sorted(self.groups.values(), key=lambda g: (-g.priority, g.name))
         )  # fmt: skip
-        queued_by_thread: dict[str, int] = {}
-        for r in self.queue:
-            queued_by_thread[r.thread_id] = queued_by_thread.get(r.thread_id, 0) + 1
         threads = tuple(
             ThreadStats(thread_id=t, group=h.group, turn_id=h.turn_id, state=h.state,
-                        queued=queued_by_thread.pop(t, 0))
+                        queued=len(self._threads.get(t, ())))
             for t, h in sorted(self.holders.items())
         ) + tuple(
-            ThreadStats(thread_id=t, group=next(r.group for r in self.queue if r.thread_id == t),
-                        turn_id=None, state="idle", queued=n)
-            for t, n in sorted(queued_by_thread.items())
+            ThreadStats(thread_id=t, group=q[0].group, turn_id=None, state="idle", queued=len(q))
+            for t, q in sorted(self._threads.items()) if t not in self.holders
         )  # fmt: skip
+        ordered = sorted(self.queue, key=lambda r: (-self.group(r.group).priority, self._seq[r.id]))
         queued = tuple(
             QueuedStats(r.id, r.thread_id, self.why_waiting(r) or "starting", r.created_at)
-            for r in self._by_priority()
+            for r in ordered
         )
         return Statistics(groups, threads, queued, self.max_running_turns, self.running)

@@ -182,11 +182,13 @@ class ToolRegistry:
 
     def __init__(self, tools: list[Tool] | None = None) -> None:
         self._tools: dict[str, Tool] = {}
+        self._schemas: list[dict[str, Any]] | None = None
         for t in tools or []:
             self.add(t)
 
     def add(self, t: Tool) -> None:
         self._tools[t.name] = t
+        self._schemas = None
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
@@ -195,7 +197,10 @@ class ToolRegistry:
         return list(self._tools)
 
     def schemas(self) -> list[dict[str, Any]]:
-        return [t.schema() for t in self._tools.values()]
+        """What the model sees of every tool (built once: pydantic's schema is not cheap)."""
+        if self._schemas is None:
+            self._schemas = [t.schema() for t in self._tools.values()]
+        return self._schemas
 
     def __contains__(self, name: str) -> bool:
         return name in self._tools

@@ -188,18 +188,21 @@ CREATE TABLE IF NOT EXISTS turn_marks (
 ) WITHOUT ROWID;
 
 -- Totals for screens, kept where they are written (no count(*) on a screen path): turns,
--- threads, runs, steps, calls, calls:<status>, messages, decisions, and one per mark.
+-- threads, runs, steps, calls, messages, decisions, and one per mark.
 CREATE TABLE IF NOT EXISTS counters (
     name   TEXT PRIMARY KEY,
     value  INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
 
--- Full text of user and assistant messages (tool results are searched through the calls).
+-- Full text of user and assistant messages that have text (tool results are searched
+-- through the calls).
 CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(
     text, content='messages', content_rowid='id'
 );
--- Full text of tool-call arguments, results and errors, by tool_calls' implicit rowid
--- (after a VACUUM: INSERT INTO calls_fts(calls_fts) VALUES('rebuild')).
+-- Full text of tool-call arguments, results and errors, by tool_calls' implicit rowid, for
+-- calls that are settled or suspended (a call in flight is indexed when it lands: one FTS
+-- write per tool round, not three). After a VACUUM: INSERT INTO calls_fts(calls_fts)
+-- VALUES('rebuild') indexes every call.
 CREATE VIRTUAL TABLE IF NOT EXISTS calls_fts USING fts5(
     args, result, error, content='tool_calls', content_rowid='rowid'
 );
@@ -224,6 +227,9 @@ CREATE TRIGGER IF NOT EXISTS history_turns_ai AFTER INSERT ON turns BEGIN
     INSERT INTO turn_marks(mark, created_at, turn_id)
         SELECT 'group:' || h.group_name, new.created_at, new.id
         FROM threads h WHERE h.id = new.thread_id
+        UNION ALL
+        SELECT iif(new.reason = 'error', 'is:failed', 'is:cancelled'), new.created_at, new.id
+        WHERE new.reason IN ('error', 'cancelled')
         ON CONFLICT DO NOTHING;
     INSERT INTO counters(name, value) VALUES ('turns', 1)
         ON CONFLICT(name) DO UPDATE SET value = value + 1;
@@ -249,17 +255,19 @@ CREATE TRIGGER IF NOT EXISTS history_calls_ai AFTER INSERT ON tool_calls BEGIN
         UNION ALL
         SELECT 'is:failed', t.created_at, t.id FROM turns t
         WHERE t.id = new.turn_id AND new.status = 'failed'
+        UNION ALL
+        SELECT 'is:denied', t.created_at, t.id FROM turns t
+        WHERE t.id = new.turn_id AND new.status = 'cancelled'
+          AND EXISTS (SELECT 1 FROM decisions d WHERE d.id = new.decision_id AND d.action = 'cancel')
         ON CONFLICT DO NOTHING;
-    INSERT INTO counters(name, value) VALUES ('calls', 1), ('calls:' || new.status, 1)
+    INSERT INTO counters(name, value) VALUES ('calls', 1)
         ON CONFLICT(name) DO UPDATE SET value = value + 1;
     INSERT INTO calls_fts(rowid, args, result, error)
-        VALUES (new.rowid, new.args, new.result, new.error);
+        SELECT new.rowid, new.args, new.result, new.error
+        WHERE new.status NOT IN ('new', 'running', 'resuming');
 END;
-CREATE TRIGGER IF NOT EXISTS history_calls_status AFTER UPDATE OF status ON tool_calls
-WHEN old.status IS NOT new.status BEGIN
-    UPDATE counters SET value = value - 1 WHERE name = 'calls:' || old.status;
-    INSERT INTO counters(name, value) VALUES ('calls:' || new.status, 1)
-        ON CONFLICT(name) DO UPDATE SET value = value + 1;
+CREATE TRIGGER IF NOT EXISTS history_calls_end AFTER UPDATE OF status ON tool_calls
+WHEN new.status IN ('failed', 'cancelled') AND old.status IS NOT new.status BEGIN
     INSERT INTO turn_marks(mark, created_at, turn_id)
         SELECT 'is:failed', t.created_at, t.id FROM turns t
         WHERE t.id = new.turn_id AND new.status = 'failed'
@@ -269,14 +277,24 @@ WHEN old.status IS NOT new.status BEGIN
           AND EXISTS (SELECT 1 FROM decisions d WHERE d.id = new.decision_id AND d.action = 'cancel')
         ON CONFLICT DO NOTHING;
 END;
-CREATE TRIGGER IF NOT EXISTS history_calls_fts_au AFTER UPDATE OF args, result, error ON tool_calls
-WHEN old.args IS NOT new.args OR old.result IS NOT new.result OR old.error IS NOT new.error BEGIN
+-- A call is in calls_fts while it is settled or suspended; the old text goes out before the
+-- new goes in (one trigger, so the order is certain).
+CREATE TRIGGER IF NOT EXISTS history_calls_fts_au AFTER UPDATE OF status, args, result, error
+ON tool_calls WHEN (old.status NOT IN ('new', 'running', 'resuming')
+                    OR new.status NOT IN ('new', 'running', 'resuming'))
+    AND ((old.status IN ('new', 'running', 'resuming')) IS NOT
+         (new.status IN ('new', 'running', 'resuming'))
+         OR old.args IS NOT new.args OR old.result IS NOT new.result
+         OR old.error IS NOT new.error) BEGIN
     INSERT INTO calls_fts(calls_fts, rowid, args, result, error)
-        VALUES ('delete', old.rowid, old.args, old.result, old.error);
+        SELECT 'delete', old.rowid, old.args, old.result, old.error
+        WHERE old.status NOT IN ('new', 'running', 'resuming');
     INSERT INTO calls_fts(rowid, args, result, error)
-        VALUES (new.rowid, new.args, new.result, new.error);
+        SELECT new.rowid, new.args, new.result, new.error
+        WHERE new.status NOT IN ('new', 'running', 'resuming');
 END;
-CREATE TRIGGER IF NOT EXISTS history_calls_fts_ad AFTER DELETE ON tool_calls BEGIN
+CREATE TRIGGER IF NOT EXISTS history_calls_fts_ad AFTER DELETE ON tool_calls
+WHEN old.status NOT IN ('new', 'running', 'resuming') BEGIN
     INSERT INTO calls_fts(calls_fts, rowid, args, result, error)
         VALUES ('delete', old.rowid, old.args, old.result, old.error);
 END;
@@ -284,17 +302,19 @@ END;
 CREATE TRIGGER IF NOT EXISTS history_messages_ai AFTER INSERT ON messages BEGIN
     INSERT INTO counters(name, value) VALUES ('messages', 1)
         ON CONFLICT(name) DO UPDATE SET value = value + 1;
-    INSERT INTO messages_fts(rowid, text) SELECT new.id, new.text WHERE new.role != 'tool';
+    INSERT INTO messages_fts(rowid, text)
+        SELECT new.id, new.text WHERE new.role != 'tool' AND new.text != '';
 END;
 CREATE TRIGGER IF NOT EXISTS history_messages_fts_au AFTER UPDATE OF text, role ON messages
 WHEN old.text IS NOT new.text OR old.role IS NOT new.role BEGIN
     INSERT INTO messages_fts(messages_fts, rowid, text)
-        SELECT 'delete', old.id, old.text WHERE old.role != 'tool';
-    INSERT INTO messages_fts(rowid, text) SELECT new.id, new.text WHERE new.role != 'tool';
+        SELECT 'delete', old.id, old.text WHERE old.role != 'tool' AND old.text != '';
+    INSERT INTO messages_fts(rowid, text)
+        SELECT new.id, new.text WHERE new.role != 'tool' AND new.text != '';
 END;
 CREATE TRIGGER IF NOT EXISTS history_messages_fts_ad AFTER DELETE ON messages BEGIN
     INSERT INTO messages_fts(messages_fts, rowid, text)
-        SELECT 'delete', old.id, old.text WHERE old.role != 'tool';
+        SELECT 'delete', old.id, old.text WHERE old.role != 'tool' AND old.text != '';
 END;
 
 CREATE TRIGGER IF NOT EXISTS history_steps_ai AFTER INSERT ON steps BEGIN
@@ -314,11 +334,13 @@ CREATE TRIGGER IF NOT EXISTS history_runs_ai AFTER INSERT ON runs BEGIN
         ON CONFLICT(name) DO UPDATE SET value = value + 1;
 END;
 
--- A room made before the history tables: fill them once (the counter `schema:history`
--- says it was done), in one transaction. On a new room this finds nothing to do.
+-- A room made before these tables (or by an earlier draft of them): fill them once (the
+-- counter `schema:history/2` says it was done), in one transaction. A new room: nothing to do.
 BEGIN;
 CREATE TEMP TABLE IF NOT EXISTS history_fill AS
-    SELECT NOT EXISTS (SELECT 1 FROM counters WHERE name = 'schema:history') AS needed;
+    SELECT NOT EXISTS (SELECT 1 FROM counters WHERE name = 'schema:history/2') AS needed;
+DROP TRIGGER IF EXISTS history_calls_status;  -- an earlier draft's
+DELETE FROM counters WHERE name >= 'calls:' AND name < 'calls;' AND (SELECT needed FROM history_fill);
 INSERT INTO turn_marks(mark, created_at, turn_id)
     SELECT m, created_at, id FROM (
         SELECT 'status:' || status AS m, created_at, id FROM turns
@@ -348,13 +370,16 @@ INSERT INTO counters(name, value)
         UNION ALL SELECT 'messages', (SELECT count(*) FROM messages)
         UNION ALL SELECT 'decisions', (SELECT count(*) FROM decisions)
         UNION ALL SELECT 'calls', (SELECT count(*) FROM tool_calls)
-        UNION ALL SELECT 'calls:' || status, count(*) FROM tool_calls GROUP BY status
-        UNION ALL SELECT 'schema:history', 1
+        UNION ALL SELECT 'schema:history/2', 1
     ) WHERE (SELECT needed FROM history_fill)
     ON CONFLICT(name) DO UPDATE SET value = excluded.value;
+INSERT INTO messages_fts(messages_fts) SELECT 'delete-all' WHERE (SELECT needed FROM history_fill);
 INSERT INTO messages_fts(rowid, text)
-    SELECT id, text FROM messages WHERE role != 'tool' AND (SELECT needed FROM history_fill);
+    SELECT id, text FROM messages
+    WHERE role != 'tool' AND text != '' AND (SELECT needed FROM history_fill);
+INSERT INTO calls_fts(calls_fts) SELECT 'delete-all' WHERE (SELECT needed FROM history_fill);
 INSERT INTO calls_fts(rowid, args, result, error)
-    SELECT rowid, args, result, error FROM tool_calls WHERE (SELECT needed FROM history_fill);
+    SELECT rowid, args, result, error FROM tool_calls
+    WHERE status NOT IN ('new', 'running', 'resuming') AND (SELECT needed FROM history_fill);
 DROP TABLE temp.history_fill;
 COMMIT;

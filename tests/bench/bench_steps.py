@@ -1,0 +1,236 @@
+"""Step benchmark: microseconds per step at conversation lengths 50, 200 and 800.
+
+    .venv/bin/python -m tests.bench.bench_steps [--threads N] [--layout turns|long]
+
+One step = one inference of a scripted zero-latency model + one call of the no-op tool
+`noop` (approval never), with their checkpoints (assistant_turn_committed,
+tool_results_committed). A step is timed from one tool-round commit to the next
+(perf_counter, taken when the commit's events are published).
+
+Layout `turns` (default): each thread is pre-filled by short turns until its conversation
+is about L - 51 messages long, then a measured turn makes 51 steps (50 timed), during
+which the conversation grows from about L - 50 to L + 50 (mean L); for L = 50, 200, 800
+on each thread. Layout `long`: one turn per thread keeps calling `noop` until its
+conversation is past 800 messages; a step counts for L when it starts within L +/- 25
+messages (the turn's own call count then grows with the conversation too).
+
+Runs for synchronous=FULL and NORMAL in separate temp rooms, next to a bare SQLite commit
+(one-row INSERT transaction, WAL, the same synchronous setting, the same filesystem)
+measured in the same run. Targets (printed as information; the exit status never depends
+on time): FULL <= 1 ms per step, NORMAL <= 300 us per step, the step at length 800 within
+1.2x of the step at length 50.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make `engine` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import anyio
+
+from engine.config import Config, RuntimeConfig, StoreConfig
+from engine.events import Event, StepFinished
+from engine.messages import Message
+from engine.providers.base import (
+    ModelEvent,
+    ModelRequest,
+    StopEvent,
+    TextDelta,
+    ToolCallDelta,
+)
+from engine.runtime import Runtime
+from engine.tools import tool
+
+LENGTHS = (50, 200, 800)
+MEASURED_STEPS = 51  # per measured turn: 50 timed steps, the conversation grows by ~100
+PREFILL_STEPS = 10  # steps per pre-fill turn (each adds 2 messages per step + 2)
+LONG_TURN_STEPS = (max(LENGTHS) + 25) // 2 + 2  # --layout long: one turn past 800
+TARGET_US = {"FULL": 1000.0, "NORMAL": 300.0}
+MAX_GROWTH = 1.2
+
+
+@tool(name="noop")
+async def noop() -> str:
+    """Does nothing."""
+    return "ok"
+
+
+class NoopModel:
+    """Zero latency: one `noop` call per inference while `remaining` > 0, then text."""
+
+    name = "bench"
+    model = "noop-script-1"
+
+    def __init__(self) -> None:
+        self.remaining = 0
+        self.n = 0
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        if self.remaining > 0:
+            self.remaining -= 1
+            self.n += 1
+            yield ToolCallDelta(index=0, id=f"n{self.n}", name="noop", arguments="{}")
+            yield StopEvent(reason="tool_use")
+        else:
+            yield TextDelta(text="done")
+            yield StopEvent(reason="end_turn")
+
+
+async def measure_turn(
+    rt: Runtime, model: NoopModel, thread_id: str, steps: int
+) -> list[tuple[int, float]]:
+    """Run one turn of `steps` steps; return (conversation length at step start, seconds)."""
+    conv = await rt.conversation(thread_id)  # the same object the loop appends to
+    marks: list[tuple[float, int]] = []
+
+    def on_event(event: Event) -> None:
+        if isinstance(event, StepFinished) and event.step_kind == "tool_round":
+            marks.append((time.perf_counter(), len(conv.messages)))
+
+    unsubscribe = rt.subscribe(on_event)
+    try:
+        model.remaining = steps
+        msg = Message(origin="invoke", sender="bench", thread_id=thread_id, text="go")
+        out = await rt.run_turn(msg)
+        assert out.status == "done", out
+    finally:
+        unsubscribe()
+    # Between two tool-round commits: one inference + its commit, one tool round + its commit.
+    return [(n0, t1 - t0) for (t0, n0), (t1, _) in zip(marks, marks[1:], strict=False)]
+
+
+async def run_turn(rt: Runtime, model: NoopModel, thread_id: str, steps: int) -> None:
+    model.remaining = steps
+    msg = Message(origin="invoke", sender="bench", thread_id=thread_id, text="fill")
+    out = await rt.run_turn(msg)
+    assert out.status == "done", out
+
+
+async def prefill(rt: Runtime, model: NoopModel, thread_id: str, length: int) -> None:
+    """Run short turns on the thread until its conversation has about `length` messages."""
+    conv = await rt.conversation(thread_id)
+    while len(conv.messages) < length:
+        missing = length - len(conv.messages)
+        await run_turn(rt, model, thread_id, min(PREFILL_STEPS, max(0, (missing - 2) // 2)))
+
+
+async def bench_mode(
+    root: Path, synchronous: str, threads: int, layout: str
+) -> dict[int, list[float]]:
+    """Per length, the step durations (seconds) measured around that length."""
+    config = Config(
+        store=StoreConfig(synchronous=synchronous),  # type: ignore[arg-type]
+        runtime=RuntimeConfig(max_rounds=1_000_000),
+    )
+    model = NoopModel()
+    samples: dict[int, list[float]] = {n: [] for n in LENGTHS}
+    room = root / f"room-{synchronous.lower()}-{layout}"
+    async with Runtime.open(room, kind="run", provider=model, tools=[noop], config=config) as rt:
+        await measure_turn(rt, model, "warmup", MEASURED_STEPS)
+        for i in range(threads):
+            thread = f"bench-{i}"
+            if layout == "long":  # one turn calls noop until the conversation is past 800
+                for length, seconds in await measure_turn(rt, model, thread, LONG_TURN_STEPS):
+                    for target in LENGTHS:
+                        if abs(length - target) <= MEASURED_STEPS // 2:
+                            samples[target].append(seconds)
+                continue
+            for target in LENGTHS:  # short turns up to the length, then a measured turn
+                await prefill(rt, model, thread, target - MEASURED_STEPS)
+                steps = await measure_turn(rt, model, thread, MEASURED_STEPS)
+                samples[target].extend(seconds for _, seconds in steps)
+    return samples
+
+
+def bare_commit_us(root: Path, synchronous: str, n: int = 500) -> float:
+    """Mean cost of a one-row INSERT transaction on a WAL database in `root`."""
+    path = root / f"bare-{synchronous.lower()}.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA synchronous={synchronous}")
+        conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)")
+        for _ in range(20):  # warm up
+            conn.execute("INSERT INTO t(v) VALUES ('warm')")
+        start = time.perf_counter()
+        for i in range(n):
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("INSERT INTO t(v) VALUES (?)", (f"row {i}",))
+            conn.execute("COMMIT")
+        return (time.perf_counter() - start) / n * 1e6
+    finally:
+        conn.close()
+
+
+def mark(ok: bool) -> str:
+    return "PASS" if ok else "MISS"
+
+
+async def main(threads: int, layout: str) -> None:
+    with tempfile.TemporaryDirectory(prefix="agentdeck-bench-") as tmp:
+        root = Path(tmp)
+        if layout == "turns":
+            how = (
+                f"threads pre-filled by turns of {PREFILL_STEPS} steps, then a measured "
+                f"turn of {MEASURED_STEPS} steps centred on each length; {threads} thread(s)"
+            )
+        else:
+            how = (
+                f"one turn of {LONG_TURN_STEPS} steps per thread, steps within "
+                f"+/-{MEASURED_STEPS // 2} messages of each length; {threads} thread(s)"
+            )
+        print(f"agentdeck step benchmark ({layout}): {how} per mode")  # fmt: skip
+        print(f"temp dir {root}")
+        print(f"sqlite {sqlite3.sqlite_version}, python {sys.version.split()[0]}")
+        print()
+        header = (f"{'sync':<7}{'length':>7}{'steps':>7}{'us/step':>10}{'p50 us':>9}"
+                  f"{'p90 us':>9}{'steps/s':>9}{'bare commit us':>16}")  # fmt: skip
+        print(header)
+        print("-" * len(header))
+        verdicts: list[str] = []
+        for synchronous in ("FULL", "NORMAL"):
+            samples = await bench_mode(root, synchronous, threads, layout)
+            bare = bare_commit_us(root, synchronous)
+            means: dict[int, float] = {}
+            for length in LENGTHS:
+                xs = [s * 1e6 for s in samples[length]]
+                means[length] = statistics.fmean(xs)
+                p50 = statistics.median(xs)
+                p90 = statistics.quantiles(xs, n=10)[-1] if len(xs) > 1 else xs[0]
+                print(f"{synchronous:<7}{length:>7}{len(xs):>7}{means[length]:>10.0f}"
+                      f"{p50:>9.0f}{p90:>9.0f}{1e6 / means[length]:>9.0f}{bare:>16.0f}")  # fmt: skip
+            worst = max(means.values())
+            growth = means[max(LENGTHS)] / means[min(LENGTHS)]
+            limit = TARGET_US[synchronous]
+            verdicts.append(
+                f"{mark(worst <= limit)}  {synchronous}: worst {worst:.0f} us/step <= {limit:.0f}"
+            )
+            verdicts.append(
+                f"{mark(growth <= MAX_GROWTH)}  {synchronous}: step at {max(LENGTHS)} / step at "
+                f"{min(LENGTHS)} = {growth:.2f}x <= {MAX_GROWTH}x"
+            )
+        print()
+        print("targets (information only):")
+        for line in verdicts:
+            print("  " + line)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", type=int, default=6, help="measured threads per mode")
+    parser.add_argument(
+        "--layout", choices=("turns", "long"), default="turns",
+        help="turns: pre-fill with short turns, measure a turn at each length (default); "
+        "long: one turn per thread keeps calling noop past 800 messages",
+    )  # fmt: skip
+    args = parser.parse_args()
+    anyio.run(main, args.threads, args.layout)

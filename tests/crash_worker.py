@@ -1,0 +1,190 @@
+"""The process the crash test kills: a runtime kept busy on a room until SIGKILL.
+
+    python -m tests.crash_worker ROOM SEED      (or: python tests/crash_worker.py ROOM SEED)
+
+It opens a Runtime on ROOM with a scripted model and three tools, prints `ready`, then
+submits turns on several threads and decides some of the pending calls, forever. Every
+tool execution appends "<call_id>\\n" to ROOM/executions.log (O_APPEND, write, fsync)
+before it returns, so the test can count how often each call really ran.
+
+The model, the tools and the config are shared with tests/test_crash.py, which reopens
+the room with the same pieces after each kill.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make `engine` and `tests` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import anyio
+
+from engine.config import Config, StoreConfig
+from engine.decisions import Decision
+from engine.messages import Message
+from engine.providers.base import (
+    ModelEvent,
+    ModelRequest,
+    StopEvent,
+    TextDelta,
+    ToolCallDelta,
+    UsageEvent,
+)
+from engine.runtime import Runtime
+from engine.tools import Tool, ToolContext, tool
+
+LOG = "executions.log"
+THREADS = 4
+APPROVAL_TOOL, IDEMPOTENT_TOOL, PLAIN_TOOL = "approve_op", "idem_op", "plain_op"
+TOOL_NAMES = (APPROVAL_TOOL, IDEMPOTENT_TOOL, PLAIN_TOOL)
+IDEMPOTENT = frozenset({IDEMPOTENT_TOOL})
+
+_rng = random.Random()
+
+
+def record(ctx: ToolContext) -> None:
+    """One execution of one call, durably: the test counts these lines per call id."""
+    fd = os.open(ctx.workspace.parent / LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, f"{ctx.call_id}\n".encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def make_tools(*, hang: bool = False) -> list[Tool]:
+    """One tool that needs approval, one idempotent, one plain (neither).
+
+    With `hang`, the approval tool never returns after recording its execution (for a
+    deterministic kill in the middle of a replayed call).
+    """
+
+    @tool(name=APPROVAL_TOOL, approval="always")
+    def approve_op(n: int, ctx: ToolContext) -> str:
+        """A side effect an operator must approve (sync: runs in a worker thread)."""
+        record(ctx)
+        time.sleep(3600.0 if hang else _rng.uniform(0.0, 0.006))  # a kill may land here
+        return f"approved op {n} done"
+
+    @tool(name=IDEMPOTENT_TOOL, idempotent=True)
+    async def idem_op(n: int, ctx: ToolContext) -> str:
+        """A side effect that may safely run again."""
+        await anyio.sleep(_rng.uniform(0.0, 0.004))
+        record(ctx)
+        await anyio.sleep(_rng.uniform(0.0, 0.004))
+        return f"idempotent op {n} done"
+
+    @tool(name=PLAIN_TOOL)
+    async def plain_op(n: int, ctx: ToolContext) -> str:
+        """A side effect that must never run twice."""
+        record(ctx)
+        if _rng.random() < 0.5:
+            await anyio.sleep(_rng.uniform(0.0, 0.005))
+        return f"plain op {n} done"
+
+    return [approve_op, idem_op, plain_op]
+
+
+class ScriptedModel:
+    """Answers a user message with 1-3 tool calls, and tool results with text."""
+
+    name = "scripted"
+    model = "crash-script-1"
+
+    def __init__(
+        self, rng: random.Random | None = None, tools: tuple[str, ...] = TOOL_NAMES,
+        max_calls: int = 3,
+    ) -> None:  # fmt: skip
+        self.rng = rng or random.Random()
+        self.tools, self.max_calls = tools, max_calls
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        msgs = request.messages
+        if msgs and msgs[-1].role == "user":
+            for i in range(self.rng.randint(1, self.max_calls)):
+                name = self.rng.choice(self.tools)
+                yield ToolCallDelta(
+                    index=i, id=f"m_{uuid.uuid4().hex[:8]}", name=name,
+                    arguments=json.dumps({"n": i}),
+                )  # fmt: skip
+            yield UsageEvent(input_tokens=len(msgs), output_tokens=3)
+            yield StopEvent(reason="tool_use")
+            return
+        results = 0
+        for m in reversed(msgs):
+            if m.role != "tool":
+                break
+            results += 1
+        yield TextDelta(text=f"done after {results} tool result(s)")
+        yield UsageEvent(input_tokens=len(msgs), output_tokens=4)
+        yield StopEvent(reason="end_turn")
+
+
+def config_for(seed: int) -> Config:
+    """Even seeds write with synchronous=FULL, odd ones with NORMAL."""
+    return Config(store=StoreConfig(synchronous="FULL" if seed % 2 == 0 else "NORMAL"))
+
+
+async def _chatter(rt: Runtime, thread_id: str, seed: int) -> None:
+    i = 0
+    while True:
+        i += 1
+        msg = Message(origin="invoke", sender="crash-worker", thread_id=thread_id,
+                      text=f"seed {seed} message {i}")  # fmt: skip
+        handle = await rt.submit(msg)
+        if _rng.random() < 0.7:
+            await rt.wait_turn(handle.turn_id)
+        await anyio.sleep(_rng.uniform(0.0, 0.01))
+
+
+async def _decider(rt: Runtime) -> None:
+    while True:
+        await anyio.sleep(_rng.uniform(0.001, 0.02))
+        for p in await rt.pending():
+            roll = _rng.random()
+            if roll < 0.45:
+                await rt.decide(Decision.approve(p.call_id, decided_by="crash-worker"))
+            elif roll < 0.6:
+                await rt.decide(Decision.cancel(p.call_id, "no", decided_by="crash-worker"))
+
+
+async def main(room: str, seed: int) -> None:
+    _rng.seed(seed)
+    async with Runtime.open(
+        room, kind="run", provider=ScriptedModel(random.Random(seed)), tools=make_tools(),
+        config=config_for(seed), resume="all",
+    ) as rt:  # fmt: skip
+        print("ready", flush=True)
+        async with anyio.create_task_group() as tg:
+            for k in range(THREADS):
+                tg.start_soon(_chatter, rt, f"thread-{k}", seed)
+            tg.start_soon(_decider, rt)
+
+
+async def approve_and_hang(room: str) -> None:
+    """Approve every pending call; the approval tool records its run, then hangs."""
+    async with Runtime.open(
+        room, kind="decide", provider=ScriptedModel(), tools=make_tools(hang=True),
+        resume="none",
+    ) as rt:  # fmt: skip
+        for p in await rt.pending():
+            await rt.decide(Decision.approve(p.call_id, decided_by="crash-worker"))
+        print("ready", flush=True)
+        await anyio.sleep_forever()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        sys.exit("usage: python -m tests.crash_worker ROOM SEED|approve-and-hang")
+    if sys.argv[2] == "approve-and-hang":
+        anyio.run(approve_and_hang, sys.argv[1])
+    else:
+        anyio.run(main, sys.argv[1], int(sys.argv[2]))

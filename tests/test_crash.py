@@ -1,0 +1,342 @@
+"""The crash test: SIGKILL a busy runtime at random points, many times, on one room.
+
+After each kill: execution.db passes `PRAGMA integrity_check`; nothing committed is lost
+(turns seen `done` before the kill are still `done` after a restart); calls left
+`running` end `failed` ("outcome unknown") unless their tool is idempotent; waiting turns
+can still be decided; and no call ran twice unless its tool is idempotent and it was left
+`running` by a crash. Executions are counted in ROOM/executions.log (see crash_worker.py).
+
+CRASH_ITERATIONS (default 25) sets the number of kills; CRASH_SEED fixes the random
+choices (kill delays, worker seeds), not the timing.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import pytest
+
+from engine.decisions import Decision
+from engine.messages import Message
+from engine.providers.base import (
+    ModelEvent,
+    ModelRequest,
+    StopEvent,
+    TextDelta,
+    ToolCallDelta,
+)
+from engine.runtime import Runtime
+from engine.tools import tool
+from tests.crash_worker import (
+    APPROVAL_TOOL,
+    IDEMPOTENT,
+    LOG,
+    PLAIN_TOOL,
+    ScriptedModel,
+    config_for,
+    make_tools,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+ITERATIONS = int(os.environ.get("CRASH_ITERATIONS", "25"))
+# Known engine bug (see test_a_call_killed_mid_replay_does_not_run_again): a call the
+# kill left `resuming` had already started its replay, but `running` was never committed,
+# so the restart replays it again. Until that is fixed the crash test tolerates exactly
+# one extra run of such calls; set this to False when the xfail below starts passing.
+KNOWN_BUG_RESUMING_RERUNS = False
+
+
+@dataclass
+class Snapshot:
+    """What execution.db holds, read without owning the room."""
+
+    integrity: str
+    turns: dict[str, tuple[str, str | None]]  # id -> (status, reason)
+    calls: dict[str, tuple[str, str, str | None]]  # id -> (tool, status, error)
+    requests: dict[str, str]  # turn request id -> status
+
+    def done(self) -> set[str]:
+        return self.turns_in("done")
+
+    def turns_in(self, status: str) -> set[str]:
+        return {t for t, (s, _) in self.turns.items() if s == status}
+
+    def requests_in(self, status: str) -> set[str]:
+        return {r for r, s in self.requests.items() if s == status}
+
+    def calls_in(self, status: str) -> dict[str, str]:
+        return {c: tool for c, (tool, s, _) in self.calls.items() if s == status}
+
+
+def read_only(db: Path) -> sqlite3.Connection:
+    return sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+
+
+def done_turns(db: Path) -> set[str]:
+    if not db.exists():
+        return set()
+    with closing(read_only(db)) as conn:
+        return {r[0] for r in conn.execute("SELECT id FROM turns WHERE status='done'")}
+
+
+def snapshot(db: Path) -> Snapshot:
+    with closing(read_only(db)) as conn:
+        integrity = "\n".join(r[0] for r in conn.execute("PRAGMA integrity_check"))
+        turns = {r[0]: (r[1], r[2]) for r in conn.execute("SELECT id, status, reason FROM turns")}
+        calls = {
+            r[0]: (r[1], r[2], r[3])
+            for r in conn.execute("SELECT id, tool, status, error FROM tool_calls")
+        }
+        requests = dict(conn.execute("SELECT id, status FROM turn_requests").fetchall())
+    return Snapshot(integrity, turns, calls, requests)
+
+
+def executions(room: Path) -> Counter[str]:
+    log = room / LOG
+    return Counter(log.read_text().split()) if log.exists() else Counter()
+
+
+def kill_worker_at_random(room: Path, seed: int | str, delay: float, stderr_path: Path) -> set[str]:
+    """Start the worker, let it run `delay` s, SIGKILL it; return the done turns seen before."""
+    with (
+        stderr_path.open("w") as err,
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.crash_worker", str(room), str(seed)],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=err, text=True,
+        ) as proc,
+    ):  # fmt: skip
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if line.strip() != "ready":
+            proc.kill()
+            proc.wait()
+            pytest.fail(f"worker did not start (seed {seed}): {stderr_path.read_text()}")
+        time.sleep(delay)
+        before = done_turns(room / "execution.db")
+        os.kill(proc.pid, signal.SIGKILL)
+        assert proc.wait() == -signal.SIGKILL
+    return before
+
+
+async def settle(rt: Runtime, where: str) -> None:
+    """Until no turn runs or waits: approve each pending call, let every turn finish."""
+    with anyio.fail_after(60):
+        while True:
+            busy = bool(rt.live)  # read first: if nothing runs now, `pending` is final
+            waiting = [
+                p for p in await rt.pending()
+                if (await rt.outcome(p.turn_id)).status == "waiting"
+            ]  # fmt: skip
+            if waiting:
+                call = waiting[0]
+                assert call.tool == APPROVAL_TOOL
+                await rt.decide(Decision.approve(call.call_id, decided_by="crash-test"))
+                out = await rt.wait_turn(call.turn_id)  # the waiting turn is decidable:
+                assert out.status in ("done", "waiting"), f"{call.turn_id} {where}: {out}"
+                assert call.call_id not in {p["call_id"] for p in out.pending}, where
+            elif busy:  # turns still running, or queued requests still to run
+                await anyio.sleep(0.005)
+            else:
+                stray = [(p, await rt.outcome(p.turn_id)) for p in await rt.pending()]
+                assert not stray, f"suspended calls in no waiting turn {where}: {stray}"
+                return
+
+
+@pytest.mark.anyio
+async def test_sigkill_at_random_points_loses_nothing_and_runs_nothing_twice(
+    tmp_path: Path,
+) -> None:
+    base_seed = int(os.environ.get("CRASH_SEED", random.randrange(2**31)))
+    rng = random.Random(base_seed)
+    room = tmp_path / "room"
+    db = room / "execution.db"
+    left_running: Counter[str] = Counter()  # call id -> kills that left it `running`
+    left_resuming: Counter[str] = Counter()
+    tools_of: dict[str, str] = {}
+    kills_with_work = 0
+
+    for i in range(ITERATIONS):
+        seed = base_seed + i
+        where = f"(CRASH_SEED={base_seed}, iteration {i}, worker seed {seed})"
+        stderr_path = tmp_path / f"worker-{i}.stderr"
+        done_before = kill_worker_at_random(room, seed, rng.uniform(0.05, 0.6), stderr_path)
+        assert "Traceback" not in stderr_path.read_text(), f"worker failed {where}"
+
+        # The database as the kill left it.
+        crashed = snapshot(db)
+        assert crashed.integrity == "ok", f"integrity {where}: {crashed.integrity}"
+        lost = done_before - crashed.done()
+        assert not lost, f"turns done before the kill are not done after it {where}: {lost}"
+        running = crashed.calls_in("running")
+        resuming = crashed.calls_in("resuming")
+        left_running.update(running.keys())
+        left_resuming.update(resuming.keys())
+        kills_with_work += bool(running or resuming)
+        tools_of.update({c: tool for c, (tool, _, _) in crashed.calls.items()})
+
+        # Restart: resume interrupted turns, then decide every waiting call.
+        async with Runtime.open(
+            room, kind="run", provider=ScriptedModel(random.Random(seed)), tools=make_tools(),
+            config=config_for(seed), resume="all",
+        ) as rt:  # fmt: skip
+            with anyio.fail_after(30):
+                for turn_id in crashed.turns_in("running"):
+                    if (handle := rt.live.get(turn_id)) is not None:
+                        await handle.done.wait()
+            for call_id, tool in running.items():
+                row = await rt.store.fetchone(
+                    "SELECT status, error FROM tool_calls WHERE id=?", (call_id,)
+                )
+                assert row is not None
+                if tool in IDEMPOTENT:
+                    assert row["status"] == "succeeded", f"{call_id} re-run {where}: {dict(row)}"
+                else:
+                    assert row["status"] == "failed", f"{call_id} left running {where}"
+                    assert "outcome unknown" in (row["error"] or ""), f"{call_id} {where}"
+            for call_id in resuming:
+                status = await rt.store.scalar(
+                    "SELECT status FROM tool_calls WHERE id=?", (call_id,)
+                )
+                assert status in ("succeeded", "failed", "cancelled"), f"{call_id} {where}"
+            await settle(rt, where)
+
+        # After the restart and its close: everything committed is still there.
+        after = snapshot(db)
+        assert after.integrity == "ok", where
+        assert crashed.done() <= after.done(), f"done turns lost {where}"
+        assert done_before <= after.done(), where
+        errors = {t: r for t, (s, r) in after.turns.items() if s == "done" and r == "error"}
+        assert not errors, f"turns ended with a runtime error {where}: {errors}"
+        tools_of.update({c: tool for c, (tool, _, _) in after.calls.items()})
+        assert not after.turns_in("running"), f"turns still running after recovery {where}"
+        assert not after.turns_in("waiting"), f"turns still waiting after deciding {where}"
+        for request in crashed.requests_in("queued"):  # accepted before the kill: it ran
+            assert after.requests.get(request) == "admitted", f"request {request} {where}"
+            assert after.turns[request][0] == "done", f"request {request} {where}"
+
+        # No call ran twice (idempotent ones only as often as crashes left them running),
+        # and every call committed as succeeded did run.
+        ran = executions(room)
+        for call_id, count in ran.items():
+            tool = tools_of.get(call_id)
+            assert tool is not None, f"{call_id} ran but was never committed {where}"
+            limit = 1 + left_running[call_id] if tool in IDEMPOTENT else 1
+            if KNOWN_BUG_RESUMING_RERUNS:
+                limit += left_resuming[call_id]
+            assert count <= limit, (
+                f"{tool} call {call_id} ran {count} times {where}; left running "
+                f"{left_running[call_id]}, left resuming {left_resuming[call_id]} times"
+            )
+        for call_id, (tool, status, _) in after.calls.items():
+            if status == "succeeded":
+                assert ran[call_id] >= 1, f"{tool} {call_id} succeeded but never ran {where}"
+
+    assert kills_with_work, "no kill ever landed while a tool call was open"
+    assert PLAIN_TOOL in tools_of.values()
+
+
+# -- engine bugs the crash test found, as deterministic reproductions ------------------------
+
+
+@pytest.mark.anyio
+async def test_a_call_killed_mid_replay_does_not_run_again(tmp_path: Path) -> None:
+    room = tmp_path / "room"
+    model = ScriptedModel(random.Random(0), tools=(APPROVAL_TOOL,), max_calls=1)
+    async with Runtime.open(room, kind="invoke", provider=model, tools=make_tools()) as rt:
+        out = await rt.run_turn(Message(origin="invoke", sender="t", thread_id="t", text="go"))
+    assert out.status == "waiting"
+    [call_id] = [p["call_id"] for p in out.pending]
+
+    # A worker approves the call; its tool records the run and hangs; SIGKILL.
+    with subprocess.Popen(
+        [sys.executable, "-m", "tests.crash_worker", str(room), "approve-and-hang"],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True,
+    ) as proc:  # fmt: skip
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        with anyio.fail_after(20):
+            while executions(room)[call_id] < 1:
+                await anyio.sleep(0.01)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    # the replay committed `running` before the tool ran, so its outcome is unknown now
+    assert snapshot(room / "execution.db").calls[call_id][1] == "running"
+
+    async with Runtime.open(room, kind="run", provider=model, tools=make_tools()) as rt:
+        for handle in list(rt.live.values()):
+            await handle.done.wait()
+        row = await rt.store.fetchone("SELECT status, error FROM tool_calls WHERE id=?",
+                                      (call_id,))  # fmt: skip
+    assert executions(room)[call_id] == 1, "the approved call ran again after the crash"
+    assert row is not None and row["status"] == "failed"
+    assert "outcome unknown" in row["error"]
+
+
+class GatedModel:
+    """Two approval calls for a user message; after results, text — held at a gate."""
+
+    name, model = "gated", "gated-1"
+
+    def __init__(self) -> None:
+        self.hold = False
+        self.entered, self.release = anyio.Event(), anyio.Event()
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        if request.messages[-1].role == "user":
+            for i in range(2):
+                yield ToolCallDelta(index=i, id=f"m{i}", name="ask", arguments=f'{{"n": {i}}}')
+            yield StopEvent(reason="tool_use")
+            return
+        if self.hold:
+            self.entered.set()
+            await self.release.wait()
+        yield TextDelta(text="ok")
+        yield StopEvent()
+
+
+@pytest.mark.anyio
+async def test_a_decision_arriving_during_inference_is_applied(tmp_path: Path) -> None:
+    @tool(approval="always")
+    def ask(n: int) -> str:
+        """Needs approval."""
+        return f"ok {n}"
+
+    model = GatedModel()
+    async with Runtime.open(tmp_path / "room", provider=model, tools=[ask]) as rt:
+        out = await rt.run_turn(Message(origin="invoke", sender="t", thread_id="t", text="go"))
+        first, second = (p["call_id"] for p in out.pending)
+        model.hold = True
+        await rt.decide(Decision.approve(first))
+        with anyio.fail_after(10):
+            await model.entered.wait()  # the resumed turn is in inference now
+        assert await rt.decide(Decision.approve(second)) == "queued"
+        model.release.set()
+        with anyio.fail_after(10):
+            out = await rt.wait_turn(out.turn_id)
+        assert (out.status, out.pending) == ("done", []), out
+
+
+@pytest.mark.anyio
+async def test_queued_request_starts_after_restart(tmp_path: Path) -> None:
+    room = tmp_path / "room"
+    room.mkdir()
+    model = ScriptedModel(random.Random(0), tools=(PLAIN_TOOL,), max_calls=1)
+    (room / "agentdeck.toml").write_text("[groups.chat]\nmax_running_turns = 0\n")
+    async with Runtime.open(room, provider=model, tools=make_tools()) as rt:
+        handle = await rt.submit(Message(origin="invoke", sender="t", thread_id="t", text="go"))
+    (room / "agentdeck.toml").write_text("[groups.chat]\nmax_running_turns = 4\n")
+    async with Runtime.open(room, provider=model, tools=make_tools()) as rt:
+        with anyio.fail_after(5):
+            out = await rt.wait_turn(handle.turn_id)
+    assert (out.status, out.reason) == ("done", "natural")
