@@ -145,12 +145,13 @@ async def shell(command: str, ctx: ToolContext, timeout: float = 30.0) -> ToolRe
     """Run a shell command in the workspace; returns exit code, stdout and stderr."""
     if not 0 < timeout <= 3600:
         raise ToolError("timeout must be between 0 and 3600 seconds")
-    process = await anyio.open_process(
-        ["/bin/sh", "-c", command],
-        cwd=ctx.workspace,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,  # its own process group, so we can kill its children too
-    )
+    with anyio.CancelScope(shield=True):  # a cancel mid-spawn would leak the process
+        process = await anyio.open_process(
+            ["/bin/sh", "-c", command],
+            cwd=ctx.workspace,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,  # its own process group, so we can kill its children too
+        )
     out, err = _Capped(OUTPUT_CAP), _Capped(OUTPUT_CAP)
     finished = False
     try:
