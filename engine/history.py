@@ -8,7 +8,7 @@
 History reads through its own read-only connection (`mode=ro`): it never needs the room's
 ownership and never blocks its owner (WAL readers don't). Lists are keyset-paged, newest
 first (`after` = the `cursor` of the last row seen; no OFFSET), by index only; totals come
-from counters the writer keeps in the same transaction (`counts()`), never count(*).
+from counters the writer's triggers keep in its own transaction, never from count(*).
 
 Shapes (also what `agentdeck history --json` prints; keys are only ever added):
 - a turn row: `turn_id thread_id origin status reason text answer created_at ended_at
@@ -24,8 +24,11 @@ Shapes (also what `agentdeck history --json` prints; keys are only ever added):
   created_at applied_at then], "suspended": null | {turn_id waiting step_id step_idx call_id
   calls: [call_id tool args reason status waiting step_id step_idx since decision_id]}}`.
   A decision's `then` (once applied): the call's `status args result error ended_at`.
+  The turn row there also has `meta`.
 - `runs()` rows: `run_id kind pid status started_at ended_at turns cursor`; `threads()`
   rows: `thread_id group created_at updated_at last_turn_id turns cursor`.
+- `counts()`: `turns threads runs decisions steps calls messages suspended_calls`, and
+  `status` (each status filter), `groups`, `origins`, `tools` (turns per name).
 
 Status filters: running, waiting, done (the lifecycle's), failed (a call failed or the
 turn ended with `error`), denied (a call was cancelled by a decision), cancelled (the turn
@@ -49,6 +52,7 @@ from engine.history_filters import (
     Filters,
     HistoryError,
     UnknownTurn,
+    check_limit,
     fts_query,
     hit_filter_sql,
     legacy_thread_sql,
@@ -73,8 +77,6 @@ from engine.room import Room
 __all__ = ["STATUSES", "Filters", "History", "HistoryError", "Page", "UnknownTurn",
            "connect_readonly", "parse_time", "recent_turns"]  # fmt: skip
 
-MAX_LIMIT = 1000
-
 
 async def connect_readonly(room: Room) -> aiosqlite.Connection:
     """A read-only connection that never blocks the room's owner (WAL readers don't)."""
@@ -91,6 +93,7 @@ class History:
         self.room = room
         self._db: aiosqlite.Connection | None = None
         self.indexed = False  # the room's database has the history tables
+        self._snapshot = anyio.Lock()  # one `turn()` at a time holds the read transaction
 
     async def __aenter__(self) -> History:
         if self.room.db.exists():
@@ -133,19 +136,13 @@ class History:
         found = {r["name"]: r["value"] for r in rows}
         return {n: found.get(n, 0) for n in names}
 
-    @staticmethod
-    def _limit(limit: int) -> int:
-        if not 1 <= limit <= MAX_LIMIT:
-            raise HistoryError(f"limit must be between 1 and {MAX_LIMIT}")
-        return limit
-
     # -- lists ------------------------------------------------------------------------------
 
     async def turns(
         self, filters: Filters | None = None, *, after: str | None = None, limit: int = 50
     ) -> Page:
         """Turns, newest first, that pass every filter; `after` a row's `cursor`."""
-        filters, limit = filters or Filters(), self._limit(limit)
+        filters, limit = filters or Filters(), check_limit(limit)
         cursor = parse_turn_cursor(after) if after else None
         marks = filters.marks()
         if not self.indexed and filters.marks() == [f"thread:{filters.thread}"]:
@@ -162,7 +159,7 @@ class History:
 
     async def runs(self, *, after: str | None = None, limit: int = 50) -> Page:
         """Runs (console sessions, `run`, `invoke`...), newest first, with their turn counts."""
-        limit = self._limit(limit)
+        limit = check_limit(limit)
         where, params = ("WHERE (r.started_at, r.id) < (?, ?)", [*parse_turn_cursor(after)]) \
             if after else ("", [])  # fmt: skip
         turns = "(SELECT value FROM counters WHERE name = 'run:' || r.id)" if self.indexed else "0"
@@ -177,7 +174,7 @@ class History:
         self, *, group: str | None = None, after: str | None = None, limit: int = 50
     ) -> Page:
         """Threads, most recently used first (a thread that runs again moves to the top)."""
-        limit = self._limit(limit)
+        limit = check_limit(limit)
         where, params = ["1"], []
         if group is not None:
             where.append("h.group_name = ?")
@@ -199,7 +196,7 @@ class History:
         """Full-text hits in message text and tool-call arguments, results and errors, newest
         first. Words are matched as given (all of them; `word*` for a prefix); quotes and
         operators are plain text. `raw=True` passes FTS5 syntax (a bad one: HistoryError)."""
-        filters, limit = filters or Filters(), self._limit(limit)
+        filters, limit = filters or Filters(), check_limit(limit)
         self._need_index()
         match = query.strip() if raw else fts_query(query)
         if not match:
@@ -222,7 +219,12 @@ class History:
         """The turn with its steps, messages, tool calls and decisions (one snapshot)."""
         if self._db is None:
             raise UnknownTurn(f"no turn {turn_id}: {self.room.db} does not exist")
-        await self._db.execute("BEGIN")  # one read snapshot for all of it
+        async with self._snapshot:  # one read transaction: all of it from one snapshot
+            return await self._turn(turn_id)
+
+    async def _turn(self, turn_id: str) -> dict[str, Any]:
+        assert self._db is not None
+        await self._db.execute("BEGIN")
         try:
             row = await self._one(TURN_SQL, (turn_id,))
             if row is None:
@@ -259,15 +261,23 @@ class History:
     # -- totals -----------------------------------------------------------------------------
 
     async def counts(self) -> dict[str, Any]:
-        """Totals from the counters: no table is counted."""
+        """Totals, none of them a count of a big table: turns, threads, runs, decisions and
+        the facets from counters; steps, calls and messages (append-only tables) by their
+        last rowid; calls waiting for a decision from the index of open calls."""
         self._need_index()
-        flat = ["turns", "threads", "runs", "steps", "calls", "messages", "decisions"]
-        out: dict[str, Any] = await self._counter(flat)
+        out: dict[str, Any] = await self._counter(["turns", "threads", "runs", "decisions"])
+        for key, table in (("steps", "steps"), ("calls", "tool_calls"), ("messages", "messages")):
+            row = await self._one(f"SELECT coalesce(max(rowid), 0) FROM {table}")
+            out[key] = row[0] if row else 0
+        row = await self._one(  # the open-calls index names its condition: repeat it
+            "SELECT count(*) FROM tool_calls WHERE status = 'suspended'"
+            " AND status IN ('new', 'running', 'suspended', 'resuming')"
+        )
+        out["suspended_calls"] = row[0] if row else 0
         status_marks = {s: Filters(status=s).marks()[0] for s in STATUSES}
         sizes = await self._counter(list(status_marks.values()))
         out["status"] = {s: sizes[m] for s, m in status_marks.items()}
-        for key, prefix in (("calls_by_status", "calls:"), ("groups", "group:"),
-                            ("origins", "origin:"), ("tools", "tool:")):  # fmt: skip
+        for key, prefix in (("groups", "group:"), ("origins", "origin:"), ("tools", "tool:")):
             rows = await self._all(
                 "SELECT name, value FROM counters WHERE name >= ? AND name < ? ORDER BY name",
                 (prefix, prefix[:-1] + ";"),

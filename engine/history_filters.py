@@ -81,6 +81,16 @@ class Filters:
         return not self.marks() and self.since is None and self.until is None
 
 
+MAX_LIMIT = 1000
+
+
+def check_limit(limit: int) -> int:
+    """A page size: 1 to MAX_LIMIT rows."""
+    if not 1 <= limit <= MAX_LIMIT:
+        raise HistoryError(f"limit must be between 1 and {MAX_LIMIT}")
+    return limit
+
+
 _RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$", re.IGNORECASE)
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 

@@ -188,7 +188,9 @@ CREATE TABLE IF NOT EXISTS turn_marks (
 ) WITHOUT ROWID;
 
 -- Totals for screens, kept where they are written (no count(*) on a screen path): turns,
--- threads, runs, steps, calls, messages, decisions, and one per mark.
+-- threads, runs, decisions, and one per mark. Steps, calls and messages, written several
+-- times a step, are not counted here: those tables are append-only (nothing deletes), so
+-- their max(rowid) is their size, read from the end of their primary key.
 CREATE TABLE IF NOT EXISTS counters (
     name   TEXT PRIMARY KEY,
     value  INTEGER NOT NULL DEFAULT 0
@@ -201,23 +203,25 @@ CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(
 );
 -- Full text of tool-call arguments, results and errors, by tool_calls' implicit rowid, for
 -- calls that are settled or suspended (a call in flight is indexed when it lands: one FTS
--- write per tool round, not three). After a VACUUM: INSERT INTO calls_fts(calls_fts)
--- VALUES('rebuild') indexes every call.
+-- write per tool round, not three). Both indexes hold only some rows of their table, so
+-- check them with ('integrity-check', 0) and never 'rebuild' them: to refill them (after
+-- a VACUUM, which may renumber tool_calls' rowids), DELETE FROM counters WHERE name =
+-- 'schema:history/2' and open the room; the fill at the end of this file runs again.
 CREATE VIRTUAL TABLE IF NOT EXISTS calls_fts USING fts5(
     args, result, error, content='tool_calls', content_rowid='rowid'
 );
 
 -- Inside a trigger a conflict clause is overridden by the outer statement's, so marks are
 -- added with an upsert (DO NOTHING), which is not.
-CREATE TRIGGER IF NOT EXISTS history_marks_ai AFTER INSERT ON turn_marks BEGIN
+CREATE TRIGGER IF NOT EXISTS hist_marks_ai AFTER INSERT ON turn_marks BEGIN
     INSERT INTO counters(name, value) VALUES (new.mark, 1)
         ON CONFLICT(name) DO UPDATE SET value = value + 1;
 END;
-CREATE TRIGGER IF NOT EXISTS history_marks_ad AFTER DELETE ON turn_marks BEGIN
+CREATE TRIGGER IF NOT EXISTS hist_marks_ad AFTER DELETE ON turn_marks BEGIN
     UPDATE counters SET value = value - 1 WHERE name = old.mark;
 END;
 
-CREATE TRIGGER IF NOT EXISTS history_turns_ai AFTER INSERT ON turns BEGIN
+CREATE TRIGGER IF NOT EXISTS hist_turns_ai AFTER INSERT ON turns BEGIN
     INSERT INTO turn_marks(mark, created_at, turn_id) VALUES
         ('status:' || new.status, new.created_at, new.id),
         ('origin:' || new.origin, new.created_at, new.id),
@@ -234,7 +238,7 @@ CREATE TRIGGER IF NOT EXISTS history_turns_ai AFTER INSERT ON turns BEGIN
     INSERT INTO counters(name, value) VALUES ('turns', 1)
         ON CONFLICT(name) DO UPDATE SET value = value + 1;
 END;
-CREATE TRIGGER IF NOT EXISTS history_turns_status AFTER UPDATE OF status ON turns
+CREATE TRIGGER IF NOT EXISTS hist_turns_status AFTER UPDATE OF status ON turns
 WHEN old.status IS NOT new.status BEGIN
     DELETE FROM turn_marks
         WHERE mark = 'status:' || old.status AND created_at = old.created_at AND turn_id = old.id;
@@ -242,14 +246,14 @@ WHEN old.status IS NOT new.status BEGIN
         VALUES ('status:' || new.status, new.created_at, new.id)
         ON CONFLICT DO NOTHING;
 END;
-CREATE TRIGGER IF NOT EXISTS history_turns_reason AFTER UPDATE OF reason ON turns
+CREATE TRIGGER IF NOT EXISTS hist_turns_reason AFTER UPDATE OF reason ON turns
 WHEN new.reason IN ('error', 'cancelled') AND old.reason IS NOT new.reason BEGIN
     INSERT INTO turn_marks(mark, created_at, turn_id)
         VALUES (iif(new.reason = 'error', 'is:failed', 'is:cancelled'), new.created_at, new.id)
         ON CONFLICT DO NOTHING;
 END;
 
-CREATE TRIGGER IF NOT EXISTS history_calls_ai AFTER INSERT ON tool_calls BEGIN
+CREATE TRIGGER IF NOT EXISTS hist_calls_ai AFTER INSERT ON tool_calls BEGIN
     INSERT INTO turn_marks(mark, created_at, turn_id)
         SELECT 'tool:' || new.tool, t.created_at, t.id FROM turns t WHERE t.id = new.turn_id
         UNION ALL
@@ -260,13 +264,11 @@ CREATE TRIGGER IF NOT EXISTS history_calls_ai AFTER INSERT ON tool_calls BEGIN
         WHERE t.id = new.turn_id AND new.status = 'cancelled'
           AND EXISTS (SELECT 1 FROM decisions d WHERE d.id = new.decision_id AND d.action = 'cancel')
         ON CONFLICT DO NOTHING;
-    INSERT INTO counters(name, value) VALUES ('calls', 1)
-        ON CONFLICT(name) DO UPDATE SET value = value + 1;
     INSERT INTO calls_fts(rowid, args, result, error)
         SELECT new.rowid, new.args, new.result, new.error
         WHERE new.status NOT IN ('new', 'running', 'resuming');
 END;
-CREATE TRIGGER IF NOT EXISTS history_calls_end AFTER UPDATE OF status ON tool_calls
+CREATE TRIGGER IF NOT EXISTS hist_calls_end AFTER UPDATE OF status ON tool_calls
 WHEN new.status IN ('failed', 'cancelled') AND old.status IS NOT new.status BEGIN
     INSERT INTO turn_marks(mark, created_at, turn_id)
         SELECT 'is:failed', t.created_at, t.id FROM turns t
@@ -279,7 +281,7 @@ WHEN new.status IN ('failed', 'cancelled') AND old.status IS NOT new.status BEGI
 END;
 -- A call is in calls_fts while it is settled or suspended; the old text goes out before the
 -- new goes in (one trigger, so the order is certain).
-CREATE TRIGGER IF NOT EXISTS history_calls_fts_au AFTER UPDATE OF status, args, result, error
+CREATE TRIGGER IF NOT EXISTS hist_calls_fts_au AFTER UPDATE OF status, args, result, error
 ON tool_calls WHEN (old.status NOT IN ('new', 'running', 'resuming')
                     OR new.status NOT IN ('new', 'running', 'resuming'))
     AND ((old.status IN ('new', 'running', 'resuming')) IS NOT
@@ -293,93 +295,37 @@ ON tool_calls WHEN (old.status NOT IN ('new', 'running', 'resuming')
         SELECT new.rowid, new.args, new.result, new.error
         WHERE new.status NOT IN ('new', 'running', 'resuming');
 END;
-CREATE TRIGGER IF NOT EXISTS history_calls_fts_ad AFTER DELETE ON tool_calls
+CREATE TRIGGER IF NOT EXISTS hist_calls_fts_ad AFTER DELETE ON tool_calls
 WHEN old.status NOT IN ('new', 'running', 'resuming') BEGIN
     INSERT INTO calls_fts(calls_fts, rowid, args, result, error)
         VALUES ('delete', old.rowid, old.args, old.result, old.error);
 END;
 
-CREATE TRIGGER IF NOT EXISTS history_messages_ai AFTER INSERT ON messages BEGIN
-    INSERT INTO counters(name, value) VALUES ('messages', 1)
-        ON CONFLICT(name) DO UPDATE SET value = value + 1;
+CREATE TRIGGER IF NOT EXISTS hist_messages_ai AFTER INSERT ON messages BEGIN
     INSERT INTO messages_fts(rowid, text)
         SELECT new.id, new.text WHERE new.role != 'tool' AND new.text != '';
 END;
-CREATE TRIGGER IF NOT EXISTS history_messages_fts_au AFTER UPDATE OF text, role ON messages
+CREATE TRIGGER IF NOT EXISTS hist_messages_fts_au AFTER UPDATE OF text, role ON messages
 WHEN old.text IS NOT new.text OR old.role IS NOT new.role BEGIN
     INSERT INTO messages_fts(messages_fts, rowid, text)
         SELECT 'delete', old.id, old.text WHERE old.role != 'tool' AND old.text != '';
     INSERT INTO messages_fts(rowid, text)
         SELECT new.id, new.text WHERE new.role != 'tool' AND new.text != '';
 END;
-CREATE TRIGGER IF NOT EXISTS history_messages_fts_ad AFTER DELETE ON messages BEGIN
+CREATE TRIGGER IF NOT EXISTS hist_messages_fts_ad AFTER DELETE ON messages BEGIN
     INSERT INTO messages_fts(messages_fts, rowid, text)
         SELECT 'delete', old.id, old.text WHERE old.role != 'tool' AND old.text != '';
 END;
 
-CREATE TRIGGER IF NOT EXISTS history_steps_ai AFTER INSERT ON steps BEGIN
-    INSERT INTO counters(name, value) VALUES ('steps', 1)
-        ON CONFLICT(name) DO UPDATE SET value = value + 1;
-END;
-CREATE TRIGGER IF NOT EXISTS history_decisions_ai AFTER INSERT ON decisions BEGIN
+CREATE TRIGGER IF NOT EXISTS hist_decisions_ai AFTER INSERT ON decisions BEGIN
     INSERT INTO counters(name, value) VALUES ('decisions', 1)
         ON CONFLICT(name) DO UPDATE SET value = value + 1;
 END;
-CREATE TRIGGER IF NOT EXISTS history_threads_ai AFTER INSERT ON threads BEGIN
+CREATE TRIGGER IF NOT EXISTS hist_threads_ai AFTER INSERT ON threads BEGIN
     INSERT INTO counters(name, value) VALUES ('threads', 1)
         ON CONFLICT(name) DO UPDATE SET value = value + 1;
 END;
-CREATE TRIGGER IF NOT EXISTS history_runs_ai AFTER INSERT ON runs BEGIN
+CREATE TRIGGER IF NOT EXISTS hist_runs_ai AFTER INSERT ON runs BEGIN
     INSERT INTO counters(name, value) VALUES ('runs', 1)
         ON CONFLICT(name) DO UPDATE SET value = value + 1;
 END;
-
--- A room made before these tables (or by an earlier draft of them): fill them once (the
--- counter `schema:history/2` says it was done), in one transaction. A new room: nothing to do.
-BEGIN;
-CREATE TEMP TABLE IF NOT EXISTS history_fill AS
-    SELECT NOT EXISTS (SELECT 1 FROM counters WHERE name = 'schema:history/2') AS needed;
-DROP TRIGGER IF EXISTS history_calls_status;  -- an earlier draft's
-DELETE FROM counters WHERE name >= 'calls:' AND name < 'calls;' AND (SELECT needed FROM history_fill);
-INSERT INTO turn_marks(mark, created_at, turn_id)
-    SELECT m, created_at, id FROM (
-        SELECT 'status:' || status AS m, created_at, id FROM turns
-        UNION ALL SELECT 'origin:' || origin, created_at, id FROM turns
-        UNION ALL SELECT 'thread:' || thread_id, created_at, id FROM turns
-        UNION ALL SELECT 'run:' || run_id, created_at, id FROM turns
-        UNION ALL SELECT 'group:' || h.group_name, t.created_at, t.id
-            FROM turns t JOIN threads h ON h.id = t.thread_id
-        UNION ALL SELECT 'is:failed', created_at, id FROM turns WHERE reason = 'error'
-        UNION ALL SELECT 'is:cancelled', created_at, id FROM turns WHERE reason = 'cancelled'
-        UNION ALL SELECT 'tool:' || c.tool, t.created_at, t.id
-            FROM tool_calls c JOIN turns t ON t.id = c.turn_id
-        UNION ALL SELECT 'is:failed', t.created_at, t.id
-            FROM tool_calls c JOIN turns t ON t.id = c.turn_id WHERE c.status = 'failed'
-        UNION ALL SELECT 'is:denied', t.created_at, t.id
-            FROM tool_calls c JOIN turns t ON t.id = c.turn_id
-            JOIN decisions d ON d.id = c.decision_id
-            WHERE c.status = 'cancelled' AND d.action = 'cancel'
-    ) WHERE (SELECT needed FROM history_fill)
-    ON CONFLICT DO NOTHING;
-INSERT INTO counters(name, value)
-    SELECT name, value FROM (
-        SELECT 'turns' AS name, (SELECT count(*) FROM turns) AS value
-        UNION ALL SELECT 'threads', (SELECT count(*) FROM threads)
-        UNION ALL SELECT 'runs', (SELECT count(*) FROM runs)
-        UNION ALL SELECT 'steps', (SELECT count(*) FROM steps)
-        UNION ALL SELECT 'messages', (SELECT count(*) FROM messages)
-        UNION ALL SELECT 'decisions', (SELECT count(*) FROM decisions)
-        UNION ALL SELECT 'calls', (SELECT count(*) FROM tool_calls)
-        UNION ALL SELECT 'schema:history/2', 1
-    ) WHERE (SELECT needed FROM history_fill)
-    ON CONFLICT(name) DO UPDATE SET value = excluded.value;
-INSERT INTO messages_fts(messages_fts) SELECT 'delete-all' WHERE (SELECT needed FROM history_fill);
-INSERT INTO messages_fts(rowid, text)
-    SELECT id, text FROM messages
-    WHERE role != 'tool' AND text != '' AND (SELECT needed FROM history_fill);
-INSERT INTO calls_fts(calls_fts) SELECT 'delete-all' WHERE (SELECT needed FROM history_fill);
-INSERT INTO calls_fts(rowid, args, result, error)
-    SELECT rowid, args, result, error FROM tool_calls
-    WHERE status NOT IN ('new', 'running', 'resuming') AND (SELECT needed FROM history_fill);
-DROP TABLE temp.history_fill;
-COMMIT;

@@ -1,0 +1,131 @@
+"""A small room made by the real Runtime for the history tests, and ground truth from SQL.
+
+Turns (ids are deterministic: t<n>, c<n>, ...):
+- chat-a: `add` succeeds; then `shell` is suspended and cancelled by bob (denied)
+- task-1 (task group): `boom` raises (a failed call)
+- chat-b: `shell` approved by alice with edited arguments
+- chore-x (chore group): `shell` left waiting for a decision
+- chat-c: `shell` suspended, then the turn is cancelled
+- chat-q: a message full of quotes and operators
+- bulk: BULK plain turns (`add`), for paging
+"""
+
+from __future__ import annotations
+
+import itertools
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from engine.config import Config
+from engine.decisions import Decision
+from engine.messages import Message
+from engine.providers.base import ModelRequest
+from engine.runtime import Runtime
+from engine.tools import tool
+from tests.scripted import Reply, ScriptedModel, echo_results
+
+BULK = 23
+QUOTED = 'what does "quoted" AND (weird) -stuff* NEAR col:val mean? zebrafish'
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+@tool(approval="always")
+def shell(command: str) -> str:
+    """Pretend to run a command."""
+    return f"ran {command}"
+
+
+@tool
+def boom() -> str:
+    """Always raises."""
+    raise RuntimeError("kaboom: the flux capacitor")
+
+
+def script(request: ModelRequest) -> Reply:
+    """`add ...`, `boom ...`, `shell <command>` call that tool; anything else is echoed."""
+    last = request.messages[-1]
+    if last.role != "user":
+        return echo_results(request)
+    word, _, rest = last.text.partition(" ")
+    if word == "add":
+        return Reply(text="adding", calls=[("add", {"a": 2, "b": 3})])
+    if word == "boom":
+        return Reply(text="trying", calls=[("boom", {})])
+    if word == "shell":
+        return Reply(text="asking", calls=[("shell", {"command": rest})])
+    return Reply(text=f"you said: {last.text}")
+
+
+def msg(thread: str, text: str, origin: str = "chat") -> Message:
+    if origin == "chat":
+        return Message(origin="chat", channel="console", sender="op", thread_id=thread, text=text)
+    sender = "self" if origin in ("task", "chore", "will") else "cli"
+    return Message(origin=origin, sender=sender, thread_id=thread, text=text)  # type: ignore[arg-type]
+
+
+def fake_clock(start: float = 1_700_000_000.0, step: float = 0.01) -> Any:
+    ticks = itertools.count()
+    return lambda: start + next(ticks) * step
+
+
+async def seed(room: Path) -> dict[str, str]:
+    """Fill `room`; return the interesting turn ids by name."""
+    counter = itertools.count(1)
+    ids: dict[str, str] = {}
+    async with Runtime.open(
+        room, kind="test", provider=ScriptedModel(script), tools=[add, shell, boom],
+        config=Config(), clock=fake_clock(), ids=lambda p: f"{p}{next(counter)}",
+    ) as rt:  # fmt: skip
+        ids["added"] = (await rt.run_turn(msg("chat-a", "add two and three"))).turn_id
+        ids["failed"] = (await rt.run_turn(msg("task-1", "boom now", "task"))).turn_id
+        out = await rt.run_turn(msg("chat-a", "shell rm -rf /"))
+        ids["denied"] = out.turn_id
+        await rt.decide(Decision.cancel(out.pending[0]["call_id"], "not on prod", decided_by="bob"))
+        await rt.wait_turn(out.turn_id)
+        out = await rt.run_turn(msg("chat-b", "shell ls"))
+        ids["approved"] = out.turn_id
+        call = out.pending[0]["call_id"]
+        await rt.decide(Decision.approve(call, args={"command": "ls -la"}, decided_by="alice"))
+        await rt.wait_turn(out.turn_id)
+        ids["waiting"] = (await rt.run_turn(msg("chore-x", "shell reboot", "chore"))).turn_id
+        out = await rt.run_turn(msg("chat-c", "shell shutdown"))
+        ids["cancelled"] = out.turn_id
+        await rt.cancel_turn(out.turn_id, "changed my mind")
+        await rt.wait_turn(out.turn_id)
+        ids["quoted"] = (await rt.run_turn(msg("chat-q", QUOTED))).turn_id
+        for i in range(BULK):
+            await rt.run_turn(msg("bulk", f"add bulk number {i}", "invoke"))
+    return ids
+
+
+def truth(db: Path, sql: str, *params: Any) -> list[tuple]:
+    """Ground truth straight from the database (whole-table queries are fine in tests)."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return [tuple(r) for r in conn.execute(sql, params)]
+    finally:
+        conn.close()
+
+
+def turn_ids(db: Path, where: str = "1", *params: Any) -> list[str]:
+    """Turn ids, newest first, that satisfy `where` (on turns t)."""
+    return [r[0] for r in truth(db, f"SELECT t.id FROM turns t WHERE {where}"
+                                    " ORDER BY t.created_at DESC, t.id DESC", *params)]  # fmt: skip
+
+
+STATUS_TRUTH = {
+    "running": "t.status = 'running'",
+    "waiting": "t.status = 'waiting'",
+    "done": "t.status = 'done'",
+    "failed": "t.reason = 'error' OR EXISTS (SELECT 1 FROM tool_calls c WHERE c.turn_id = t.id"
+    " AND c.status = 'failed')",
+    "denied": "EXISTS (SELECT 1 FROM tool_calls c JOIN decisions d ON d.id = c.decision_id"
+    " WHERE c.turn_id = t.id AND c.status = 'cancelled' AND d.action = 'cancel')",
+    "cancelled": "t.reason = 'cancelled'",
+}
