@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ENGINE = ROOT / "engine"
 FORBIDDEN = ("textual", "rich", "console")
 
+
 def _top(name: str) -> str:
     return name.split(".")[0]
 
