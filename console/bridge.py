@@ -5,10 +5,16 @@ only appends to a buffer. A timer folds the buffer into `DeckState` once per fra
 posts a single `Bridge.Changed` to the main screen, so widgets redraw at most once a frame
 however fast the runtime produces events. Operator actions (send, decide, cancel) go the
 other way through the same object, so no widget holds the runtime.
+
+Two rules keep key presses quick under a flood: a frame folds for at most `FOLD_BUDGET`
+seconds (the rest waits for the next frame, unless the backlog grows past `MAX_BACKLOG`),
+and while the screen has not drawn the last `Changed`, later frames add to the same
+`Changes` instead of posting another message.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -24,8 +30,12 @@ from engine.messages import Message
 
 if TYPE_CHECKING:
     from engine.runtime import Runtime
+    from engine.scheduler import GroupConfig, Statistics
 
-FPS = 30
+FPS = 20  # frames a second for runtime changes (keys repaint at once, not at this rate)
+FOLD_BUDGET = 0.004  # seconds of folding per frame, so a key never waits long behind it
+FOLD_SLICE = 256  # events folded between looks at the clock
+MAX_BACKLOG = 100_000  # past this, fold everything: memory is bounded before latency
 
 
 @dataclass(frozen=True)
@@ -41,7 +51,11 @@ class Bridge:
     """Buffers runtime events, folds them per frame, and carries operator actions back."""
 
     class Changed(TextualMessage):
-        """One frame's worth of changes (never one per event)."""
+        """Changes since the screen last drew (never one message per event).
+
+        The handler takes them with `Bridge.take`; until it does, the bridge adds later
+        frames to the same `Changes` and posts nothing more.
+        """
 
         def __init__(self, changes: Changes) -> None:
             super().__init__()
@@ -60,6 +74,9 @@ class Bridge:
         self.runtime: Runtime | None = None
         self.target: MessagePump | None = None
         self._buffer: list[Event] = []
+        self._start = 0  # events of `_buffer` before this are folded already
+        self._changes: Changes | None = None  # folded, not yet taken by the screen
+        self._posted = False
         self._timer: Timer | None = None
         self._unsubscribe: Callable[[], None] | None = None
         self.frames = 0
@@ -74,7 +91,7 @@ class Bridge:
         """Start taking events from `runtime`; post changes to `target` once per frame."""
         self.runtime, self.target = runtime, target
         self._unsubscribe = runtime.subscribe(self.receive)
-        self._timer = target.set_interval(1 / self.fps, self.flush, name="bridge")
+        self._timer = target.set_interval(1 / self.fps, self._tick, name="bridge")
 
     def detach(self) -> None:
         if self._unsubscribe is not None:
@@ -85,20 +102,52 @@ class Bridge:
             self._timer = None
         self.runtime = None
 
-    def flush(self) -> Changes | None:
-        """Fold what arrived since the last frame and tell the screen, once."""
-        if not self._buffer:
+    def flush(self, budget: float | None = None) -> Changes | None:
+        """Fold what arrived since the last frame and tell the screen, once.
+
+        With a `budget` (seconds), stop folding when it is spent and leave the rest for
+        the next frame, unless the backlog is over `MAX_BACKLOG`.
+        """
+        buffer, start = self._buffer, self._start
+        if start >= len(buffer):
             return None
-        events, self._buffer = self._buffer, []
-        changes = self.state.fold(events)
+        state = self.state
+        changes = self._changes if self._changes is not None else Changes()
+        if budget is None or len(buffer) - start > MAX_BACKLOG:
+            state.fold(buffer[start:] if start else buffer, changes)
+            end = len(buffer)
+        else:
+            deadline = time.perf_counter() + budget
+            end = start
+            while end < len(buffer):
+                state.fold(buffer[end : end + FOLD_SLICE], changes)
+                end = min(end + FOLD_SLICE, len(buffer))
+                if time.perf_counter() >= deadline:
+                    break
+        if end >= len(buffer):
+            self._buffer, self._start = [], 0
+        elif end > len(buffer) // 2:  # drop the folded half, so the buffer stays bounded
+            self._buffer, self._start = buffer[end:], 0
+        else:
+            self._start = end
+        self._changes = changes
         self.frames += 1
-        if self.target is not None:
+        if self.target is not None and not self._posted:
+            self._posted = True
             self.target.post_message(self.Changed(changes))
         return changes
 
+    def _tick(self) -> None:
+        self.flush(FOLD_BUDGET)
+
+    def take(self) -> Changes:
+        """The changes folded since the last take; the next frame posts `Changed` again."""
+        changes, self._changes, self._posted = self._changes, None, False
+        return changes if changes is not None else Changes()
+
     @property
     def backlog(self) -> int:
-        return len(self._buffer)
+        return len(self._buffer) - self._start
 
     # -- widgets -> runtime -----------------------------------------------------------------
 
@@ -123,3 +172,12 @@ class Bridge:
 
     async def cancel_turn(self, turn_id: str, reason: str = "cancelled by operator") -> bool:
         return await self._rt().cancel_turn(turn_id, reason)
+
+    def statistics(self) -> Statistics | None:
+        """The scheduler's snapshot, for the scheduler view's timer (never per event);
+        None while the runtime is not open."""
+        return self.runtime.statistics() if self.runtime is not None else None
+
+    async def configure_group(self, name: str, **changes: object) -> GroupConfig:
+        """Pause, resume or re-budget a thread group; the runtime applies and persists it."""
+        return await self._rt().configure_group(name, **changes)

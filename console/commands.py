@@ -1,4 +1,4 @@
-"""The command palette (ctrl+p): threads, theme, cancel turn, and every pane's actions.
+"""The command palette (ctrl+p): threads, theme, cancel turn, scheduler, every pane's actions.
 
 Pane actions are read from the widgets' bindings, so a new binding shows up here (and in
 the footer and help screen) without further code.
@@ -12,6 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+from console.groups import FILTERS
+from console.screens.history import HistoryScreen
+from console.screens.scheduler import SchedulerScreen
+from console.widgets.groups_table import GroupsTable
 
 if TYPE_CHECKING:
     from console.screens.main import MainScreen
@@ -36,6 +41,12 @@ class DeckCommands(Provider):
         if main is None:
             return
         app: Any = self.app
+        if isinstance(self.screen, HistoryScreen):
+            yield from self.screen.commands()
+            return
+        if isinstance(self.screen, SchedulerScreen):
+            yield from self._scheduler_commands(self.screen)
+            return
         yield "New thread", "Start a new chat thread", main.action_new_thread
         yield "Switch thread…", "Pick the thread the chat shows", main.action_switch_thread
         for thread in main.threads:
@@ -49,6 +60,12 @@ class DeckCommands(Provider):
             "Cancel the selected running turn (asks first)",
             main.action_cancel_turn,
         )
+        for group in FILTERS:
+            yield (
+                f"Filter timeline by group: {group or 'all'}",
+                "Show only the steps of this group's threads",
+                partial(main.filter_group, group),
+            )
         yield "Switch theme", "Pick a colour theme (remembered)", app.action_change_theme
         yield "Help: keys", "Every key of the console", app.action_help
         for pane, selector in (("Timeline", "#timeline"), ("Calls", "#calls"),
@@ -64,6 +81,22 @@ class DeckCommands(Provider):
         for b in _bindings(main.BINDINGS):
             if b.description and b.action not in ("cancel_turn", "new_thread", "switch_thread"):
                 yield b.description, f"key {b.key}", partial(main.run_action, b.action)
+
+    def _scheduler_commands(
+        self, screen: SchedulerScreen
+    ) -> Iterator[tuple[str, str, Callable[[], Any]]]:
+        app: Any = self.app
+        table = screen.query_one(GroupsTable)
+        for b in _bindings(GroupsTable.BINDINGS):
+            if b.action.split("(")[0] not in SKIP and b.description:
+                yield (
+                    f"Scheduler: {b.description}",
+                    f"key {b.key} (the selected group)",
+                    partial(table.run_action, b.action),
+                )
+        yield "Close scheduler", "Back to the main screen", screen.action_close
+        yield "Switch theme", "Pick a colour theme (remembered)", app.action_change_theme
+        yield "Help: keys", "Every key of the console", app.action_help
 
     async def discover(self) -> Hits:
         for title, help_text, callback in self._commands():

@@ -28,6 +28,10 @@ _LOOKS = {
     "failed": Look("✖", "failed", "state--failed"),
     "error": Look("✖", "error", "state--failed"),
     "cancelled": Look("⊘", "cancelled", "state--cancelled"),
+    # thread groups and threads in the scheduler view
+    "active": Look("●", "active", "state--succeeded"),
+    "paused": Look("‖", "paused", "state--waiting"),
+    "idle": Look("○", "idle", "state--muted"),
 }
 
 STATE_CLASSES = frozenset(look.style for look in _LOOKS.values())

@@ -70,8 +70,8 @@ async def seed(room: Room, state: DeckState) -> list[str]:
 
 
 async def load_thread(room: Room, state: DeckState, thread_id: str) -> None:
-    """Fill a thread's chat entries from its stored conversation (once)."""
-    view = state.thread(thread_id)
+    """Fill a thread's chat entries from its stored conversation (once while it is kept)."""
+    view = state.show_thread(thread_id)
     if view.loaded:
         return
     view.loaded = True
@@ -86,7 +86,5 @@ async def load_thread(room: Room, state: DeckState, thread_id: str) -> None:
     finally:
         await db.close()
     stored = [ChatEntry(r["role"], r["text"], r["turn_id"]) for r in reversed(rows)]
-    live = list(view.entries)  # entries folded before the load finished
-    view.entries.clear()
-    view.entries.extend(stored)
-    view.entries.extend(e for e in live if e not in stored)
+    live = [e for e in view.entries if e not in stored]  # folded while the read ran
+    view.replace([*stored, *live])

@@ -9,9 +9,9 @@ memory does not grow with the runtime's age.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple, overload
 
 from engine.events import (
     CallChanged,
@@ -29,11 +29,11 @@ from engine.events import (
 MAX_STEPS = 5_000
 MAX_TURNS = 2_000
 MAX_CHAT = 500  # entries kept per thread
+MAX_LOADED_THREADS = 16  # threads whose conversation is kept in memory
 
 
-@dataclass
-class StepRow:
-    """One timeline line."""
+class StepRow(NamedTuple):
+    """One timeline line (immutable: a finished step replaces its row)."""
 
     seq: int  # position in the timeline, never reused
     step_id: int
@@ -44,6 +44,56 @@ class StepRow:
     status: str = "running"
     duration: float | None = None
     summary: str = ""
+
+
+class StepLog(Sequence[StepRow]):
+    """The newest `maxlen` steps, oldest first, as a ring of plain tuples.
+
+    Plain tuples of strings and numbers are not tracked by the cyclic garbage collector,
+    so holding thousands of rows adds nothing to its full collections (a pause the
+    operator would feel as a late key press); rows are made when read.
+    """
+
+    def __init__(self, maxlen: int) -> None:
+        self.maxlen = maxlen
+        self._ring: list[tuple[Any, ...]] = []
+        self._head = 0  # where the oldest row is, once the ring is full
+
+    def __len__(self) -> int:
+        return len(self._ring)
+
+    def _at(self, index: int) -> int:
+        n = len(self._ring)
+        if index < 0:
+            index += n
+        if not 0 <= index < n:
+            raise IndexError("step index out of range")
+        return (self._head + index) % self.maxlen
+
+    @overload
+    def __getitem__(self, index: int) -> StepRow: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[StepRow]: ...
+    def __getitem__(self, index: int | slice) -> StepRow | list[StepRow]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self._ring)))]
+        return StepRow._make(self._ring[self._at(index)])
+
+    def __setitem__(self, index: int, row: StepRow) -> None:
+        self._ring[self._at(index)] = tuple(row)
+
+    def __iter__(self) -> Iterator[StepRow]:
+        ring, head, make = self._ring, self._head, StepRow._make
+        for part in (ring[head:], ring[:head]):
+            yield from map(make, part)
+
+    def append(self, row: StepRow) -> None:
+        """Add the newest row, dropping the oldest when full."""
+        if len(self._ring) < self.maxlen:
+            self._ring.append(tuple(row))
+        else:
+            self._ring[self._head] = tuple(row)
+            self._head = (self._head + 1) % self.maxlen
 
 
 @dataclass
@@ -85,20 +135,50 @@ class ChatEntry:
     turn_id: str = ""
 
 
-@dataclass
 class ThreadView:
-    """A thread's conversation as the chat pane draws it, plus the answer streaming now."""
+    """A thread's conversation as the chat pane draws it, plus the answer streaming now.
 
-    thread_id: str
-    entries: deque[ChatEntry] = field(default_factory=lambda: deque(maxlen=MAX_CHAT))
-    streaming: str = ""
-    loaded: bool = False
+    Entries are kept only while the thread is `loaded` (shown, or recently shown); the
+    others are in the room's history and are read when the operator opens the thread.
+    The streaming answer is kept as pieces and joined when read, so a long answer costs
+    O(length) to fold, not O(length²).
+    """
+
+    __slots__ = ("thread_id", "entries", "loaded", "version", "_parts")
+
+    def __init__(self, thread_id: str) -> None:
+        self.thread_id = thread_id
+        self.entries: deque[ChatEntry] = deque(maxlen=MAX_CHAT)
+        self.loaded = False
+        self.version = 0  # bumped when `entries` change, so a drawn view knows to redraw
+        self._parts: list[str] = []
+
+    @property
+    def streaming(self) -> str:
+        parts = self._parts
+        if len(parts) > 1:
+            parts[:] = ["".join(parts)]
+        return parts[0] if parts else ""
+
+    @streaming.setter
+    def streaming(self, text: str) -> None:
+        self._parts = [text] if text else []
+
+    def append(self, entry: ChatEntry) -> None:
+        self.entries.append(entry)
+        self.version += 1
+
+    def replace(self, entries: Iterable[ChatEntry]) -> None:
+        self.entries.clear()
+        self.entries.extend(entries)
+        self.version += 1
 
 
 @dataclass
 class Changes:
     """What one fold touched; the screen redraws only these."""
 
+    events: int = 0  # how many events were folded into these changes
     steps: bool = False
     threads: set[str] = field(default_factory=set)
     turns: set[str] = field(default_factory=set)
@@ -115,13 +195,15 @@ class DeckState:
     """Everything the panes draw, kept current by `fold`."""
 
     def __init__(self) -> None:
-        self.steps: deque[StepRow] = deque(maxlen=MAX_STEPS)
-        self._step_by_id: dict[int, StepRow] = {}
+        self.steps = StepLog(MAX_STEPS)
+        self._step_by_id: dict[int, int] = {}  # step id -> seq of its row
         self._seq = 0
         self.turns: OrderedDict[str, TurnRow] = OrderedDict()
+        self._by_status: dict[str, int] = {}  # turns per status, so `counts` is O(1)
         self.calls: dict[str, CallRow] = {}
         self.pending: dict[str, CallRow] = {}  # suspended calls, oldest first
         self.threads: dict[str, ThreadView] = {}
+        self._shown: OrderedDict[str, None] = OrderedDict()  # loaded threads, least recent first
         self.events_folded = 0
 
     # -- reading ----------------------------------------------------------------------------
@@ -132,15 +214,28 @@ class DeckState:
             view = self.threads[thread_id] = ThreadView(thread_id)
         return view
 
+    def show_thread(self, thread_id: str) -> ThreadView:
+        """The view of a thread the operator opens; the least recently opened beyond
+        `MAX_LOADED_THREADS` drop their entries (they are re-read if opened again)."""
+        view = self.thread(thread_id)
+        self._shown[thread_id] = None
+        self._shown.move_to_end(thread_id)
+        while len(self._shown) > MAX_LOADED_THREADS:
+            old, _ = self._shown.popitem(last=False)
+            if (stale := self.threads.get(old)) is not None:
+                stale.loaded = False
+                stale.replace(())
+                if not stale.streaming:
+                    del self.threads[old]
+        return view
+
     def calls_of(self, turn_id: str) -> list[CallRow]:
         turn = self.turns.get(turn_id)
         return [self.calls[c] for c in turn.calls if c in self.calls] if turn else []
 
     def counts(self) -> tuple[int, int]:
         """Turns running and turns waiting for a decision."""
-        running = sum(t.status == "running" for t in self.turns.values())
-        waiting = sum(t.status == "waiting" for t in self.turns.values())
-        return running, waiting
+        return self._by_status.get("running", 0), self._by_status.get("waiting", 0)
 
     def active_turn(self, thread_id: str) -> TurnRow | None:
         """The thread's newest turn that is not done."""
@@ -149,18 +244,42 @@ class DeckState:
                 return turn
         return None
 
+    def sizes(self) -> dict[str, int]:
+        """How much is held, for the benchmark and for tests of the bounds."""
+        return {
+            "steps": len(self.steps),
+            "turns": len(self.turns),
+            "calls": len(self.calls),
+            "pending": len(self.pending),
+            "threads": len(self.threads),
+            "chat entries": sum(len(v.entries) for v in self.threads.values()),
+        }
+
     # -- seeding from history ---------------------------------------------------------------
 
     def add_step(self, row: StepRow) -> None:
         self._seq += 1
-        row.seq = self._seq
-        if len(self.steps) == self.steps.maxlen:
-            self._step_by_id.pop(self.steps[0].step_id, None)
-        self.steps.append(row)
-        self._step_by_id[row.step_id] = row
+        steps = self.steps
+        if len(steps) == steps.maxlen:
+            self._step_by_id.pop(steps[0].step_id, None)
+        steps.append(row._replace(seq=self._seq))
+        self._step_by_id[row.step_id] = self._seq
+
+    def _finish_step(self, seq: int, status: str, duration: float, summary: str) -> None:
+        # Rows are numbered without gaps, so a row's place follows from its seq; counting
+        # from the right end finds recent steps (the ones that finish) at once.
+        steps = self.steps
+        at = seq - self._seq - 1
+        if -len(steps) <= at < 0:
+            steps[at] = steps[at]._replace(status=status, duration=duration, summary=summary)
 
     def add_turn(self, turn: TurnRow) -> None:
+        by_status = self._by_status
+        old = self.turns.get(turn.turn_id)
+        if old is not None:
+            by_status[old.status] -= 1
         self.turns[turn.turn_id] = turn
+        by_status[turn.status] = by_status.get(turn.status, 0) + 1
 
     def add_call(self, call: CallRow) -> None:
         self.calls[call.call_id] = call
@@ -172,24 +291,21 @@ class DeckState:
 
     # -- folding ----------------------------------------------------------------------------
 
-    def fold(self, events: Iterable[Event]) -> Changes:
-        """Apply a batch of events, in order; say what changed."""
-        ch = Changes()
+    def fold(self, events: Iterable[Event], ch: Changes | None = None) -> Changes:
+        """Apply a batch of events, in order; say what changed (added to `ch` if given)."""
+        ch = Changes() if ch is None else ch
+        threads, changed_threads, changed_turns = self.threads, ch.threads, ch.turns
+        step_by_id = self._step_by_id
+        folded = 0
         for event in events:
-            self.events_folded += 1
+            folded += 1
             match event:
                 case TextDelta():
-                    view = self.thread(event.thread_id)
-                    view.streaming += event.text
-                    ch.threads.add(event.thread_id)
-                case MessageAppended():
-                    view = self.thread(event.thread_id)
-                    view.entries.append(ChatEntry(event.role, event.text, event.turn_id))
-                    if event.role == "assistant":
-                        view.streaming = ""
-                    ch.threads.add(event.thread_id)
+                    view = threads.get(event.thread_id) or self.thread(event.thread_id)
+                    view._parts.append(event.text)
+                    changed_threads.add(event.thread_id)
                 case StepStarted():
-                    if event.step_id in self._step_by_id:  # already read from history
+                    if event.step_id in step_by_id:  # already read from history
                         continue
                     self.add_step(
                         StepRow(0, event.step_id, event.at, event.thread_id, event.turn_id,
@@ -197,38 +313,62 @@ class DeckState:
                     )  # fmt: skip
                     ch.steps = True
                 case StepFinished():
-                    row = self._step_by_id.get(event.step_id)
-                    if row is not None:
-                        row.status, row.duration = event.status, event.duration
-                        row.summary = event.summary
+                    seq = step_by_id.get(event.step_id)
+                    if seq is not None:
+                        self._finish_step(seq, event.status, event.duration, event.summary)
                         ch.steps = True
+                case MessageAppended():
+                    view = threads.get(event.thread_id) or self.thread(event.thread_id)
+                    if view.loaded:  # otherwise it is read from history when opened
+                        view.append(ChatEntry(event.role, event.text, event.turn_id))
+                    if event.role == "assistant":
+                        view.streaming = ""
+                    changed_threads.add(event.thread_id)
+                case CallChanged():
+                    self._fold_call(event, ch)
                 case TurnStarted():
                     self.add_turn(
                         TurnRow(event.turn_id, event.thread_id, "running", None, event.at,
                                 event.text)
                     )  # fmt: skip
-                    ch.turns.add(event.turn_id)
+                    changed_turns.add(event.turn_id)
                 case TurnChanged():
                     turn = self._turn(event.turn_id, event.thread_id, event.at)
-                    turn.status, turn.reason = event.status, event.reason
-                    ch.turns.add(event.turn_id)
+                    self._set_status(turn, event.status)
+                    turn.reason = event.reason
+                    changed_turns.add(event.turn_id)
                     if event.status == "done":
-                        self.thread(event.thread_id).streaming = ""
-                        ch.threads.add(event.thread_id)
-                case CallChanged():
-                    self._fold_call(event, ch)
+                        self._turn_done(event.thread_id)
+                        changed_threads.add(event.thread_id)
                 case DecisionRecorded():
                     ch.decisions.append(event)
                 case Notice():
                     ch.notices.append(event)
-        if ch.turns:
+        self.events_folded += folded
+        ch.events += folded
+        if len(self.turns) > MAX_TURNS:
             self._trim_turns()
         return ch
+
+    def _turn_done(self, thread_id: str) -> None:
+        view = self.threads.get(thread_id)
+        if view is not None:
+            view.streaming = ""
+            if not view.loaded:  # nothing left to show for a thread nobody opened
+                del self.threads[thread_id]
+
+    def _set_status(self, turn: TurnRow, status: str) -> None:
+        if status != turn.status:
+            by_status = self._by_status
+            by_status[turn.status] -= 1
+            by_status[status] = by_status.get(status, 0) + 1
+            turn.status = status
 
     def _turn(self, turn_id: str, thread_id: str, at: float) -> TurnRow:
         turn = self.turns.get(turn_id)
         if turn is None:
-            turn = self.turns[turn_id] = TurnRow(turn_id, thread_id, started_at=at)
+            turn = TurnRow(turn_id, thread_id, started_at=at)
+            self.add_turn(turn)
         return turn
 
     def _fold_call(self, event: CallChanged, ch: Changes) -> None:
@@ -263,5 +403,7 @@ class DeckState:
                 if len(old) == excess:
                     break
         for turn_id in old:
-            for call_id in self.turns.pop(turn_id).calls:
+            turn = self.turns.pop(turn_id)
+            self._by_status[turn.status] -= 1
+            for call_id in turn.calls:
                 self.calls.pop(call_id, None)

@@ -21,7 +21,11 @@ sys.path.insert(0, str(ROOT))
 from textual._doc import take_svg_screenshot  # noqa: E402
 
 from tests.console.conftest import build  # noqa: E402
+from tests.console.history_scenes import HISTORY_PREPARE, HISTORY_SCENES  # noqa: E402
 from tests.console.scenes import SCENES  # noqa: E402
+from tests.console.scheduler_scenes import SCHEDULER_SCENES  # noqa: E402
+
+ALL_SCENES = SCENES | SCHEDULER_SCENES | {"history": HISTORY_SCENES["history"]}
 
 
 def main(names: list[str]) -> int:
@@ -29,11 +33,14 @@ def main(names: list[str]) -> int:
     time.tzset()
     out = ROOT / "screenshots"
     out.mkdir(exist_ok=True)
-    for name in names or list(SCENES):
-        run_before, size, kw = SCENES[name]
+    for name in names or list(ALL_SCENES):
+        run_before, size, kw = ALL_SCENES[name]
         with tempfile.TemporaryDirectory() as tmp:
             os.environ["XDG_CONFIG_HOME"] = tmp  # the user's theme choice stays out of it
-            app = build(Path(tmp) / "room", **kw)
+            room = Path(tmp) / "room"
+            if (prepare := HISTORY_PREPARE.get(name)) is not None:
+                prepare(room)  # a room with a history, filled before the app opens it
+            app = build(room, **kw)
             svg = take_svg_screenshot(app=app, terminal_size=size, run_before=run_before,
                                       title=f"agentdeck · {name}")  # fmt: skip
         (out / f"{name}.svg").write_text(svg, "utf-8")

@@ -8,6 +8,7 @@ state when `Bridge.Changed` arrives, at most once a frame.
 from __future__ import annotations
 
 from collections.abc import Awaitable
+from time import monotonic
 from typing import Any
 
 from textual import on, work
@@ -16,13 +17,16 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widgets import Footer, Input
 
 from console.bridge import Bridge
+from console.groups import next_filter
 from console.screens.call_detail import CallDetailScreen
 from console.screens.confirm import ConfirmScreen
 from console.screens.edit_args import EditArgsScreen
 from console.screens.prompt import PromptScreen
+from console.screens.scheduler import SchedulerScreen
 from console.screens.threads import ThreadPickerScreen
 from console.state import CallRow
 from console.widgets.calls_table import CallsTable
@@ -34,6 +38,10 @@ from console.widgets.timeline import Timeline
 from engine.decisions import Decision
 
 DEFAULT_THREAD = "chat:main"
+MAX_NOTICES = 3  # toasts per frame; a flood of notices is summed up, not shown one by one
+BUSY_EVENTS = 500  # a frame that folded this many events is a flood (see `_draw_due`)
+STATUS_EVERY = 0.5  # seconds between status bar redraws in a flood
+CATCH_UP = 0.15  # seconds after the last frame, what a flood left undrawn is drawn
 
 
 class MainScreen(Screen[None]):
@@ -46,6 +54,9 @@ class MainScreen(Screen[None]):
         Binding("c", "cancel_turn", "Cancel turn"),
         Binding("ctrl+n", "new_thread", "New thread"),
         Binding("ctrl+t", "switch_thread", "Threads"),
+        Binding("s", "scheduler", "Scheduler"),
+        Binding("h", "history", "History", show=False),
+        Binding("ctrl+g", "cycle_group", "Group filter", show=False),
         Binding("d", "focus_pane('decisions')", "Decisions", show=False),
         Binding("i", "focus_pane('chat-input')", "Chat", show=False),
     ]
@@ -63,7 +74,13 @@ class MainScreen(Screen[None]):
         self.state = bridge.state
         self.thread_id = DEFAULT_THREAD
         self.threads: list[str] = [DEFAULT_THREAD]
+        self._known_threads = set(self.threads)
         self.selected_turn = ""
+        self._calls_timer: Timer | None = None
+        self._due: set[str] = set()  # panes whose data changed and are not redrawn yet
+        self._right_turn = True
+        self._status_at = self._changed_at = 0.0
+        self._catch_up: Timer | None = None
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="panes"):
@@ -99,6 +116,7 @@ class MainScreen(Screen[None]):
         self.threads = event.threads or [DEFAULT_THREAD]
         if DEFAULT_THREAD not in self.threads and not event.threads:
             self.threads = [DEFAULT_THREAD]
+        self._known_threads = set(self.threads)
         await self._show_thread(self.threads[0])
         self.query_one(Timeline).refresh_rows()
         self._redraw_pending()
@@ -106,30 +124,74 @@ class MainScreen(Screen[None]):
 
     @on(Bridge.Changed)
     def changed(self, event: Bridge.Changed) -> None:
-        ch = event.changes
+        ch = self.bridge.take()  # everything folded since the last draw, at most once a frame
+        self._changed_at = monotonic()
+        due = self._due
         if ch.steps:
-            self.query_one(Timeline).refresh_rows()
+            due.add("timeline")
         if self.thread_id in ch.threads:
-            self.query_one(ChatPane).redraw()
-        for thread in ch.threads:
-            if thread not in self.threads:
-                self.threads.insert(0, thread)
+            due.add("chat")
         if self.selected_turn in ch.turns:
-            self._redraw_calls()
+            due.add("calls")
+        if ch.turns:
+            due.add("status")
+        self._draw_due(busy=ch.events >= BUSY_EVENTS)
+        known = self._known_threads
+        for thread in ch.threads:
+            if thread not in known:
+                known.add(thread)
+                self.threads.insert(0, thread)
         if ch.pending:
             self._redraw_pending()
         if ch.new_pending and not isinstance(self.focused, DecisionQueue):
             n = ch.new_pending
             self.notify(f"{n} call{'s' if n > 1 else ''} waiting for a decision (press d)",
                         title="Decision queue")  # fmt: skip
-        for notice in ch.notices:
+        for notice in ch.notices[:MAX_NOTICES]:
             self.notify(notice.text, severity=notice.level)
-        if ch.turns:
+        if len(ch.notices) > MAX_NOTICES:
+            self.notify(f"{len(ch.notices) - MAX_NOTICES} more notices", severity="warning")
+
+    def _draw_due(self, busy: bool = False) -> None:
+        """Redraw the panes whose data changed.
+
+        In a flood the right column (timeline, calls) and the chat take turns, one per
+        frame, and the status bar waits `STATUS_EVERY`: a frame that repaints panes far
+        apart repaints the whole screen, and that one long paint is what a key press would
+        wait behind. What is left is drawn by the next frame, or by a timer once the flood
+        stops.
+        """
+        due = self._due
+        if busy:
+            draw = due & ({"timeline", "calls"} if self._right_turn else {"chat"})
+            self._right_turn = not self._right_turn
+            if "status" in due and monotonic() - self._status_at >= STATUS_EVERY:
+                draw.add("status")
+        else:
+            draw = set(due)
+        due -= draw
+        if "timeline" in draw:
+            self.query_one(Timeline).refresh_rows()
+        if "chat" in draw:
+            self.query_one(ChatPane).redraw()
+        if "calls" in draw:
+            self._redraw_calls()
+        if "status" in draw:
             self._count()
+        if due and self._catch_up is None:
+            self._catch_up = self.set_timer(CATCH_UP, self._caught_up)
+
+    def _caught_up(self) -> None:
+        self._catch_up = None
+        if monotonic() - self._changed_at < CATCH_UP:  # frames still come: they draw it
+            self._catch_up = self.set_timer(CATCH_UP, self._caught_up)
+        else:
+            self._draw_due()
 
     def _count(self) -> None:
         status = self.query_one(StatusBar)
         status.running, status.waiting = self.state.counts()
+        self._status_at = monotonic()
 
     def _redraw_pending(self) -> None:
         self.query_one(DecisionQueue).show(self.state.pending)
@@ -168,7 +230,15 @@ class MainScreen(Screen[None]):
 
     @on(Timeline.Selected)
     def timeline_selected(self, event: Timeline.Selected) -> None:
-        self.select_turn(event.turn_id)
+        # Moving through the timeline redraws the calls pane at most once a frame, not
+        # once per key, so a held j/k goes as fast as the keys come.
+        self.selected_turn = event.turn_id
+        if self._calls_timer is None:
+            self._calls_timer = self.set_timer(1 / self.bridge.fps, self._calls_due)
+
+    def _calls_due(self) -> None:
+        self._calls_timer = None
+        self._redraw_calls()
 
     @on(Timeline.OpenTurn)
     def timeline_open(self, event: Timeline.OpenTurn) -> None:
@@ -297,6 +367,7 @@ class MainScreen(Screen[None]):
         while f"chat:{n}" in self.threads:
             n += 1
         thread = f"chat:{n}"
+        self._known_threads.add(thread)
         self.threads.insert(0, thread)
         await self._show_thread(thread)
         self.query_one("#chat-input").focus()
@@ -309,8 +380,28 @@ class MainScreen(Screen[None]):
             await self.switch_thread(picked)
 
     async def switch_thread(self, thread_id: str) -> None:
-        if thread_id not in self.threads:
+        if thread_id not in self._known_threads:
+            self._known_threads.add(thread_id)
             self.threads.insert(0, thread_id)
         await self._show_thread(thread_id)
         self.query_one("#chat-input").focus()
         self.post_message(self.Acted("switch_thread", thread_id))
+
+    # -- scheduler and group filter ---------------------------------------------------------
+
+    def action_scheduler(self) -> None:
+        self.app.push_screen(SchedulerScreen(self.bridge, self.clock))
+
+    def action_history(self) -> None:
+        from console.screens.history import HistoryScreen
+
+        self.app.push_screen(HistoryScreen(self.app.room, clock=self.clock))  # type: ignore[attr-defined]
+
+    def action_cycle_group(self) -> None:
+        self.filter_group(next_filter(self.query_one(Timeline).group))
+
+    def filter_group(self, group: str) -> None:
+        """Show only the steps of `group`'s threads in the timeline ("" for every group)."""
+        self.query_one(Timeline).group = group
+        self.query_one("#timeline-pane").border_title = f"Timeline · {group or 'all groups'}"
+        self.post_message(self.Acted("filter_group", group))

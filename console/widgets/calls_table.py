@@ -1,27 +1,42 @@
-"""The tool calls of the selected turn: tool, arguments, state, result or error, timings."""
+"""The tool calls of the selected turn: tool, state, arguments, result or error, timings.
+
+A line-rendered table (`ScrollView` + `render_line`), not a `DataTable`: the pane is
+redrawn every time the operator moves to a step of another turn, and a `DataTable`
+rebuild (clear, add rows, re-lay out the screen, draw each cell through Rich) costs
+milliseconds that a key press behind it would wait for. Here a new turn is a handful of
+plain rows and the lines on screen; the header stays put while the rows scroll.
+"""
 
 from __future__ import annotations
 
-from rich.text import Text
+from rich.cells import cell_len, set_cell_size
+from rich.segment import Segment
+from rich.style import Style
+from textual import events
 from textual.binding import Binding
 from textual.message import Message
-from textual.widgets import DataTable
+from textual.strip import Strip
 
 from console.format import duration, one_line
-from console.glyphs import STATE_CLASSES
+from console.glyphs import STATE_CLASSES, look
 from console.state import CallRow
-from console.widgets.state_text import state_text
+from console.widgets.lines import LineView
+
+COLUMNS = ("tool", "state", "arguments", "result / error", "took")
+MIN_WIDTH = 8  # arguments and result shrink to this in a narrow pane, then lines are cut
 
 
-class CallsTable(DataTable[Text | str]):
+class CallsTable(LineView, can_focus=True):
     """Calls of one turn; Enter opens the full arguments and result."""
 
+    # Priority: a leaf widget's keys are handled as the key arrives, not after it has
+    # bubbled through every container (one event-loop turn each) up to the app.
     BINDINGS = [
-        Binding("j", "cursor_down", "Down", show=False),
-        Binding("k", "cursor_up", "Up", show=False),
-        Binding("enter", "details", "Details"),
+        Binding("j,down", "cursor_down", "Down", show=False, priority=True),
+        Binding("k,up", "cursor_up", "Up", show=False, priority=True),
+        Binding("enter", "details", "Details", priority=True),
     ]
-    COMPONENT_CLASSES = DataTable.COMPONENT_CLASSES | set(STATE_CLASSES)
+    COMPONENT_CLASSES = {"calls--header", "calls--cursor", *STATE_CLASSES}
 
     class ShowDetails(Message):
         """Open the detail view of a call."""
@@ -31,45 +46,142 @@ class CallsTable(DataTable[Text | str]):
             self.call_id = call_id
 
     def __init__(self, **kw: object) -> None:
-        super().__init__(cursor_type="row", zebra_stripes=False, **kw)  # type: ignore[arg-type]
+        super().__init__(**kw)  # type: ignore[arg-type]
         self.turn_id = ""
+        self._rows: list[tuple[str, tuple[str, ...]]] = []  # (call id, plain cells)
+        self._widths: list[int] = [cell_len(c) for c in COLUMNS]
+        self.cursor = 0
+        self._styles: dict[tuple[str, ...], Style] = {}
 
-    def on_mount(self) -> None:
-        self.add_column("tool", key="tool")
-        self.add_column("state", key="state")
-        self.add_column("arguments", key="args")
-        self.add_column("result / error", key="result")
-        self.add_column("took", key="took")
+    # -- data -------------------------------------------------------------------------------
 
     def show(self, turn_id: str, calls: list[CallRow]) -> None:
-        """Draw the calls of `turn_id`, keeping the cursor on the same call."""
-        keep = self._cursor_key()
-        self.turn_id = turn_id
-        self.clear()
-        for call in calls:
-            outcome = call.result if call.status == "succeeded" else call.error
-            took = call.ended_at - call.created_at if call.ended_at is not None else None
-            self.add_row(
-                call.tool,
-                state_text(self, call.status),
-                one_line(call.args, 40),
-                one_line(outcome or "", 50),
-                duration(took),
-                key=call.call_id,
-            )
-        if keep is not None and keep in self.rows:
-            self.move_cursor(row=self.get_row_index(keep), animate=False)
+        """Draw the calls of `turn_id`, keeping the cursor on the same call; nothing is
+        redrawn when they did not change."""
+        rows = [
+            (call.call_id, (call.tool, call.status, one_line(call.args, 40),
+                            one_line(_outcome(call) or "", 50), duration(_took(call))))
+            for call in calls
+        ]  # fmt: skip
+        if turn_id == self.turn_id and rows == self._rows:
+            return
+        keep = self.current_key()
+        self.turn_id, self._rows = turn_id, rows
+        widths = [cell_len(c) for c in COLUMNS]
+        for _, cells in rows:
+            for i, cell in enumerate(cells):
+                widths[i] = max(widths[i], cell_len(_shown(i, cell)))
+        self._widths = widths
+        keys = [key for key, _ in rows]
+        self.cursor = keys.index(keep) if keep in keys else min(self.cursor, max(0, len(rows) - 1))
+        self.set_rows(len(rows) + 1)
+        self.refresh()
 
-    def _cursor_key(self) -> str | None:
-        if not self.row_count:
-            return None
-        return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+    @property
+    def row_count(self) -> int:
+        return len(self._rows)
+
+    def current_key(self) -> str | None:
+        """The call under the cursor, if any."""
+        return self._rows[self.cursor][0] if self.cursor < len(self._rows) else None
+
+    # -- actions ----------------------------------------------------------------------------
+
+    def _move(self, index: int) -> None:
+        if not self._rows:
+            return
+        self.cursor = max(0, min(index, len(self._rows) - 1))
+        height = max(1, self.scrollable_content_region.height - 1)  # under the header
+        if self.cursor < self.scroll_y:
+            self.scroll_to(y=self.cursor, animate=False, immediate=True)
+        elif self.cursor >= self.scroll_y + height:
+            self.scroll_to(y=self.cursor - height + 1, animate=False, immediate=True)
+        self.refresh()
+
+    def action_cursor_down(self) -> None:
+        self._move(self.cursor + 1)
+
+    def action_cursor_up(self) -> None:
+        self._move(self.cursor - 1)
 
     def action_details(self) -> None:
-        if (key := self._cursor_key()) is not None:
+        if (key := self.current_key()) is not None:
             self.post_message(self.ShowDetails(key))
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        event.stop()
-        if event.row_key.value is not None:
-            self.post_message(self.ShowDetails(event.row_key.value))
+    def on_click(self, event: events.Click) -> None:
+        index = int(self.scroll_y) + event.y - 1
+        if event.y >= 1 and 0 <= index < len(self._rows):
+            again = index == self.cursor
+            self._move(index)
+            if again:  # a click on the selected call opens it, as Enter does
+                self.action_details()
+
+    def on_resize(self) -> None:
+        self.set_rows(len(self._rows) + 1)
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._styles = {}
+
+    # -- drawing ----------------------------------------------------------------------------
+
+    def _style(self, *names: str) -> Style:
+        """The widget's style with component styles over it (computed once per theme)."""
+        style = self._styles.get(names)
+        if style is None:
+            style = self.rich_style
+            for name in names:
+                style += self.get_component_rich_style(name)
+            self._styles[names] = style
+        return style
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        if y == 0:
+            return self._line(COLUMNS, width, "calls--header", header=True)
+        index = int(self.scroll_y) + y - 1
+        if index >= len(self._rows):
+            return Strip.blank(width, self._style())
+        under = "calls--cursor" if index == self.cursor else ""
+        return self._line(self._rows[index][1], width, under)
+
+    def _line(self, cells: tuple[str, ...], width: int, under: str,
+              header: bool = False) -> Strip:  # fmt: skip
+        base = self._style(under) if under else self._style()
+        segments = []
+        for i, (cell, size) in enumerate(zip(cells, self._fitted(width), strict=True)):
+            style = base
+            if not header and i == 1:  # the state: glyph + word, coloured by the theme
+                style = self._style(*filter(None, (under, look(cell).style)))
+            text = cell if header else _shown(i, cell)
+            if cell_len(text) > size:
+                text = set_cell_size(text, size - 1) + "…"
+            segments += [Segment(" ", base), Segment(set_cell_size(text, size), style),
+                         Segment(" ", base)]  # fmt: skip
+        return Strip(segments).adjust_cell_length(width, base)
+
+    def _fitted(self, width: int) -> list[int]:
+        """Column widths for `width` cells: the result, then the arguments, give way."""
+        widths = list(self._widths)
+        over = sum(w + 2 for w in widths) - width
+        for i in (3, 2):
+            if over > 0 and (give := min(over, widths[i] - MIN_WIDTH)) > 0:
+                widths[i] -= give
+                over -= give
+        return widths
+
+
+def _shown(column: int, cell: str) -> str:
+    """The state column holds the status word; it is drawn as glyph + word."""
+    if column != 1:
+        return cell
+    state = look(cell)
+    return f"{state.glyph} {state.word}"
+
+
+def _outcome(call: CallRow) -> str | None:
+    return call.result if call.status == "succeeded" else call.error
+
+
+def _took(call: CallRow) -> float | None:
+    return call.ended_at - call.created_at if call.ended_at is not None else None

@@ -1,22 +1,28 @@
 """The conversation of one thread, drawn line by line, with the answer streaming at the end.
 
-Each entry is wrapped once per width and cached; a frame with new text deltas redraws only
-the streaming tail. The view sticks to the bottom unless the operator scrolled up.
+Each entry is wrapped once per width and theme; what is kept of it is its line count (so
+the view knows its height) and, for the entries last drawn, the drawn lines (a small LRU:
+a drawn line is several objects the cyclic garbage collector has to walk). A frame with
+new text deltas redraws only the streaming tail, one with new entries wraps only those.
+The view sticks to the bottom unless the operator scrolled up.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
+
 from rich.text import Text
-from textual.geometry import Size
-from textual.scroll_view import ScrollView
+from textual.cache import LRUCache
 from textual.strip import Strip
 
 from console.state import ChatEntry, ThreadView
+from console.widgets.lines import LineView
 
 LABELS = {"user": "you", "assistant": "agent", "tool": "tool", "system": "system"}
+DRAWN_ENTRIES = 64  # entries whose drawn lines are kept (a screen's worth and more)
 
 
-class ChatLog(ScrollView, can_focus=False):
+class ChatLog(LineView, can_focus=False):
     """Line-rendered chat of the thread it is given."""
 
     COMPONENT_CLASSES = {"chat--operator", "chat--agent", "chat--tool", "chat--label"}
@@ -24,36 +30,66 @@ class ChatLog(ScrollView, can_focus=False):
     def __init__(self, **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]
         self.view: ThreadView | None = None
-        self._lines: list[Strip] = []
-        self._cache: dict[tuple[int, int], list[Strip]] = {}
+        self._entries: list[ChatEntry] = []  # the view's entries when last rebuilt
+        self._starts: list[int] = [0]  # first line of each entry, then the total
+        # id(entry) -> (entry, line count); the entry is held so its id is not reused.
+        self._counts: dict[int, tuple[ChatEntry, int]] = {}
+        self._drawn: LRUCache[int, tuple[ChatEntry, list[Strip]]] = LRUCache(DRAWN_ENTRIES)
+        self._drawn_for: tuple[object, ...] = ()  # the width and styles drawn lines are for
+        self._width = 10
+        self._tail: list[Strip] = []  # the streaming answer
+        self._version = -1
+        self._streamed: str | None = None
 
     def show(self, view: ThreadView | None) -> None:
         """Draw `view` (another thread, or the same one with new entries)."""
         if view is not self.view:
-            self._cache.clear()
+            self._counts, self._version = {}, -1
+            self._drawn.clear()
         self.view = view
         self.rebuild()
 
     def rebuild(self) -> None:
         at_bottom = self.scroll_y >= self.max_scroll_y - 1
         width = max(10, self.scrollable_content_region.width or self.size.width)
-        lines: list[Strip] = []
-        if self.view is not None:
-            for entry in self.view.entries:
-                key = (id(entry), width)
-                drawn = self._cache.get(key)
-                if drawn is None:
-                    drawn = self._cache[key] = self._draw(entry, width)
-                lines.extend(drawn)
-            if self.view.streaming:
-                lines.extend(self._draw(ChatEntry("assistant", self.view.streaming + "▌"), width))
-        if len(self._cache) > 2 * (len(self.view.entries) if self.view else 0) + 50:
-            self._cache.clear()
-        self._lines = lines
-        self.virtual_size = Size(width, len(lines))
+        looks = (width, self.rich_style, *map(self.get_component_rich_style, self._CLASSES))
+        if looks != self._drawn_for:
+            self._drawn_for, self._width, self._version, self._streamed = looks, width, -1, None
+            self._counts = {}
+            self._drawn.clear()
+        view = self.view
+        version = view.version if view is not None else 0
+        if version != self._version:
+            entries = list(view.entries) if view is not None else []
+            counts: dict[int, tuple[ChatEntry, int]] = {}
+            starts = [0]
+            for entry in entries:
+                hit = self._counts.get(id(entry))
+                if hit is None or hit[0] is not entry:
+                    hit = (entry, len(self._lines_of(entry)))
+                counts[id(entry)] = hit
+                starts.append(starts[-1] + hit[1])
+            self._entries, self._counts, self._starts = entries, counts, starts
+            self._version = version
+        streaming = view.streaming if view is not None else ""
+        if streaming != self._streamed:
+            self._streamed = streaming
+            self._tail = (
+                self._draw(ChatEntry("assistant", streaming + "▌"), width) if streaming else []
+            )
+        self.set_rows(self._starts[-1] + len(self._tail), width)
         if at_bottom:
-            self.scroll_end(animate=False, immediate=True, x_axis=False)
+            self.scroll_quietly(self.max_scroll_y)
         self.refresh()
+
+    def _lines_of(self, entry: ChatEntry) -> list[Strip]:
+        hit = self._drawn.get(id(entry))
+        if hit is None or hit[0] is not entry:
+            hit = (entry, self._draw(entry, self._width))
+            self._drawn[id(entry)] = hit
+        return hit[1]
+
+    _CLASSES = ("chat--operator", "chat--agent", "chat--tool", "chat--label")
 
     def _draw(self, entry: ChatEntry, width: int) -> list[Strip]:
         role = {"user": "chat--operator", "tool": "chat--tool"}.get(entry.role, "chat--agent")
@@ -75,15 +111,20 @@ class ChatLog(ScrollView, can_focus=False):
         return strips
 
     def on_resize(self) -> None:
-        self._cache.clear()
         self.rebuild()
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
-        self._cache.clear()
+        if self.is_mounted:
+            self.call_later(self.rebuild)  # redraws only if the styles did change
 
     def render_line(self, y: int) -> Strip:
         index = int(self.scroll_y) + y
-        if index < len(self._lines):
-            return self._lines[index]
+        starts = self._starts
+        if index < starts[-1]:
+            at = bisect_right(starts, index) - 1
+            return self._lines_of(self._entries[at])[index - starts[at]]
+        index -= starts[-1]
+        if index < len(self._tail):
+            return self._tail[index]
         return Strip.blank(self.size.width, self.rich_style)

@@ -23,14 +23,16 @@ from console.widgets.state_text import state_text
 class DecisionQueue(DataTable[Text | str]):
     """Suspended calls; the keys decide the one under the cursor."""
 
+    # Priority: a leaf widget's keys are handled as the key arrives, not after it has
+    # bubbled through every container (one event-loop turn each) up to the app.
     BINDINGS = [
-        Binding("j", "cursor_down", "Down", show=False),
-        Binding("k", "cursor_up", "Up", show=False),
-        Binding("a", "decide('approve')", "Approve"),
-        Binding("x", "decide('cancel')", "Cancel call"),
-        Binding("e", "decide('edit')", "Edit+approve"),
-        Binding("A", "decide('remember')", "Approve+remember"),
-        Binding("enter", "decide('details')", "Details"),
+        Binding("j", "cursor_down", "Down", show=False, priority=True),
+        Binding("k", "cursor_up", "Up", show=False, priority=True),
+        Binding("a", "decide('approve')", "Approve", priority=True),
+        Binding("x", "decide('cancel')", "Cancel call", priority=True),
+        Binding("e", "decide('edit')", "Edit+approve", priority=True),
+        Binding("A", "decide('remember')", "Approve+remember", priority=True),
+        Binding("enter", "decide('details')", "Details", priority=True),
     ]
     COMPONENT_CLASSES = DataTable.COMPONENT_CLASSES | set(STATE_CLASSES)
 

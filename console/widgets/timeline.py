@@ -1,9 +1,11 @@
 """The timeline: every step across all threads, one line each, drawn by `render_line`.
 
 It never mounts a widget per line: it reads the bridge's bounded step deque and draws only
-the visible lines, caching each drawn line by step and state. In follow mode the cursor
-stays on the newest step; moving the cursor up freezes it, so the selection stays put
-while lines arrive (`f` or `end` follows again).
+the visible lines, caching each drawn line by step and state (a bounded LRU, cleared when
+the width or the theme changes), so a frame draws only the lines it has not drawn before.
+Growing does not lay out the screen (see `lines.LineView`). In follow mode the
+cursor stays on the newest step; moving the cursor up freezes it, so the selection stays
+put while lines arrive (`f` or `end` follows again).
 """
 
 from __future__ import annotations
@@ -11,37 +13,47 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rich.segment import Segment
-from rich.text import Text
+from rich.style import Style
 from textual import events
 from textual.binding import Binding
-from textual.geometry import Size
+from textual.cache import LRUCache
+from textual.geometry import Region
 from textual.message import Message
 from textual.reactive import reactive
-from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from console.format import clock_time, duration
 from console.glyphs import STATE_CLASSES, look
+from console.groups import group_of
 from console.state import StepRow
+from console.widgets.lines import LineView
+
+CACHED_LINES = 192  # a few screens of lines; every cached line is GC-tracked
+_UNDRAWN = object()
 
 
-class Timeline(ScrollView, can_focus=True):
+class Timeline(LineView, can_focus=True):
     """Steps across all threads, newest at the bottom."""
 
+    # Priority: a leaf widget's keys are handled as the key arrives, not after it has
+    # bubbled through every container (one event-loop turn each) up to the app.
     BINDINGS = [
-        Binding("j,down", "cursor(1)", "Down", show=False),
-        Binding("k,up", "cursor(-1)", "Up", show=False),
-        Binding("pagedown", "cursor(20)", "Page down", show=False),
-        Binding("pageup", "cursor(-20)", "Page up", show=False),
-        Binding("home,g", "first", "First", show=False),
-        Binding("end,G", "last", "Newest", show=False),
-        Binding("f", "toggle_follow", "Follow"),
-        Binding("enter", "open_turn", "Open turn"),
+        Binding("j,down", "cursor(1)", "Down", show=False, priority=True),
+        Binding("k,up", "cursor(-1)", "Up", show=False, priority=True),
+        Binding("pagedown", "cursor(20)", "Page down", show=False, priority=True),
+        Binding("pageup", "cursor(-20)", "Page up", show=False, priority=True),
+        Binding("home,g", "first", "First", show=False, priority=True),
+        Binding("end,G", "last", "Newest", show=False, priority=True),
+        Binding("f", "toggle_follow", "Follow", priority=True),
+        Binding("enter", "open_turn", "Open turn", priority=True),
     ]
     COMPONENT_CLASSES = {"timeline--cursor", "timeline--dim", *STATE_CLASSES}
 
     follow: reactive[bool] = reactive(True)
     filter_text: reactive[str] = reactive("")
+    # Only this thread group's steps ("" for all). Steps carry no group: it is derived from
+    # the thread id's prefix as the engine's `scheduler.group_for` does (console.groups).
+    group: reactive[str] = reactive("")
 
     class Selected(Message):
         """The cursor moved to a step of another turn."""
@@ -63,40 +75,97 @@ class Timeline(ScrollView, can_focus=True):
         self._rows: Sequence[StepRow] = steps
         self._cursor_seq: int | None = None
         self._selected_turn = ""
-        self._cache: dict[tuple[int, str, int, bool], Strip] = {}
+        self._cache: LRUCache[tuple[int, str, str, bool], Strip] = LRUCache(CACHED_LINES)
+        self._matches: dict[int, tuple[str, bool]] = {}  # seq -> (status, matches filter)
+        self._styles: dict[str, Style] | None = None
+        self._top_seq: int | None = None  # the step drawn on the first line
+        self._shown: dict[int, object] = {}  # screen line -> the key of what it shows
+        self._line_width = 0
 
     # -- data -------------------------------------------------------------------------------
 
     def refresh_rows(self) -> None:
-        """New or changed steps arrived (at most once a frame)."""
-        if self.filter_text:
-            needle = self.filter_text.lower()
-            self._rows = [r for r in self._all if needle in _haystack(r)]
+        """New or changed steps arrived (at most once a frame): scroll as the mode asks,
+        then repaint only the lines that now show another step or state."""
+        self._rows = rows = self._filtered() if self.filter_text or self.group else self._all
+        self.set_rows(len(rows))
+        if not rows:
+            self.refresh()
+            return
+        height = self.scrollable_content_region.height or 1
+        if self.follow:
+            self._cursor_seq = rows[-1].seq
+            top = max(0, len(rows) - height)
+        elif self._top_seq is not None:
+            # Frozen: as the oldest steps are dropped, keep the same steps on screen.
+            top = self._index_of(self._top_seq)
         else:
-            self._rows = self._all
-        self.virtual_size = Size(self.size.width, len(self._rows))
-        if len(self._cache) > 4_000:
-            self._cache.clear()
-        if self.follow and self._rows:
-            self._move_to(len(self._rows) - 1, announce=False)
-        self.refresh()
+            top = int(self.scroll_y)
+        if top != int(self.scroll_y):
+            self.scroll_quietly(top)
+        self._refresh_changed(height)
+
+    def _refresh_changed(self, height: int) -> None:
+        """Mark dirty the screen lines whose step or state differs from what they show."""
+        rows, shown, top = self._rows, self._shown, int(self.scroll_y)
+        width = self.size.width
+        cursor = self._cursor_seq
+        dirty = []
+        for y in range(height):
+            index = top + y
+            if index < len(rows):
+                row = rows[index]
+                key: object = (row.seq, row.status, row.summary, row.seq == cursor)
+            else:
+                key = None
+            if shown.get(y, _UNDRAWN) != key:
+                dirty.append(Region(0, y, width, 1))
+        if len(dirty) == height:
+            self.refresh()
+        elif dirty:
+            self.refresh(*dirty)
+
+    def _filtered(self) -> list[StepRow]:
+        """The rows matching the filter; a row is tested again only when its state moves."""
+        needle, matches, group = self.filter_text.lower(), self._matches, self.group
+        rows = []
+        for row in self._all:
+            seen = matches.get(row.seq)
+            if seen is None or seen[0] != row.status:
+                seen = matches[row.seq] = (
+                    row.status,
+                    needle in _haystack(row) and (not group or group_of(row.thread_id) == group),
+                )
+            if seen[1]:
+                rows.append(row)
+        if len(matches) > 2 * len(self._all) + 64:  # forget rows the deque dropped
+            first = self._all[0].seq if self._all else 0
+            self._matches = {k: v for k, v in matches.items() if k >= first}
+        return rows
 
     def watch_filter_text(self) -> None:
+        self._matches = {}
         self.refresh_rows()
+
+    watch_group = watch_filter_text
+
+    def _index_of(self, seq: int) -> int:
+        """The row with `seq`, or the next one after it (rows are in seq order)."""
+        rows = self._rows
+        lo, hi = 0, len(rows)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if rows[mid].seq < seq:
+                lo = mid + 1
+            else:
+                hi = mid
+        return min(lo, len(rows) - 1)
 
     @property
     def cursor_index(self) -> int | None:
         if self._cursor_seq is None or not self._rows:
             return None
-        # Rows are in seq order: bisect by seq.
-        lo, hi = 0, len(self._rows)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self._rows[mid].seq < self._cursor_seq:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo if lo < len(self._rows) else len(self._rows) - 1
+        return self._index_of(self._cursor_seq)
 
     @property
     def cursor_row(self) -> StepRow | None:
@@ -109,12 +178,17 @@ class Timeline(ScrollView, can_focus=True):
             return
         index = max(0, min(index, len(self._rows) - 1))
         row = self._rows[index]
+        before, top = self.cursor_index, self.scroll_y
         self._cursor_seq = row.seq
         self.scroll_to_region_y(index)
         if announce and row.turn_id != self._selected_turn:
             self._selected_turn = row.turn_id
             self.post_message(self.Selected(row.turn_id, row.thread_id))
-        self.refresh()
+        if self.scroll_y == top and before is not None:  # only two lines change
+            self.refresh_line(before)
+            self.refresh_line(index)
+        else:
+            self.refresh()
 
     def scroll_to_region_y(self, index: int) -> None:
         height = self.scrollable_content_region.height or 1
@@ -154,46 +228,73 @@ class Timeline(ScrollView, can_focus=True):
             self.follow = False
             self._move_to(index)
 
+    def watch_scroll_y(self, old: float, new: float) -> None:
+        super().watch_scroll_y(old, new)
+        top = int(new)
+        self._top_seq = self._rows[top].seq if top < len(self._rows) else None
+
     def on_resize(self) -> None:
         self._cache.clear()
-        self.virtual_size = Size(self.size.width, len(self._rows))
+        self._shown.clear()
+        self.set_rows(len(self._rows))
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._cache.clear()
+        self._shown.clear()
+        self._styles = None
 
     # -- drawing ----------------------------------------------------------------------------
 
+    def render_lines(self, crop: Region) -> list[Strip]:
+        self._line_width = self.size.width  # once per paint, not once per line
+        return super().render_lines(crop)
+
     def render_line(self, y: int) -> Strip:
         index = int(self.scroll_y) + y
-        width = self.size.width
+        width = self._line_width or self.size.width
         if index >= len(self._rows):
-            return Strip.blank(width, self.rich_style)
+            self._shown[y] = None
+            return Strip.blank(width, self._style("", False))
         row = self._rows[index]
         selected = row.seq == self._cursor_seq
-        key = (row.seq, row.status + row.summary, width, selected)
+        key = (row.seq, row.status, row.summary, selected)
+        self._shown[y] = key
         strip = self._cache.get(key)
-        if strip is None:
-            strip = self._cache[key] = self._draw(row, width, selected)
+        if strip is None or strip.cell_length != width:
+            strip = self._draw(row, width, selected)
+            self._cache[key] = strip
         return strip
+
+    def _style(self, name: str, selected: bool) -> Style:
+        """The style of a part of a line over the line's base (computed once per theme)."""
+        styles = self._styles
+        if styles is None:
+            styles = self._styles = {}
+        key = f"{name}/{selected}"
+        style = styles.get(key)
+        if style is None:
+            base = self.rich_style
+            if selected:
+                base = base + self.get_component_rich_style("timeline--cursor")
+            style = styles[key] = base + self.get_component_rich_style(name) if name else base
+        return style
 
     def _draw(self, row: StepRow, width: int, selected: bool) -> Strip:
         state = look(row.status)
-        dim = self.get_component_rich_style("timeline--dim")
-        text = Text(no_wrap=True, overflow="ellipsis")
-        text.append(f"{clock_time(row.at)} ", dim)
-        text.append(f"{row.thread_id[:16]:<16} {row.turn_id[:12]:<12} ")
-        text.append(f"{row.kind:<10} ")
-        text.append(f"{state.glyph} {state.word:<9} ", self.get_component_rich_style(state.style))
-        text.append(f"{duration(row.duration):>6} ", dim)
-        text.append(row.summary)
-        text.truncate(width, overflow="ellipsis", pad=True)
-        base = self.rich_style
-        if selected:
-            base = base + self.get_component_rich_style("timeline--cursor")
-        segments = list(text.render(self.app.console))
-        segments = [s for s in segments if s.text != "\n"]
-        return Strip(Segment.apply_style(segments, base), width).adjust_cell_length(width, base)
+        base, dim = self._style("", selected), self._style("timeline--dim", selected)
+        summary = " ".join(row.summary.split()) if "\n" in row.summary else row.summary
+        segments = [
+            Segment(f"{clock_time(row.at)} ", dim),
+            Segment(f"{row.thread_id[:16]:<16} {row.turn_id[:12]:<12} {row.kind:<10} ", base),
+            Segment(f"{state.glyph} {state.word:<9} ", self._style(state.style, selected)),
+            Segment(f"{duration(row.duration):>6} ", dim),
+            Segment(summary, base),
+        ]
+        strip = Strip(segments)
+        if strip.cell_length > width:  # cut with an ellipsis, as `Text` would
+            strip = Strip([*strip.crop(0, max(0, width - 1)), Segment("…", base)])
+        return strip.adjust_cell_length(width, base)
 
 
 def _haystack(row: StepRow) -> str:

@@ -1,0 +1,150 @@
+"""The scheduler view: thread groups, busy threads, and why each queued request waits.
+
+It draws the scheduler's snapshot (`rt.statistics()`, through the bridge) on an interval
+timer, `REFRESH` times a second, only while it is shown: the snapshot costs time in
+proportion to the queue, so it is taken for the view and never per runtime event. Keys
+on the groups table pause or resume a group and raise or lower its running budget; the
+screen applies them through the bridge and a notification confirms each one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from console.bridge import Bridge
+from console.format import age
+from console.glyphs import look
+from console.groups import group_of
+from console.widgets.groups_table import GroupsTable
+from console.widgets.keyed_table import KeyedTable
+from engine.scheduler import GroupConfig, Statistics
+
+REFRESH = 4  # snapshots a second while the view is shown
+THREAD_COLUMNS = ("thread", "group", "turn", "state", "queued")
+QUEUED_COLUMNS = ("request", "thread", "group", "waits because", "age")
+
+
+class SchedulerScreen(Screen[None]):
+    """Opened by `s` (or the palette's "Scheduler"); Esc or q closes it."""
+
+    BINDINGS = [Binding("escape,q", "close", "Close")]
+
+    class Configured(Message):
+        """A group change reached the runtime; `group` is its new configuration."""
+
+        def __init__(self, group: GroupConfig) -> None:
+            super().__init__()
+            self.group = group
+
+    def __init__(self, bridge: Bridge, clock: Callable[[], float]) -> None:
+        super().__init__()
+        self.bridge, self.clock = bridge, clock
+        self.snapshots = 0  # how many times the view read the scheduler (tests look)
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="sched-summary")
+        with Vertical(id="sched-groups-pane", classes="pane"):
+            yield GroupsTable(id="sched-groups")
+        with Vertical(id="sched-threads-pane", classes="pane"):
+            yield KeyedTable(THREAD_COLUMNS, state_columns=("state",), id="sched-threads")
+        with Vertical(id="sched-queued-pane", classes="pane"):
+            yield KeyedTable(QUEUED_COLUMNS, id="sched-queued")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.refresh_stats()
+        self.set_interval(1 / REFRESH, self.refresh_stats, name="scheduler")
+        self.query_one(GroupsTable).focus()
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+    # -- drawing ----------------------------------------------------------------------------
+
+    def refresh_stats(self) -> None:
+        """Take one snapshot and redraw what changed in it."""
+        stats = self.bridge.statistics()
+        if stats is None:
+            self.query_one("#sched-summary", Static).update(" scheduler: the runtime is not open")
+            return
+        self.snapshots += 1
+        self.query_one("#sched-summary", Static).update(_summary(stats))
+        self.query_one(GroupsTable).show_groups(stats.groups)
+        self.query_one("#sched-threads", KeyedTable).show({
+            t.thread_id: (t.thread_id, t.group, t.turn_id or "—", t.state, str(t.queued))
+            for t in stats.threads
+        })  # fmt: skip
+        groups = {t.thread_id: t.group for t in stats.threads}
+        now = self.clock()
+        self.query_one("#sched-queued", KeyedTable).show({
+            q.request_id: (q.request_id, q.thread_id, groups.get(q.thread_id) or
+                           group_of(q.thread_id), q.waits_because, age(now - q.since))
+            for q in stats.queued
+        })  # fmt: skip
+        for pane, title in (
+            ("#sched-groups-pane", f"Groups ({len(stats.groups)})"),
+            ("#sched-threads-pane", f"Threads ({len(stats.threads)})"),
+            ("#sched-queued-pane", f"Queued requests ({len(stats.queued)})"),
+        ):
+            widget = self.query_one(pane)
+            if widget.border_title != title:
+                widget.border_title = title
+
+    # -- actions ----------------------------------------------------------------------------
+
+    @on(GroupsTable.Configure)
+    def configure(self, event: GroupsTable.Configure) -> None:
+        event.stop()
+        self.run_worker(self._configure(event.group, event.toggle_pause, event.delta),
+                        group="configure")  # fmt: skip
+
+    async def _configure(self, name: str, toggle_pause: bool, delta: int) -> None:
+        # No await between reading the group and `configure_group`, which changes the
+        # scheduler before its first await: quick repeated presses each count.
+        stats = self.bridge.statistics()
+        group = next((g for g in stats.groups if g.name == name), None) if stats else None
+        if group is None:
+            self.notify(f"Group {name} is not in the scheduler.", severity="warning")
+            return
+        if toggle_pause:
+            changes: dict[str, object] = {"paused": not group.paused}
+            done = (f"Group {name} paused: it starts no turns until resumed (p)."
+                    if not group.paused else f"Group {name} resumed.")  # fmt: skip
+        else:
+            budget = max(0, group.max_running_turns + delta)
+            if budget == group.max_running_turns:
+                self.notify(f"Group {name} budget is already 0.", severity="warning")
+                return
+            changes = {"max_running_turns": budget}
+            done = f"Group {name} budget {group.max_running_turns} → {budget} running turns."
+        try:
+            config = await self.bridge.configure_group(name, **changes)
+        except Exception as exc:  # shown to the operator, never a crash
+            self.notify(f"Changing group {name} failed: {exc}", severity="error")
+            return
+        self.notify(done, title="Scheduler")
+        self.refresh_stats()
+        self.post_message(self.Configured(config))
+
+
+def _summary(stats: Statistics) -> Text:
+    run, wait = look("running"), look("waiting")
+    waiting = sum(g.waiting for g in stats.groups)
+    paused = [g.name for g in stats.groups if g.paused]
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append(" runtime  ")
+    text.append(f"{run.glyph} {stats.running}/{stats.max_running_turns} running  ")
+    text.append(f"{wait.glyph} {waiting} waiting  ")
+    text.append(f"{len(stats.queued)} queued  ")
+    pause = look("paused")
+    text.append(f"{pause.glyph} paused: {', '.join(paused)}" if paused else "no group paused")
+    return text

@@ -1,0 +1,81 @@
+"""A read-only table redrawn from snapshots: keyed rows, only changed cells touched.
+
+The scheduler view draws `rt.statistics()` several times a second; most snapshots equal
+the last one, so `show` compares plain cells and updates only what differs, keeping the
+cursor on the same key. State columns hold a status word and are drawn as glyph + word.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.text import Text
+from textual.binding import Binding
+from textual.widgets import DataTable
+
+from console.glyphs import STATE_CLASSES
+from console.widgets.state_text import state_text
+
+
+class KeyedTable(DataTable[Text | str]):
+    """Rows by key; `show` a new snapshot of them."""
+
+    BINDINGS = [
+        Binding("j", "cursor_down", "Down", show=False),
+        Binding("k", "cursor_up", "Up", show=False),
+    ]
+    COMPONENT_CLASSES = DataTable.COMPONENT_CLASSES | set(STATE_CLASSES)
+
+    def __init__(self, columns: Sequence[str], state_columns: Sequence[str] = (),
+                 **kw: object) -> None:  # fmt: skip
+        super().__init__(cursor_type="row", zebra_stripes=False, **kw)  # type: ignore[arg-type]
+        self.labels = tuple(columns)
+        self.state_columns = frozenset(state_columns)
+        self._drawn: dict[str, tuple[str, ...]] = {}
+
+    def on_mount(self) -> None:
+        for label in self.labels:
+            self.add_column(label, key=label)
+
+    def _cell(self, label: str, value: str) -> Text | str:
+        return state_text(self, value) if label in self.state_columns else value
+
+    def show(self, rows: dict[str, tuple[str, ...]]) -> None:
+        """Draw `rows` (key -> one plain string per column), touching only what changed."""
+        if rows == self._drawn:
+            return
+        before, self._drawn = self._drawn, rows
+        if list(rows) == list(before):
+            for key, cells in rows.items():
+                for label, old, new in zip(self.labels, before[key], cells, strict=True):
+                    if old != new:
+                        self.update_cell(key, label, self._cell(label, new))
+            return
+        keep = self.current_key()
+        self.clear()
+        for key, cells in rows.items():
+            self.add_row(*(self._cell(lb, v) for lb, v in zip(self.labels, cells, strict=True)),
+                         key=key)  # fmt: skip
+        if keep is not None and keep in self.rows:
+            self.move_cursor(row=self.get_row_index(keep), animate=False)
+
+    def current_key(self) -> str | None:
+        """The key of the row under the cursor, if any."""
+        if not self.row_count:
+            return None
+        return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        # The component styles are updated after this call: recolour once they are.
+        if self.state_columns and self._drawn and self.is_mounted:
+            self.call_later(self._restyle)
+
+    def _restyle(self) -> None:
+        """A theme change recolours the state cells (their style was read when drawn)."""
+        for key, cells in self._drawn.items():
+            for label, value in zip(self.labels, cells, strict=True):
+                if label in self.state_columns and key in self.rows:
+                    cell = state_text(self, value)
+                    if cell.style != getattr(self.get_cell(key, label), "style", None):
+                        self.update_cell(key, label, cell)

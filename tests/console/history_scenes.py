@@ -1,0 +1,183 @@
+"""History screen scenes for snapshots and screenshots, on a room seeded by the real engine.
+
+`seed_room` fills a room through the Runtime with the scripted model of
+`tests/history_seed.py` (a clock that ticks per call, fixed ids, fixed decision ids) before
+the app opens it, so every timestamp and id on screen is the same from run to run.
+`HISTORY_PREPARE` names the scenes that need it (the screenshot script calls it first).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import anyio
+from textual.app import App
+from textual.pilot import Pilot
+from textual.widgets import Input
+
+import themes
+from console.screens.history import HistoryScreen
+from console.widgets.history_list import HistoryList
+from engine.config import Config
+from engine.decisions import Decision
+from engine.room import Room
+from engine.runtime import Runtime
+from tests.console.helpers import started, until
+from tests.console.scenes import steady
+from tests.history_seed import BULK, QUOTED, add, boom, fake_clock, msg, script, shell
+from tests.scripted import ScriptedModel
+
+SIZE = (160, 48)
+
+
+async def seed(room: Path, bulk: int = BULK) -> dict[str, str]:
+    """The turns of `tests/history_seed.py` (see there), with decision ids d1, d2."""
+    counter = itertools.count(1)
+    ids: dict[str, str] = {}
+    async with Runtime.open(
+        room, kind="test", provider=ScriptedModel(script), tools=[add, shell, boom],
+        config=Config(), clock=fake_clock(), ids=lambda p: f"{p}{next(counter)}",
+    ) as rt:  # fmt: skip
+        ids["added"] = (await rt.run_turn(msg("chat-a", "add two and three"))).turn_id
+        ids["failed"] = (await rt.run_turn(msg("task-1", "boom now", "task"))).turn_id
+        out = await rt.run_turn(msg("chat-a", "shell rm -rf /"))
+        ids["denied"] = out.turn_id
+        await rt.decide(Decision.cancel(out.pending[0]["call_id"], "not on prod",
+                                        decided_by="bob", id="d1"))  # fmt: skip
+        await rt.wait_turn(out.turn_id)
+        out = await rt.run_turn(msg("chat-b", "shell ls"))
+        ids["approved"] = out.turn_id
+        await rt.decide(Decision.approve(out.pending[0]["call_id"], args={"command": "ls -la"},
+                                         decided_by="alice", id="d2"))  # fmt: skip
+        await rt.wait_turn(out.turn_id)
+        ids["waiting"] = (await rt.run_turn(msg("chore-x", "shell reboot", "chore"))).turn_id
+        out = await rt.run_turn(msg("chat-c", "shell shutdown"))
+        ids["cancelled"] = out.turn_id
+        await rt.cancel_turn(out.turn_id, "changed my mind")
+        await rt.wait_turn(out.turn_id)
+        ids["quoted"] = (await rt.run_turn(msg("chat-q", QUOTED))).turn_id
+        for i in range(bulk):
+            await rt.run_turn(msg("bulk", f"add bulk number {i}", "invoke"))
+    return ids
+
+
+def seed_room(room: Path) -> dict[str, str]:
+    """`seed`, from synchronous code (a snapshot test, the screenshot script)."""
+    return anyio.run(seed, room)
+
+
+class HistoryHost(App[None]):
+    """Only the history screen, over a room some other process may own: no runtime."""
+
+    CSS_PATH = str(Path(themes.__file__).with_name("app.tcss"))
+
+    def __init__(self, room: Path, *, page_size: int = 50, clock: Callable[[], float]) -> None:
+        super().__init__()
+        self.room, self.page_size, self.clock = Room.at(room), page_size, clock
+        for theme in themes.load_themes():
+            self.register_theme(theme)
+        self.theme = themes.DARK
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        base = self.current_theme.to_color_system().generate()
+        return {name: base[borrowed] for name, borrowed in themes.STATE_DEFAULTS.items()}
+
+    def on_mount(self) -> None:
+        self.push_screen(HistoryScreen(self.room, clock=self.clock, page_size=self.page_size))
+
+
+def listed(screen: HistoryScreen) -> list[str]:
+    """The keys the turns pane lists, top to bottom."""
+    return [key for key, _ in screen.query_one("#hist-turns", HistoryList).rows]
+
+
+def shown_turn(screen: HistoryScreen) -> str | None:
+    return screen.detail["turn"]["turn_id"] if screen.detail else None
+
+
+async def open_history(pilot: Pilot) -> HistoryScreen:
+    """Press `h` (from the timeline: the chat input would take the letter) and wait until
+    the first page and its turn are shown."""
+    main = await started(pilot)
+    main.query_one("#timeline").focus()
+    await pilot.press("h")
+    await until(pilot, lambda: isinstance(pilot.app.screen, HistoryScreen), "history opens")
+    screen = pilot.app.screen
+    assert isinstance(screen, HistoryScreen)
+    await settled(pilot, screen)
+    return screen
+
+
+async def settled(pilot: Pilot, screen: HistoryScreen) -> None:
+    """Wait until no history read is running (the panes show what was asked)."""
+    await until(pilot, lambda: screen.history is not None, "history open")
+    await pilot.pause()
+    await until(pilot, lambda: not [w for w in pilot.app.workers
+                                    if w.node is screen and w.name != "history"
+                                    and not w.is_finished], "reads done")  # fmt: skip
+    await pilot.pause()
+
+
+async def pick(pilot: Pilot, screen: HistoryScreen, turn_id: str) -> None:
+    """Put the turns list's cursor on `turn_id` and wait for its detail."""
+    view = screen.query_one("#hist-turns", HistoryList)
+    assert view.select(turn_id), f"{turn_id} is not listed"
+    await until(pilot, lambda: shown_turn(screen) == turn_id, f"{turn_id} shown")
+    await settled(pilot, screen)
+
+
+async def quiet(pilot: Pilot) -> None:
+    pilot.app.clear_notifications()
+    for screen in pilot.app.screen_stack:
+        for field in screen.query(Input):
+            field.cursor_blink = False
+    await steady(pilot)
+
+
+async def history_list(pilot: Pilot) -> None:
+    await open_history(pilot)
+    await quiet(pilot)
+
+
+async def history_turn(pilot: Pilot) -> None:
+    screen = await open_history(pilot)
+    await pick(pilot, screen, "t8")  # approved by alice with edited arguments
+    screen.query_one("#hist-calls").focus()
+    await quiet(pilot)
+
+
+async def history_filter(pilot: Pilot) -> None:
+    screen = await open_history(pilot)
+    await pilot.press("s", "s")  # status: failed, then denied
+    await until(pilot, lambda: listed(screen) == ["t6"], "only the denied turn")
+    await settled(pilot, screen)
+    await quiet(pilot)
+
+
+async def history_search(pilot: Pilot) -> None:
+    screen = await open_history(pilot)
+    await pilot.press("slash", *"ls", "enter")
+    await until(pilot, lambda: screen.criteria.search == "ls" and len(listed(screen)) == 3,
+                "three hits")  # fmt: skip
+    await settled(pilot, screen)
+    await quiet(pilot)
+
+
+async def history_empty(pilot: Pilot) -> None:
+    await open_history(pilot)
+    await quiet(pilot)
+
+
+HISTORY_SCENES: dict[str, tuple[Callable[[Pilot], Awaitable[None]], tuple[int, int], dict]] = {
+    "history": (history_list, SIZE, {}),
+    "history_turn": (history_turn, SIZE, {}),
+    "history_filter": (history_filter, SIZE, {}),
+    "history_search": (history_search, SIZE, {}),
+    "history_empty": (history_empty, SIZE, {}),
+}
+# Scenes whose room is filled before the app opens it (the app then owns it).
+HISTORY_PREPARE: dict[str, Callable[[Path], object]] = {
+    name: seed_room for name in HISTORY_SCENES if name != "history_empty"
+}
