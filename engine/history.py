@@ -220,7 +220,10 @@ class History:
         if self._db is None:
             raise UnknownTurn(f"no turn {turn_id}: {self.room.db} does not exist")
         async with self._snapshot:  # one read transaction: all of it from one snapshot
-            return await self._turn(turn_id)
+            # shielded: a cancel between BEGIN and COMMIT would leave the transaction open
+            # and every later read on this connection stuck on an old snapshot
+            with anyio.CancelScope(shield=True):
+                return await self._turn(turn_id)
 
     async def _turn(self, turn_id: str) -> dict[str, Any]:
         assert self._db is not None

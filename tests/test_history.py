@@ -299,3 +299,22 @@ def test_fts_indexes_hold_exactly_the_rows_they_should(seeded):
         )
     finally:
         conn.close()
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_turn_read_leaves_the_connection_usable(seeded):
+    import asyncio
+
+    room, _ = seeded
+    async with History(room) as h:
+        [first] = (await h.turns(limit=1)).items
+        for k in range(6):
+            task = asyncio.create_task(h.turn(first["turn_id"]))
+            for _ in range(k % 3):
+                await asyncio.sleep(0)
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+            assert (await h.turn(first["turn_id"]))["turn"]["turn_id"] == first["turn_id"]

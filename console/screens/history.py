@@ -141,7 +141,6 @@ class HistoryScreen(Screen[None]):
         self._opened = asyncio.Event()
         self._next: dict[str, str | None] = {"runs": None, "threads": None, "turns": None}
         self._items: dict[str, dict[str, Any]] = {}  # turns-pane key -> turn row or hit
-        self._threads: dict[str, dict[str, Any]] = {}
         self._steps: list[StepRow] = []  # the timeline's rows (it holds this list)
         self._calls: list[CallRow] = []
         self._seq = 0
@@ -238,7 +237,8 @@ class HistoryScreen(Screen[None]):
     async def _load_threads(self, h: History, after: str | None) -> None:
         group = self.criteria.filters.group
         page = await h.threads(group=group, after=after, limit=self.page_size)
-        self._threads.update({t["thread_id"]: t for t in page.items})
+        if group != self.criteria.filters.group:
+            return
         self._fill("threads", [(t["thread_id"], thread_cells(t)) for t in page.items],
                    page.next, after)  # fmt: skip
         self._title("threads", f"Threads · {group}" if group else "Threads")
@@ -253,6 +253,8 @@ class HistoryScreen(Screen[None]):
             page = await h.turns(query.filters, after=after, limit=self.page_size)
             keyed = [(t["turn_id"], t) for t in page.items]
             rows = [(key, turn_cells(t)) for key, t in keyed]
+        if query is not self.criteria:
+            return  # asked for before the filters changed: a newer read draws the pane
         if after is None:
             self._items = {}
         self._items.update(keyed)
@@ -268,6 +270,7 @@ class HistoryScreen(Screen[None]):
             title += " · " + ", ".join(used)
         self._title("turns", title)
         if not view.rows:
+            self._wanted = None
             self._show_detail(None)
         self.post_message(self.Listed("hits" if query.search else "turns", shown, bool(more)))
 
@@ -404,8 +407,11 @@ class HistoryScreen(Screen[None]):
         self.criteria = query
         self.query_one(HistoryFilters).criteria = query
         self._next["turns"] = None
+        self.workers.cancel_group(self, "turns-more")
         self._read("turns", self._load_turns, None)
         if group_changed:
+            self._next["threads"] = None
+            self.workers.cancel_group(self, "threads-more")
             self._read("threads", self._load_threads, None)
 
     def _set(self, **changes: Any) -> None:
