@@ -220,8 +220,11 @@ class History:
         if self._db is None:
             raise UnknownTurn(f"no turn {turn_id}: {self.room.db} does not exist")
         async with self._snapshot:  # one read transaction: all of it from one snapshot
-            # shielded: a cancel between BEGIN and COMMIT would leave the transaction open
-            # and every later read on this connection stuck on an old snapshot
+            # A cancel between BEGIN and COMMIT would leave the transaction open and every
+            # later read stuck on an old snapshot: shield it, and close any that a plain
+            # asyncio cancel (which no shield stops) left open.
+            if self._db.in_transaction:
+                await self._db.execute("ROLLBACK")
             with anyio.CancelScope(shield=True):
                 return await self._turn(turn_id)
 
