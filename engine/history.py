@@ -93,7 +93,6 @@ class History:
         self.room = room
         self._db: aiosqlite.Connection | None = None
         self.indexed = False  # the room's database has the history tables
-        self._snapshot = anyio.Lock()  # one `turn()` at a time holds the read transaction
 
     async def __aenter__(self) -> History:
         if self.room.db.exists():
@@ -219,34 +218,35 @@ class History:
         """The turn with its steps, messages, tool calls and decisions (one snapshot)."""
         if self._db is None:
             raise UnknownTurn(f"no turn {turn_id}: {self.room.db} does not exist")
-        async with self._snapshot:  # one read transaction: all of it from one snapshot
-            # A cancel between BEGIN and COMMIT would leave the transaction open and every
-            # later read stuck on an old snapshot: shield it, and close any that a plain
-            # asyncio cancel (which no shield stops) left open.
-            if self._db.in_transaction:
-                await self._db.execute("ROLLBACK")
-            with anyio.CancelScope(shield=True):
-                return await self._turn(turn_id)
 
-    async def _turn(self, turn_id: str) -> dict[str, Any]:
-        assert self._db is not None
-        await self._db.execute("BEGIN")
-        try:
-            row = await self._one(TURN_SQL, (turn_id,))
-            if row is None:
-                raise UnknownTurn(f"no turn {turn_id} in {self.room.db}")
-            q = "SELECT * FROM {} WHERE turn_id = ? ORDER BY {}"
-            steps = await self._all(q.format("steps", "idx, id"), (turn_id,))
-            messages = await self._all(q.format("messages", "seq"), (turn_id,))
-            calls = await self._all(q.format("tool_calls", "step_id, idx"), (turn_id,))
-            decisions = await self._all(
-                "SELECT d.* FROM tool_calls c JOIN decisions d ON d.call_id = c.id"
-                " WHERE c.turn_id = ? ORDER BY d.created_at, d.id",
-                (turn_id,),
-            )
-        finally:
-            await self._db.execute("COMMIT")
-        return turn_detail(row, steps, messages, calls, decisions)
+        def read(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
+            # One hop to the connection's thread: BEGIN..COMMIT run together, so no
+            # cancel can leave the read transaction open between them.
+            conn.execute("BEGIN")
+            try:
+                row = conn.execute(TURN_SQL, (turn_id,)).fetchone()
+                if row is None:
+                    return None
+                q = "SELECT * FROM {} WHERE turn_id = ? ORDER BY {}"
+                return (
+                    row,
+                    conn.execute(q.format("steps", "idx, id"), (turn_id,)).fetchall(),
+                    conn.execute(q.format("messages", "seq"), (turn_id,)).fetchall(),
+                    conn.execute(q.format("tool_calls", "step_id, idx"), (turn_id,)).fetchall(),
+                    conn.execute(
+                        "SELECT d.* FROM tool_calls c JOIN decisions d ON d.call_id = c.id"
+                        " WHERE c.turn_id = ? ORDER BY d.created_at, d.id",
+                        (turn_id,),
+                    ).fetchall(),
+                )
+            finally:
+                conn.execute("COMMIT")
+
+        db = self._db
+        found = await db._execute(lambda: read(db._conn))  # noqa: SLF001 - see Store.write
+        if found is None:
+            raise UnknownTurn(f"no turn {turn_id} in {self.room.db}")
+        return turn_detail(*found)
 
     async def where_suspended(self, turn_id: str) -> dict[str, Any] | None:
         """The step and calls where the turn suspended (still waiting first); None if it
