@@ -6,9 +6,10 @@ posts a single `Bridge.Changed` to the main screen, so widgets redraw at most on
 however fast the runtime produces events. Operator actions (send, decide, cancel) go the
 other way through the same object, so no widget holds the runtime.
 
-Two rules keep key presses quick under a flood: a frame folds for at most `FOLD_BUDGET`
-seconds (the rest waits for the next frame, unless the backlog grows past `MAX_BACKLOG`),
-and while the screen has not drawn the last `Changed`, later frames add to the same
+Two rules keep key presses quick under a flood. A frame folds as many events as arrive
+in a frame on average (a little more, so a backlog never grows) and then more for at most
+`FOLD_BUDGET` seconds: a burst is caught up over a few short frames instead of one long
+one. And while the screen has not drawn the last `Changed`, later frames add to the same
 `Changes` instead of posting another message.
 """
 
@@ -33,9 +34,8 @@ if TYPE_CHECKING:
     from engine.scheduler import GroupConfig, Statistics
 
 FPS = 20  # frames a second for runtime changes (keys repaint at once, not at this rate)
-FOLD_BUDGET = 0.004  # seconds of folding per frame, so a key never waits long behind it
+FOLD_BUDGET = 0.004  # seconds of folding a backlog per frame, so a key never waits long
 FOLD_SLICE = 256  # events folded between looks at the clock
-MAX_BACKLOG = 100_000  # past this, fold everything: memory is bounded before latency
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,8 @@ class Bridge:
         self.target: MessagePump | None = None
         self._buffer: list[Event] = []
         self._start = 0  # events of `_buffer` before this are folded already
+        self._seen = 0  # events of `_buffer` before this had arrived by the last frame
+        self._rate = 0.0  # events arriving per frame, a moving average
         self._changes: Changes | None = None  # folded, not yet taken by the screen
         self._posted = False
         self._timer: Timer | None = None
@@ -105,24 +107,26 @@ class Bridge:
     def flush(self, budget: float | None = None) -> Changes | None:
         """Fold what arrived since the last frame and tell the screen, once.
 
-        With a `budget` (seconds), stop folding when it is spent and leave the rest for
-        the next frame, unless the backlog is over `MAX_BACKLOG`.
+        With a `budget` (seconds), fold a frame's average arrivals, then more until the
+        budget is spent; the rest waits for the next frame.
         """
         buffer, start = self._buffer, self._start
         if start >= len(buffer):
             return None
         state = self.state
         changes = self._changes if self._changes is not None else Changes()
-        if budget is None or len(buffer) - start > MAX_BACKLOG:
+        if budget is None:
             state.fold(buffer[start:] if start else buffer, changes)
             end = len(buffer)
         else:
             deadline = time.perf_counter() + budget
+            self._rate = 0.8 * self._rate + 0.2 * (len(buffer) - self._seen)
+            must = 1.25 * self._rate + 1
             end = start
             while end < len(buffer):
                 state.fold(buffer[end : end + FOLD_SLICE], changes)
                 end = min(end + FOLD_SLICE, len(buffer))
-                if time.perf_counter() >= deadline:
+                if end - start >= must and time.perf_counter() >= deadline:
                     break
         if end >= len(buffer):
             self._buffer, self._start = [], 0
@@ -130,6 +134,7 @@ class Bridge:
             self._buffer, self._start = buffer[end:], 0
         else:
             self._start = end
+        self._seen = len(self._buffer)
         self._changes = changes
         self.frames += 1
         if self.target is not None and not self._posted:

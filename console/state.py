@@ -2,8 +2,9 @@
 
 The bridge folds a frame's worth of events at once and learns from the returned `Changes`
 which panes need redrawing. Everything held is bounded (the timeline keeps the newest
-`MAX_STEPS` steps, finished turns beyond `MAX_TURNS` are forgotten), so the console's
-memory does not grow with the runtime's age.
+`MAX_STEPS` steps, finished turns beyond `MAX_TURNS` are forgotten with their calls, a
+conversation is kept only for the `MAX_LOADED_THREADS` threads last opened), so the
+console's memory does not grow with the runtime's age.
 """
 
 from __future__ import annotations

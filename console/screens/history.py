@@ -168,12 +168,14 @@ class HistoryScreen(Screen[None]):
                     yield HistoryNotes("select a turn", id="hist-turn")
         yield Footer()
 
-    def on_mount(self) -> None:
+    async def on_mount(self) -> None:
         for pane, title in (("runs", "Runs"), ("threads", "Threads"), ("turns", "Turns"),
                             ("steps", "Steps"), ("calls", "Calls"), ("turn", "Turn")):  # fmt: skip
             self.query_one(f"#hist-{pane}-pane").border_title = title
         self.query_one("#hist-turns").focus()
-        self.run_worker(self._open(), name="history", group="history", exclusive=True)
+        # Awaited, not a worker: a worker cancelled mid-connect would leave aiosqlite's
+        # thread behind to post into a closed event loop. A read-only open takes ms.
+        await self._open()
 
     async def on_unmount(self) -> None:
         # The screen, not a worker, closes the connection, and waits for it: its thread
@@ -563,10 +565,9 @@ class HistoryScreen(Screen[None]):
         self.notify(f"Turn {turn_id} written to {path}", title="Exported as JSON")
         self.post_message(self.Exported(turn_id, path))
 
-    def action_reload(self) -> None:
+    async def action_reload(self) -> None:
         if self.history is None or (not self.history.indexed and self.room.db.exists()):
-            # the database appeared (or was upgraded) since: open it again
-            self.run_worker(self._open(), name="history", group="history", exclusive=True)
+            await self._open()  # the database appeared since: open it again
             return
         self.reload()
 

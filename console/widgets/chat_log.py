@@ -19,7 +19,7 @@ from console.state import ChatEntry, ThreadView
 from console.widgets.lines import LineView
 
 LABELS = {"user": "you", "assistant": "agent", "tool": "tool", "system": "system"}
-DRAWN_ENTRIES = 64  # entries whose drawn lines are kept (a screen's worth and more)
+DRAWN_ENTRIES = 32  # entries whose drawn lines are kept (a screen's worth and more)
 
 
 class ChatLog(LineView, can_focus=False):

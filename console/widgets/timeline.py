@@ -28,7 +28,7 @@ from console.groups import group_of
 from console.state import StepRow
 from console.widgets.lines import LineView
 
-CACHED_LINES = 192  # a few screens of lines; every cached line is GC-tracked
+CACHED_LINES = 64  # a screen of lines and more; each drawn line is several GC-tracked objects
 _UNDRAWN = object()
 
 

@@ -92,3 +92,21 @@ def test_bridge_posts_one_message_per_frame() -> None:
     assert len(target.posted) == 1 and bridge.backlog == 0
     assert bridge.state.events_folded == 5_000
     assert bridge.flush() is None and len(target.posted) == 1  # an empty frame posts nothing
+
+
+def test_bridge_spreads_a_burst_but_never_falls_behind() -> None:
+    bridge = Bridge()
+    bridge.target = _Target()  # type: ignore[assignment]
+    for i in range(4_000):  # a burst of 20,000 events in one frame
+        for event in _turn(i):
+            bridge.receive(event)
+    bridge.flush(budget=0)
+    assert 0 < bridge.backlog < 20_000  # part of it waits for later frames
+    backlogs = []
+    for i in range(4_000, 4_400):  # then 50 events a frame
+        for event in _turn(i) * 2:
+            bridge.receive(event)
+        bridge.flush(budget=0)
+        backlogs.append(bridge.backlog)
+    assert backlogs == sorted(backlogs, reverse=True) and backlogs[-1] == 0
+    assert bridge.state.events_folded == 20_000 + 400 * 10
