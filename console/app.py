@@ -25,14 +25,10 @@ from console.commands import DeckCommands
 from console.host import RuntimeHost, console_provider
 from console.screens.confirm import ConfirmScreen
 from console.screens.help import HelpScreen
-from console.screens.history import HistoryScreen
 from console.screens.main import MainScreen
-from console.screens.scheduler import SchedulerScreen
 from console.widgets.calls_table import CallsTable
 from console.widgets.decision_queue import DecisionQueue
 from console.widgets.filter_bar import FilterBar
-from console.widgets.groups_table import GroupsTable
-from console.widgets.history_list import HistoryList
 from console.widgets.timeline import Timeline
 from engine.room import Room
 
@@ -103,6 +99,12 @@ class AgentDeck(App[int]):
             self.exit(1, message=f"agentdeck: {self.host.error or event.worker.error}")
 
     def action_help(self) -> None:
+        # imported here: the first screen does not need the history and scheduler screens
+        from console.screens.history import HistoryScreen
+        from console.screens.scheduler import SchedulerScreen
+        from console.widgets.groups_table import GroupsTable
+        from console.widgets.history_list import HistoryList
+
         sections = [
             ("Everywhere", [*AgentDeck.BINDINGS, *MainScreen.BINDINGS]),
             ("Timeline", Timeline.BINDINGS), ("Calls", CallsTable.BINDINGS),

@@ -1,14 +1,40 @@
-"""The `agentdeck` entry point: the engine's command line, with the console plugged in."""
+"""The `agentdeck` entry point: the engine's command line, with the console plugged in.
+
+`agentdeck` (or `agentdeck console`, with or without `--room`) goes straight to the
+console without importing the engine's command line, so the first screen comes sooner.
+"""
 
 from __future__ import annotations
 
 import sys
 
-from engine.cli import main as engine_main
+
+def _console_room(argv: list[str]) -> tuple[bool, str | None]:
+    """(True, room) when argv asks for the console and nothing else."""
+    args = list(argv)
+    for at in (0, 2):  # `agentdeck console --room X` or `agentdeck --room X console`
+        if len(args) > at and args[at] == "console":
+            del args[at]
+            break
+    if not args:
+        return True, None
+    if len(args) == 2 and args[0] == "--room":
+        return True, args[1]
+    if len(args) == 1 and args[0].startswith("--room="):
+        return True, args[0].split("=", 1)[1]
+    return False, None
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    console, room = _console_room(argv)
     from console.app import run_console
+
+    if console:
+        from engine.room import Room
+
+        return run_console(Room.at(room))
+    from engine.cli import main as engine_main
 
     return engine_main(argv, run_console=run_console)
 

@@ -14,8 +14,6 @@ from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from console.groups import FILTERS
-from console.screens.history import HistoryScreen
-from console.screens.scheduler import SchedulerScreen
 from console.widgets.groups_table import GroupsTable
 
 if TYPE_CHECKING:
@@ -41,6 +39,9 @@ class DeckCommands(Provider):
         if main is None:
             return
         app: Any = self.app
+        from console.screens.history import HistoryScreen
+        from console.screens.scheduler import SchedulerScreen
+
         if isinstance(self.screen, HistoryScreen):
             yield from self.screen.commands()
             return
@@ -82,9 +83,7 @@ class DeckCommands(Provider):
             if b.description and b.action not in ("cancel_turn", "new_thread", "switch_thread"):
                 yield b.description, f"key {b.key}", partial(main.run_action, b.action)
 
-    def _scheduler_commands(
-        self, screen: SchedulerScreen
-    ) -> Iterator[tuple[str, str, Callable[[], Any]]]:
+    def _scheduler_commands(self, screen: Any) -> Iterator[tuple[str, str, Callable[[], Any]]]:
         app: Any = self.app
         table = screen.query_one(GroupsTable)
         for b in _bindings(GroupsTable.BINDINGS):

@@ -16,7 +16,6 @@ from console.history import seed
 from engine.config import load_config
 from engine.providers.offline import OfflineModel
 from engine.room import Room
-from engine.runtime import Runtime
 
 LIVE_DELAY = 0.02  # the offline model's pace in the real console, so streaming is visible
 
@@ -41,6 +40,8 @@ class RuntimeHost:
 
     async def serve(self, bridge: Bridge, target: Any) -> None:
         """Open the runtime, seed the view from history, then wait until `close`."""
+        from engine.runtime import Runtime  # after the first screen: it is not needed to draw
+
         try:
             async with Runtime.open(self.room, kind="console", clock=self.clock, ids=self.ids,
                                     provider=self.provider) as rt:  # fmt: skip

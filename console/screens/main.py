@@ -26,7 +26,6 @@ from console.screens.call_detail import CallDetailScreen
 from console.screens.confirm import ConfirmScreen
 from console.screens.edit_args import EditArgsScreen
 from console.screens.prompt import PromptScreen
-from console.screens.scheduler import SchedulerScreen
 from console.screens.threads import ThreadPickerScreen
 from console.state import CallRow
 from console.widgets.calls_table import CallsTable
@@ -390,6 +389,8 @@ class MainScreen(Screen[None]):
     # -- scheduler and group filter ---------------------------------------------------------
 
     def action_scheduler(self) -> None:
+        from console.screens.scheduler import SchedulerScreen
+
         self.app.push_screen(SchedulerScreen(self.bridge, self.clock))
 
     def action_history(self) -> None:
