@@ -125,6 +125,8 @@ class TurnRow:
     started_at: float = 0.0
     text: str = ""
     calls: list[str] = field(default_factory=list)
+    input_tokens: int = 0  # summed over the turn's inference steps
+    output_tokens: int = 0
 
 
 @dataclass
@@ -318,6 +320,11 @@ class DeckState:
                     if seq is not None:
                         self._finish_step(seq, event.status, event.duration, event.summary)
                         ch.steps = True
+                    if event.input_tokens or event.output_tokens:
+                        turn = self._turn(event.turn_id, event.thread_id, event.at)
+                        turn.input_tokens += event.input_tokens
+                        turn.output_tokens += event.output_tokens
+                        ch.turns.add(event.turn_id)
                 case MessageAppended():
                     view = threads.get(event.thread_id) or self.thread(event.thread_id)
                     if view.loaded:  # otherwise it is read from history when opened

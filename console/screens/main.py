@@ -205,6 +205,9 @@ class MainScreen(Screen[None]):
     def _redraw_calls(self) -> None:
         self.query_one(CallsTable).show(self.selected_turn, self.state.calls_of(self.selected_turn))
         title = f"Calls · {self.selected_turn or 'no turn'}"
+        turn = self.state.turns.get(self.selected_turn or "")
+        if turn is not None and (turn.input_tokens or turn.output_tokens):
+            title += f" · {turn.input_tokens:,} in / {turn.output_tokens:,} out tokens"
         pane = self.query_one("#calls-pane")
         if pane.border_title != title:
             pane.border_title = title
