@@ -144,7 +144,21 @@ def make_app(room: Room | str | Path, *, clock: Callable[[], float] = time.time,
 
 
 def run_console(room: Room) -> int:
-    """`agentdeck` with no arguments: the console over `room`, with visible streaming."""
+    """`agentdeck` with no arguments: the console over `room`, with visible streaming.
+    When another process owns the room, its history opens instead, read-only."""
+    from engine.room import Ownership, RoomBusy
+
+    probe = Ownership(room, "console")
+    try:
+        room.path.mkdir(parents=True, exist_ok=True)
+        probe.acquire()
+        probe.release()
+    except RoomBusy as exc:
+        from console.history_app import HistoryHost
+
+        print(f"agentdeck: {exc}; opening its history read-only", file=sys.stderr)  # noqa: T201
+        HistoryHost(room).run()
+        return 0
     app = make_app(room, provider=console_provider(room), tune_process=True)
     code = app.run()
     return code if isinstance(code, int) else (app.return_code or 0)

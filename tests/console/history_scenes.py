@@ -13,16 +13,13 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
-from textual.app import App
 from textual.pilot import Pilot
 from textual.widgets import Input
 
-import themes
 from console.screens.history import HistoryScreen
 from console.widgets.history_list import HistoryList
 from engine.config import Config
 from engine.decisions import Decision
-from engine.room import Room
 from engine.runtime import Runtime
 from tests.console.helpers import started, until
 from tests.console.scenes import steady
@@ -66,26 +63,6 @@ async def seed(room: Path, bulk: int = BULK) -> dict[str, str]:
 def seed_room(room: Path) -> dict[str, str]:
     """`seed`, from synchronous code (a snapshot test, the screenshot script)."""
     return anyio.run(seed, room)
-
-
-class HistoryHost(App[None]):
-    """Only the history screen, over a room some other process may own: no runtime."""
-
-    CSS_PATH = str(Path(themes.__file__).with_name("app.tcss"))
-
-    def __init__(self, room: Path, *, page_size: int = 50, clock: Callable[[], float]) -> None:
-        super().__init__()
-        self.room, self.page_size, self.clock = Room.at(room), page_size, clock
-        for theme in themes.load_themes():
-            self.register_theme(theme)
-        self.theme = themes.DARK
-
-    def get_theme_variable_defaults(self) -> dict[str, str]:
-        base = self.current_theme.to_color_system().generate()
-        return {name: base[borrowed] for name, borrowed in themes.STATE_DEFAULTS.items()}
-
-    def on_mount(self) -> None:
-        self.push_screen(HistoryScreen(self.room, clock=self.clock, page_size=self.page_size))
 
 
 def listed(screen: HistoryScreen) -> list[str]:

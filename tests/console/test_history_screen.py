@@ -16,6 +16,7 @@ import pytest
 
 import console.screens.history as history_screen
 from console.commands import DeckCommands
+from console.history_app import HistoryHost
 from console.history_view import MATCH, Criteria, next_value, parse_range, snippet_cells
 from console.screens.call_detail import CallDetailScreen
 from console.screens.help import HelpScreen
@@ -33,7 +34,6 @@ from tests.console.history_scenes import (
     HISTORY_PREPARE,
     HISTORY_SCENES,
     SIZE,
-    HistoryHost,
     listed,
     open_history,
     pick,
