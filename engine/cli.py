@@ -21,8 +21,9 @@ from engine.config import ConfigError, load_config
 from engine.decisions import Decision
 from engine.events import CallChanged, Event, TurnChanged, TurnStarted
 from engine.messages import InvalidMessage, Message
+from engine.outcome import TurnOutcome
 from engine.room import Room, RoomBusy
-from engine.runtime import Runtime, TurnOutcome
+from engine.runtime import Runtime
 from engine.scheduler import Rejected
 from engine.store import StoreError
 from engine.strategies import UnknownStrategy

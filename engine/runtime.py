@@ -41,12 +41,14 @@ from engine.lifecycle import CallStatus, TurnStatus
 from engine.lifecycle import turn as turn_lifecycle
 from engine.loop import TurnLoop, TurnState
 from engine.messages import ConvMessage, Message
+from engine.outcome import TurnOutcome, read_outcome, read_pending
 from engine.plugins import ConsecutiveErrors, MaxRounds, Plugin, Timeout
 from engine.providers.base import Provider
 from engine.room import Ownership, Room
 from engine.runner import ToolRunner
 from engine.scheduler import GroupConfig, Rejected, Request, Scheduler, Statistics, group_for
 from engine.store import Op, Store
+from engine.store.rows import group_row, request_row
 from engine.strategies import strategy_for
 from engine.tools import Tool, ToolRegistry
 
@@ -62,37 +64,6 @@ class TurnHandle:
     done: anyio.Event = field(default_factory=anyio.Event)
     scope: anyio.CancelScope | None = None
     cancel_reason: str | None = None
-
-
-@dataclass(frozen=True)
-class TurnOutcome:
-    """Where a turn stands: the CLI's `--json` object."""
-
-    turn_id: str
-    thread_id: str
-    status: str
-    reason: str | None
-    detail: str | None
-    text: str
-    pending: list[dict[str, Any]]
-    calls: list[dict[str, Any]]
-    input_tokens: int = 0
-    output_tokens: int = 0
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "turn_id": self.turn_id,
-            "thread_id": self.thread_id,
-            "status": self.status,
-            "reason": self.reason,
-            "text": self.text,
-            "pending": self.pending,
-            "calls": self.calls,
-        }
-
-
-class ThreadBusy(RuntimeError):
-    """The thread's current turn waits for a decision; new messages would queue behind it."""
 
 
 class Runtime:
@@ -230,7 +201,7 @@ class Runtime:
         for name, settings in self.config.groups.items():
             if settings.strategy is not None:
                 self.scheduler.configure(name, strategy=settings.strategy)
-        await self.store.write([_group_row(g) for g in self.scheduler.groups.values()])
+        await self.store.write([group_row(g) for g in self.scheduler.groups.values()])
         for row in await self.store.fetchall(
             "SELECT t.id, t.thread_id, t.status, h.group_name FROM turns t"
             " JOIN threads h ON h.id = t.thread_id WHERE t.status != 'done' ORDER BY t.created_at"
@@ -322,7 +293,7 @@ class Runtime:
             strategy_for(strategy)  # an unknown name is refused now, not when the turn runs
         req = Request(self.new_id("t"), message, group_for(message), self.clock(), strategy)
         changed = self.scheduler.offer(req)
-        await self.store.write([_request_row(r, self.clock()) for r in changed])
+        await self.store.write([request_row(r, self.clock()) for r in changed])
         for r in changed:
             self._requests[r.id] = r
             if r.status in ("coalesced", "rejected") and (old := self.live.pop(r.id, None)):
@@ -352,7 +323,7 @@ class Runtime:
     async def configure_group(self, name: str, **changes: Any) -> GroupConfig:
         """Change a thread group while running (pause, budget, priority...); it persists."""
         group = self.scheduler.configure(name, **changes)
-        await self.store.write([_group_row(group)])
+        await self.store.write([group_row(group)])
         self._pump()
         return group
 
@@ -587,34 +558,11 @@ class Runtime:
 
     async def pending(self) -> list[PendingCall]:
         """Every suspended call in the room, oldest first."""
-        rows = await self.store.fetchall(
-            "SELECT id, turn_id, thread_id, tool, args, suspend_reason, updated_at FROM tool_calls"
-            " WHERE status='suspended' ORDER BY updated_at, id"
-        )
-        return [
-            PendingCall(call_id=r["id"], turn_id=r["turn_id"], thread_id=r["thread_id"],
-                        tool=r["tool"], args=_loads(r["args"]), reason=r["suspend_reason"] or "",
-                        since=r["updated_at"])
-            for r in rows
-        ]  # fmt: skip
+        return await read_pending(self.store)
 
     async def outcome(self, turn_id: str) -> TurnOutcome:
         """Where a turn stands, from execution.db."""
-        row = await self.store.fetchone("SELECT * FROM turns WHERE id=?", (turn_id,))
-        if row is None:
-            raise LookupError(f"no turn {turn_id}")
-        calls = await self.store.fetchall(
-            "SELECT id, tool, args, status FROM tool_calls WHERE turn_id=? ORDER BY step_id, idx",
-            (turn_id,),
-        )
-        return TurnOutcome(
-            turn_id=turn_id, thread_id=row["thread_id"], status=row["status"],
-            reason=row["reason"], detail=row["detail"], text=row["final_text"] or "",
-            pending=[{"call_id": c["id"], "tool": c["tool"], "args": _loads(c["args"])}
-                     for c in calls if c["status"] == "suspended"],
-            calls=[{"call_id": c["id"], "tool": c["tool"], "status": c["status"]} for c in calls],
-            input_tokens=row["input_tokens"], output_tokens=row["output_tokens"],
-        )  # fmt: skip
+        return await read_outcome(self.store, turn_id)
 
     # -- the summary ------------------------------------------------------------------------
 
@@ -636,33 +584,3 @@ class Runtime:
             )
         except OSError as exc:  # the summary is a convenience; the truth is in execution.db
             self.log.warning("cannot write %s: %s", self.room.summary, exc)
-
-
-def _request_row(req: Request, now: float) -> Op:
-    return (
-        "INSERT INTO turn_requests(id, thread_id, group_name, message, strategy, status, reason,"
-        " coalesced_into, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?)"
-        " ON CONFLICT(id) DO UPDATE SET status=excluded.status, reason=excluded.reason,"
-        " coalesced_into=excluded.coalesced_into, updated_at=excluded.updated_at",
-        (req.id, req.thread_id, req.group, req.message.model_dump_json(), req.strategy,
-         req.status, req.reason, req.coalesced_into, req.created_at, now),
-    )  # fmt: skip
-
-
-def _group_row(g: GroupConfig) -> Op:
-    return (
-        "INSERT INTO thread_groups(name, priority, max_running_turns, max_queued_turns,"
-        " overflow_policy, coalesce, paused) VALUES (?,?,?,?,?,?,?) ON CONFLICT(name) DO UPDATE"
-        " SET priority=excluded.priority, max_running_turns=excluded.max_running_turns,"
-        " max_queued_turns=excluded.max_queued_turns, overflow_policy=excluded.overflow_policy,"
-        " coalesce=excluded.coalesce, paused=excluded.paused",
-        (g.name, g.priority, g.max_running_turns, g.max_queued_turns, g.overflow_policy,
-         g.coalesce, int(g.paused)),
-    )  # fmt: skip
-
-
-def _loads(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except (TypeError, json.JSONDecodeError):
-        return text
