@@ -7,22 +7,13 @@ turns and their calls come from the truth layer. Reading goes through
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 from console.state import CallRow, ChatEntry, DeckState, StepRow, TurnRow
 from engine.history import connect_readonly
 from engine.room import Room
+from engine.store import json_or_text
 
 RECENT_STEPS = 500
 RECENT_TURNS = 200
-
-
-def _loads(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except (TypeError, json.JSONDecodeError):
-        return text
 
 
 async def seed(room: Room, state: DeckState) -> list[str]:
@@ -50,7 +41,7 @@ async def seed(room: Room, state: DeckState) -> list[str]:
         for r in calls:
             error = r["suspend_reason"] if r["status"] == "suspended" else r["error"]
             state.add_call(
-                CallRow(r["id"], r["turn_id"], r["thread_id"], r["tool"], _loads(r["args"]),
+                CallRow(r["id"], r["turn_id"], r["thread_id"], r["tool"], json_or_text(r["args"]),
                         r["status"], r["result"], error, r["created_at"], r["updated_at"],
                         r["ended_at"])
             )  # fmt: skip

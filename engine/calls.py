@@ -16,7 +16,7 @@ from engine.lifecycle import CallStatus
 from engine.lifecycle import call as call_lifecycle
 from engine.messages import ConvMessage
 from engine.plugins import Gate, Phase
-from engine.store import Op
+from engine.store import Op, json_or_text
 from engine.tools import ToolArgsError, ToolContext, ToolResult
 
 if TYPE_CHECKING:
@@ -129,10 +129,7 @@ class CallState:
 
     @classmethod
     def from_row(cls, row: Any) -> CallState:
-        try:
-            args = json.loads(row["args"])
-        except json.JSONDecodeError:
-            args = row["args"]
+        args = json_or_text(row["args"])
         return cls(
             id=row["id"], model_call_id=row["model_call_id"], turn_id=row["turn_id"],
             thread_id=row["thread_id"], step_id=row["step_id"], idx=row["idx"],

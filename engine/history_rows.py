@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.history_filters import search_cursor, turn_cursor
+from engine.store import json_or_text
 
 
 @dataclass(frozen=True)
@@ -34,16 +35,6 @@ def write_json(target: Path, doc: dict[str, Any]) -> None:
     tmp = target.with_name(target.name + ".tmp")
     tmp.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
     os.replace(tmp, target)
-
-
-def loads(text: str | None) -> Any:
-    """JSON text as data; text that is not JSON (a model's raw arguments) as itself."""
-    if text is None:
-        return None
-    try:
-        return json.loads(text)
-    except (TypeError, json.JSONDecodeError):
-        return text
 
 
 def turn_item(r: sqlite3.Row) -> dict[str, Any]:
@@ -88,14 +79,14 @@ def step_item(r: sqlite3.Row) -> dict[str, Any]:
 def message_item(r: sqlite3.Row) -> dict[str, Any]:
     return {
         "message_id": r["id"], "seq": r["seq"], "role": r["role"], "text": r["text"],
-        "created_at": r["created_at"], "body": loads(r["body"]),
+        "created_at": r["created_at"], "body": json_or_text(r["body"]),
     }  # fmt: skip
 
 
 def call_item(r: sqlite3.Row) -> dict[str, Any]:
     return {
         "call_id": r["id"], "model_call_id": r["model_call_id"], "step_id": r["step_id"],
-        "idx": r["idx"], "tool": r["tool"], "args": loads(r["args"]), "status": r["status"],
+        "idx": r["idx"], "tool": r["tool"], "args": json_or_text(r["args"]), "status": r["status"],
         "result": r["result"], "error": r["error"], "suspend_reason": r["suspend_reason"],
         "decision_id": r["decision_id"], "created_at": r["created_at"],
         "updated_at": r["updated_at"], "ended_at": r["ended_at"],
@@ -114,7 +105,7 @@ def decision_item(r: sqlite3.Row, call: dict[str, Any] | None) -> dict[str, Any]
     return {
         "decision_id": r["id"], "call_id": r["call_id"],
         "tool": call["tool"] if call else None, "action": r["action"],
-        "args": loads(r["args"]), "result": loads(r["result"]),
+        "args": json_or_text(r["args"]), "result": json_or_text(r["result"]),
         "use_result": bool(r["use_result"]), "reason": r["reason"], "remember": r["remember"],
         "decided_by": r["decided_by"], "status": r["status"], "note": r["note"],
         "created_at": r["created_at"], "applied_at": r["applied_at"], "then": then,
@@ -185,7 +176,7 @@ def turn_detail(
 ) -> dict[str, Any]:  # fmt: skip
     """One turn with its steps, messages, calls and decisions (the `--turn` object)."""
     turn = turn_item(row)
-    turn["meta"] = loads(row["meta"]) or {}
+    turn["meta"] = json_or_text(row["meta"]) or {}
     call_items = [call_item(c) for c in calls]
     by_id = {c["call_id"]: c for c in call_items}
     decision_items = [decision_item(d, by_id.get(d["call_id"])) for d in decisions]

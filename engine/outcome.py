@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from engine.decisions import PendingCall
-from engine.store import Store
+from engine.store import Store, json_or_text
 
 
 @dataclass(frozen=True)
@@ -49,7 +48,7 @@ async def read_outcome(store: Store, turn_id: str) -> TurnOutcome:
     return TurnOutcome(
         turn_id=turn_id, thread_id=row["thread_id"], status=row["status"],
         reason=row["reason"], detail=row["detail"], text=row["final_text"] or "",
-        pending=[{"call_id": c["id"], "tool": c["tool"], "args": loads(c["args"])}
+        pending=[{"call_id": c["id"], "tool": c["tool"], "args": json_or_text(c["args"])}
                  for c in calls if c["status"] == "suspended"],
         calls=[{"call_id": c["id"], "tool": c["tool"], "status": c["status"]} for c in calls],
         input_tokens=row["input_tokens"], output_tokens=row["output_tokens"],
@@ -64,15 +63,7 @@ async def read_pending(store: Store) -> list[PendingCall]:
     )
     return [
         PendingCall(call_id=r["id"], turn_id=r["turn_id"], thread_id=r["thread_id"],
-                    tool=r["tool"], args=loads(r["args"]), reason=r["suspend_reason"] or "",
+                    tool=r["tool"], args=json_or_text(r["args"]), reason=r["suspend_reason"] or "",
                     since=r["updated_at"])
         for r in rows
     ]  # fmt: skip
-
-
-def loads(text: str) -> Any:
-    """Stored arguments: JSON, or the raw text the model sent."""
-    try:
-        return json.loads(text)
-    except (TypeError, json.JSONDecodeError):
-        return text

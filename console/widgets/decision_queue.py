@@ -9,18 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from rich.text import Text
 from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable
 
 from console.format import age, one_line
-from console.glyphs import STATE_CLASSES
 from console.state import CallRow
-from console.widgets.state_text import state_text
+from console.widgets.keyed_table import KeyedTable
+
+COLUMNS = ("tool", "state", "arguments", "thread", "turn", "age")
 
 
-class DecisionQueue(DataTable[Text | str]):
+class DecisionQueue(KeyedTable):
     """Suspended calls; the keys decide the one under the cursor."""
 
     # Priority: a leaf widget's keys are handled as the key arrives, not after it has
@@ -34,7 +34,6 @@ class DecisionQueue(DataTable[Text | str]):
         Binding("A", "decide('remember')", "Approve+remember", priority=True),
         Binding("enter", "decide('details')", "Details", priority=True),
     ]
-    COMPONENT_CLASSES = DataTable.COMPONENT_CLASSES | set(STATE_CLASSES)
 
     class Decide(Message):
         """The operator pressed a decision key on `call`."""
@@ -44,45 +43,24 @@ class DecisionQueue(DataTable[Text | str]):
             self.action, self.call = action, call
 
     def __init__(self, clock: Callable[[], float], **kw: object) -> None:
-        super().__init__(cursor_type="row", **kw)  # type: ignore[arg-type]
+        super().__init__(COLUMNS, state_columns=("state",), **kw)
         self.clock = clock
         self.filter_text = ""
         self._calls: dict[str, CallRow] = {}
 
-    def on_mount(self) -> None:
-        for label in ("tool", "state", "arguments", "thread", "turn", "age"):
-            self.add_column(label, key=label)
-
-    def show(self, pending: dict[str, CallRow]) -> None:
+    def show(self, pending: dict[str, CallRow]) -> None:  # type: ignore[override]
         """Draw the pending calls (filtered), keeping the cursor on the same call."""
-        keep = self.current_key()
         needle = self.filter_text.lower()
         self._calls = {
             k: c for k, c in pending.items()
             if not needle or needle in f"{c.tool} {c.args} {c.thread_id} {c.turn_id}".lower()
         }  # fmt: skip
         now = self.clock()
-        rows = {
-            key: (call.tool, state_text(self, call.status), one_line(call.args, 40),
-                  call.thread_id, call.turn_id, age(now - call.updated_at))
+        super().show({
+            key: (call.tool, call.status, one_line(call.args, 40), call.thread_id, call.turn_id,
+                  age(now - call.updated_at))
             for key, call in self._calls.items()
-        }  # fmt: skip
-        if list(rows) == [k.value for k in self.rows]:
-            for key, cells in rows.items():  # same calls: touch only what changed
-                for column, value in zip(self.columns, cells, strict=True):
-                    if str(self.get_cell(key, column)) != str(value):
-                        self.update_cell(key, column, value)
-            return
-        self.clear()
-        for key, cells in rows.items():
-            self.add_row(*cells, key=key)
-        if keep is not None and keep in self.rows:
-            self.move_cursor(row=self.get_row_index(keep), animate=False)
-
-    def current_key(self) -> str | None:
-        if not self.row_count:
-            return None
-        return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+        })  # fmt: skip
 
     def action_decide(self, action: str) -> None:
         key = self.current_key()

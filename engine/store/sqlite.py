@@ -7,6 +7,7 @@ later move behind the same interface to a shared server database.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Sequence
 from importlib import resources
@@ -17,6 +18,16 @@ import aiosqlite
 
 Op = tuple[str, Sequence[Any]]
 Synchronous = Literal["FULL", "NORMAL"]
+
+
+def json_or_text(text: str | None) -> Any:
+    """A stored JSON column as data; text that is not JSON (a model's raw arguments) as is."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except (TypeError, json.JSONDecodeError):
+        return text
 
 
 class StoreError(RuntimeError):
