@@ -22,29 +22,10 @@ from engine.decisions import Decision
 from engine.messages import Message
 from engine.providers.base import ModelRequest
 from engine.runtime import Runtime
-from engine.tools import tool
-from tests.scripted import Reply, ScriptedModel, echo_results
+from tests.scripted import Reply, ScriptedModel, add, boom, echo_results, shell
 
 BULK = 23
 QUOTED = 'what does "quoted" AND (weird) -stuff* NEAR col:val mean? zebrafish'
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add two numbers."""
-    return a + b
-
-
-@tool(approval="always")
-def shell(command: str) -> str:
-    """Pretend to run a command."""
-    return f"ran {command}"
-
-
-@tool
-def boom() -> str:
-    """Always raises."""
-    raise RuntimeError("kaboom: the flux capacitor")
 
 
 def script(request: ModelRequest) -> Reply:
@@ -74,8 +55,8 @@ def fake_clock(start: float = 1_700_000_000.0, step: float = 0.01) -> Any:
     return lambda: start + next(ticks) * step
 
 
-async def seed(room: Path) -> dict[str, str]:
-    """Fill `room`; return the interesting turn ids by name."""
+async def seed(room: Path, bulk: int = BULK) -> dict[str, str]:
+    """Fill `room`; return the interesting turn ids by name (decisions are d1, d2)."""
     counter = itertools.count(1)
     ids: dict[str, str] = {}
     async with Runtime.open(
@@ -86,12 +67,13 @@ async def seed(room: Path) -> dict[str, str]:
         ids["failed"] = (await rt.run_turn(msg("task-1", "boom now", "task"))).turn_id
         out = await rt.run_turn(msg("chat-a", "shell rm -rf /"))
         ids["denied"] = out.turn_id
-        await rt.decide(Decision.cancel(out.pending[0]["call_id"], "not on prod", decided_by="bob"))
+        await rt.decide(Decision.cancel(out.pending[0]["call_id"], "not on prod",
+                                        decided_by="bob", id="d1"))  # fmt: skip
         await rt.wait_turn(out.turn_id)
         out = await rt.run_turn(msg("chat-b", "shell ls"))
         ids["approved"] = out.turn_id
-        call = out.pending[0]["call_id"]
-        await rt.decide(Decision.approve(call, args={"command": "ls -la"}, decided_by="alice"))
+        await rt.decide(Decision.approve(out.pending[0]["call_id"], args={"command": "ls -la"},
+                                         decided_by="alice", id="d2"))  # fmt: skip
         await rt.wait_turn(out.turn_id)
         ids["waiting"] = (await rt.run_turn(msg("chore-x", "shell reboot", "chore"))).turn_id
         out = await rt.run_turn(msg("chat-c", "shell shutdown"))
@@ -99,7 +81,7 @@ async def seed(room: Path) -> dict[str, str]:
         await rt.cancel_turn(out.turn_id, "changed my mind")
         await rt.wait_turn(out.turn_id)
         ids["quoted"] = (await rt.run_turn(msg("chat-q", QUOTED))).turn_id
-        for i in range(BULK):
+        for i in range(bulk):
             await rt.run_turn(msg("bulk", f"add bulk number {i}", "invoke"))
     return ids
 

@@ -20,6 +20,7 @@ from engine.providers.base import (
     ToolCallDelta,
     UsageEvent,
 )
+from engine.tools import tool
 
 
 @dataclass
@@ -86,3 +87,24 @@ def first_then(calls: list[tuple[str, Any]]) -> Callable[[ModelRequest], Reply]:
         return echo_results(request)
 
     return script
+
+
+# Tools the engine tests share.
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+@tool(approval="always")
+def shell(command: str) -> str:
+    """Pretend to run a command."""
+    return f"ran {command}"
+
+
+@tool
+def boom() -> str:
+    """Always raises."""
+    raise RuntimeError("kaboom: the flux capacitor")

@@ -17,27 +17,9 @@ from engine.plugins import Gate, Phase, PhaseContext, Plugin
 from engine.providers.base import ModelRequest
 from engine.runtime import Runtime
 from engine.tools import ToolResult, tool
-from tests.scripted import Reply, ScriptedModel, echo_results, first_then
+from tests.scripted import Reply, ScriptedModel, add, boom, echo_results, first_then, shell
 
 pytestmark = pytest.mark.anyio
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add two numbers."""
-    return a + b
-
-
-@tool(approval="always")
-def shell(command: str) -> str:
-    """Pretend to run a command."""
-    return f"ran {command}"
-
-
-@tool
-def boom() -> str:
-    """Always raises."""
-    raise RuntimeError("kaboom")
 
 
 def msg(text: str, thread: str = "t1") -> Message:

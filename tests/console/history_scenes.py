@@ -8,7 +8,6 @@ the app opens it, so every timestamp and id on screen is the same from run to ru
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -18,46 +17,11 @@ from textual.widgets import Input
 
 from console.screens.history import HistoryScreen
 from console.widgets.history_list import HistoryList
-from engine.config import Config
-from engine.decisions import Decision
-from engine.runtime import Runtime
 from tests.console.helpers import started, until
 from tests.console.scenes import steady
-from tests.history_seed import BULK, QUOTED, add, boom, fake_clock, msg, script, shell
-from tests.scripted import ScriptedModel
+from tests.history_seed import seed
 
 SIZE = (160, 48)
-
-
-async def seed(room: Path, bulk: int = BULK) -> dict[str, str]:
-    """The turns of `tests/history_seed.py` (see there), with decision ids d1, d2."""
-    counter = itertools.count(1)
-    ids: dict[str, str] = {}
-    async with Runtime.open(
-        room, kind="test", provider=ScriptedModel(script), tools=[add, shell, boom],
-        config=Config(), clock=fake_clock(), ids=lambda p: f"{p}{next(counter)}",
-    ) as rt:  # fmt: skip
-        ids["added"] = (await rt.run_turn(msg("chat-a", "add two and three"))).turn_id
-        ids["failed"] = (await rt.run_turn(msg("task-1", "boom now", "task"))).turn_id
-        out = await rt.run_turn(msg("chat-a", "shell rm -rf /"))
-        ids["denied"] = out.turn_id
-        await rt.decide(Decision.cancel(out.pending[0]["call_id"], "not on prod",
-                                        decided_by="bob", id="d1"))  # fmt: skip
-        await rt.wait_turn(out.turn_id)
-        out = await rt.run_turn(msg("chat-b", "shell ls"))
-        ids["approved"] = out.turn_id
-        await rt.decide(Decision.approve(out.pending[0]["call_id"], args={"command": "ls -la"},
-                                         decided_by="alice", id="d2"))  # fmt: skip
-        await rt.wait_turn(out.turn_id)
-        ids["waiting"] = (await rt.run_turn(msg("chore-x", "shell reboot", "chore"))).turn_id
-        out = await rt.run_turn(msg("chat-c", "shell shutdown"))
-        ids["cancelled"] = out.turn_id
-        await rt.cancel_turn(out.turn_id, "changed my mind")
-        await rt.wait_turn(out.turn_id)
-        ids["quoted"] = (await rt.run_turn(msg("chat-q", QUOTED))).turn_id
-        for i in range(bulk):
-            await rt.run_turn(msg("bulk", f"add bulk number {i}", "invoke"))
-    return ids
 
 
 def seed_room(room: Path) -> dict[str, str]:
