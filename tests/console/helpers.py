@@ -19,6 +19,26 @@ async def until(pilot: Pilot, predicate: Callable[[], object], what: str, tries:
     raise AssertionError(f"never happened: {what}")
 
 
+SIZE = (160, 48)  # the terminal size of every Pilot and snapshot test
+
+
+async def send(pilot: Pilot, text: str, *, click: bool = True) -> None:
+    """Put `text` in the chat input (at once: each pilot key waits for idle) and press Enter.
+    `click` reaches the input with the mouse (snapshots focus it, so nothing is hovered)."""
+    main = pilot.app.main  # type: ignore[attr-defined]
+    if click:
+        await pilot.click("#chat-input")
+    else:
+        main.query_one("#chat-input").focus()
+    main.query_one("#chat-input").value = text
+    await pilot.press("enter")
+
+
+async def until_pending(pilot: Pilot, main: MainScreen) -> None:
+    """Wait until a call waits in the decision queue."""
+    await until(pilot, lambda: main.state.pending, "a call waits")
+
+
 async def started(pilot: Pilot) -> MainScreen:
     """Wait until the runtime is open and the main screen has its history."""
     app = pilot.app

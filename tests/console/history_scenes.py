@@ -17,11 +17,9 @@ from textual.widgets import Input
 
 from console.screens.history import HistoryScreen
 from console.widgets.history_list import HistoryList
-from tests.console.helpers import started, until
+from tests.console.helpers import SIZE, started, until
 from tests.console.scenes import steady
 from tests.history_seed import seed
-
-SIZE = (160, 48)
 
 
 def seed_room(room: Path) -> dict[str, str]:

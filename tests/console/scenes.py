@@ -14,7 +14,7 @@ from textual.widgets import Input
 
 from engine.providers.base import ModelRequest
 from engine.providers.offline import OfflineModel
-from tests.console.helpers import started, until
+from tests.console.helpers import send, started, until, until_pending
 
 
 class StalledModel(OfflineModel):
@@ -39,13 +39,6 @@ async def steady(pilot: Pilot) -> None:
     await pilot.pause()
 
 
-async def say(pilot: Pilot, text: str) -> None:
-    main = pilot.app.main  # type: ignore[attr-defined]
-    main.query_one("#chat-input", Input).value = text
-    main.query_one("#chat-input", Input).focus()
-    await pilot.press("enter")
-
-
 async def empty(pilot: Pilot) -> None:
     await started(pilot)
     await steady(pilot)
@@ -53,7 +46,7 @@ async def empty(pilot: Pilot) -> None:
 
 async def streaming(pilot: Pilot) -> None:
     main = await started(pilot)
-    await say(pilot, "hello there")
+    await send(pilot, "hello there", click=False)
     await until(pilot, lambda: main.state.thread("chat:main").streaming, "text streams")
     await pilot.pause(0.1)
     await steady(pilot)
@@ -61,10 +54,10 @@ async def streaming(pilot: Pilot) -> None:
 
 async def queue(pilot: Pilot) -> None:
     main = await started(pilot)
-    await say(pilot, "run `make test` and run `git status`")
+    await send(pilot, "run `make test` and run `git status`", click=False)
     await until(pilot, lambda: len(main.state.pending) == 2, "two calls wait")
     await pilot.press("ctrl+n")
-    await say(pilot, 'write "release notes" to NOTES.md')
+    await send(pilot, 'write "release notes" to NOTES.md', click=False)
     await until(pilot, lambda: len(main.state.pending) == 3, "three calls wait")
     main.query_one("#decisions").focus()
     await pilot.pause(0.1)
@@ -74,8 +67,8 @@ async def queue(pilot: Pilot) -> None:
 
 async def call_detail(pilot: Pilot) -> None:
     main = await started(pilot)
-    await say(pilot, "run `echo hi` and calc 6*7")
-    await until(pilot, lambda: main.state.pending, "a call waits")
+    await send(pilot, "run `echo hi` and calc 6*7", click=False)
+    await until_pending(pilot, main)
     main.query_one("#calls").focus()
     await pilot.press("enter")
     await until(pilot, lambda: type(pilot.app.screen).__name__ == "CallDetailScreen", "detail")
@@ -99,10 +92,10 @@ async def light(pilot: Pilot) -> None:
 async def call_detail_closed(pilot: Pilot) -> None:
     """A busy console: answered turn, a waiting call, the timeline."""
     main = await started(pilot)
-    await say(pilot, "calc (6*7) + 0.5")
+    await send(pilot, "calc (6*7) + 0.5", click=False)
     await until(pilot, lambda: main.state.turns and main.state.counts() == (0, 0), "turn done")
-    await say(pilot, "run `ls -la` please")
-    await until(pilot, lambda: main.state.pending, "a call waits")
+    await send(pilot, "run `ls -la` please", click=False)
+    await until_pending(pilot, main)
     pilot.app.clear_notifications()
     await steady(pilot)
 

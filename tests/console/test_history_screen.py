@@ -29,11 +29,10 @@ from console.widgets.timeline import Timeline
 from engine.history import HistoryError
 from engine.room import Room
 from tests.console.conftest import T0, build
-from tests.console.helpers import Recorder, until
+from tests.console.helpers import SIZE, Recorder, until
 from tests.console.history_scenes import (
     HISTORY_PREPARE,
     HISTORY_SCENES,
-    SIZE,
     listed,
     open_history,
     pick,

@@ -9,8 +9,7 @@ from console.screens.confirm import ConfirmScreen
 from console.screens.help import HelpScreen
 from console.widgets.timeline import Timeline
 from engine.providers.offline import OfflineModel
-from tests.console.helpers import started, until
-from tests.console.test_operator_paths import SIZE, send
+from tests.console.helpers import SIZE, send, started, until
 
 pytestmark = pytest.mark.anyio
 

@@ -11,17 +11,9 @@ from console.screens.main import MainScreen
 from console.screens.prompt import PromptScreen
 from console.widgets.decision_queue import DecisionQueue
 from console.widgets.timeline import Timeline
-from tests.console.helpers import Recorder, started, until
+from tests.console.helpers import SIZE, Recorder, send, started, until, until_pending
 
 pytestmark = pytest.mark.anyio
-SIZE = (160, 48)
-
-
-async def send(pilot, text: str) -> None:
-    """Type into the chat input (set at once: each pilot key waits for idle) and press Enter."""
-    await pilot.click("#chat-input")
-    pilot.app.main.query_one("#chat-input").value = text
-    await pilot.press("enter")
 
 
 async def test_chat_message_streams_answer(deck_app) -> None:
@@ -48,7 +40,7 @@ async def test_approve_shell_by_keyboard(deck_app) -> None:
     async with app.run_test(size=SIZE, message_hook=rec) as pilot:
         main = await started(pilot)
         await send(pilot, "run `echo hi`")
-        await until(pilot, lambda: main.state.pending, "a call waits")
+        await until_pending(pilot, main)
         await pilot.press("escape")  # leave nothing half-typed; focus stays in chat
         main.query_one(DecisionQueue).focus()
         await pilot.press("enter")  # Enter only opens the details
@@ -71,7 +63,7 @@ async def test_cancel_with_reason_is_quoted(deck_app) -> None:
     async with app.run_test(size=SIZE) as pilot:
         main = await started(pilot)
         await send(pilot, "run `rm -rf build`")
-        await until(pilot, lambda: main.state.pending, "a call waits")
+        await until_pending(pilot, main)
         main.query_one(DecisionQueue).focus()
         await pilot.press("x")
         await until(pilot, lambda: isinstance(app.screen, PromptScreen), "reason prompt")
@@ -90,7 +82,7 @@ async def test_escape_on_reason_prompt_decides_nothing(deck_app) -> None:
     async with app.run_test(size=SIZE) as pilot:
         main = await started(pilot)
         await send(pilot, "run `echo hi`")
-        await until(pilot, lambda: main.state.pending, "a call waits")
+        await until_pending(pilot, main)
         main.query_one(DecisionQueue).focus()
         await pilot.press("x")
         await until(pilot, lambda: isinstance(app.screen, PromptScreen), "reason prompt")
@@ -105,7 +97,7 @@ async def test_edit_arguments_then_approve(deck_app) -> None:
     async with app.run_test(size=SIZE) as pilot:
         main = await started(pilot)
         await send(pilot, "run `echo hi`")
-        await until(pilot, lambda: main.state.pending, "a call waits")
+        await until_pending(pilot, main)
         main.query_one(DecisionQueue).focus()
         await pilot.press("e")
         await until(pilot, lambda: isinstance(app.screen, EditArgsScreen), "editor")
@@ -158,7 +150,7 @@ async def test_filter_timeline(deck_app) -> None:
         await send(pilot, "calc 1+1")
         await until(pilot, lambda: main.state.turns and main.state.counts() == (0, 0), "turn 1")
         await send(pilot, "run `echo hi`")
-        await until(pilot, lambda: main.state.pending, "a call waits")
+        await until_pending(pilot, main)
         timeline = main.query_one(Timeline)
         timeline.focus()
         total = len(timeline._rows)

@@ -18,7 +18,7 @@ from console.widgets.keyed_table import KeyedTable
 from console.widgets.timeline import Timeline
 from engine.room import Room
 from tests.console.conftest import build
-from tests.console.helpers import Recorder, started, until
+from tests.console.helpers import SIZE, Recorder, send, started, until
 from tests.console.scheduler_scenes import (
     SCHEDULER_SCENES,
     SlowWhenAsked,
@@ -26,7 +26,6 @@ from tests.console.scheduler_scenes import (
     message,
     open_scheduler,
 )
-from tests.console.test_operator_paths import SIZE, send
 
 
 @pytest.mark.parametrize("scene", list(SCHEDULER_SCENES))

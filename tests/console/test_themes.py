@@ -10,8 +10,7 @@ import pytest
 import themes
 from console import settings
 from console.widgets.timeline import Timeline
-from tests.console.helpers import started, until
-from tests.console.test_operator_paths import SIZE, send
+from tests.console.helpers import SIZE, send, started, until, until_pending
 
 pytestmark = pytest.mark.anyio
 STATES = ("running", "waiting", "succeeded", "failed", "cancelled", "suspended")
@@ -55,7 +54,7 @@ async def test_no_color_is_monochrome_with_words(deck_app, monkeypatch) -> None:
         main = await started(pilot)
         assert app.no_color
         await send(pilot, "run `echo hi`")
-        await until(pilot, lambda: main.state.pending, "a call waits")
+        await until_pending(pilot, main)
         await pilot.pause(0.1)
         timeline = main.query_one(Timeline)
         lines = [timeline.render_line(y).text for y in range(3)]
