@@ -429,6 +429,11 @@ class TurnLoop:
 
     # -- endings ----------------------------------------------------------------------------
 
+    async def reopen(self) -> None:
+        """A waiting turn runs again (a decision arrived): `waiting -> running`, committed."""
+        self._set(TurnStatus.RUNNING, None, None)
+        await self.commit(None)
+
     async def finish_waiting(self) -> None:
         """Every outcome is suspended: the turn waits for a decision."""
         self._set(TurnStatus.WAITING, turn_lifecycle.SUSPENDED, None)

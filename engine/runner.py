@@ -117,10 +117,8 @@ class ToolRunner:
         status = await self.rt.decide(decision)
         loop = await self._turn()
         if loop.turn.status is TurnStatus.WAITING:
-            loop._set(TurnStatus.RUNNING, None, None)  # noqa: SLF001
-            loop.turn.reason = None
-            await loop.commit(None)
-            self.rt._loops[loop.turn.id] = loop  # noqa: SLF001 - decisions reach us again
+            await loop.reopen()
+            self.rt.listen(loop)  # decisions reach us again
             self.status, self._last = "running", None
         before = {c.id: c.status for c in loop.turn.calls.values()}
         await loop.resume_tool_calls()
@@ -189,7 +187,7 @@ class ToolRunner:
                               text=first_user)  # fmt: skip
             req = Request(self.rt.new_id("t"), message, "chat", self.rt.clock(), "runner")
             self._loop = await self.rt.open_turn(req, "runner", user_message=False)
-            self.rt._loops[self._loop.turn.id] = self._loop  # noqa: SLF001 - decisions reach us
+            self.rt.listen(self._loop)  # decisions for our calls reach us
             for msg in self.messages:
                 self._loop.append(msg)  # what the runner starts from is recorded too
             await self._loop.commit(None)
@@ -217,7 +215,7 @@ class ToolRunner:
             self.status = "waiting"
             await loop.finish_waiting()
             return  # stays registered: a decision wakes this runner, not a resume of its turn
-        self.rt._loops.pop(loop.turn.id, None)  # noqa: SLF001
+        self.rt.unlisten(loop)
         if stopped:
             self.status, self.stopped_reason = "stopped", stopped
             loop.turn.record["stopped"] = stopped

@@ -350,6 +350,13 @@ class Runtime:
         log("%s", text)
         self.publish(Notice(at=self.clock(), level=level, text=text))  # type: ignore[arg-type]
 
+    def listen(self, loop: TurnLoop) -> None:
+        """Route decisions for `loop`'s calls to it (a loop driven outside the scheduler)."""
+        self._loops[loop.turn.id] = loop
+
+    def unlisten(self, loop: TurnLoop) -> None:
+        self._loops.pop(loop.turn.id, None)
+
     def tool_runner(self, messages: list[ConvMessage], **kw: Any) -> ToolRunner:
         """An iterator over assistant messages for programs that embed agentdeck."""
         return ToolRunner(self, messages, **kw)
@@ -438,9 +445,7 @@ class Runtime:
             self.live.pop(handle.turn_id, None)
             return
         if loop.turn.status is TurnStatus.WAITING:
-            loop._set(TurnStatus.RUNNING, None, None)  # noqa: SLF001
-            loop.turn.reason = None
-            await loop.commit(None)
+            await loop.reopen()
         await self._drive(loop, handle)
 
     async def _load(self, turn_id: str) -> TurnLoop:
