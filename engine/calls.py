@@ -1,7 +1,7 @@
 """One tool call: its state, the BeforeToolExecute gate, and its execution.
 
 The call's lifecycle is enforced by `engine.lifecycle.call`; every change is recorded as
-a `CallChanged` event and the call is written whole (one upsert) at the next checkpoint.
+a `CallChanged` event and the call's row is written at the next checkpoint.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ class CallState:
     updated_at: float = 0.0
     ended_at: float | None = None
     events: list[CallChanged] = field(default_factory=list)
+    stored: bool = False  # its row exists (it was part of a commit)
 
     def move(self, dst: CallStatus, at: float, **fields: Any) -> None:
         """Take one legal lifecycle step and record it as an event."""
@@ -107,23 +108,26 @@ class CallState:
             pending=self.status is CallStatus.SUSPENDED,
         )
 
-    def upsert(self) -> Op:
+    def row(self) -> Op:
+        """The call's row as it is now: an INSERT the first time, then an UPDATE."""
         args = self.args if isinstance(self.args, str) else json.dumps(self.args)
+        if self.stored:
+            return (
+                "UPDATE tool_calls SET args=?, status=?, result=?, error=?, suspend_reason=?,"
+                " decision_id=?, has_message=?, updated_at=?, ended_at=? WHERE id=?",
+                (args, self.status.value, self.result, self.error, self.suspend_reason,
+                 self.decision_id, self.has_message, self.updated_at, self.ended_at, self.id),
+            )  # fmt: skip
+        self.stored = True
         return (
             "INSERT INTO tool_calls(id, model_call_id, turn_id, thread_id, step_id, idx, tool,"
             " args, status, result, error, suspend_reason, decision_id, has_message, meta,"
-            " created_at, updated_at, ended_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
-            " ON CONFLICT(id) DO UPDATE SET args=excluded.args, status=excluded.status,"
-            " result=excluded.result, error=excluded.error,"
-            " suspend_reason=excluded.suspend_reason, decision_id=excluded.decision_id,"
-            " has_message=excluded.has_message, updated_at=excluded.updated_at,"
-            " ended_at=excluded.ended_at",
+            " created_at, updated_at, ended_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 self.id, self.model_call_id, self.turn_id, self.thread_id, self.step_id,
                 self.idx, self.tool, args, self.status.value, self.result, self.error,
                 self.suspend_reason, self.decision_id, self.has_message, json.dumps(self.meta),
-                self.created_at,
-                self.updated_at, self.ended_at,
+                self.created_at, self.updated_at, self.ended_at,
             ),
         )  # fmt: skip
 
@@ -138,6 +142,7 @@ class CallState:
             decision_id=row["decision_id"], has_message=row["has_message"],
             meta=json.loads(row["meta"] or "{}"),
             created_at=row["created_at"], updated_at=row["updated_at"], ended_at=row["ended_at"],
+            stored=True,
         )  # fmt: skip
 
 

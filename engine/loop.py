@@ -58,9 +58,20 @@ class TurnState:
     group: str = "chat"
     record: dict[str, Any] = field(default_factory=dict)  # strategy data, e.g. tool_logs
     calls: dict[str, CallState] = field(default_factory=dict)
+    # Calls not yet seen settled, so that suspended() costs the same late in a long turn.
+    _open: dict[str, CallState] = field(default_factory=dict, repr=False)
+
+    def add_calls(self, calls: list[CallState]) -> None:
+        for call in calls:
+            self.calls[call.id] = call
+            if not call.status.terminal:
+                self._open[call.id] = call
 
     def suspended(self) -> list[CallState]:
-        return [c for c in self.calls.values() if c.status is CallStatus.SUSPENDED]
+        settled = [i for i, c in self._open.items() if c.status.terminal]
+        for call_id in settled:
+            del self._open[call_id]
+        return [c for c in self._open.values() if c.status is CallStatus.SUSPENDED]
 
     def row_update(self, at: float) -> Op:
         return (
@@ -100,7 +111,10 @@ class TurnLoop:
     # -- plumbing ---------------------------------------------------------------------------
 
     async def phase(self, phase: Phase, **kw: Any) -> list[Gate | None]:
-        """Run every plugin at `phase`; remember a stop request."""
+        """Run every plugin listening at `phase`; remember a stop request."""
+        plugins = self.rt.plugins_at(phase)
+        if not plugins:
+            return []
         ctx = PhaseContext(
             phase=phase,
             turn_id=self.turn.id,
@@ -111,7 +125,7 @@ class TurnLoop:
             consecutive_errors=self.consecutive_errors,
             **kw,
         )
-        answers = [await p.on_phase(ctx) for p in self.rt.plugins]
+        answers = [await p.on_phase(ctx) for p in plugins]
         if ctx.stop is not None and self.stop is None:
             self.stop = ctx.stop
         return answers
@@ -129,14 +143,20 @@ class TurnLoop:
     async def commit(self, checkpoint: str | None, touched: list[CallState] = ()) -> None:
         """Write everything gathered since the last commit as one transaction."""
         now = self.rt.clock()
+        fresh = [call for call in touched if not call.stored]
         for call in touched:
-            self.ops.append(call.upsert())
+            self.ops.append(call.row())
             self.events.extend(call.events)
             call.events.clear()
         self.ops.append(self.turn.row_update(now))
         ops, events, self.ops, self.events = self.ops, self.events, [], []
-        with anyio.CancelScope(shield=True):  # a checkpoint is written whole or not at all
-            await self.rt.commit(ops, events, checkpoint=checkpoint, turn_id=self.turn.id)
+        try:
+            with anyio.CancelScope(shield=True):  # a checkpoint is written whole or not at all
+                await self.rt.commit(ops, events, checkpoint=checkpoint, turn_id=self.turn.id)
+        except BaseException:
+            for call in fresh:  # their rows were not written: the next commit inserts them
+                call.stored = False
+            raise
 
     def step_start(self, kind: str) -> tuple[int, float]:
         step_id, at = self.rt.next_step_id(), self.rt.clock()
@@ -242,7 +262,7 @@ class TurnLoop:
             )
             for i, tc in enumerate(assistant.tool_calls)
         ]  # fmt: skip
-        self.turn.calls.update((c.id, c) for c in new_calls)
+        self.turn.add_calls(new_calls)
         self.step_end(inf.step_id, inf.kind, inf.started, "succeeded", _summary(assistant),
                       input_tokens=inf.acc.input_tokens, output_tokens=inf.acc.output_tokens)  # fmt: skip
         for call in new_calls:
@@ -298,7 +318,11 @@ class TurnLoop:
         runnable = [
             (c, self.pending_kwargs.pop(c.id)) for c in new_calls if c.id in self.pending_kwargs
         ]
-        if runnable:
+        if len(runnable) == 1 and not self.turn.suspended():
+            # One call and no suspended call a decision could be for: nothing runs beside
+            # it, so it runs here, without a task group, a limiter or a decision watcher.
+            await callmod.execute(self, *runnable[0])
+        elif runnable:
             async with anyio.create_task_group() as tg:
                 for call, kwargs in runnable:
                     outstanding += 1

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 
 class Phase(StrEnum):
@@ -76,7 +76,13 @@ class PhaseContext:
 
 
 class Plugin:
-    """Base class: override the phases you need. Each returns None unless noted."""
+    """Base class: override the phases you need. Each returns None unless noted.
+
+    `phases` names the phases a plugin listens at (None: all of them); a phase no plugin
+    listens at costs a turn nothing.
+    """
+
+    phases: ClassVar[frozenset[Phase] | None] = None
 
     async def on_phase(self, ctx: PhaseContext) -> Gate | None:
         """Called at every phase; at BeforeToolExecute a returned Gate decides the call."""
@@ -87,6 +93,7 @@ class Plugin:
 class MaxRounds(Plugin):
     """Stop the turn with `stopped:max_rounds` after this many inference rounds."""
 
+    phases = frozenset({Phase.BEFORE_INFERENCE})
     limit: int = 25
 
     async def on_phase(self, ctx: PhaseContext) -> Gate | None:
@@ -99,6 +106,7 @@ class MaxRounds(Plugin):
 class Timeout(Plugin):
     """Stop the turn with `stopped:timeout` once it has run this many seconds."""
 
+    phases = frozenset({Phase.BEFORE_INFERENCE})
     seconds: float = 600.0
 
     async def on_phase(self, ctx: PhaseContext) -> Gate | None:
@@ -111,6 +119,7 @@ class Timeout(Plugin):
 class ConsecutiveErrors(Plugin):
     """Stop the turn with `stopped:consecutive_errors` after N failed calls in a row."""
 
+    phases = frozenset({Phase.BEFORE_INFERENCE})
     limit: int = 5
 
     async def on_phase(self, ctx: PhaseContext) -> Gate | None:

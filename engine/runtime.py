@@ -42,12 +42,12 @@ from engine.lifecycle import turn as turn_lifecycle
 from engine.loop import TurnLoop, TurnState
 from engine.messages import ConvMessage, Message
 from engine.outcome import TurnOutcome, read_outcome, read_pending
-from engine.plugins import ConsecutiveErrors, MaxRounds, Plugin, Timeout
+from engine.plugins import ConsecutiveErrors, MaxRounds, Phase, Plugin, Timeout
 from engine.providers.base import Provider
 from engine.room import Ownership, Room
 from engine.runner import ToolRunner
 from engine.scheduler import GroupConfig, Rejected, Request, Scheduler, Statistics, group_for
-from engine.store import Op, Store
+from engine.store import Op, Store, StoreError
 from engine.store.rows import group_row, request_row
 from engine.strategies import strategy_for
 from engine.tools import Tool, ToolRegistry
@@ -64,6 +64,9 @@ class TurnHandle:
     done: anyio.Event = field(default_factory=anyio.Event)
     scope: anyio.CancelScope | None = None
     cancel_reason: str | None = None
+
+
+INDEX_EVERY = 1.0  # seconds between two full-text batches (History.search lags this much)
 
 
 class Runtime:
@@ -99,6 +102,7 @@ class Runtime:
         self._unstored: list[Event] = []
         self._step_id = 0
         self._tg: TaskGroup | None = None
+        self._plugins_at: dict[Phase, list[Plugin]] = {}
 
     # -- opening and closing ----------------------------------------------------------------
 
@@ -148,6 +152,7 @@ class Runtime:
                 try:
                     async with anyio.create_task_group() as tg:
                         rt._tg = tg
+                        tg.start_soon(rt._index_history)
                         if resume == "all":
                             for turn_id in sorted(rt._interrupted):
                                 rt._spawn_resume(turn_id)
@@ -218,6 +223,15 @@ class Runtime:
             self._requests[req.id] = req
             self.live[req.id] = TurnHandle(req.id, req.thread_id)
 
+    async def _index_history(self) -> None:
+        """Full-text indexing, off the checkpoints' transactions: one batch a second."""
+        while True:
+            await anyio.sleep(INDEX_EVERY)
+            try:
+                await self.store.index()
+            except StoreError:
+                self.log.warning("full-text indexing failed; it is retried", exc_info=True)
+
     async def _stop(self) -> None:
         await self.store.write(
             [("UPDATE runs SET status='ended', ended_at=? WHERE id=?", (self.clock(), self.run_id))]
@@ -232,6 +246,15 @@ class Runtime:
     def next_step_id(self) -> int:
         self._step_id += 1
         return self._step_id
+
+    def plugins_at(self, phase: Phase) -> list[Plugin]:
+        """The plugins listening at `phase`, in order."""
+        at = self._plugins_at.get(phase)
+        if at is None:
+            at = self._plugins_at[phase] = [
+                p for p in self.plugins if p.phases is None or phase in p.phases
+            ]
+        return at
 
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
         """Call `callback` (sync, quick) with every event; returns the unsubscribe function."""
@@ -460,11 +483,10 @@ class Runtime:
             row["strategy"], row["reason"], row["detail"], row["rounds"], row["input_tokens"],
             row["output_tokens"], row["final_text"], group=row["group_name"],
         )  # fmt: skip
-        for crow in await self.store.fetchall(
-            "SELECT * FROM tool_calls WHERE turn_id=? ORDER BY step_id, idx", (turn_id,)
-        ):
-            call = CallState.from_row(crow)
-            turn.calls[call.id] = call
+        turn.add_calls([
+            CallState.from_row(crow) for crow in await self.store.fetchall(
+                "SELECT * FROM tool_calls WHERE turn_id=? ORDER BY step_id, idx", (turn_id,))
+        ])  # fmt: skip
         return TurnLoop(self, turn, await self.conversation(turn.thread_id))
 
     async def _drive(self, loop: TurnLoop, handle: TurnHandle) -> None:

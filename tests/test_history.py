@@ -10,6 +10,7 @@ import anyio
 import pytest
 
 from engine.config import Config
+from engine.decisions import Decision
 from engine.history import Filters, History, HistoryError, UnknownTurn, parse_time
 from engine.room import Room
 from engine.runtime import Runtime
@@ -318,3 +319,60 @@ async def test_a_cancelled_turn_read_leaves_the_connection_usable(seeded):
             except asyncio.CancelledError:
                 pass
             assert (await h.turn(first["turn_id"]))["turn"]["turn_id"] == first["turn_id"]
+
+
+def fts_rows(db, table: str) -> set[int]:
+    conn = sqlite3.connect(db)
+    try:
+        conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('integrity-check', 0)")
+        return {r[0] for r in conn.execute(f"SELECT id FROM {table}_docsize")}
+    finally:
+        conn.close()
+
+
+@pytest.mark.anyio
+async def test_search_is_indexed_in_batches_not_in_the_steps_transaction(tmp_path):
+    """A turn's text reaches the full-text index with the next batch (about a second, or
+    store.index()), not inside its checkpoints; a call that changes after it was indexed
+    (suspended, then approved) leaves the index with its old text and enters with its new."""
+    room = Room.at(tmp_path / "room")
+    async with Runtime.open(room, kind="test", provider=ScriptedModel(script),
+                            tools=[add, shell, boom], config=Config()) as rt:  # fmt: skip
+        await rt.store.index()
+        out = await rt.run_turn(msg("a", "shell echo marmalade"))
+        async with History(room) as h:
+            assert (await h.search("marmalade")).items == []  # not in this batch yet
+            await rt.store.index()
+            hits = (await h.search("marmalade")).items
+            assert {x["kind"] for x in hits} == {"message", "call"}  # the user text, the call
+            [call] = out.pending
+            await rt.decide(Decision(call_id=call["call_id"], action="resume",
+                                     args={"command": "echo quince"}, decided_by="op"))  # fmt: skip
+            await rt.wait_turn(out.turn_id)
+            await rt.store.index()
+            assert [x["kind"] for x in (await h.search("marmalade")).items] == ["message"]
+            assert "call" in {x["kind"] for x in (await h.search("quince")).items}
+        rowid = await rt.store.scalar("SELECT rowid FROM tool_calls WHERE id=?", (call["call_id"],))
+        assert rowid in fts_rows(room.db, "calls_fts")
+        assert await rt.store.scalar("SELECT count(*) FROM fts_queue") == 0
+        assert await rt.store.scalar("SELECT count(*) FROM fts_unindex") == 0
+
+
+@pytest.mark.anyio
+async def test_a_run_that_stops_unindexed_is_indexed_when_the_room_opens(tmp_path):
+    room = Room.at(tmp_path / "room")
+    async with Runtime.open(room, kind="test", provider=ScriptedModel(script),
+                            tools=[add, shell, boom], config=Config()) as rt:  # fmt: skip
+        await rt.run_turn(msg("a", "add apricot", "invoke"))
+    conn = sqlite3.connect(room.db)  # as a killed run leaves it: the batch never ran
+    with conn:
+        conn.execute("INSERT INTO calls_fts(calls_fts) VALUES ('delete-all')")
+        conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('delete-all')")
+        conn.execute("UPDATE counters SET value = 0 WHERE name = 'fts:messages'")
+        conn.execute("INSERT OR IGNORE INTO fts_queue(rowid) SELECT rowid FROM tool_calls")
+    conn.close()
+    async with Runtime.open(room, kind="test", provider=ScriptedModel(script),
+                            tools=[add, shell, boom], config=Config()):  # fmt: skip
+        async with History(room) as h:
+            assert {x["kind"] for x in (await h.search("apricot")).items} == {"message"}
+            assert "call" in {x["kind"] for x in (await h.search("5")).items}  # add: 5

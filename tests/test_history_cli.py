@@ -175,6 +175,7 @@ async def main(room, seconds):
     async with Runtime.open(room, kind="run", provider=ScriptedModel(script),
                             tools=[add, shell, boom], config=Config()) as rt:
         await rt.run_turn(msg("w0", "add first needle", "invoke"))
+        await rt.store.index()  # search lags the writer by up to a second otherwise
         print("ready", flush=True)
         end, n = time.monotonic() + seconds, 0
         while time.monotonic() < end:

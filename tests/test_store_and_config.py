@@ -442,3 +442,25 @@ def test_default_room_without_agent_room(monkeypatch: pytest.MonkeyPatch) -> Non
     assert default_room() == home / ".local" / "share" / "agentdeck" / "room"
     monkeypatch.setenv("AGENT_ROOM", "")  # empty counts as unset
     assert default_room() == home / ".local" / "share" / "agentdeck" / "room"
+
+
+@pytest.mark.anyio
+async def test_the_wal_is_checkpointed_in_the_background(tmp_path: Path) -> None:
+    """The writer never checkpoints (wal_autocheckpoint=0): a thread of the store does, so
+    the WAL stays bounded however many commits are made."""
+    s = await Store.open(tmp_path / "execution.db")
+    wal = tmp_path / "execution.db-wal"
+    try:
+        assert await s.scalar("PRAGMA wal_autocheckpoint") == 0
+        for i in range(2000):  # unchecked, about 8 MB of WAL
+            await s.write([(RUN, (f"r{i}", "run", 1, 1.0, "active"))])
+        for _ in range(500):  # the checkpoint thread runs beside us; give it its turn
+            if wal.stat().st_size < 2_000_000:
+                break
+            await anyio.sleep(0.01)
+        await s.write([(RUN, ("last", "run", 1, 1.0, "active"))])  # restarts a checkpointed WAL
+        assert wal.stat().st_size < 2_000_000
+        assert await s.scalar("SELECT count(*) FROM runs") == 2001
+    finally:
+        await s.close()
+    assert not wal.exists()  # the last connection out checkpoints the rest

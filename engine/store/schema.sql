@@ -167,8 +167,8 @@ CREATE TABLE IF NOT EXISTS turn_requests (
 CREATE INDEX IF NOT EXISTS requests_queued ON turn_requests(created_at) WHERE status = 'queued';
 
 -- History (issue 6): what the history screen and `agentdeck history` read without scanning.
--- All of it is kept current by triggers, so every write path updates it inside the
--- writer's own transaction. A room made before it is filled once, at the end of this file.
+-- Marks and counters are kept current by triggers, inside the writer's own transaction;
+-- the full-text indexes are filled in batches (below).
 
 CREATE INDEX IF NOT EXISTS turns_time ON turns(created_at, id);
 CREATE INDEX IF NOT EXISTS runs_started ON runs(started_at, id);
@@ -197,19 +197,49 @@ CREATE TABLE IF NOT EXISTS counters (
 ) WITHOUT ROWID;
 
 -- Full text of user and assistant messages that have text (tool results are searched
--- through the calls).
+-- through the calls), and of tool-call arguments, results and errors (by tool_calls'
+-- implicit rowid) for calls that are settled or suspended.
+--
+-- Indexing is not done in the step's transaction: an FTS5 write costs more than the rest
+-- of a checkpoint together. Messages are indexed up to the watermark counters.fts:messages
+-- (messages are append-only); a call that becomes indexable is queued in fts_queue (one
+-- plain row). The writer indexes both in one batch transaction about once a second, when
+-- it closes, and when it opens: History.search lags the writer by about a second, and
+-- for that second a call that changed may still be found by its old text.
+--
+-- To refill the indexes (after a VACUUM, which may renumber tool_calls' rowids):
+--   INSERT INTO calls_fts(calls_fts) VALUES ('delete-all');
+--   INSERT INTO messages_fts(messages_fts) VALUES ('delete-all');
+--   UPDATE counters SET value = 0 WHERE name = 'fts:messages';
+--   INSERT OR IGNORE INTO fts_queue(rowid) SELECT rowid FROM tool_calls;
+-- and open the room. Both indexes hold only some rows of their table, so check them with
+-- ('integrity-check', 0) and never 'rebuild' them.
 CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(
     text, content='messages', content_rowid='id'
 );
--- Full text of tool-call arguments, results and errors, by tool_calls' implicit rowid, for
--- calls that are settled or suspended (a call in flight is indexed when it lands: one FTS
--- write per tool round, not three). Both indexes hold only some rows of their table, so
--- check them with ('integrity-check', 0) and never 'rebuild' them: to refill them (after
--- a VACUUM, which may renumber tool_calls' rowids), DELETE FROM counters WHERE name =
--- 'schema:history/2' and open the room; the fill at the end of this file runs again.
 CREATE VIRTUAL TABLE IF NOT EXISTS calls_fts USING fts5(
     args, result, error, content='tool_calls', content_rowid='rowid'
 );
+CREATE TABLE IF NOT EXISTS fts_queue (rowid INTEGER PRIMARY KEY);  -- tool_calls to index
+CREATE TABLE IF NOT EXISTS fts_unindex (  -- indexed text of tool_calls that changed since
+    id          INTEGER PRIMARY KEY,
+    call_rowid  INTEGER NOT NULL,
+    args        TEXT,
+    result      TEXT,
+    error       TEXT
+);
+
+-- Rooms made before batch indexing indexed every row in its own transaction, so they are
+-- indexed up to their last message and their queue starts empty.
+DROP TRIGGER IF EXISTS hist_calls_ai;
+DROP TRIGGER IF EXISTS hist_calls_fts_au;
+DROP TRIGGER IF EXISTS hist_calls_fts_ad;
+DROP TRIGGER IF EXISTS hist_messages_ai;
+DROP TRIGGER IF EXISTS hist_messages_fts_au;
+DROP TRIGGER IF EXISTS hist_messages_fts_ad;
+INSERT INTO counters(name, value)
+    SELECT 'fts:messages', coalesce(max(id), 0) FROM messages WHERE true
+    ON CONFLICT(name) DO NOTHING;
 
 -- Inside a trigger a conflict clause is overridden by the outer statement's, so marks are
 -- added with an upsert (DO NOTHING), which is not.
@@ -253,7 +283,7 @@ WHEN new.reason IN ('error', 'cancelled') AND old.reason IS NOT new.reason BEGIN
         ON CONFLICT DO NOTHING;
 END;
 
-CREATE TRIGGER IF NOT EXISTS hist_calls_ai AFTER INSERT ON tool_calls BEGIN
+CREATE TRIGGER IF NOT EXISTS hist_calls_ai2 AFTER INSERT ON tool_calls BEGIN
     INSERT INTO turn_marks(mark, created_at, turn_id)
         SELECT 'tool:' || new.tool, t.created_at, t.id FROM turns t WHERE t.id = new.turn_id
         UNION ALL
@@ -264,9 +294,9 @@ CREATE TRIGGER IF NOT EXISTS hist_calls_ai AFTER INSERT ON tool_calls BEGIN
         WHERE t.id = new.turn_id AND new.status = 'cancelled'
           AND EXISTS (SELECT 1 FROM decisions d WHERE d.id = new.decision_id AND d.action = 'cancel')
         ON CONFLICT DO NOTHING;
-    INSERT INTO calls_fts(rowid, args, result, error)
-        SELECT new.rowid, new.args, new.result, new.error
-        WHERE new.status NOT IN ('new', 'running', 'resuming');
+    INSERT INTO fts_queue(rowid) SELECT new.rowid
+        WHERE new.status NOT IN ('new', 'running', 'resuming')
+        ON CONFLICT DO NOTHING;
 END;
 CREATE TRIGGER IF NOT EXISTS hist_calls_end AFTER UPDATE OF status ON tool_calls
 WHEN new.status IN ('failed', 'cancelled') AND old.status IS NOT new.status BEGIN
@@ -279,40 +309,48 @@ WHEN new.status IN ('failed', 'cancelled') AND old.status IS NOT new.status BEGI
           AND EXISTS (SELECT 1 FROM decisions d WHERE d.id = new.decision_id AND d.action = 'cancel')
         ON CONFLICT DO NOTHING;
 END;
--- A call is in calls_fts while it is settled or suspended; the old text goes out before the
--- new goes in (one trigger, so the order is certain).
-CREATE TRIGGER IF NOT EXISTS hist_calls_fts_au AFTER UPDATE OF status, args, result, error
-ON tool_calls WHEN (old.status NOT IN ('new', 'running', 'resuming')
-                    OR new.status NOT IN ('new', 'running', 'resuming'))
-    AND ((old.status IN ('new', 'running', 'resuming')) IS NOT
-         (new.status IN ('new', 'running', 'resuming'))
-         OR old.args IS NOT new.args OR old.result IS NOT new.result
-         OR old.error IS NOT new.error) BEGIN
-    INSERT INTO calls_fts(calls_fts, rowid, args, result, error)
-        SELECT 'delete', old.rowid, old.args, old.result, old.error
-        WHERE old.status NOT IN ('new', 'running', 'resuming');
-    INSERT INTO calls_fts(rowid, args, result, error)
-        SELECT new.rowid, new.args, new.result, new.error
+-- A call is queued when it becomes indexable. A call already indexed (indexable and not
+-- waiting in the queue) whose status or text changes, or that is deleted, leaves its old
+-- text in fts_unindex for the batch to take out of calls_fts, and is queued again if it is
+-- still indexable. No trigger on tool_calls names calls_fts: a statement that may write an
+-- FTS5 table opens it for writing even when it writes nothing, which costs more than the
+-- rest of the update. The conditions do not overlap, so the triggers' order does not matter.
+CREATE TRIGGER IF NOT EXISTS hist_calls_fts_queue AFTER UPDATE OF status ON tool_calls
+WHEN old.status IN ('new', 'running', 'resuming')
+    AND new.status NOT IN ('new', 'running', 'resuming') BEGIN
+    INSERT INTO fts_queue(rowid) VALUES (new.rowid) ON CONFLICT DO NOTHING;
+END;
+CREATE TRIGGER IF NOT EXISTS hist_calls_fts_unindex AFTER UPDATE OF status, args, result, error
+ON tool_calls WHEN old.status NOT IN ('new', 'running', 'resuming')
+    AND (old.status IS NOT new.status OR old.args IS NOT new.args
+         OR old.result IS NOT new.result OR old.error IS NOT new.error)
+    AND NOT EXISTS (SELECT 1 FROM fts_queue q WHERE q.rowid = old.rowid) BEGIN
+    INSERT INTO fts_unindex(call_rowid, args, result, error)
+        VALUES (old.rowid, old.args, old.result, old.error);
+    INSERT INTO fts_queue(rowid) SELECT new.rowid
         WHERE new.status NOT IN ('new', 'running', 'resuming');
 END;
-CREATE TRIGGER IF NOT EXISTS hist_calls_fts_ad AFTER DELETE ON tool_calls
+CREATE TRIGGER IF NOT EXISTS hist_calls_fts_delete AFTER DELETE ON tool_calls
 WHEN old.status NOT IN ('new', 'running', 'resuming') BEGIN
-    INSERT INTO calls_fts(calls_fts, rowid, args, result, error)
-        VALUES ('delete', old.rowid, old.args, old.result, old.error);
+    INSERT INTO fts_unindex(call_rowid, args, result, error)
+        SELECT old.rowid, old.args, old.result, old.error
+        WHERE NOT EXISTS (SELECT 1 FROM fts_queue q WHERE q.rowid = old.rowid);
+    DELETE FROM fts_queue WHERE rowid = old.rowid;
 END;
 
-CREATE TRIGGER IF NOT EXISTS hist_messages_ai AFTER INSERT ON messages BEGIN
-    INSERT INTO messages_fts(rowid, text)
-        SELECT new.id, new.text WHERE new.role != 'tool' AND new.text != '';
-END;
-CREATE TRIGGER IF NOT EXISTS hist_messages_fts_au AFTER UPDATE OF text, role ON messages
-WHEN old.text IS NOT new.text OR old.role IS NOT new.role BEGIN
+-- A message is in messages_fts when it has text, is not a tool result, and is at or below
+-- the watermark (messages are not updated or deleted by agentdeck; these keep an operator's
+-- edit from leaving the index unsound).
+CREATE TRIGGER IF NOT EXISTS hist_messages_fts_change AFTER UPDATE OF text, role ON messages
+WHEN (old.text IS NOT new.text OR old.role IS NOT new.role)
+    AND old.id <= (SELECT value FROM counters WHERE name = 'fts:messages') BEGIN
     INSERT INTO messages_fts(messages_fts, rowid, text)
         SELECT 'delete', old.id, old.text WHERE old.role != 'tool' AND old.text != '';
     INSERT INTO messages_fts(rowid, text)
         SELECT new.id, new.text WHERE new.role != 'tool' AND new.text != '';
 END;
-CREATE TRIGGER IF NOT EXISTS hist_messages_fts_ad AFTER DELETE ON messages BEGIN
+CREATE TRIGGER IF NOT EXISTS hist_messages_fts_delete AFTER DELETE ON messages
+WHEN old.id <= (SELECT value FROM counters WHERE name = 'fts:messages') BEGIN
     INSERT INTO messages_fts(messages_fts, rowid, text)
         SELECT 'delete', old.id, old.text WHERE old.role != 'tool' AND old.text != '';
 END;

@@ -3,12 +3,19 @@
 A checkpoint is a list of statements run in one hop to the database thread (one queue
 item, one BEGIN..COMMIT), not one await per statement. SQL stays portable so the store can
 later move behind the same interface to a shared server database.
+
+Two jobs stay off a checkpoint's transaction because each costs more than the checkpoint
+itself: copying the WAL back into the database (a background thread with its own
+connection does it, so no commit pays for it) and full-text indexing (`index`, one batch
+for everything written since the last one; the runtime calls it about once a second).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
+import threading
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
@@ -34,6 +41,71 @@ class StoreError(RuntimeError):
     """The truth layer could not be read or written."""
 
 
+# Everything written since the last batch goes into the full-text indexes (schema.sql says
+# which rows each holds).
+INDEX_BATCH: list[Op] = [
+    ("INSERT INTO messages_fts(rowid, text) SELECT id, text FROM messages"
+     " WHERE id > (SELECT value FROM counters WHERE name = 'fts:messages')"
+     " AND role != 'tool' AND text != ''", ()),
+    ("UPDATE counters SET value = (SELECT coalesce(max(id), 0) FROM messages)"
+     " WHERE name = 'fts:messages'", ()),
+    ("INSERT INTO calls_fts(calls_fts, rowid, args, result, error)"
+     " SELECT 'delete', call_rowid, args, result, error FROM fts_unindex ORDER BY id", ()),
+    ("DELETE FROM fts_unindex", ()),
+    ("INSERT INTO calls_fts(rowid, args, result, error)"
+     " SELECT c.rowid, c.args, c.result, c.error FROM fts_queue q"
+     " JOIN tool_calls c ON c.rowid = q.rowid"
+     " WHERE c.status NOT IN ('new', 'running', 'resuming')", ()),
+    ("DELETE FROM fts_queue", ()),
+]  # fmt: skip
+CHECKPOINT_EVERY = 64  # commits between two background WAL checkpoints
+
+
+class Checkpointer(threading.Thread):
+    """Copies the WAL back into the database on its own connection, so that commits do not
+    wait for it (the writer sets wal_autocheckpoint=0).
+
+    A PASSIVE checkpoint copies while the writer goes on committing, so it never catches up
+    with a busy writer, and SQLite starts the WAL file over only once every frame is copied.
+    So each pass copies the bulk beside the writer, then copies the few frames committed
+    meanwhile while holding `write_lock` (the writer's transactions hold it too): the
+    writer waits for that short tail, and its next commit starts the WAL over.
+    """
+
+    def __init__(self, path: Path, write_lock: threading.Lock) -> None:
+        super().__init__(name="agentdeck-wal-checkpoint", daemon=True)
+        self.path = path
+        self.write_lock = write_lock
+        self._wake = threading.Event()
+        self._closing = False
+
+    def poke(self) -> None:
+        self._wake.set()
+
+    def run(self) -> None:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            conn.execute("PRAGMA busy_timeout=5000")
+            while True:
+                self._wake.wait()
+                self._wake.clear()
+                if self._closing:
+                    return
+                try:
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                    with self.write_lock:
+                        conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                except sqlite3.Error:  # the next one will try again; the writer goes on
+                    logging.getLogger("agentdeck").warning("WAL checkpoint failed", exc_info=True)
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        self._closing = True
+        self._wake.set()
+        self.join()
+
+
 def _schema() -> str:
     return resources.files("engine.store").joinpath("schema.sql").read_text()
 
@@ -44,6 +116,11 @@ class Store:
     def __init__(self, db: aiosqlite.Connection, path: Path) -> None:
         self._db = db
         self.path = path
+        self.unindexed = True  # written since the last full-text batch
+        self._commits = 0
+        self._write_lock = threading.Lock()
+        self._checkpointer = Checkpointer(path, self._write_lock)
+        self._checkpointer.start()
 
     @classmethod
     async def open(cls, path: Path, synchronous: Synchronous = "FULL") -> Store:
@@ -60,29 +137,58 @@ class Store:
             await db.execute(f"PRAGMA synchronous={synchronous}")
             await db.execute("PRAGMA foreign_keys=ON")
             await db.execute("PRAGMA busy_timeout=5000")
+            await db.execute("PRAGMA wal_autocheckpoint=0")  # the Checkpointer's job
             await db.executescript(_schema())
         except sqlite3.Error as exc:
             await db.close()
             raise StoreError(f"cannot prepare {path}: {exc}") from exc
-        return cls(db, path)
+        store = cls(db, path)
+        try:
+            await store.index()  # what a run that stopped left unindexed
+        except BaseException:
+            await store._shutdown()
+            raise
+        return store
 
     async def close(self) -> None:
-        await self._db.close()
+        try:
+            await self.index()
+        finally:
+            await self._shutdown()
+
+    async def _shutdown(self) -> None:
+        self._checkpointer.close()
+        await self._db.close()  # the last connection out checkpoints the rest
+
+    async def index(self) -> None:
+        """Bring the full-text indexes up to date, in one transaction."""
+        if self.unindexed:
+            self.unindexed = False  # a write made while the batch runs sets it again
+            try:
+                await self._apply(INDEX_BATCH)
+            except BaseException:
+                self.unindexed = True
+                raise
 
     async def write(self, ops: Sequence[Op]) -> None:
         """Run `ops` in one transaction, in one hop to the database thread."""
+        self.unindexed = True
+        await self._apply(ops)
+
+    async def _apply(self, ops: Sequence[Op]) -> None:
 
         def apply() -> None:
             conn = self._db._conn  # noqa: SLF001 - we are on aiosqlite's own thread here
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                for sql, params in ops:
-                    conn.execute(sql, params)
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+            with self._write_lock:
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                    for sql, params in ops:
+                        conn.execute(sql, params)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
 
         try:
             # aiosqlite has no public "run this function on the connection's thread";
@@ -90,6 +196,9 @@ class Store:
             await self._db._execute(apply)  # noqa: SLF001
         except sqlite3.Error as exc:
             raise StoreError(f"write to {self.path.name} failed: {exc}") from exc
+        self._commits += 1
+        if self._commits % CHECKPOINT_EVERY == 0:
+            self._checkpointer.poke()
 
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         try:
