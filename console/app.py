@@ -21,7 +21,6 @@ from textual.worker import Worker, WorkerState
 import themes
 from console import settings
 from console.bridge import FPS, Bridge
-from console.commands import DeckCommands
 from console.host import RuntimeHost, console_provider
 from console.screens.confirm import ConfirmScreen
 from console.screens.help import HelpScreen
@@ -47,7 +46,15 @@ def _tune_process() -> None:
     """
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
+    gc.enable()  # console.cli.main disables it for the start: nothing of it is garbage
     sys.setswitchinterval(SWITCH_INTERVAL)
+
+
+def _deck_commands() -> Any:
+    """The palette's provider, imported when the palette first opens (not at start)."""
+    from console.commands import DeckCommands
+
+    return DeckCommands
 
 
 class AgentDeck(App[int]):
@@ -55,7 +62,7 @@ class AgentDeck(App[int]):
 
     TITLE = "agentdeck"
     CSS_PATH = str(Path(themes.__file__).with_name("app.tcss"))
-    COMMANDS = App.COMMANDS | {DeckCommands}
+    COMMANDS = App.COMMANDS | {_deck_commands}
     BINDINGS = [
         Binding("q", "quit", "Quit"),
         Binding("question_mark,f1", "help", "Help"),
@@ -157,6 +164,7 @@ def run_console(room: Room) -> int:
         from console.history_app import HistoryHost
 
         print(f"agentdeck: {exc}; opening its history read-only", file=sys.stderr)  # noqa: T201
+        gc.enable()  # (console.cli.main disabled it for the start)
         HistoryHost(room).run()
         return 0
     app = make_app(room, provider=console_provider(room), tune_process=True)

@@ -20,13 +20,15 @@ from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-import httpx
 from anyio.abc import ByteReceiveStream
 
 from engine.tools import Tool, ToolContext, ToolError, ToolResult, tool
+
+if TYPE_CHECKING:
+    import httpx
 
 OUTPUT_CAP = 64_000  # bytes kept per shell stream
 TEXT_CAP = 64_000  # characters kept from an HTTP body
@@ -37,7 +39,7 @@ def _local_now() -> datetime:
 
 
 now: Callable[[], datetime] = _local_now  # replaced in tests
-_transport: httpx.AsyncBaseTransport | None = None  # replaced in tests
+_transport: httpx.AsyncBaseTransport | None = None  # replaced in tests (httpx loads on use)
 
 
 @tool(idempotent=True)
@@ -266,6 +268,8 @@ def calc(expression: str) -> int | float:
 @tool(approval="always")
 async def http_get(url: str, timeout: float = 10.0) -> Any:  # noqa: ASYNC109 (model-facing)
     """Fetch a URL over http(s) with GET; returns status, content type and text."""
+    import httpx  # on first use: it costs a console start ~80 ms
+
     try:
         scheme = httpx.URL(url).scheme
     except httpx.InvalidURL as exc:

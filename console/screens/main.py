@@ -24,7 +24,6 @@ from console.bridge import Bridge
 from console.groups import next_filter
 from console.screens.call_detail import CallDetailScreen
 from console.screens.confirm import ConfirmScreen
-from console.screens.edit_args import EditArgsScreen
 from console.screens.prompt import PromptScreen
 from console.screens.threads import ThreadPickerScreen
 from console.state import CallRow
@@ -310,6 +309,8 @@ class MainScreen(Screen[None]):
                 return
             decision = Decision.cancel(call.call_id, reason, id=make_id())
         elif action == "edit":
+            from console.screens.edit_args import EditArgsScreen  # TextArea: load on use
+
             edited = await self.app.push_screen_wait(EditArgsScreen(call.tool, call.args))
             if edited is None:
                 return
