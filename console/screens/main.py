@@ -45,7 +45,6 @@ CATCH_UP = 0.15  # seconds after the last frame, what a flood left undrawn is dr
 class MainScreen(Screen[None]):
     """The operator's day: four panes, a status bar and the footer."""
 
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]
     BINDINGS = [
         Binding("slash", "filter", "Filter"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
@@ -328,9 +327,19 @@ class MainScreen(Screen[None]):
                 return
             if action == "send":
                 self.select_turn(result)
+                self._say_if_queued(result)
             self.post_message(self.Acted(action, target, result))
 
         self.run_worker(run(), group="act")
+
+    def _say_if_queued(self, request_id: str) -> None:
+        """A message to a busy thread waits for its turn: say so, and why."""
+        stats = self.bridge.statistics()
+        for queued in stats.queued if stats is not None else ():
+            if queued.request_id == request_id:
+                self.notify(f"Queued on {queued.thread_id}: {queued.waits_because}. "
+                            "It is sent when that turn ends.", title="Message queued")  # fmt: skip
+                return
 
     def action_focus_pane(self, which: str) -> None:
         self.query_one(f"#{which}").focus()

@@ -28,6 +28,7 @@ from console.groups import group_of
 from console.state import StepRow
 from console.widgets.lines import LineView
 
+WIDE = 90  # cells; narrower, a line drops the turn and duration columns to keep the state
 CACHED_LINES = 64  # a screen of lines and more; each drawn line is several GC-tracked objects
 _UNDRAWN = object()
 
@@ -284,11 +285,16 @@ class Timeline(LineView, can_focus=True):
         state = look(row.status)
         base, dim = self._style("", selected), self._style("timeline--dim", selected)
         summary = " ".join(row.summary.split()) if "\n" in row.summary else row.summary
+        where = (
+            f"{row.thread_id[:16]:<16} {row.turn_id[:12]:<12} "
+            if width >= WIDE
+            else f"{row.thread_id[:12]:<12} "  # narrow: the calls pane's title names the turn
+        )
         segments = [
             Segment(f"{clock_time(row.at)} ", dim),
-            Segment(f"{row.thread_id[:16]:<16} {row.turn_id[:12]:<12} {row.kind:<10} ", base),
+            Segment(f"{where}{row.kind:<10} ", base),
             Segment(f"{state.glyph} {state.word:<9} ", self._style(state.style, selected)),
-            Segment(f"{duration(row.duration):>6} ", dim),
+            Segment(f"{duration(row.duration):>6} " if width >= WIDE else "", dim),
             Segment(summary, base),
         ]
         strip = Strip(segments)
