@@ -48,6 +48,7 @@ from tests.crash_worker import (
     config_for,
     make_tools,
 )
+from tests.history_seed import fts_unsound
 
 ROOT = Path(__file__).resolve().parent.parent
 ITERATIONS = int(os.environ.get("CRASH_ITERATIONS", "25"))
@@ -215,6 +216,7 @@ async def test_sigkill_at_random_points_loses_nothing_and_runs_nothing_twice(
         # After the restart and its close: everything committed is still there.
         after = snapshot(db)
         assert after.integrity == "ok", where
+        assert fts_unsound(db) == [], where
         assert crashed.done() <= after.done(), f"done turns lost {where}"
         assert done_before <= after.done(), where
         errors = {t: r for t, (s, r) in after.turns.items() if s == "done" and r == "error"}
