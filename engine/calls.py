@@ -48,7 +48,7 @@ class CallState:
     updated_at: float = 0.0
     ended_at: float | None = None
     events: list[CallChanged] = field(default_factory=list)
-    stored: bool = False  # its row exists (it was part of a commit)
+    written: tuple[Any, ...] | None = None  # the row's changeable fields as last written
 
     def move(self, dst: CallStatus, at: float, **fields: Any) -> None:
         """Take one legal lifecycle step and record it as an event."""
@@ -108,27 +108,27 @@ class CallState:
             pending=self.status is CallStatus.SUSPENDED,
         )
 
-    def row(self) -> Op:
-        """The call's row as it is now: an INSERT the first time, then an UPDATE."""
+    def row(self) -> Op | None:
+        """The call's row, if it changed since it was written: an INSERT the first time,
+        then an UPDATE of what a call can change."""
         args = self.args if isinstance(self.args, str) else json.dumps(self.args)
-        if self.stored:
+        fields = (args, self.status.value, self.result, self.error, self.suspend_reason,
+                  self.decision_id, self.has_message, self.updated_at, self.ended_at)  # fmt: skip
+        if fields == self.written:
+            return None
+        insert, self.written = self.written is None, fields
+        if not insert:
             return (
                 "UPDATE tool_calls SET args=?, status=?, result=?, error=?, suspend_reason=?,"
                 " decision_id=?, has_message=?, updated_at=?, ended_at=? WHERE id=?",
-                (args, self.status.value, self.result, self.error, self.suspend_reason,
-                 self.decision_id, self.has_message, self.updated_at, self.ended_at, self.id),
-            )  # fmt: skip
-        self.stored = True
+                (*fields, self.id),
+            )
         return (
             "INSERT INTO tool_calls(id, model_call_id, turn_id, thread_id, step_id, idx, tool,"
-            " args, status, result, error, suspend_reason, decision_id, has_message, meta,"
-            " created_at, updated_at, ended_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                self.id, self.model_call_id, self.turn_id, self.thread_id, self.step_id,
-                self.idx, self.tool, args, self.status.value, self.result, self.error,
-                self.suspend_reason, self.decision_id, self.has_message, json.dumps(self.meta),
-                self.created_at, self.updated_at, self.ended_at,
-            ),
+            " meta, created_at, args, status, result, error, suspend_reason, decision_id,"
+            " has_message, updated_at, ended_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (self.id, self.model_call_id, self.turn_id, self.thread_id, self.step_id, self.idx,
+             self.tool, json.dumps(self.meta), self.created_at, *fields),
         )  # fmt: skip
 
     @classmethod
@@ -142,7 +142,9 @@ class CallState:
             decision_id=row["decision_id"], has_message=row["has_message"],
             meta=json.loads(row["meta"] or "{}"),
             created_at=row["created_at"], updated_at=row["updated_at"], ended_at=row["ended_at"],
-            stored=True,
+            written=(row["args"], row["status"], row["result"], row["error"],
+                     row["suspend_reason"], row["decision_id"], row["has_message"],
+                     row["updated_at"], row["ended_at"]),
         )  # fmt: skip
 
 

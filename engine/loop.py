@@ -60,6 +60,7 @@ class TurnState:
     calls: dict[str, CallState] = field(default_factory=dict)
     # Calls not yet seen settled, so that suspended() costs the same late in a long turn.
     _open: dict[str, CallState] = field(default_factory=dict, repr=False)
+    written: tuple[Any, ...] | None = field(default=None, repr=False)  # the row as last written
 
     def add_calls(self, calls: list[CallState]) -> None:
         for call in calls:
@@ -73,16 +74,21 @@ class TurnState:
             del self._open[call_id]
         return [c for c in self._open.values() if c.status is CallStatus.SUSPENDED]
 
-    def row_update(self, at: float) -> Op:
+    def row_update(self, at: float) -> Op | None:
+        """The turn's row, when it changed since it was last written (a tool round's
+        checkpoint changes nothing in it)."""
+        fields = (
+            self.status.value, self.reason, self.detail, self.rounds, self.input_tokens,
+            self.output_tokens, self.final_text, json.dumps(self.record),
+        )  # fmt: skip
+        if fields == self.written:
+            return None
+        self.written = fields
         return (
             "UPDATE turns SET status=?, reason=?, detail=?, rounds=?, input_tokens=?,"
             " output_tokens=?, final_text=?, record=?, updated_at=?, ended_at=? WHERE id=?",
-            (
-                self.status.value, self.reason, self.detail, self.rounds, self.input_tokens,
-                self.output_tokens, self.final_text, json.dumps(self.record), at,
-                at if self.status is TurnStatus.DONE else None, self.id,
-            ),
-        )  # fmt: skip
+            (*fields, at, at if self.status is TurnStatus.DONE else None, self.id),
+        )
 
 
 @dataclass
@@ -143,19 +149,22 @@ class TurnLoop:
     async def commit(self, checkpoint: str | None, touched: list[CallState] = ()) -> None:
         """Write everything gathered since the last commit as one transaction."""
         now = self.rt.clock()
-        fresh = [call for call in touched if not call.stored]
+        before = [(call, call.written) for call in touched]
         for call in touched:
-            self.ops.append(call.row())
+            if (row := call.row()) is not None:
+                self.ops.append(row)
             self.events.extend(call.events)
             call.events.clear()
-        self.ops.append(self.turn.row_update(now))
+        if (row := self.turn.row_update(now)) is not None:
+            self.ops.append(row)
         ops, events, self.ops, self.events = self.ops, self.events, [], []
         try:
             with anyio.CancelScope(shield=True):  # a checkpoint is written whole or not at all
                 await self.rt.commit(ops, events, checkpoint=checkpoint, turn_id=self.turn.id)
-        except BaseException:
-            for call in fresh:  # their rows were not written: the next commit inserts them
-                call.stored = False
+        except BaseException:  # nothing was written: the next commit writes it all again
+            for call, written in before:
+                call.written = written
+            self.turn.written = None
             raise
 
     def step_start(self, kind: str) -> tuple[int, float]:

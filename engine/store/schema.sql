@@ -232,6 +232,7 @@ CREATE TABLE IF NOT EXISTS fts_unindex (  -- indexed text of tool_calls that cha
 -- Rooms made before batch indexing indexed every row in its own transaction, so they are
 -- indexed up to their last message and their queue starts empty.
 DROP TRIGGER IF EXISTS hist_calls_ai;
+DROP TRIGGER IF EXISTS hist_calls_ai2;
 DROP TRIGGER IF EXISTS hist_calls_fts_au;
 DROP TRIGGER IF EXISTS hist_calls_fts_ad;
 DROP TRIGGER IF EXISTS hist_messages_ai;
@@ -283,19 +284,25 @@ WHEN new.reason IN ('error', 'cancelled') AND old.reason IS NOT new.reason BEGIN
         ON CONFLICT DO NOTHING;
 END;
 
-CREATE TRIGGER IF NOT EXISTS hist_calls_ai2 AFTER INSERT ON tool_calls BEGIN
+-- A call's marks: its tool always; is:failed / is:denied only when it is inserted settled
+-- that way (its own trigger, so the common insert runs one statement).
+CREATE TRIGGER IF NOT EXISTS hist_calls_tool AFTER INSERT ON tool_calls BEGIN
     INSERT INTO turn_marks(mark, created_at, turn_id)
         SELECT 'tool:' || new.tool, t.created_at, t.id FROM turns t WHERE t.id = new.turn_id
-        UNION ALL
+        ON CONFLICT DO NOTHING;
+    INSERT INTO fts_queue(rowid) SELECT new.rowid
+        WHERE new.status NOT IN ('new', 'running', 'resuming')
+        ON CONFLICT DO NOTHING;
+END;
+CREATE TRIGGER IF NOT EXISTS hist_calls_settled AFTER INSERT ON tool_calls
+WHEN new.status IN ('failed', 'cancelled') BEGIN
+    INSERT INTO turn_marks(mark, created_at, turn_id)
         SELECT 'is:failed', t.created_at, t.id FROM turns t
         WHERE t.id = new.turn_id AND new.status = 'failed'
         UNION ALL
         SELECT 'is:denied', t.created_at, t.id FROM turns t
         WHERE t.id = new.turn_id AND new.status = 'cancelled'
           AND EXISTS (SELECT 1 FROM decisions d WHERE d.id = new.decision_id AND d.action = 'cancel')
-        ON CONFLICT DO NOTHING;
-    INSERT INTO fts_queue(rowid) SELECT new.rowid
-        WHERE new.status NOT IN ('new', 'running', 'resuming')
         ON CONFLICT DO NOTHING;
 END;
 CREATE TRIGGER IF NOT EXISTS hist_calls_end AFTER UPDATE OF status ON tool_calls
