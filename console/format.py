@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import Any
 
@@ -43,3 +44,13 @@ def pretty(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+_LONG_ID = re.compile(r"([a-z]+_[0-9a-f]{8})[0-9a-f]+")
+
+
+def short_id(ident: str) -> str:
+    """An engine id as a list shows it, like a short git hash: t_33c21d0b1125381b ->
+    t_33c21d0b. Detail views show it whole (it is what `agentdeck decide` takes)."""
+    match = _LONG_ID.fullmatch(ident)
+    return match.group(1) if match else ident

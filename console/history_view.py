@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from console.format import duration, one_line
+from console.format import duration, one_line, short_id
 from console.glyphs import Look, look
 from console.state import CallRow, StepRow
 from engine.history import Filters, HistoryError, parse_time
@@ -120,7 +120,7 @@ def turn_cells(t: dict[str, Any]) -> Cells:
     calls = t["calls"]
     return (
         (stamp(t["created_at"]) + " ", DIM),
-        (fit(t["turn_id"], 6) + " ", BOLD),
+        (fit(short_id(t["turn_id"]), 10) + " ", BOLD),
         (fit(t["thread_id"], 10) + " ", ""),
         state_cells(look(t["status"], t["reason"])),
         (f"{calls:>2} call{' ' if calls == 1 else 's'} ", DIM),
@@ -161,7 +161,7 @@ def hit_cells(hit: dict[str, Any]) -> Cells:
                  ROLE_CLASSES.get(hit["role"], ""))  # fmt: skip
     return (
         (stamp(hit["created_at"]) + " ", DIM),
-        (fit(hit["turn_id"], 6) + " ", BOLD),
+        (fit(short_id(hit["turn_id"]), 10) + " ", BOLD),
         (fit(hit["thread_id"], 10) + " ", ""),
         where,
         *snippet_cells(hit["snippet"] or ""),

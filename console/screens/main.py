@@ -21,6 +21,7 @@ from textual.timer import Timer
 from textual.widgets import Footer, Input
 
 from console.bridge import Bridge
+from console.format import short_id
 from console.groups import next_filter
 from console.screens.call_detail import CallDetailScreen
 from console.screens.confirm import ConfirmScreen
@@ -204,7 +205,7 @@ class MainScreen(Screen[None]):
 
     def _redraw_calls(self) -> None:
         self.query_one(CallsTable).show(self.selected_turn, self.state.calls_of(self.selected_turn))
-        title = f"Calls · {self.selected_turn or 'no turn'}"
+        title = f"Calls · {short_id(self.selected_turn) if self.selected_turn else 'no turn'}"
         turn = self.state.turns.get(self.selected_turn or "")
         if turn is not None and (turn.input_tokens or turn.output_tokens):
             title += f" · {turn.input_tokens:,} in / {turn.output_tokens:,} out tokens"

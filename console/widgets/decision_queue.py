@@ -13,7 +13,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable
 
-from console.format import age, one_line
+from console.format import age, one_line, short_id
 from console.state import CallRow
 from console.widgets.keyed_table import KeyedTable
 
@@ -57,7 +57,7 @@ class DecisionQueue(KeyedTable):
         }  # fmt: skip
         now = self.clock()
         super().show({
-            key: (call.tool, call.status, one_line(call.args, 40), call.thread_id, call.turn_id,
+            key: (call.tool, call.status, one_line(call.args, 40), call.thread_id, short_id(call.turn_id),
                   age(now - call.updated_at))
             for key, call in self._calls.items()
         })  # fmt: skip

@@ -22,7 +22,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.strip import Strip
 
-from console.format import clock_time, duration
+from console.format import clock_time, duration, short_id
 from console.glyphs import STATE_CLASSES, look
 from console.groups import group_of
 from console.state import StepRow
@@ -286,7 +286,7 @@ class Timeline(LineView, can_focus=True):
         base, dim = self._style("", selected), self._style("timeline--dim", selected)
         summary = " ".join(row.summary.split()) if "\n" in row.summary else row.summary
         where = (
-            f"{row.thread_id[:16]:<16} {row.turn_id[:12]:<12} "
+            f"{row.thread_id[:16]:<16} {short_id(row.turn_id):<10} "
             if width >= WIDE
             else f"{row.thread_id[:12]:<12} "  # narrow: the calls pane's title names the turn
         )
