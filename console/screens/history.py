@@ -28,7 +28,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Input
+from textual.widgets import Input
 
 from console.history_view import (
     STATUS_CYCLE,
@@ -55,6 +55,7 @@ from console.widgets.filter_bar import FilterBar
 from console.widgets.history_filters import HistoryFilters
 from console.widgets.history_list import HistoryList
 from console.widgets.history_notes import HistoryNotes
+from console.widgets.key_bar import KeyBar
 from console.widgets.timeline import Timeline
 from engine.history import History, HistoryError
 from engine.room import Room
@@ -166,7 +167,7 @@ class HistoryScreen(Screen[None]):
                     yield CallsTable(id="hist-calls")
                 with Vertical(id="hist-turn-pane", classes="pane"):
                     yield HistoryNotes("select a turn", id="hist-turn")
-        yield Footer()
+        yield KeyBar()
 
     async def on_mount(self) -> None:
         for pane, title in (("runs", "Runs"), ("threads", "Threads"), ("turns", "Turns"),

@@ -18,7 +18,7 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Footer, Input
+from textual.widgets import Input
 
 from console.bridge import Bridge
 from console.format import short_id
@@ -32,6 +32,7 @@ from console.widgets.calls_table import CallsTable
 from console.widgets.chat_pane import ChatPane
 from console.widgets.decision_queue import DecisionQueue
 from console.widgets.filter_bar import FilterBar
+from console.widgets.key_bar import KeyBar
 from console.widgets.status_bar import StatusBar
 from console.widgets.timeline import Timeline
 from engine.decisions import Decision
@@ -93,7 +94,7 @@ class MainScreen(Screen[None]):
                     yield FilterBar(placeholder="filter decisions", id="decisions-filter")
                     yield DecisionQueue(self.clock, id="decisions")
         yield StatusBar(id="status")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one("#timeline-pane").border_title = "Timeline"

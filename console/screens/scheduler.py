@@ -18,13 +18,14 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from console.bridge import Bridge
 from console.format import age
 from console.glyphs import look
 from console.groups import group_of
 from console.widgets.groups_table import GroupsTable
+from console.widgets.key_bar import KeyBar
 from console.widgets.keyed_table import KeyedTable
 from engine.scheduler import GroupConfig, Statistics
 
@@ -58,7 +59,7 @@ class SchedulerScreen(Screen[None]):
             yield KeyedTable(THREAD_COLUMNS, state_columns=("state",), id="sched-threads")
         with Vertical(id="sched-queued-pane", classes="pane"):
             yield KeyedTable(QUEUED_COLUMNS, id="sched-queued")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.refresh_stats()
