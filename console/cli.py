@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import gc
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from engine.room import Room
 
 
 def _console_room(argv: list[str]) -> tuple[bool, str | None]:
@@ -34,15 +38,19 @@ def main(argv: list[str] | None = None) -> int:
         # collections over its growing heap cost tens of ms: the console enables the
         # collector again, after freezing that heap, once the first screen is drawn.
         gc.disable()
-    from console.app import run_console
-
-    if console:
         from engine.room import Room
 
-        return run_console(Room.at(room))
+        return _run_console(Room.at(room))
     from engine.cli import main as engine_main
 
-    return engine_main(argv, run_console=run_console)
+    return engine_main(argv, run_console=_run_console)
+
+
+def _run_console(room: Room) -> int:
+    """The console, imported only when it opens: `agentdeck invoke` never loads Textual."""
+    from console.app import run_console
+
+    return run_console(room)
 
 
 if __name__ == "__main__":

@@ -151,12 +151,9 @@ def test_engine_modules_discovered() -> None:
 
 
 # httpx/__init__.py does `try: from ._main import main`, and httpx._main imports rich (and
-# click, pygments). So whenever click is installed (import-linter brings it in the `test`
-# extra), `import httpx` loads ~50 rich modules. That is not the engine's own import: the
-# first test blocks httpx's optional CLI module to check the engine's code alone; the second
-# shows what `import engine.builtin_tools` really costs where click is installed.
-# httpx imports its own command line (and with it rich) when click is installed; that is
-# httpx's choice, not an engine import, so the probe blocks that one module.
+# click, pygments) whenever click is installed (import-linter brings it in the `test`
+# extra). That is httpx's choice, not an engine import, so the probe blocks that one module
+# to check the engine's own code (the providers import httpx).
 HTTPX_CLI = "httpx._main"
 
 
@@ -164,6 +161,16 @@ def test_importing_every_engine_module_loads_no_ui() -> None:
     code, bad = probe(engine_modules(), block=(HTTPX_CLI,))
     assert bad == {}, f"engine modules pulled in UI packages: {bad}"
     assert code == 0
+
+
+def test_engine_commands_do_not_load_the_console(tmp_path: Path) -> None:
+    """`agentdeck invoke` (or info, decide, history) runs without importing Textual: the
+    console loads only when it opens."""
+    code = ("import sys; from console.cli import main; "
+            "main(['info', '--room', sys.argv[1]]); print('textual' in sys.modules)")  # fmt: skip
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "room")],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60)  # fmt: skip
+    assert proc.stdout.strip().splitlines()[-1] == "False", proc.stderr
 
 
 def test_dynamic_probe_detects_ui_imports() -> None:
