@@ -132,7 +132,7 @@ def run_cells(r: dict[str, Any]) -> Cells:
     state = RUN_LOOKS.get(r["status"]) or look(r["status"])
     return (
         (stamp(r["started_at"]) + " ", DIM),
-        (fit(r["run_id"], 10) + " ", BOLD),
+        (fit(short_id(r["run_id"]), 10) + " ", BOLD),
         (fit(r["kind"], 8) + " ", ""),
         state_cells(state, 10),
         (plural(r["turns"], "turn"), DIM),

@@ -21,7 +21,7 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from console.bridge import Bridge
-from console.format import age
+from console.format import age, short_id
 from console.glyphs import look
 from console.groups import group_of
 from console.widgets.groups_table import GroupsTable
@@ -81,13 +81,14 @@ class SchedulerScreen(Screen[None]):
         self.query_one("#sched-summary", Static).update(_summary(stats))
         self.query_one(GroupsTable).show_groups(stats.groups)
         self.query_one("#sched-threads", KeyedTable).show({
-            t.thread_id: (t.thread_id, t.group, t.turn_id or "—", t.state, str(t.queued))
+            t.thread_id: (t.thread_id, t.group, short_id(t.turn_id) if t.turn_id else "—", t.state,
+                          str(t.queued))
             for t in stats.threads
         })  # fmt: skip
         groups = {t.thread_id: t.group for t in stats.threads}
         now = self.clock()
         self.query_one("#sched-queued", KeyedTable).show({
-            q.request_id: (q.request_id, q.thread_id, groups.get(q.thread_id) or
+            q.request_id: (short_id(q.request_id), q.thread_id, groups.get(q.thread_id) or
                            group_of(q.thread_id), q.waits_because, age(now - q.since))
             for q in stats.queued
         })  # fmt: skip
