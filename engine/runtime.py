@@ -67,6 +67,7 @@ class TurnHandle:
 
 
 _RANDOM = random.Random()  # seeded from os.urandom
+SUMMARY_EVERY = 0.25  # seconds: agent.run is rewritten at most this often while running
 INDEX_EVERY = 1.0  # seconds between two full-text batches (History.search lags this much)
 
 
@@ -104,6 +105,7 @@ class Runtime:
         self._step_id = 0
         self._tg: TaskGroup | None = None
         self._plugins_at: dict[Phase, list[Plugin]] = {}
+        self._summary_due = False  # an agent.run rewrite is scheduled
 
     # -- opening and closing ----------------------------------------------------------------
 
@@ -496,7 +498,7 @@ class Runtime:
         """Run the loop; an operator's cancel ends the turn `done/cancelled`."""
         self._loops[handle.turn_id] = loop
         self.scheduler.hold(loop.turn.thread_id, loop.turn.id, loop.turn.group, "running")
-        self._write_summary()
+        self._summary_changed()
         try:
             with anyio.CancelScope() as scope:
                 handle.scope = scope
@@ -520,7 +522,7 @@ class Runtime:
             self.scheduler.hold(turn.thread_id, turn.id, turn.group, "waiting")
             if any(self.decisions.queued_for(c.id) for c in turn.suspended()):
                 self._spawn_resume(turn.id)  # a decision arrived while it was deciding to wait
-        self._write_summary()
+        self._summary_changed()
         if self._tg is not None and not self._tg.cancel_scope.cancel_called:
             self._pump()
 
@@ -596,21 +598,39 @@ class Runtime:
 
     # -- the summary ------------------------------------------------------------------------
 
+    def _summary(self, stopped: bool = False) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "kind": self.kind,
+            "pid": os.getpid(),
+            "state": "stopped" if stopped else "active",
+            "model": f"{self.provider.name}:{self.provider.model}",
+            "running_turns": sorted(self._loops),
+            "waiting_turns": sorted(
+                h.turn_id for h in self.scheduler.holders.values() if h.state == "waiting"
+            ),
+            "updated_at": self.clock(),
+        }
+
     def _write_summary(self, stopped: bool = False) -> None:
-        running = sorted(self._loops)
-        waiting = sorted(h.turn_id for h in self.scheduler.holders.values() if h.state == "waiting")
+        """agent.run now (the run starts or stops)."""
         try:
-            self.room.write_summary(
-                {
-                    "run_id": self.run_id,
-                    "kind": self.kind,
-                    "pid": os.getpid(),
-                    "state": "stopped" if stopped else "active",
-                    "model": f"{self.provider.name}:{self.provider.model}",
-                    "running_turns": running,
-                    "waiting_turns": waiting,
-                    "updated_at": self.clock(),
-                }
-            )
+            self.room.write_summary(self._summary(stopped))
         except OSError as exc:  # the summary is a convenience; the truth is in execution.db
+            self.log.warning("cannot write %s: %s", self.room.summary, exc)
+
+    def _summary_changed(self) -> None:
+        """A turn started or settled: agent.run is rewritten within SUMMARY_EVERY, once for
+        however many changed, and off the event loop (a write costs ~1 ms here)."""
+        if self._summary_due or self._tg is None:
+            return
+        self._summary_due = True
+        self._tg.start_soon(self._flush_summary)
+
+    async def _flush_summary(self) -> None:
+        await anyio.sleep(SUMMARY_EVERY)
+        self._summary_due = False
+        try:
+            await anyio.to_thread.run_sync(self.room.write_summary, self._summary())
+        except OSError as exc:
             self.log.warning("cannot write %s: %s", self.room.summary, exc)

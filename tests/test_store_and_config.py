@@ -464,3 +464,25 @@ async def test_the_wal_is_checkpointed_in_the_background(tmp_path: Path) -> None
     finally:
         await s.close()
     assert not wal.exists()  # the last connection out checkpoints the rest
+
+
+@pytest.mark.anyio
+async def test_agent_run_follows_the_turns_within_a_moment(tmp_path: Path) -> None:
+    """agent.run names a waiting turn shortly after it settles (rewrites are coalesced and
+    made off the event loop), and says `stopped` once the runtime closes."""
+    from engine.messages import Message
+    from engine.runtime import Runtime
+    from tests.scripted import Reply, ScriptedModel, shell
+
+    room = Room.at(tmp_path / "room")
+    model = ScriptedModel(lambda request: Reply(calls=[("shell", {"command": "ls"})]))
+    async with Runtime.open(room, kind="test", provider=model, tools=[shell]) as rt:
+        out = await rt.run_turn(Message(origin="invoke", sender="t", thread_id="a", text="go"))
+        assert out.status == "waiting"
+        for _ in range(300):
+            summary = json.loads(room.summary.read_text())
+            if summary["waiting_turns"] == [out.turn_id]:
+                break
+            await anyio.sleep(0.01)
+        assert summary["waiting_turns"] == [out.turn_id] and summary["state"] == "active"
+    assert json.loads(room.summary.read_text())["state"] == "stopped"
