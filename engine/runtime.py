@@ -47,9 +47,10 @@ from engine.providers.base import Provider
 from engine.room import Ownership, Room
 from engine.runner import ToolRunner
 from engine.scheduler import GroupConfig, Rejected, Request, Scheduler, Statistics, group_for
-from engine.store import Op, Store, StoreError
+from engine.store import Op, Store
 from engine.store.rows import group_row, request_row
 from engine.strategies import strategy_for
+from engine.summary import SummaryFile
 from engine.tools import Tool, ToolRegistry
 
 Subscriber = Callable[[Event], None]
@@ -67,7 +68,6 @@ class TurnHandle:
 
 
 _RANDOM = random.Random()  # seeded from os.urandom
-SUMMARY_EVERY = 0.25  # seconds: agent.run is rewritten at most this often while running
 INDEX_EVERY = 1.0  # seconds between two full-text batches (History.search lags this much)
 
 
@@ -105,7 +105,7 @@ class Runtime:
         self._step_id = 0
         self._tg: TaskGroup | None = None
         self._plugins_at: dict[Phase, list[Plugin]] = {}
-        self._summary_due = False  # an agent.run rewrite is scheduled
+        self.summary_file = SummaryFile(room, self._summary)
 
     # -- opening and closing ----------------------------------------------------------------
 
@@ -155,7 +155,7 @@ class Runtime:
                 try:
                     async with anyio.create_task_group() as tg:
                         rt._tg = tg
-                        tg.start_soon(rt._index_history)
+                        tg.start_soon(store.index_forever, INDEX_EVERY)
                         if resume == "all":
                             for turn_id in sorted(rt._interrupted):
                                 rt._spawn_resume(turn_id)
@@ -195,7 +195,7 @@ class Runtime:
                      thread_id=row["thread_id"])
             )  # fmt: skip
         await self._restore_schedule()
-        self._write_summary()
+        self.summary_file.write()
 
     async def _restore_schedule(self) -> None:
         """Groups from the room and its config; held threads and queued requests."""
@@ -226,20 +226,11 @@ class Runtime:
             self._requests[req.id] = req
             self.live[req.id] = TurnHandle(req.id, req.thread_id)
 
-    async def _index_history(self) -> None:
-        """Full-text indexing, off the checkpoints' transactions: one batch a second."""
-        while True:
-            await anyio.sleep(INDEX_EVERY)
-            try:
-                await self.store.index()
-            except StoreError:
-                self.log.warning("full-text indexing failed; it is retried", exc_info=True)
-
     async def _stop(self) -> None:
         await self.store.write(
             [("UPDATE runs SET status='ended', ended_at=? WHERE id=?", (self.clock(), self.run_id))]
         )
-        self._write_summary(stopped=True)
+        self.summary_file.write(stopped=True)
 
     # -- plumbing for the loop --------------------------------------------------------------
 
@@ -498,7 +489,7 @@ class Runtime:
         """Run the loop; an operator's cancel ends the turn `done/cancelled`."""
         self._loops[handle.turn_id] = loop
         self.scheduler.hold(loop.turn.thread_id, loop.turn.id, loop.turn.group, "running")
-        self._summary_changed()
+        self.summary_file.changed(self._tg)
         try:
             with anyio.CancelScope() as scope:
                 handle.scope = scope
@@ -522,7 +513,7 @@ class Runtime:
             self.scheduler.hold(turn.thread_id, turn.id, turn.group, "waiting")
             if any(self.decisions.queued_for(c.id) for c in turn.suspended()):
                 self._spawn_resume(turn.id)  # a decision arrived while it was deciding to wait
-        self._summary_changed()
+        self.summary_file.changed(self._tg)
         if self._tg is not None and not self._tg.cancel_scope.cancel_called:
             self._pump()
 
@@ -598,7 +589,8 @@ class Runtime:
 
     # -- the summary ------------------------------------------------------------------------
 
-    def _summary(self, stopped: bool = False) -> dict[str, Any]:
+    def _summary(self, stopped: bool) -> dict[str, Any]:
+        """What agent.run says (see engine.summary)."""
         return {
             "run_id": self.run_id,
             "kind": self.kind,
@@ -611,26 +603,3 @@ class Runtime:
             ),
             "updated_at": time.time(),  # wall time, not the runtime clock tests fix
         }
-
-    def _write_summary(self, stopped: bool = False) -> None:
-        """agent.run now (the run starts or stops)."""
-        try:
-            self.room.write_summary(self._summary(stopped))
-        except OSError as exc:  # the summary is a convenience; the truth is in execution.db
-            self.log.warning("cannot write %s: %s", self.room.summary, exc)
-
-    def _summary_changed(self) -> None:
-        """A turn started or settled: agent.run is rewritten within SUMMARY_EVERY, once for
-        however many changed, and off the event loop (a write costs ~1 ms here)."""
-        if self._summary_due or self._tg is None:
-            return
-        self._summary_due = True
-        self._tg.start_soon(self._flush_summary)
-
-    async def _flush_summary(self) -> None:
-        await anyio.sleep(SUMMARY_EVERY)
-        self._summary_due = False
-        try:
-            await anyio.to_thread.run_sync(self.room.write_summary, self._summary())
-        except OSError as exc:
-            self.log.warning("cannot write %s: %s", self.room.summary, exc)

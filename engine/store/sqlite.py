@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import aiosqlite
+import anyio
 
 Op = tuple[str, Sequence[Any]]
 Synchronous = Literal["FULL", "NORMAL"]
@@ -169,6 +170,15 @@ class Store:
             except BaseException:
                 self.unindexed = True
                 raise
+
+    async def index_forever(self, every: float) -> None:
+        """`index` every `every` seconds until cancelled; a failed batch is tried again."""
+        while True:
+            await anyio.sleep(every)
+            try:
+                await self.index()
+            except StoreError:
+                logging.getLogger("agentdeck").warning("full-text indexing failed", exc_info=True)
 
     async def write(self, ops: Sequence[Op]) -> None:
         """Run `ops` in one transaction, in one hop to the database thread."""

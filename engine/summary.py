@@ -1,0 +1,51 @@
+"""agent.run: a small JSON summary of what a runtime is running now, for `cat` and scripts.
+
+The truth is execution.db; this file is a convenience, so it is written when the run
+starts and stops, and otherwise at most every `EVERY` seconds, once for however many
+turns changed meanwhile, in a worker thread (a write costs about a millisecond here).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from engine.room import Room
+
+EVERY = 0.25  # seconds between two rewrites while running
+
+log = logging.getLogger("agentdeck")
+
+
+class SummaryFile:
+    """Writes `snapshot(stopped)` to the room's agent.run."""
+
+    def __init__(self, room: Room, snapshot: Callable[[bool], dict[str, Any]]) -> None:
+        self.room, self.snapshot = room, snapshot
+        self._due = False  # a rewrite is scheduled
+
+    def write(self, stopped: bool = False) -> None:
+        """Now (the run starts or stops)."""
+        try:
+            self.room.write_summary(self.snapshot(stopped))
+        except OSError as exc:
+            log.warning("cannot write %s: %s", self.room.summary, exc)
+
+    def changed(self, tg: TaskGroup | None) -> None:
+        """A turn started or settled: rewrite within EVERY seconds."""
+        if self._due or tg is None:
+            return
+        self._due = True
+        tg.start_soon(self._rewrite)
+
+    async def _rewrite(self) -> None:
+        await anyio.sleep(EVERY)
+        self._due = False
+        try:
+            await anyio.to_thread.run_sync(self.room.write_summary, self.snapshot(False))
+        except OSError as exc:
+            log.warning("cannot write %s: %s", self.room.summary, exc)
