@@ -127,3 +127,23 @@ async def test_tab_moves_between_panes(deck_app) -> None:
         await pilot.press("shift+tab")
         assert main.focused.id == "decisions"
         await app.shutdown()
+
+
+async def test_the_footer_follows_focus_and_a_click_presses_the_key(deck_app) -> None:
+    """The key bar shows the focused pane's keys (and the app's), and clicking one runs it."""
+    from console.widgets.decision_queue import DecisionQueue
+    from console.widgets.key_bar import KeyBar
+
+    app = deck_app()
+    async with app.run_test(size=SIZE) as pilot:
+        main = await started(pilot)
+        bar = main.query_one(KeyBar)
+        main.query_one(Timeline).focus()
+        await until(pilot, lambda: "Follow" in bar.render().plain, "timeline keys")
+        assert "Approve" not in bar.render().plain and "palette" in bar.render().plain
+        main.query_one(DecisionQueue).focus()
+        await until(pilot, lambda: "Approve" in bar.render().plain, "decision keys")
+        assert "Follow" not in bar.render().plain
+        await pilot.click(KeyBar, offset=(bar.render().plain.index("Help"), 0))
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen), "help by a click")
+        await app.shutdown()
