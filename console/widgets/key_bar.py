@@ -75,23 +75,29 @@ class KeyBar(Widget):
         line = Text(no_wrap=True, overflow="crop", end="")
         self._spans = []
 
+        def label(binding: Binding) -> tuple[str, str]:
+            return f" {self.app.get_key_display(binding)} ", f"{binding.description} "
+
         def add(binding: Binding, enabled: bool) -> None:
             off = Style() if enabled else dim
             start = line.cell_len
-            line.append(f" {self.app.get_key_display(binding)} ", key_style + off)
-            line.append(f"{binding.description} ", text_style + off)
+            key, text = label(binding)
+            line.append(key, key_style + off)
+            line.append(text, text_style + off)
             self._spans.append((start, line.cell_len, binding.key, enabled))
 
+        # The palette's key keeps its place on the right; keys that do not fit before it
+        # end in an ellipsis rather than a cut word.
+        right = sum(map(len, label(palette[0]))) + 1 if palette is not None else 0
+        room = self.size.width - right
         for binding, enabled in shown:
+            if line.cell_len + sum(map(len, label(binding))) > room - 2:  # "…" and "▏"
+                line.append("…", text_style)
+                break
             add(binding, enabled)
         if palette is not None:
-            label_width = (
-                len(self.app.get_key_display(palette[0])) + len(palette[0].description) + 4
-            )
-            room = self.size.width - line.cell_len - label_width
-            if room >= 1:
-                line.append(" " * (room - 1) + "▏", text_style)
-                add(*palette)
+            line.append(" " * max(0, room - line.cell_len - 1) + "▏", text_style)
+            add(*palette)
         return line
 
     def on_click(self, event: events.Click) -> None:

@@ -144,6 +144,8 @@ async def test_the_footer_follows_focus_and_a_click_presses_the_key(deck_app) ->
         main.query_one(DecisionQueue).focus()
         await until(pilot, lambda: "Approve" in bar.render().plain, "decision keys")
         assert "Follow" not in bar.render().plain
+        main.query_one(Timeline).focus()
+        await until(pilot, lambda: "Help" in bar.render().plain, "timeline keys again")
         await pilot.click(KeyBar, offset=(bar.render().plain.index("Help"), 0))
         await until(pilot, lambda: isinstance(app.screen, HelpScreen), "help by a click")
         await app.shutdown()
