@@ -6,6 +6,8 @@ an injected model); `run_console` is what `agentdeck` with no arguments calls.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import gc
 import sys
 import time
@@ -33,6 +35,7 @@ from engine.room import Room
 
 # Interpreter settings for a process that is the console's own, applied once started.
 GC_THRESHOLDS = (10_000, 10, 100)  # Python's default is (700, 10, 10)
+CLOSE_WAIT = 10.0  # seconds the app waits at exit for the runtime to close the room
 SWITCH_INTERVAL = 0.001  # seconds; Python's default is 0.005
 
 
@@ -132,6 +135,13 @@ class AgentDeck(App[int]):
             if not ok:
                 return
         await self.shutdown()
+
+    async def on_unmount(self) -> None:
+        """However the app ends (quit, an error, a test harness's exit), the runtime closes
+        before the event loop does: Textual cancels the runtime's worker without waiting
+        for it, and its store's thread must not finish into a closed loop."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.host.close(), CLOSE_WAIT)
 
     async def shutdown(self, return_code: int = 0) -> None:
         """Close the runtime (turns stop, the room is released), then exit."""

@@ -36,10 +36,12 @@ class RuntimeHost:
         self.room, self.clock, self.ids, self.provider = room, clock, ids, provider
         self._closing = asyncio.Event()
         self.closed = asyncio.Event()
+        self.started = False  # serve began: `closed` will be set
         self.error: BaseException | None = None
 
     async def serve(self, bridge: Bridge, target: Any) -> None:
         """Open the runtime, seed the view from history, then wait until `close`."""
+        self.started = True
         from engine.runtime import Runtime  # after the first screen: it is not needed to draw
 
         try:
@@ -62,5 +64,8 @@ class RuntimeHost:
             self.closed.set()
 
     async def close(self) -> None:
+        """Leave the runtime's block (or, when its worker was cancelled, let it finish
+        unwinding) and wait until it has closed the room."""
         self._closing.set()
-        await self.closed.wait()
+        if self.started:
+            await self.closed.wait()
