@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -156,17 +157,23 @@ def _log_line(event: Event) -> str | None:
 async def _run(room: Room, args: argparse.Namespace) -> int:
     # notices (a bad task file, a failed submit) reach the log; turns reach stdout
     logging.basicConfig(format="%(asctime)s %(levelname)s: %(message)s", datefmt="%H:%M:%S")
-    async with Runtime.open(room, kind="run") as rt:
+    # SIGTERM (systemd, docker, kill) stops as Ctrl-C does: the run is marked ended, and a
+    # turn still running resumes at the next start. The receiver stays until the room is
+    # closed, so a second SIGTERM (`timeout` sends two) cannot kill the shutdown midway.
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
+        async with Runtime.open(room, kind="run") as rt:
 
-        def log(event: Event) -> None:
-            if (line := _log_line(event)) is not None:
-                print(line, flush=True)
+            def log(event: Event) -> None:
+                if (line := _log_line(event)) is not None:
+                    print(line, flush=True)
 
-        rt.subscribe(log)
-        print(f"agentdeck run {rt.run_id} on {room.path} "
-              f"({rt.provider.name}:{rt.provider.model}); Ctrl-C stops", flush=True)  # fmt: skip
-        rt.start_loops()
-        await anyio.sleep_forever()
+            rt.subscribe(log)
+            rt.start_loops()
+            print(f"agentdeck run {rt.run_id} on {room.path} "
+                  f"({rt.provider.name}:{rt.provider.model}); Ctrl-C stops", flush=True)  # fmt: skip
+            async for received in signals:
+                print(f"agentdeck run: {signal.Signals(received).name}, stopping", flush=True)
+                break
     return EXIT_OK
 
 

@@ -362,3 +362,34 @@ def test_front_matter() -> None:
     assert (settings, body) == ({"strategy": "react"}, "Body\n")
     with pytest.raises(FileError, match="line 2"):
         split_front_matter("---\njust words\n---\nBody")
+
+
+def test_agentdeck_run_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
+    """systemd, docker and `timeout` stop with SIGTERM: the run ends as with Ctrl-C (exit 0,
+    the run marked ended, agent.run saying stopped), not killed midway and found crashed."""
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+
+    room = tmp_path / "room"
+    code = "import sys; from engine.cli import main; sys.exit(main(sys.argv[1:]))"
+    proc = subprocess.Popen([sys.executable, "-c", code, "run", "--room", str(room)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=Path(__file__).resolve().parents[1])  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("agentdeck run ")
+        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGTERM)  # as `timeout` does: the second must not cut the stop
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert "SIGTERM, stopping" in out
+    conn = sqlite3.connect(room / "execution.db")
+    try:
+        assert conn.execute("SELECT status FROM runs").fetchall() == [("ended",)]
+    finally:
+        conn.close()
+    assert json.loads((room / "agent.run").read_text())["state"] == "stopped"
