@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -35,6 +36,7 @@ from engine.room import Room
 
 # Interpreter settings for a process that is the console's own, applied once started.
 GC_THRESHOLDS = (10_000, 10, 100)  # Python's default is (700, 10, 10)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 CLOSE_WAIT = 10.0  # seconds the app waits at exit for the runtime to close the room
 SWITCH_INTERVAL = 0.001  # seconds; Python's default is 0.005
 
@@ -96,6 +98,10 @@ class AgentDeck(App[int]):
         self.theme_changed_signal.subscribe(self, lambda t: settings.save({"theme": t.name}))
         self.run_worker(self.host.serve(self.bridge, self.main), name="runtime",
                         exit_on_error=False)  # fmt: skip
+        if self.tune_process:  # the process is the console's own (tests share theirs)
+            loop = asyncio.get_running_loop()
+            for sig in STOP_SIGNALS:  # kill, a closed terminal: quit as `q` would, no asking
+                loop.add_signal_handler(sig, lambda: self.run_worker(self.shutdown()))
 
     @on(Bridge.Attached)
     def _started(self) -> None:
@@ -142,6 +148,9 @@ class AgentDeck(App[int]):
         for it, and its store's thread must not finish into a closed loop."""
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.host.close(), CLOSE_WAIT)
+        if self.tune_process:
+            for sig in STOP_SIGNALS:
+                asyncio.get_running_loop().remove_signal_handler(sig)
 
     async def shutdown(self, return_code: int = 0) -> None:
         """Close the runtime (turns stop, the room is released), then exit."""
