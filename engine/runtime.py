@@ -48,7 +48,7 @@ from engine.room import Ownership, Room
 from engine.runner import ToolRunner
 from engine.scheduler import GroupConfig, Rejected, Request, Scheduler, Statistics, group_for
 from engine.store import Op, Store
-from engine.store.rows import group_row, request_row
+from engine.store.schedule import group_row, request_row, restore_schedule
 from engine.strategies import strategy_for
 from engine.summary import SummaryFile
 from engine.tools import Tool, ToolRegistry
@@ -194,37 +194,11 @@ class Runtime:
                 Rule(tool=row["tool"], effect=row["effect"], scope=row["scope"],
                      thread_id=row["thread_id"])
             )  # fmt: skip
-        await self._restore_schedule()
-        self.summary_file.write()
-
-    async def _restore_schedule(self) -> None:
-        """Groups from the room and its config; held threads and queued requests."""
-        for row in await self.store.fetchall("SELECT * FROM thread_groups"):
-            self.scheduler.groups[row["name"]] = GroupConfig(
-                row["name"], row["priority"], row["max_running_turns"], row["max_queued_turns"],
-                row["overflow_policy"], row["coalesce"], bool(row["paused"]),
-            )  # fmt: skip
-        for name, settings in self.config.groups.items():
-            self.scheduler.configure(name, **settings.model_dump(exclude_none=True))
-        for name, settings in self.config.groups.items():
-            if settings.strategy is not None:
-                self.scheduler.configure(name, strategy=settings.strategy)
-        await self.store.write([group_row(g) for g in self.scheduler.groups.values()])
-        for row in await self.store.fetchall(
-            "SELECT t.id, t.thread_id, t.status, h.group_name FROM turns t"
-            " JOIN threads h ON h.id = t.thread_id WHERE t.status != 'done' ORDER BY t.created_at"
-        ):
-            self.scheduler.hold(row["thread_id"], row["id"], row["group_name"], row["status"])
-            if row["status"] == "running":
-                self._interrupted.add(row["id"])
-        for row in await self.store.fetchall(
-            "SELECT * FROM turn_requests WHERE status='queued' ORDER BY created_at"
-        ):
-            req = Request(row["id"], Message.model_validate_json(row["message"]),
-                          row["group_name"], row["created_at"], row["strategy"])  # fmt: skip
-            self.scheduler.requeue(req)
+        self._interrupted, queued = await restore_schedule(self.store, self.scheduler, self.config)
+        for req in queued:
             self._requests[req.id] = req
             self.live[req.id] = TurnHandle(req.id, req.thread_id)
+        self.summary_file.write()
 
     async def _stop(self) -> None:
         await self.store.write(

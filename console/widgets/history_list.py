@@ -39,27 +39,22 @@ class HistoryList(ScrollView, can_focus=True):
     COMPONENT_CLASSES = {"history--cursor", DIM, BOLD, MATCH, *STATE_CLASSES,
                          *ROLE_CLASSES.values()}  # fmt: skip
 
-    class Highlighted(Message):
+    class RowMessage(Message):
+        """Something happened to the row `key` of `view`."""
+
+        def __init__(self, view: HistoryList, key: str) -> None:
+            super().__init__()
+            self.view, self.key = view, key
+
+        @property
+        def control(self) -> HistoryList:
+            return self.view
+
+    class Highlighted(RowMessage):
         """The cursor moved to the row `key`."""
 
-        def __init__(self, view: HistoryList, key: str) -> None:
-            super().__init__()
-            self.view, self.key = view, key
-
-        @property
-        def control(self) -> HistoryList:
-            return self.view
-
-    class Chosen(Message):
+    class Chosen(RowMessage):
         """Enter (or a second click) on the row `key`."""
-
-        def __init__(self, view: HistoryList, key: str) -> None:
-            super().__init__()
-            self.view, self.key = view, key
-
-        @property
-        def control(self) -> HistoryList:
-            return self.view
 
     class NeedMore(Message):
         """The operator nears the end of what is loaded and the query has more."""

@@ -1,0 +1,68 @@
+"""The scheduler's records in execution.db: thread groups and turn requests, written as
+upserts, and read back when a runtime starts."""
+
+from __future__ import annotations
+
+from engine.config import Config
+from engine.messages import Message
+from engine.scheduler import GroupConfig, Request, Scheduler
+from engine.store.sqlite import Op, Store
+
+
+async def restore_schedule(
+    store: Store, scheduler: Scheduler, config: Config
+) -> tuple[set[str], list[Request]]:
+    """Rebuild `scheduler` from the room and its config: groups (and write them back),
+    threads held by unfinished turns, queued requests. Returns the turns a stopped run
+    left `running`, and the requests it had queued (now in the scheduler again)."""
+    for row in await store.fetchall("SELECT * FROM thread_groups"):
+        scheduler.groups[row["name"]] = GroupConfig(
+            row["name"], row["priority"], row["max_running_turns"], row["max_queued_turns"],
+            row["overflow_policy"], row["coalesce"], bool(row["paused"]),
+        )  # fmt: skip
+    for name, settings in config.groups.items():
+        scheduler.configure(name, **settings.model_dump(exclude_none=True))
+    for name, settings in config.groups.items():
+        if settings.strategy is not None:
+            scheduler.configure(name, strategy=settings.strategy)
+    await store.write([group_row(g) for g in scheduler.groups.values()])
+    interrupted: set[str] = set()
+    for row in await store.fetchall(
+        "SELECT t.id, t.thread_id, t.status, h.group_name FROM turns t"
+        " JOIN threads h ON h.id = t.thread_id WHERE t.status != 'done' ORDER BY t.created_at"
+    ):
+        scheduler.hold(row["thread_id"], row["id"], row["group_name"], row["status"])
+        if row["status"] == "running":
+            interrupted.add(row["id"])
+    queued = []
+    for row in await store.fetchall(
+        "SELECT * FROM turn_requests WHERE status='queued' ORDER BY created_at"
+    ):
+        req = Request(row["id"], Message.model_validate_json(row["message"]),
+                      row["group_name"], row["created_at"], row["strategy"])  # fmt: skip
+        scheduler.requeue(req)
+        queued.append(req)
+    return interrupted, queued
+
+
+def request_row(req: Request, now: float) -> Op:
+    return (
+        "INSERT INTO turn_requests(id, thread_id, group_name, message, strategy, status, reason,"
+        " coalesced_into, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?)"
+        " ON CONFLICT(id) DO UPDATE SET status=excluded.status, reason=excluded.reason,"
+        " coalesced_into=excluded.coalesced_into, updated_at=excluded.updated_at",
+        (req.id, req.thread_id, req.group, req.message.model_dump_json(), req.strategy,
+         req.status, req.reason, req.coalesced_into, req.created_at, now),
+    )  # fmt: skip
+
+
+def group_row(g: GroupConfig) -> Op:
+    return (
+        "INSERT INTO thread_groups(name, priority, max_running_turns, max_queued_turns,"
+        " overflow_policy, coalesce, paused) VALUES (?,?,?,?,?,?,?) ON CONFLICT(name) DO UPDATE"
+        " SET priority=excluded.priority, max_running_turns=excluded.max_running_turns,"
+        " max_queued_turns=excluded.max_queued_turns, overflow_policy=excluded.overflow_policy,"
+        " coalesce=excluded.coalesce, paused=excluded.paused",
+        (g.name, g.priority, g.max_running_turns, g.max_queued_turns, g.overflow_policy,
+         g.coalesce, int(g.paused)),
+    )  # fmt: skip
