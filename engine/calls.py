@@ -108,12 +108,16 @@ class CallState:
             pending=self.status is CallStatus.SUSPENDED,
         )
 
+    def _fields(self) -> tuple[Any, ...]:
+        """What a call's row can change, as it is written."""
+        args = self.args if isinstance(self.args, str) else json.dumps(self.args)
+        return (args, self.status.value, self.result, self.error, self.suspend_reason,
+                self.decision_id, self.has_message, self.updated_at, self.ended_at)  # fmt: skip
+
     def row(self) -> Op | None:
         """The call's row, if it changed since it was written: an INSERT the first time,
         then an UPDATE of what a call can change."""
-        args = self.args if isinstance(self.args, str) else json.dumps(self.args)
-        fields = (args, self.status.value, self.result, self.error, self.suspend_reason,
-                  self.decision_id, self.has_message, self.updated_at, self.ended_at)  # fmt: skip
+        fields = self._fields()
         if fields == self.written:
             return None
         insert, self.written = self.written is None, fields
@@ -134,7 +138,7 @@ class CallState:
     @classmethod
     def from_row(cls, row: Any) -> CallState:
         args = json_or_text(row["args"])
-        return cls(
+        call = cls(
             id=row["id"], model_call_id=row["model_call_id"], turn_id=row["turn_id"],
             thread_id=row["thread_id"], step_id=row["step_id"], idx=row["idx"],
             tool=row["tool"], args=args, status=CallStatus(row["status"]),
@@ -142,10 +146,9 @@ class CallState:
             decision_id=row["decision_id"], has_message=row["has_message"],
             meta=json.loads(row["meta"] or "{}"),
             created_at=row["created_at"], updated_at=row["updated_at"], ended_at=row["ended_at"],
-            written=(row["args"], row["status"], row["result"], row["error"],
-                     row["suspend_reason"], row["decision_id"], row["has_message"],
-                     row["updated_at"], row["ended_at"]),
         )  # fmt: skip
+        call.written = call._fields()  # as read: unchanged until it moves
+        return call
 
 
 async def admit(

@@ -31,22 +31,10 @@ from engine.strategies.plan_normalize import (
     parse_planner_text,
 )
 from engine.tools import tool
-from tests.scripted import Reply, ScriptedModel
+from tests.scripted import Reply, ScriptedModel, add, shell
 
 RECORD_KEYS = {"purpose", "tool_name", "kwargs", "todo_suggestion", "next", "success", "result",
                "error"}  # fmt: skip
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add two numbers."""
-    return a + b
-
-
-@tool(approval="always")
-def shell(command: str) -> str:
-    """Pretend to run a command."""
-    return f"ran {command}"
 
 
 # -- normalization ------------------------------------------------------------------------
