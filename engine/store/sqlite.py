@@ -139,7 +139,9 @@ class Store:
             await db.execute("PRAGMA foreign_keys=ON")
             await db.execute("PRAGMA busy_timeout=5000")
             await db.execute("PRAGMA wal_autocheckpoint=0")  # the Checkpointer's job
-            await db.executescript(_schema())
+            # One transaction: a new room costs one sync, not one per statement, and a
+            # migration interrupted half-way leaves the room as it was.
+            await db.executescript(f"BEGIN IMMEDIATE;\n{_schema()}\nCOMMIT;")
         except sqlite3.Error as exc:
             await db.close()
             raise StoreError(f"cannot prepare {path}: {exc}") from exc
