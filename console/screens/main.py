@@ -87,7 +87,11 @@ class MainScreen(Screen[None]):
             with Vertical(id="right"):
                 with Vertical(id="timeline-pane", classes="pane"):
                     yield FilterBar(placeholder="filter steps", id="timeline-filter")
-                    yield Timeline(self.state.steps, id="timeline")
+                    yield Timeline(
+                        self.state.steps,
+                        id="timeline",
+                        empty="no steps yet: each turn's steps appear here as it runs",
+                    )
                 with Vertical(id="calls-pane", classes="pane"):
                     yield CallsTable(id="calls")
                 with Vertical(id="decisions-pane", classes="pane"):
@@ -112,6 +116,7 @@ class MainScreen(Screen[None]):
         status = self.query_one(StatusBar)
         info = event.info
         status.room, status.run_id, status.model = info.room, info.run_id, info.model
+        self.query_one(ChatPane).describe_model(info.model)
         self.threads = event.threads or [DEFAULT_THREAD]
         if DEFAULT_THREAD not in self.threads and not event.threads:
             self.threads = [DEFAULT_THREAD]

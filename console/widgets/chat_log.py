@@ -25,7 +25,8 @@ DRAWN_ENTRIES = 32  # entries whose drawn lines are kept (a screen's worth and m
 class ChatLog(LineView, can_focus=False):
     """Line-rendered chat of the thread it is given."""
 
-    COMPONENT_CLASSES = {"chat--operator", "chat--agent", "chat--tool", "chat--label"}
+    COMPONENT_CLASSES = {"chat--operator", "chat--agent", "chat--tool", "chat--label",
+                         "chat--hint"}  # fmt: skip
 
     def __init__(self, **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]
@@ -40,6 +41,7 @@ class ChatLog(LineView, can_focus=False):
         self._tail: list[Strip] = []  # the streaming answer
         self._version = -1
         self._streamed: str | None = None
+        self.hint = ""  # what an empty thread shows instead of nothing
 
     def show(self, view: ThreadView | None) -> None:
         """Draw `view` (another thread, or the same one with new entries)."""
@@ -72,7 +74,10 @@ class ChatLog(LineView, can_focus=False):
             self._entries, self._counts, self._starts = entries, counts, starts
             self._version = version
         streaming = view.streaming if view is not None else ""
-        if streaming != self._streamed:
+        if not self._entries and not streaming:
+            self._streamed = None
+            self._tail = self._draw_hint(width)
+        elif streaming != self._streamed:
             self._streamed = streaming
             self._tail = (
                 self._draw(ChatEntry("assistant", streaming + "▌"), width) if streaming else []
@@ -89,7 +94,7 @@ class ChatLog(LineView, can_focus=False):
             self._drawn[id(entry)] = hit
         return hit[1]
 
-    _CLASSES = ("chat--operator", "chat--agent", "chat--tool", "chat--label")
+    _CLASSES = ("chat--operator", "chat--agent", "chat--tool", "chat--label", "chat--hint")
 
     def _draw(self, entry: ChatEntry, width: int) -> list[Strip]:
         role = {"user": "chat--operator", "tool": "chat--tool"}.get(entry.role, "chat--agent")
@@ -108,6 +113,21 @@ class ChatLog(LineView, can_focus=False):
             for line in wrapped
         ]
         strips.append(Strip.blank(width, self.rich_style))
+        return strips
+
+    def _draw_hint(self, width: int) -> list[Strip]:
+        style = self.get_component_rich_style("chat--hint")
+        console = self.app.console
+        strips = []
+        for paragraph in self.hint.split("\n"):
+            if not paragraph:
+                strips.append(Strip.blank(width, self.rich_style))
+                continue
+            text = Text()
+            text.append(paragraph, style)
+            for line in text.wrap(console, width):
+                strips.append(Strip(line.render(console), line.cell_len)
+                              .adjust_cell_length(width, self.rich_style))  # fmt: skip
         return strips
 
     def on_resize(self) -> None:

@@ -10,6 +10,14 @@ from textual.widgets import Input
 from console.state import ThreadView
 from console.widgets.chat_log import ChatLog
 
+EMPTY_HINT = "Nothing on this thread yet. Type below; Enter sends."
+OFFLINE_HINT = (
+    "The offline model answers here: a rule-based stand-in for an LLM (configure one in "
+    "agentdeck.toml; `agentdeck info` shows where its key is read from). It runs "
+    "`commands` in backticks once you approve them, and knows: list files, read PATH, "
+    'write "TEXT" to PATH, calc 6*7, what time is it, fetch URL.'
+)
+
 
 class ChatPane(Vertical):
     """Chat of one thread; Enter in the input sends a chat message to it."""
@@ -37,6 +45,11 @@ class ChatPane(Vertical):
         self.thread_id = view.thread_id
         self.border_title = f"Chat · {self.thread_id}"
         self.query_one(ChatLog).show(view)
+
+    def describe_model(self, model: str) -> None:
+        """What an empty thread shows: how to start, and what the offline model knows."""
+        offline = model.split(":", 1)[0] == "offline"
+        self.query_one(ChatLog).hint = f"{EMPTY_HINT}\n\n{OFFLINE_HINT}" if offline else EMPTY_HINT
 
     def redraw(self) -> None:
         self.query_one(ChatLog).rebuild()

@@ -70,9 +70,10 @@ class Timeline(LineView, can_focus=True):
             super().__init__()
             self.turn_id = turn_id
 
-    def __init__(self, steps: Sequence[StepRow], **kw: object) -> None:
+    def __init__(self, steps: Sequence[StepRow], *, empty: str = "no steps", **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]
         self._all = steps
+        self.empty = empty  # what the first line says when there is no step at all
         self._rows: Sequence[StepRow] = steps
         self._cursor_seq: int | None = None
         self._selected_turn = ""
@@ -256,6 +257,9 @@ class Timeline(LineView, can_focus=True):
         width = self._line_width or self.size.width
         if index >= len(self._rows):
             self._shown[y] = None
+            if index == 0:  # nothing to show: say why, dimmed
+                return Strip([Segment(self._empty_text(), self._style("timeline--dim", False))]
+                             ).adjust_cell_length(width, self._style("", False))  # fmt: skip
             return Strip.blank(width, self._style("", False))
         row = self._rows[index]
         selected = row.seq == self._cursor_seq
@@ -266,6 +270,11 @@ class Timeline(LineView, can_focus=True):
             strip = self._draw(row, width, selected)
             self._cache[key] = strip
         return strip
+
+    def _empty_text(self) -> str:
+        if self.filter_text or self.group:
+            return "no step matches the filter (esc clears it)"
+        return self.empty
 
     def _style(self, name: str, selected: bool) -> Style:
         """The style of a part of a line over the line's base (computed once per theme)."""

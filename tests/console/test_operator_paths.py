@@ -9,6 +9,7 @@ from console.screens.confirm import ConfirmScreen
 from console.screens.edit_args import EditArgsScreen
 from console.screens.main import MainScreen
 from console.screens.prompt import PromptScreen
+from console.widgets.chat_log import ChatLog
 from console.widgets.decision_queue import DecisionQueue
 from console.widgets.timeline import Timeline
 from tests.console.helpers import SIZE, Recorder, send, started, until, until_pending
@@ -158,7 +159,27 @@ async def test_filter_timeline(deck_app) -> None:
         await until(pilot, lambda: timeline.filter_text == "tool_", "filter applied")
         assert 0 < len(timeline._rows) < total
         assert all(r.kind == "tool_round" for r in timeline._rows)
+        await pilot.press(*"zzz")
+        await until(pilot, lambda: not timeline._rows, "nothing matches")
+        assert "no step matches the filter" in timeline.render_line(0).text
         await pilot.press("escape")
         await until(pilot, lambda: timeline.filter_text == "", "filter cleared")
         assert len(timeline._rows) == total and timeline.has_focus
+        await app.shutdown()
+
+
+async def test_empty_panes_say_how_to_start(deck_app) -> None:
+    app = deck_app()
+    async with app.run_test(size=SIZE) as pilot:
+        main = await started(pilot)
+        await pilot.pause()
+        chat = main.query_one(ChatLog)
+        hint = " ".join(chat.render_line(y).text.strip() for y in range(8))
+        assert "Enter sends" in hint and "offline model" in hint
+        assert main.query_one(Timeline).render_line(0).text.startswith("no steps yet")
+        await send(pilot, "calc 1+1")
+        await until(pilot, lambda: main.state.turns and main.state.counts() == (0, 0), "turn")
+        await pilot.pause()
+        shown = " ".join(chat.render_line(y).text for y in range(8))
+        assert "you › calc 1+1" in shown and "offline model" not in shown
         await app.shutdown()
