@@ -200,7 +200,7 @@ class MainScreen(Screen[None]):
         self._status_at = monotonic()
 
     def _redraw_pending(self) -> None:
-        self.query_one(DecisionQueue).show(self.state.pending)
+        self.query_one(DecisionQueue).show_pending(self.state.pending)
         self._title_decisions()
 
     def _title_decisions(self) -> None:
@@ -221,7 +221,7 @@ class MainScreen(Screen[None]):
 
     def _tick_ages(self) -> None:
         if self.state.pending:
-            self.query_one(DecisionQueue).show(self.state.pending)
+            self.query_one(DecisionQueue).show_pending(self.state.pending)
 
     def select_turn(self, turn_id: str) -> None:
         self.selected_turn = turn_id
@@ -276,7 +276,7 @@ class MainScreen(Screen[None]):
         else:
             queue = self.query_one(DecisionQueue)
             queue.filter_text = event.value
-            queue.show(self.state.pending)
+            queue.show_pending(self.state.pending)
 
     @on(Input.Submitted, "FilterBar")
     def filter_done(self, event: Input.Submitted) -> None:

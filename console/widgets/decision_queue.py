@@ -18,6 +18,7 @@ from console.state import CallRow
 from console.widgets.keyed_table import KeyedTable
 
 COLUMNS = ("tool", "state", "arguments", "thread", "turn", "age")
+ARGS_PREVIEW = 120  # characters of arguments at most; a narrower table cuts them further
 
 
 class DecisionQueue(KeyedTable):
@@ -43,12 +44,13 @@ class DecisionQueue(KeyedTable):
             self.action, self.call = action, call
 
     def __init__(self, clock: Callable[[], float], **kw: object) -> None:
-        super().__init__(COLUMNS, state_columns=("state",), **kw)
+        super().__init__(COLUMNS, state_columns=("state",), give_way=("arguments", "thread"),
+                         **kw)  # fmt: skip
         self.clock = clock
         self.filter_text = ""
         self._calls: dict[str, CallRow] = {}
 
-    def show(self, pending: dict[str, CallRow]) -> None:  # type: ignore[override]
+    def show_pending(self, pending: dict[str, CallRow]) -> None:
         """Draw the pending calls (filtered), keeping the cursor on the same call."""
         needle = self.filter_text.lower()
         self._calls = {
@@ -56,8 +58,8 @@ class DecisionQueue(KeyedTable):
             if not needle or needle in f"{c.tool} {c.args} {c.thread_id} {c.turn_id}".lower()
         }  # fmt: skip
         now = self.clock()
-        super().show({
-            key: (call.tool, call.status, one_line(call.args, 40), call.thread_id, short_id(call.turn_id),
+        self.show({
+            key: (call.tool, call.status, one_line(call.args, ARGS_PREVIEW), call.thread_id, short_id(call.turn_id),
                   age(now - call.updated_at))
             for key, call in self._calls.items()
         })  # fmt: skip

@@ -3,18 +3,23 @@
 The scheduler view draws `rt.statistics()` several times a second; most snapshots equal
 the last one, so `show` compares plain cells and updates only what differs, keeping the
 cursor on the same key. State columns hold a status word and are drawn as glyph + word.
+When a row is wider than the table, the give-way columns are cut (with "…"), in order,
+down to MIN_WIDTH each, so the columns after them stay on screen.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich.cells import cell_len, set_cell_size
 from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import DataTable
 
 from console.glyphs import STATE_CLASSES
 from console.widgets.state_text import state_text
+
+MIN_WIDTH = 12  # cells a give-way column keeps however narrow the table
 
 
 class KeyedTable(DataTable[Text | str]):
@@ -27,24 +32,60 @@ class KeyedTable(DataTable[Text | str]):
     COMPONENT_CLASSES = DataTable.COMPONENT_CLASSES | set(STATE_CLASSES)
 
     def __init__(self, columns: Sequence[str], state_columns: Sequence[str] = (),
-                 **kw: object) -> None:  # fmt: skip
+                 give_way: Sequence[str] = (), **kw: object) -> None:  # fmt: skip
         super().__init__(cursor_type="row", zebra_stripes=False, **kw)  # type: ignore[arg-type]
         self.labels = tuple(columns)
         self.state_columns = frozenset(state_columns)
+        self.give_way = tuple(give_way)
         self._drawn: dict[str, tuple[str, ...]] = {}
+        self._room: dict[str, int] = {}  # give-way column -> the cells it may use
 
     def on_mount(self) -> None:
+        self._add_columns()
+
+    def _add_columns(self) -> None:
         for label in self.labels:
             self.add_column(label, key=label)
 
+    def on_resize(self) -> None:
+        if self.give_way and self._fit(self._drawn) != self._room:
+            rows, self._drawn = self._drawn, {}
+            self.show(rows)
+
+    def _fit(self, rows: dict[str, tuple[str, ...]]) -> dict[str, int]:
+        """The room of each give-way column for the rows to fit the table's width."""
+        if not self.give_way:
+            return {}
+        widths = [cell_len(label) for label in self.labels]
+        for cells in rows.values():
+            for i, (label, value) in enumerate(zip(self.labels, cells, strict=True)):
+                shown = value if label not in self.state_columns else f"◆ {value}"  # glyph + word
+                widths[i] = max(widths[i], cell_len(shown))
+        over = sum(w + 2 * self.cell_padding for w in widths) - self.scrollable_content_region.width
+        room = {}
+        for label in self.give_way:
+            i = self.labels.index(label)
+            give = max(0, min(over, widths[i] - MIN_WIDTH))
+            room[label], over = widths[i] - give, over - give
+        return room
+
     def _cell(self, label: str, value: str) -> Text | str:
-        return state_text(self, value) if label in self.state_columns else value
+        if label in self.state_columns:
+            return state_text(self, value)
+        room = self._room.get(label)
+        if room is not None and cell_len(value) > room:
+            return set_cell_size(value, room - 1) + "…"
+        return value
 
     def show(self, rows: dict[str, tuple[str, ...]]) -> None:
         """Draw `rows` (key -> one plain string per column), touching only what changed."""
         if rows == self._drawn:
             return
         before, self._drawn = self._drawn, rows
+        room = self._fit(rows)
+        refit = room != self._room  # every cut cell is cut again, and columns only grow
+        if refit:
+            self._room, before = room, {}
         if list(rows) == list(before):
             for key, cells in rows.items():
                 for label, old, new in zip(self.labels, before[key], cells, strict=True):
@@ -52,7 +93,9 @@ class KeyedTable(DataTable[Text | str]):
                         self.update_cell(key, label, self._cell(label, new))
             return
         keep = self.current_key()
-        self.clear()
+        self.clear(columns=refit)
+        if refit:
+            self._add_columns()
         for key, cells in rows.items():
             self.add_row(*(self._cell(lb, v) for lb, v in zip(self.labels, cells, strict=True)),
                          key=key)  # fmt: skip

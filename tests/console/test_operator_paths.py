@@ -183,3 +183,23 @@ async def test_empty_panes_say_how_to_start(deck_app) -> None:
         shown = " ".join(chat.render_line(y).text for y in range(8))
         assert "you › calc 1+1" in shown and "offline model" not in shown
         await app.shutdown()
+
+
+async def test_decision_queue_cuts_the_arguments_to_keep_its_columns_on_screen(deck_app) -> None:
+    app = deck_app()
+    async with app.run_test(size=(120, 36)) as pilot:
+        main = await started(pilot)
+        await send(pilot, 'write "a long enough text to be cut somewhere" to notes/long-name.txt')
+        await until_pending(pilot, main)
+        queue = main.query_one(DecisionQueue)
+        await pilot.pause()
+
+        def row() -> str:
+            return queue.render_line(1).text
+
+        assert "…" in row() and row().rstrip().endswith("s")  # the age column is on screen
+        await pilot.resize_terminal(260, 36)
+        await until(pilot, lambda: "long-name.txt" in row(), "the whole arguments")
+        await pilot.resize_terminal(120, 36)
+        await until(pilot, lambda: "…" in row(), "cut again")
+        await app.shutdown()
