@@ -16,6 +16,7 @@ silent double execution.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -38,6 +39,8 @@ from engine.store import Op
 if TYPE_CHECKING:
     from engine.conversation import Conversation
     from engine.runtime import Runtime
+
+SUMMARY_NAMES = 3  # calls a round's step summary names one by one; more are counted
 
 
 @dataclass
@@ -341,11 +344,7 @@ class TurnLoop:
             if call.status.terminal and call.has_message != ANSWERED:
                 self.answer(call)
         self._count_errors(touched)
-        ok = sum(c.status is CallStatus.SUCCEEDED for c in new_calls)
-        summary = f"{len(new_calls)} call(s), {ok} succeeded: " + ", ".join(
-            f"{c.tool} {c.status.value}" for c in new_calls
-        )
-        self.step_end(step_id, "tool_round", started, "succeeded", summary)
+        self.step_end(step_id, "tool_round", started, "succeeded", _calls_summary(new_calls))
         await self.commit("tool_results_committed", touched)
 
     async def resume_tool_calls(self) -> None:
@@ -362,8 +361,7 @@ class TurnLoop:
             if call.status.terminal:
                 self.answer(call)
         self._count_errors(calls)
-        summary = ", ".join(f"{c.tool} {c.status.value}" for c in calls)
-        self.step_end(step_id, "replay", started, "succeeded", summary)
+        self.step_end(step_id, "replay", started, "succeeded", _calls_summary(calls))
         await self.commit("tool_results_committed", calls)
 
     async def _take_decisions(self) -> list[tuple[Decision, CallState]]:
@@ -499,6 +497,15 @@ class TurnLoop:
 
 def _json(value: Any) -> str:
     return json.dumps(value, default=str)
+
+
+def _calls_summary(calls: list[CallState]) -> str:
+    """A round's calls for a one-line step summary: each named while there are few
+    ("shell suspended, calc succeeded"), counted by state when there are many."""
+    if len(calls) <= SUMMARY_NAMES:
+        return ", ".join(f"{c.tool} {c.status.value}" for c in calls)
+    counts = Counter(c.status.value for c in calls)
+    return f"{len(calls)} calls: " + ", ".join(f"{n} {status}" for status, n in counts.items())
 
 
 def _summary(msg: ConvMessage) -> str:
