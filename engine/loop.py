@@ -32,7 +32,7 @@ from engine.lifecycle import CallStatus, TurnStatus
 from engine.lifecycle import turn as turn_lifecycle
 from engine.messages import ConvMessage
 from engine.plugins import Gate, Phase, PhaseContext, StopRequest
-from engine.providers.base import AssistantAccumulator, ModelRequest
+from engine.providers.base import AssistantAccumulator, ModelRequest, ProviderError
 from engine.providers.base import TextDelta as ModelTextDelta
 from engine.store import Op
 
@@ -211,6 +211,9 @@ class TurnLoop:
             await run_strategy(self)
         except anyio.get_cancelled_exc_class():
             raise
+        except ProviderError as exc:  # the model's side failed; the message says how
+            self.rt.log.error("turn %s failed: %s", self.turn.id, exc)
+            await self.finish(turn_lifecycle.ERROR, f"{type(exc).__name__}: {exc}")
         except Exception as exc:  # a runtime failure ends the turn with `error`
             self.rt.log.exception("turn %s failed", self.turn.id)
             await self.finish(turn_lifecycle.ERROR, f"{type(exc).__name__}: {exc}")

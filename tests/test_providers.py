@@ -423,3 +423,22 @@ async def test_bad_base_url_fails_at_once() -> None:
     finally:
         await p.aclose()
     assert not sleeps.calls
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("cls", "var"), [(OpenAIProvider, "OPENAI_API_KEY"),
+                                          (AnthropicProvider, "ANTHROPIC_API_KEY")])  # fmt: skip
+async def test_hosted_endpoint_without_a_key_fails_before_any_request(cls: type, var: str) -> None:
+    handler, seen = replay()
+    async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
+        p = cls("test-model", None, client=client, sleep=Sleeps())
+        with pytest.raises(ProviderError, match=f"no API key is set \\(set {var}\\)"):
+            await collect(p)
+    assert not seen
+    # A local server (any other base_url) is asked without a key.
+    handler, seen = replay(httpx.Response(401, json={"error": {"message": "who?"}}))
+    async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
+        p = cls("test-model", None, "http://127.0.0.1:9/v1", client=client, sleep=Sleeps())
+        with pytest.raises(ProviderError, match="HTTP 401"):
+            await collect(p)
+    assert len(seen) == 1

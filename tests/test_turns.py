@@ -14,7 +14,7 @@ from engine.config import Config
 from engine.decisions import Decision
 from engine.messages import Message
 from engine.plugins import Gate, Phase, PhaseContext, Plugin
-from engine.providers.base import ModelRequest
+from engine.providers.base import ModelRequest, ProviderError
 from engine.runtime import Runtime
 from engine.tools import ToolResult, tool
 from tests.scripted import Reply, ScriptedModel, add, boom, echo_results, first_then, shell
@@ -357,6 +357,17 @@ async def test_provider_failure_ends_the_turn_with_error(tmp_path):
         out = await rt.run_turn(msg("go"))
         assert (out.status, out.reason) == ("done", "error")
         assert "model unreachable" in out.detail
+
+
+async def test_a_provider_error_is_logged_as_its_message_not_a_traceback(tmp_path, caplog):
+    def refused(request: ModelRequest) -> Reply:
+        raise ProviderError("openai (m): no API key is set (set OPENAI_API_KEY)")
+
+    async with runtime(tmp_path, refused) as rt:
+        out = await rt.run_turn(msg("go"))
+    assert out.reason == "error" and "no API key is set" in out.detail
+    [record] = [r for r in caplog.records if "failed" in r.getMessage()]
+    assert "no API key is set" in record.getMessage() and record.exc_info is None
 
 
 async def test_tool_concurrency_limit(tmp_path):

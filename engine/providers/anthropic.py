@@ -97,6 +97,7 @@ class AnthropicProvider(HTTPProvider):
     """A Claude model behind the Messages API (`/v1/messages`), streamed."""
 
     name = "anthropic"
+    hosted_url = DEFAULT_BASE_URL
 
     def __init__(
         self,

@@ -47,6 +47,7 @@ class HTTPProvider:
     """Base of the OpenAI-compatible and Anthropic providers (see the module docstring)."""
 
     name = "http"
+    hosted_url = ""  # the vendor's own endpoint, which never answers without a key
 
     def __init__(
         self,
@@ -120,6 +121,8 @@ class HTTPProvider:
 
         Leaving the iteration (cancellation, an error, `aclose()`) closes the response.
         """
+        if self._api_key is None and self.base_url == self.hosted_url:
+            raise self.error(f"no API key is set ({self.key_hint()}); {self.base_url} needs one")
         attempt = 0
         while True:
             started = False

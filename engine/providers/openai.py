@@ -109,6 +109,7 @@ class OpenAIProvider(HTTPProvider):
     """A model behind an OpenAI-compatible `/chat/completions` endpoint, streamed."""
 
     name = "openai"
+    hosted_url = DEFAULT_BASE_URL
 
     def __init__(
         self,
