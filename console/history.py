@@ -7,7 +7,7 @@ turns and their calls come from the truth layer. Reading goes through
 
 from __future__ import annotations
 
-from console.state import CallRow, ChatEntry, DeckState, StepRow, TurnRow
+from console.state import CallRow, ChatEntry, DeckState, StepRow, TurnRow, turn_note
 from engine.history import connect_readonly
 from engine.room import Room
 from engine.store import json_or_text
@@ -74,8 +74,28 @@ async def load_thread(room: Room, state: DeckState, thread_id: str) -> None:
             "SELECT role, text, turn_id FROM messages WHERE thread_id=? ORDER BY seq DESC LIMIT ?",
             (thread_id, view.entries.maxlen),
         )
+        turn_ids = list(dict.fromkeys(r["turn_id"] for r in rows))
+        ends = await db.execute_fetchall(  # how its turns ended, noted after their messages
+            f"SELECT id, reason, detail FROM turns WHERE id IN ({','.join('?' * len(turn_ids))})"
+            " AND status='done'",
+            turn_ids,
+        )
     finally:
         await db.close()
-    stored = [ChatEntry(r["role"], r["text"], r["turn_id"]) for r in reversed(rows)]
+    notes = {r["id"]: note for r in ends if (note := turn_note(r["reason"], r["detail"]))}
+    stored: list[ChatEntry] = []
+    for r in reversed(rows):
+        if stored and stored[-1].turn_id != r["turn_id"]:
+            _note_end(stored, notes)
+        stored.append(ChatEntry(r["role"], r["text"], r["turn_id"]))
+    if stored:
+        _note_end(stored, notes)
     live = [e for e in view.entries if e not in stored]  # folded while the read ran
     view.replace([*stored, *live])
+
+
+def _note_end(entries: list[ChatEntry], notes: dict[str, str]) -> None:
+    """After the last entry of a turn, the note on how it ended, if it has one."""
+    turn_id = entries[-1].turn_id
+    if turn_id in notes:
+        entries.append(ChatEntry("system", notes[turn_id], turn_id))

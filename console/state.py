@@ -131,11 +131,23 @@ class TurnRow:
 
 @dataclass
 class ChatEntry:
-    """One line of a conversation: operator, agent or tool."""
+    """One line of a conversation: operator, agent or tool (or a `system` note)."""
 
     role: str
     text: str
     turn_id: str = ""
+
+
+QUIET_ENDS = frozenset({"natural", "behavior_requested"})
+
+
+def turn_note(reason: str | None, detail: str | None) -> str | None:
+    """What the chat says after a turn that ended other than by answering (else None)."""
+    if reason is None or reason in QUIET_ENDS:
+        return None
+    words = {"error": "turn failed", "cancelled": "turn cancelled"}.get(reason)
+    words = words or f"turn ended: {reason}"
+    return f"{words}: {detail}" if detail else words
 
 
 class ThreadView:
@@ -346,7 +358,8 @@ class DeckState:
                     turn.reason = event.reason
                     changed_turns.add(event.turn_id)
                     if event.status == "done":
-                        self._turn_done(event.thread_id)
+                        self._turn_done(event.thread_id, event.turn_id,
+                                        turn_note(event.reason, event.detail))  # fmt: skip
                         changed_threads.add(event.thread_id)
                 case DecisionRecorded():
                     ch.decisions.append(event)
@@ -358,12 +371,14 @@ class DeckState:
             self._trim_turns()
         return ch
 
-    def _turn_done(self, thread_id: str) -> None:
+    def _turn_done(self, thread_id: str, turn_id: str, note: str | None) -> None:
         view = self.threads.get(thread_id)
         if view is not None:
             view.streaming = ""
             if not view.loaded:  # nothing left to show for a thread nobody opened
                 del self.threads[thread_id]
+            elif note is not None:
+                view.append(ChatEntry("system", note, turn_id))
 
     def _set_status(self, turn: TurnRow, status: str) -> None:
         if status != turn.status:

@@ -116,6 +116,7 @@ class TurnLoop:
         self.consecutive_errors = 0
         self.decided = anyio.Event()  # set by the runtime when a decision for us arrives
         self.pending_kwargs: dict[str, dict[str, Any]] = {}  # admitted calls of this round
+        self.open_step: tuple[int, str, float] | None = None  # (id, kind, started) until it ends
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -178,11 +179,13 @@ class TurnLoop:
                 step_kind=kind,
             )
         )  # fmt: skip
+        self.open_step = (step_id, kind, at)
         return step_id, at
 
     def step_end(self, step_id: int, kind: str, started: float, status: str, summary: str,
                  **usage: int) -> None:  # fmt: skip
         now = self.rt.clock()
+        self.open_step = None
         self.ops.append(
             (
                 "INSERT INTO steps(id, turn_id, run_id, idx, kind, status, summary, started_at,"
@@ -213,7 +216,7 @@ class TurnLoop:
             raise
         except ProviderError as exc:  # the model's side failed; the message says how
             self.rt.log.error("turn %s failed: %s", self.turn.id, exc)
-            await self.finish(turn_lifecycle.ERROR, f"{type(exc).__name__}: {exc}")
+            await self.finish(turn_lifecycle.ERROR, str(exc))
         except Exception as exc:  # a runtime failure ends the turn with `error`
             self.rt.log.exception("turn %s failed", self.turn.id)
             await self.finish(turn_lifecycle.ERROR, f"{type(exc).__name__}: {exc}")
@@ -475,8 +478,12 @@ class TurnLoop:
         await self.commit("run_finished")
 
     async def finish(self, reason: str, detail: str | None = None) -> None:
-        """End the turn `done`; open calls are cancelled and answered so nothing dangles."""
+        """End the turn `done`; an open step ends with it, and open calls are cancelled
+        and answered, so nothing dangles."""
         now = self.rt.clock()
+        if self.open_step is not None:  # an error or a cancel cut the step short
+            status = "cancelled" if reason == turn_lifecycle.CANCELLED else "failed"
+            self.step_end(*self.open_step, status, " ".join((detail or reason).split())[:200])
         calls = list(self.turn.calls.values())
         for call in calls:
             if call.status is CallStatus.NEW:

@@ -12,6 +12,7 @@ import pytest
 
 from engine.config import Config
 from engine.decisions import Decision
+from engine.events import StepFinished
 from engine.messages import Message
 from engine.plugins import Gate, Phase, PhaseContext, Plugin
 from engine.providers.base import ModelRequest, ProviderError
@@ -275,6 +276,11 @@ async def test_cancelling_mid_tool_stops_the_tool_and_ends_cancelled(tmp_path):
         # nothing half-written: every call of the turn has its answer in the conversation
         tool_msgs = await rows(rt, "SELECT count(*) FROM messages WHERE role='tool'")
         assert tool_msgs == [(2,)]
+        # the tool round it cut short ends with it
+        assert await rows(rt, "SELECT kind, status, summary FROM steps ORDER BY id") == [
+            ("inference", "succeeded", "calls hang, add"),
+            ("tool_round", "cancelled", "operator changed their mind"),
+        ]
         assert await rt.store.integrity_check() == "ok"
 
 
@@ -354,9 +360,15 @@ async def test_provider_failure_ends_the_turn_with_error(tmp_path):
         raise ConnectionError("model unreachable")
 
     async with runtime(tmp_path, broken) as rt:
+        finished = []
+        rt.subscribe(lambda e: finished.append(e) if isinstance(e, StepFinished) else None)
         out = await rt.run_turn(msg("go"))
         assert (out.status, out.reason) == ("done", "error")
         assert "model unreachable" in out.detail
+        # the inference it failed in ends failed, saying why (not left `running`)
+        [step] = await rows(rt, "SELECT kind, status, summary FROM steps")
+        assert step[:2] == ("inference", "failed") and "model unreachable" in step[2]
+        assert [(e.step_kind, e.status) for e in finished] == [("inference", "failed")]
 
 
 async def test_a_provider_error_is_logged_as_its_message_not_a_traceback(tmp_path, caplog):

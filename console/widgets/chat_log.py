@@ -97,7 +97,9 @@ class ChatLog(LineView, can_focus=False):
     _CLASSES = ("chat--operator", "chat--agent", "chat--tool", "chat--label", "chat--hint")
 
     def _draw(self, entry: ChatEntry, width: int) -> list[Strip]:
-        role = {"user": "chat--operator", "tool": "chat--tool"}.get(entry.role, "chat--agent")
+        role = {"user": "chat--operator", "tool": "chat--tool", "system": "chat--tool"}.get(
+            entry.role, "chat--agent"
+        )
         style = self.get_component_rich_style(role)
         text = Text()
         text.append(

@@ -28,7 +28,8 @@ def fixed_ids() -> Callable[[str], str]:
 def build(room: Path, **kw: object) -> AgentDeck:
     """A console over `room` with a fixed clock and ids and the instant offline model."""
     kw.setdefault("provider", OfflineModel(delay=0))
-    return make_app(room, clock=lambda: T0, ids=fixed_ids(), **kw)  # type: ignore[arg-type]
+    kw.setdefault("ids", fixed_ids())
+    return make_app(room, clock=lambda: T0, **kw)  # type: ignore[arg-type]
 
 
 @pytest.fixture(autouse=True)

@@ -12,6 +12,7 @@ from console.screens.prompt import PromptScreen
 from console.widgets.chat_log import ChatLog
 from console.widgets.decision_queue import DecisionQueue
 from console.widgets.timeline import Timeline
+from engine.providers.base import ProviderError
 from tests.console.helpers import SIZE, Recorder, send, started, until, until_pending
 
 pytestmark = pytest.mark.anyio
@@ -203,3 +204,33 @@ async def test_decision_queue_cuts_the_arguments_to_keep_its_columns_on_screen(d
         await pilot.resize_terminal(120, 36)
         await until(pilot, lambda: "…" in row(), "cut again")
         await app.shutdown()
+
+
+class Unreachable:
+    """A provider whose every request fails as a real one does when it is misconfigured."""
+
+    name, model = "openai", "gpt-test"
+
+    async def stream(self, request):  # noqa: ANN001, ANN201 - the Provider protocol
+        raise ProviderError("openai (gpt-test): no API key is set (set OPENAI_API_KEY)")
+        yield  # an async generator, as providers are
+
+
+async def test_a_failed_turn_says_why_in_the_chat_live_and_after_a_restart(deck_app) -> None:
+    note = "turn failed: openai (gpt-test): no API key is set (set OPENAI_API_KEY)"
+
+    async def chat_of(app, send_first: bool) -> list[tuple[str, str]]:  # noqa: ANN001
+        async with app.run_test(size=SIZE) as pilot:
+            main = await started(pilot)
+            if send_first:
+                await send(pilot, "hello")
+            view = main.state.thread("chat:main")
+            await until(pilot, lambda: any(e.role == "system" for e in view.entries), "note")
+            assert "✖ failed" in main.query_one(Timeline).render_line(0).text
+            await app.shutdown()
+            return [(e.role, e.text) for e in view.entries]
+
+    assert await chat_of(deck_app(provider=Unreachable()), True) == [
+        ("user", "hello"), ("system", note)]  # fmt: skip
+    again = deck_app(provider=Unreachable(), ids=lambda prefix: f"{prefix}_again")
+    assert await chat_of(again, False) == [("user", "hello"), ("system", note)]
