@@ -29,6 +29,7 @@ from console.screens.confirm import ConfirmScreen
 from console.screens.help import HelpScreen
 from console.screens.main import MainScreen
 from console.widgets.calls_table import CallsTable
+from console.widgets.chat_pane import ChatPane
 from console.widgets.decision_queue import DecisionQueue
 from console.widgets.filter_bar import FilterBar
 from console.widgets.timeline import Timeline
@@ -123,7 +124,8 @@ class AgentDeck(App[int]):
 
         sections = [
             ("Everywhere", [*AgentDeck.BINDINGS, *MainScreen.BINDINGS]),
-            ("Timeline", Timeline.BINDINGS), ("Calls", CallsTable.BINDINGS),
+            ("Chat", ChatPane.BINDINGS), ("Timeline", Timeline.BINDINGS),
+            ("Calls", CallsTable.BINDINGS),
             ("Decisions", DecisionQueue.BINDINGS), ("Filter", FilterBar.BINDINGS),
             ("Scheduler", [*SchedulerScreen.BINDINGS, *GroupsTable.BINDINGS]),
             ("History", [*HistoryScreen.BINDINGS, *HistoryList.BINDINGS]),

@@ -150,7 +150,7 @@ class MainScreen(Screen[None]):
         if ch.new_pending and not isinstance(self.focused, DecisionQueue):
             n = ch.new_pending
             # `d` is a letter: in the chat input it types, so the way there is said too
-            where = "Tab to Decisions" if isinstance(self.focused, Input) else "press d"
+            where = "Esc, then d" if isinstance(self.focused, Input) else "press d"
             self.notify(f"{n} call{'s' if n > 1 else ''} waiting for a decision ({where})",
                         title="Decision queue")  # fmt: skip
         for notice in ch.notices[:MAX_NOTICES]:

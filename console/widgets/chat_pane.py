@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Input
@@ -20,7 +21,10 @@ OFFLINE_HINT = (
 
 
 class ChatPane(Vertical):
-    """Chat of one thread; Enter in the input sends a chat message to it."""
+    """Chat of one thread; Enter in the input sends a chat message to it, Esc leaves the
+    input for the panes (where letters are keys again; `i` comes back)."""
+
+    BINDINGS = [Binding("escape", "leave", "Leave chat")]
 
     class Send(Message):
         """The operator sent `text` to the pane's thread."""
@@ -53,6 +57,9 @@ class ChatPane(Vertical):
 
     def redraw(self) -> None:
         self.query_one(ChatLog).rebuild()
+
+    def action_leave(self) -> None:
+        self.screen.focus_next()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()

@@ -84,9 +84,8 @@ class KeyedTable(DataTable[Text | str]):
         before, self._drawn = self._drawn, rows
         room = self._fit(rows)
         refit = room != self._room  # every cut cell is cut again, and columns only grow
-        if refit:
-            self._room, before = room, {}
-        if list(rows) == list(before):
+        self._room = room
+        if not refit and list(rows) == list(before):
             for key, cells in rows.items():
                 for label, old, new in zip(self.labels, before[key], cells, strict=True):
                     if old != new:

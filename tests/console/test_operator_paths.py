@@ -43,8 +43,9 @@ async def test_approve_shell_by_keyboard(deck_app) -> None:
         main = await started(pilot)
         await send(pilot, "run `echo hi`")
         await until_pending(pilot, main)
-        await pilot.press("escape")  # leave nothing half-typed; focus stays in chat
-        main.query_one(DecisionQueue).focus()
+        await pilot.press("escape", "d")  # Esc leaves the chat input, d goes to the queue
+        queue = main.query_one(DecisionQueue)
+        assert queue.has_focus
         await pilot.press("enter")  # Enter only opens the details
         await until(pilot, lambda: app.screen.__class__.__name__ == "CallDetailScreen", "details")
         await pilot.press("escape")
@@ -53,6 +54,8 @@ async def test_approve_shell_by_keyboard(deck_app) -> None:
         await until(pilot, lambda: not main.state.pending and main.state.counts() == (0, 0),
                     "turn finished")  # fmt: skip
         assert [m.action for m in rec.of(DecisionQueue.Decide)] == ["details", "approve"]
+        await pilot.pause()
+        assert queue.row_count == 0  # the decided call left the queue
         answer = main.state.thread("chat:main").entries[-1].text
         assert answer.startswith("`shell` returned:") and "hi" in answer
         turn = next(iter(main.state.turns.values()))
