@@ -9,8 +9,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -38,6 +40,7 @@ from engine.room import Room
 # Interpreter settings for a process that is the console's own, applied once started.
 GC_THRESHOLDS = (10_000, 10, 100)  # Python's default is (700, 10, 10)
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+STOP_GRACE = 3.0  # seconds the exit may take after a stop signal, once the room is closed
 CLOSE_WAIT = 10.0  # seconds the app waits at exit for the runtime to close the room
 SWITCH_INTERVAL = 0.001  # seconds; Python's default is 0.005
 
@@ -102,7 +105,7 @@ class AgentDeck(App[int]):
         if self.tune_process:  # the process is the console's own (tests share theirs)
             loop = asyncio.get_running_loop()
             for sig in STOP_SIGNALS:  # kill, a closed terminal: quit as `q` would, no asking
-                loop.add_signal_handler(sig, lambda: self.run_worker(self.shutdown()))
+                loop.add_signal_handler(sig, lambda: self.run_worker(self._stop()))
 
     @on(Bridge.Attached)
     def _started(self) -> None:
@@ -153,6 +156,18 @@ class AgentDeck(App[int]):
         if self.tune_process:
             for sig in STOP_SIGNALS:
                 asyncio.get_running_loop().remove_signal_handler(sig)
+
+    async def _stop(self) -> None:
+        """A stop signal: close the room and exit, and make sure the process ends.
+
+        After a hang-up, Textual's exit can block for ever: its writer thread dies on the
+        first write to the gone terminal, and its queue of writes fills. Nothing is left to
+        lose once the room is closed, so the process ends STOP_GRACE seconds later anyway.
+        """
+        await self.shutdown()
+        timer = threading.Timer(STOP_GRACE, os._exit, (self.return_code or 0,))
+        timer.daemon = True  # a normal exit does not wait for it
+        timer.start()
 
     async def shutdown(self, return_code: int = 0) -> None:
         """Close the runtime (turns stop, the room is released), then exit."""

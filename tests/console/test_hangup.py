@@ -1,0 +1,88 @@
+"""The console as a real process on a real pseudo-terminal: what a closed terminal does."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import select
+import signal
+import sqlite3
+import struct
+import subprocess
+import sys
+import termios
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="a Linux pseudo-terminal")
+
+
+def read_until(fd: int, needle: bytes, seconds: float) -> bytes:
+    seen, end = b"", time.monotonic() + seconds
+    while needle not in seen and time.monotonic() < end:
+        ready, _, _ = select.select([fd], [], [], 0.1)
+        if ready:
+            try:
+                seen += os.read(fd, 65536)
+            except OSError:
+                break
+    return seen
+
+
+def start_console(room: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """`agentdeck` on a new pseudo-terminal (120x36), drawn; returns it and the pty's master.
+
+    It runs in its own session with the pty as controlling terminal, as a terminal emulator
+    or tmux starts it: when the terminal closes, the kernel sends it SIGHUP.
+    """
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 36, 120, 0, 0))
+    env = {**os.environ, "TERM": "xterm-256color", "AGENT_ROOM": str(room)}
+    proc = subprocess.Popen([sys.executable, "-m", "console.cli"], stdin=slave, stdout=slave,
+                            stderr=slave, env=env, start_new_session=True,
+                            preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))  # fmt: skip
+    os.close(slave)
+    drawn = read_until(master, b"offline-rules-1", 30)
+    if b"offline-rules-1" not in drawn:
+        proc.kill()
+        proc.wait()
+        os.close(master)
+        raise AssertionError(f"the console never drew its status bar: {drawn[-500:]!r}")
+    return proc, master
+
+
+def run_status(room: Path) -> list[tuple[str]]:
+    db = sqlite3.connect(room / "execution.db")
+    try:
+        return db.execute("SELECT status FROM runs").fetchall()
+    finally:
+        db.close()
+
+
+def test_a_hung_up_terminal_ends_the_console_and_releases_the_room(tmp_path: Path) -> None:
+    proc, master = start_console(tmp_path / "room")
+    try:
+        os.close(master)  # the terminal goes away (SIGHUP; writes to it fail from now on)
+        assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert run_status(tmp_path / "room") == [("ended",)]
+
+
+def test_sigterm_quits_and_gives_the_terminal_back(tmp_path: Path) -> None:
+    proc, master = start_console(tmp_path / "room")
+    try:
+        proc.send_signal(signal.SIGTERM)
+        tail = read_until(master, b"\x1b[?1049l", 20)  # leaves the alternate screen
+        assert b"\x1b[?1049l" in tail
+        assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+    assert run_status(tmp_path / "room") == [("ended",)]
