@@ -254,7 +254,8 @@ def notes(detail: dict[str, Any]) -> list[Cells]:
          (f"  {t['rounds'] or 0} rounds · {t['input_tokens'] or 0} in / "
           f"{t['output_tokens'] or 0} out tokens", DIM)),
         ((f"{stamp(t['created_at'])} → {stamp(t['ended_at'])} ({took})", DIM),
-         (f" · {len(detail['steps'])} steps · {len(detail['calls'])} calls", DIM)),
+         (f" · {plural(len(detail['steps']), 'step', 0)} · "
+          f"{plural(len(detail['calls']), 'call', 0)}", DIM)),
         (("asked  ", DIM), (t["text"] or "", "")),
     ]  # fmt: skip
     if t["detail"]:

@@ -17,7 +17,8 @@ def _clock(at: float | None, fmt: str = "%Y-%m-%d %H:%M:%S") -> str:
 
 def turn_line(t: dict[str, Any]) -> str:
     state = t["status"] + (f"/{t['reason']}" if t["reason"] else "")
-    return f"{t['turn_id']}  {t['thread_id']:<20} {state:<18} {t['calls']:>2} calls  {_oneline(t['text'], 60)}"
+    calls = f"{t['calls']:>2} call" + ("s" if t["calls"] != 1 else " ")
+    return f"{t['turn_id']}  {t['thread_id']:<20} {state:<18} {calls}  {_oneline(t['text'], 60)}"
 
 
 def hit_line(h: dict[str, Any]) -> str:
