@@ -6,6 +6,7 @@ frame draws only the strips on screen. `show` takes lines of cells (`history_vie
 
 from __future__ import annotations
 
+from rich.console import Console
 from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding
@@ -15,6 +16,8 @@ from textual.strip import Strip
 
 from console.glyphs import STATE_CLASSES
 from console.history_view import BOLD, DIM, MATCH, ROLE_CLASSES, Cells
+
+HANG = 2  # cells a wrapped list item's next lines sit right of its first
 
 
 class HistoryNotes(ScrollView, can_focus=True):
@@ -71,8 +74,9 @@ class HistoryNotes(ScrollView, can_focus=True):
             text = Text(no_wrap=False, overflow="fold")
             for part, name in cells:
                 text.append(part, self._style(name))
-            for segments in console.render_lines(text, options, style=base, pad=True):
-                strips.append(Strip(segments).adjust_cell_length(width, base))
+            for line in _hang(text, console, width):
+                for segments in console.render_lines(line, options, style=base, pad=True):
+                    strips.append(Strip(segments).adjust_cell_length(width, base))
         self._strips, self._starts = strips, starts
         self.virtual_size = Size(width, len(strips))
         self.refresh()
@@ -92,3 +96,13 @@ class HistoryNotes(ScrollView, can_focus=True):
         if index < len(self._strips):
             return self._strips[index]
         return Strip.blank(self.size.width, self.rich_style)
+
+
+def _hang(text: Text, console: Console, width: int) -> list[Text]:
+    """An indented line (an item of a list) wrapped with its next lines under its text."""
+    indent = len(text.plain) - len(text.plain.lstrip(" "))
+    if not indent:
+        return [text]
+    hang = indent + HANG
+    lines = text[indent:].wrap(console, max(10, width - hang), overflow="fold")
+    return [Text(" " * (indent if i == 0 else hang)) + line for i, line in enumerate(lines)]
