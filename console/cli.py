@@ -47,10 +47,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run_console(room: Room) -> int:
-    """The console, imported only when it opens: `agentdeck invoke` never loads Textual."""
+    """The console, imported only when it opens: `agentdeck invoke` never loads Textual.
+    A room it cannot start on (a bad agentdeck.toml) is said in one line, exit status 2."""
     from console.app import run_console
+    from engine.config import ConfigError
 
-    return run_console(room)
+    try:
+        return run_console(room)
+    except ConfigError as exc:
+        print(f"agentdeck: {exc}", file=sys.stderr)  # noqa: T201
+        return 2
 
 
 if __name__ == "__main__":

@@ -86,3 +86,25 @@ def test_sigterm_quits_and_gives_the_terminal_back(tmp_path: Path) -> None:
             proc.wait()
         os.close(master)
     assert run_status(tmp_path / "room") == [("ended",)]
+
+
+@pytest.mark.parametrize(
+    ("toml", "says"),
+    [
+        ("[model\nprovider = 'openai'\n", "not valid TOML"),
+        ("[store]\nsynchronous = 'SOMETIMES'\n", "synchronous"),
+    ],
+)
+def test_a_bad_config_is_one_clear_line_not_a_traceback(
+    tmp_path: Path, toml: str, says: str
+) -> None:
+    room = tmp_path / "room"
+    room.mkdir()
+    (room / "agentdeck.toml").write_text(toml)
+    env = {**os.environ, "AGENT_ROOM": str(room)}
+    out = subprocess.run([sys.executable, "-m", "console.cli"], env=env, capture_output=True,
+                         text=True, timeout=60, stdin=subprocess.DEVNULL)  # fmt: skip
+    assert out.returncode == 2
+    assert out.stderr.startswith(f"agentdeck: {room / 'agentdeck.toml'}: ") and says in out.stderr
+    assert "Traceback" not in out.stderr and out.stderr.count("\n") == 1
+    assert not (room / "execution.db").exists()  # nothing was touched
