@@ -201,7 +201,8 @@ def run_console(room: Room) -> int:
 
         print(f"agentdeck: {exc}; opening its history read-only", file=sys.stderr)  # noqa: T201
         gc.enable()  # (console.cli.main disabled it for the start)
-        HistoryHost(room).run()
+        HistoryHost(room, why=f"{exc}. Its history is shown, read-only; the console opens "
+                    "once that process has stopped.").run()  # fmt: skip
         return 0
     app = make_app(room, provider=console_provider(room), tune_process=True)
     code = app.run()

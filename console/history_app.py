@@ -13,6 +13,7 @@ from pathlib import Path
 from textual.app import App
 
 import themes
+from console import settings
 from console.screens.history import HistoryScreen
 from engine.room import Room
 
@@ -24,13 +25,16 @@ class HistoryHost(App[None]):
     TITLE = "agentdeck · history (read-only)"
 
     def __init__(self, room: Room | Path, *, page_size: int = 50,
-                 clock: Callable[[], float] = time.time) -> None:  # fmt: skip
+                 clock: Callable[[], float] = time.time, why: str = "") -> None:  # fmt: skip
         super().__init__()
         self.room = room if isinstance(room, Room) else Room.at(room)
-        self.page_size, self.clock = page_size, clock
+        self.page_size, self.clock, self.why = page_size, clock, why
         for theme in themes.load_themes():
             self.register_theme(theme)
-        self.theme = themes.DARK
+        saved = settings.load().get("theme")
+        self.theme = (
+            saved if isinstance(saved, str) and saved in self.available_themes else themes.DARK
+        )
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         base = self.current_theme.to_color_system().generate()
@@ -39,3 +43,5 @@ class HistoryHost(App[None]):
     def on_mount(self) -> None:
         screen = HistoryScreen(self.room, clock=self.clock, page_size=self.page_size)
         self.push_screen(screen, callback=lambda _: self.exit())
+        if self.why:  # the reason this is not the console, where the operator will see it
+            self.notify(self.why, title="History, read-only", timeout=15)

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from textual.notifications import Notify
 
 import console.screens.history as history_screen
 from console.commands import DeckCommands
@@ -451,11 +452,14 @@ async def test_browsing_while_another_process_writes(seeded: Path, tmp_path: Pat
 
 
 async def browse_while_written(room: Path, writer: subprocess.Popen) -> None:
-    app = HistoryHost(room, page_size=5, clock=lambda: T0)
-    async with app.run_test(size=SIZE) as pilot:
+    app = HistoryHost(room, page_size=5, clock=lambda: T0, why="room is owned by pid 1")
+    said = Recorder(Notify)
+    async with app.run_test(size=SIZE, message_hook=said) as pilot:
         screen = app.screen
         assert isinstance(screen, HistoryScreen)
         await settled(pilot, screen)
+        # it says why this is the history and not the console
+        assert [m.notification.message for m in said.of(Notify)] == ["room is owned by pid 1"]
         first = screen.totals["turns"]
         for round_ in range(6):
             await pilot.press("ctrl+r")  # read again: the room grew meanwhile
