@@ -90,7 +90,7 @@ class MainScreen(Screen[None]):
                     yield Timeline(
                         self.state.steps,
                         id="timeline",
-                        empty="no steps yet: each turn's steps appear here as it runs",
+                        empty="no steps yet: they appear here as turns run",
                     )
                 with Vertical(id="calls-pane", classes="pane"):
                     yield CallsTable(id="calls")
