@@ -1,10 +1,11 @@
-"""The footer: the keys of the focused pane, on one line, drawn as text.
+"""The footer: the keys of the focused pane (or of the dialog over it), on one line.
 
 Textual's Footer mounts a widget per key and composes them again whenever focus moves,
 which made a Tab between panes cost ~180 ms of restyling and a full relayout. This bar
 reads the same `screen.active_bindings` (shown bindings, one entry per action, the
 command palette's key on the right) and only repaints its one line. A click on a key
-presses it, as with Textual's footer.
+presses it, as with Textual's footer. While a dialog is open over its screen, it shows the
+dialog's keys: the keys of the screen beneath do nothing then.
 """
 
 from __future__ import annotations
@@ -44,17 +45,25 @@ class KeyBar(Widget):
 
     def on_mount(self) -> None:
         self.screen.bindings_updated_signal.subscribe(self, self._bindings_changed)
+        self.app.screen_change_signal.subscribe(self, self._screen_changed)
 
     def on_unmount(self) -> None:
         self.screen.bindings_updated_signal.unsubscribe(self)
+        self.app.screen_change_signal.unsubscribe(self)
+
+    def _screen_changed(self, screen: Screen[object]) -> None:
+        if screen is not self.screen:  # a dialog over ours: follow its focus too
+            screen.bindings_updated_signal.unsubscribe(self)
+            screen.bindings_updated_signal.subscribe(self, self._bindings_changed)
+        self.refresh()
 
     def _bindings_changed(self, screen: Screen[object]) -> None:
-        if screen is self.screen:
+        if screen is self.app.screen:
             self.refresh()
 
     def _keys(self) -> tuple[list[tuple[Binding, bool]], tuple[Binding, bool] | None]:
         """(the shown bindings, one per action; the command palette's binding or None)."""
-        active = self.screen.active_bindings
+        active = self.app.screen.active_bindings  # a dialog's, while one is open
         palette = None
         if self.app.ENABLE_COMMAND_PALETTE and self.app.COMMAND_PALETTE_BINDING in active:
             _node, binding, enabled, _tip = active[self.app.COMMAND_PALETTE_BINDING]

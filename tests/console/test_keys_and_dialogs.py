@@ -148,4 +148,8 @@ async def test_the_footer_follows_focus_and_a_click_presses_the_key(deck_app) ->
         await until(pilot, lambda: "Help" in bar.render().plain, "timeline keys again")
         await pilot.click(KeyBar, offset=(bar.render().plain.index("Help"), 0))
         await until(pilot, lambda: isinstance(app.screen, HelpScreen), "help by a click")
+        # a dialog's keys while it is open (the panes' keys do nothing then), and back
+        await until(pilot, lambda: bar.render().plain.split() == ["esc", "Close"], "dialog keys")
+        await pilot.press("escape")
+        await until(pilot, lambda: "Follow" in bar.render().plain, "the pane's keys again")
         await app.shutdown()
