@@ -99,9 +99,7 @@ class Inference:
     """One model call's outcome, before its answer is committed."""
 
     acc: AssistantAccumulator
-    step_id: int
-    started: float
-    kind: str
+    step_id: int  # the step it opened, which committing the answer ends
     closed_early: bool = False
 
 
@@ -171,7 +169,8 @@ class TurnLoop:
             self.turn.written = None
             raise
 
-    def step_start(self, kind: str) -> tuple[int, float]:
+    def step_start(self, kind: str) -> int:
+        """Open a step (one at a time: `step_end` closes it); returns its id."""
         step_id, at = self.rt.next_step_id(), self.rt.clock()
         self.rt.publish(
             StepStarted(
@@ -180,12 +179,14 @@ class TurnLoop:
             )
         )  # fmt: skip
         self.open_step = (step_id, kind, at)
-        return step_id, at
+        return step_id
 
-    def step_end(self, step_id: int, kind: str, started: float, status: str, summary: str,
-                 **usage: int) -> None:  # fmt: skip
+    def step_end(self, status: str, summary: str, **usage: int) -> None:
+        """Close the open step: its row goes into the next commit, its event with it."""
+        if self.open_step is None:
+            raise RuntimeError("step_end without an open step")
+        (step_id, kind, started), self.open_step = self.open_step, None
         now = self.rt.clock()
-        self.open_step = None
         self.ops.append(
             (
                 "INSERT INTO steps(id, turn_id, run_id, idx, kind, status, summary, started_at,"
@@ -214,12 +215,14 @@ class TurnLoop:
             await run_strategy(self)
         except anyio.get_cancelled_exc_class():
             raise
-        except ProviderError as exc:  # the model's side failed; the message says how
-            self.rt.log.error("turn %s failed: %s", self.turn.id, exc)
-            await self.finish(turn_lifecycle.ERROR, str(exc))
-        except Exception as exc:  # a runtime failure ends the turn with `error`
-            self.rt.log.exception("turn %s failed", self.turn.id)
-            await self.finish(turn_lifecycle.ERROR, f"{type(exc).__name__}: {exc}")
+        except Exception as exc:  # a failure ends the turn with `error`
+            if isinstance(exc, ProviderError):  # the model's side: its message says how
+                self.rt.log.error("turn %s failed: %s", self.turn.id, exc)
+                detail = str(exc)
+            else:
+                self.rt.log.exception("turn %s failed", self.turn.id)
+                detail = f"{type(exc).__name__}: {exc}"
+            await self.finish(turn_lifecycle.ERROR, detail)
 
     async def before_inference(self) -> bool:
         """StepStart and BeforeInference; False when a plugin asked the turn to stop."""
@@ -245,7 +248,7 @@ class TurnLoop:
             if call.has_message == NO_MESSAGE:
                 self.answer(call)  # a pending placeholder, so the model knows it waits
         request = request or self.conversation_request()
-        step_id, started = self.step_start(kind)
+        step_id = self.step_start(kind)
         acc, closed_early = AssistantAccumulator(), False
         async with aclosing(self.rt.provider.stream(request)) as stream:
             async for event in stream:
@@ -263,7 +266,7 @@ class TurnLoop:
         self.turn.output_tokens += acc.output_tokens
         await self.phase(Phase.AFTER_INFERENCE)
         await self.phase(Phase.STEP_END)
-        return Inference(acc, step_id, started, kind, closed_early)
+        return Inference(acc, step_id, closed_early)
 
     async def commit_assistant(
         self, inf: Inference, assistant: ConvMessage, metas: list[dict[str, Any]] | None = None
@@ -281,8 +284,8 @@ class TurnLoop:
             for i, tc in enumerate(assistant.tool_calls)
         ]  # fmt: skip
         self.turn.add_calls(new_calls)
-        self.step_end(inf.step_id, inf.kind, inf.started, "succeeded", _summary(assistant),
-                      input_tokens=inf.acc.input_tokens, output_tokens=inf.acc.output_tokens)  # fmt: skip
+        self.step_end("succeeded", _summary(assistant), input_tokens=inf.acc.input_tokens,
+                      output_tokens=inf.acc.output_tokens)  # fmt: skip
         for call in new_calls:
             kwargs = await callmod.admit(self, call)
             if kwargs is not None:
@@ -299,7 +302,7 @@ class TurnLoop:
 
     async def tool_round(self, new_calls: list[CallState]) -> None:
         """Run the round's admitted calls concurrently; apply decisions as they arrive."""
-        step_id, started = self.step_start("tool_round")
+        self.step_start("tool_round")
         limiter = anyio.CapacityLimiter(self.rt.config.runtime.tool_concurrency)
         touched: list[CallState] = list(new_calls)
         outstanding = 0
@@ -350,7 +353,7 @@ class TurnLoop:
             if call.status.terminal and call.has_message != ANSWERED:
                 self.answer(call)
         self._count_errors(touched)
-        self.step_end(step_id, "tool_round", started, "succeeded", _calls_summary(new_calls))
+        self.step_end("succeeded", _calls_summary(new_calls))
         await self.commit("tool_results_committed", touched)
 
     async def resume_tool_calls(self) -> None:
@@ -358,7 +361,7 @@ class TurnLoop:
         taken = await self._take_decisions()
         if not taken:
             return
-        step_id, started = self.step_start("replay")
+        self.step_start("replay")
         async with anyio.create_task_group() as tg:
             for decision, call in taken:
                 tg.start_soon(self._replay, decision, call)
@@ -367,7 +370,7 @@ class TurnLoop:
             if call.status.terminal:
                 self.answer(call)
         self._count_errors(calls)
-        self.step_end(step_id, "replay", started, "succeeded", _calls_summary(calls))
+        self.step_end("succeeded", _calls_summary(calls))
         await self.commit("tool_results_committed", calls)
 
     async def _take_decisions(self) -> list[tuple[Decision, CallState]]:
@@ -433,7 +436,7 @@ class TurnLoop:
         ]  # fmt: skip
         if not orphans:
             return
-        step_id, started = self.step_start("replay")
+        self.step_start("replay")
         now = self.rt.clock()
         async with anyio.create_task_group() as tg:
             for call in orphans:
@@ -453,8 +456,7 @@ class TurnLoop:
         for call in orphans:
             if call.status.terminal and call.has_message != ANSWERED:
                 self.answer(call)
-        summary = "recovered " + ", ".join(f"{c.tool} {c.status.value}" for c in orphans)
-        self.step_end(step_id, "replay", started, "succeeded", summary)
+        self.step_end("succeeded", "recovered " + _calls_summary(orphans))
         await self.commit("tool_results_committed", orphans)
 
     def _count_errors(self, calls: list[CallState]) -> None:
@@ -483,7 +485,7 @@ class TurnLoop:
         now = self.rt.clock()
         if self.open_step is not None:  # an error or a cancel cut the step short
             status = "cancelled" if reason == turn_lifecycle.CANCELLED else "failed"
-            self.step_end(*self.open_step, status, " ".join((detail or reason).split())[:200])
+            self.step_end(status, _one_line(detail or reason, 200))
         calls = list(self.turn.calls.values())
         for call in calls:
             if call.status is CallStatus.NEW:
@@ -521,5 +523,10 @@ def _calls_summary(calls: list[CallState]) -> str:
 def _summary(msg: ConvMessage) -> str:
     if msg.tool_calls:
         return "calls " + ", ".join(c.name for c in msg.tool_calls)
-    text = " ".join(msg.text.split())
-    return text[:80] + ("…" if len(text) > 80 else "")
+    return _one_line(msg.text, 80)
+
+
+def _one_line(text: str, limit: int) -> str:
+    """`text` on one line, its first `limit` characters and "…" when it is longer."""
+    text = " ".join(text.split())
+    return text[:limit] + ("…" if len(text) > limit else "")

@@ -93,8 +93,7 @@ class ToolRunner:
         if last is self._last and self._calls:
             calls = self._calls  # the calls of the message this iteration committed
         else:  # the consumer put this message in the state: record and gate its calls
-            step_id, started = loop.step_start("pushed")
-            inf = Inference(AssistantAccumulator(), step_id, started, "pushed")
+            inf = Inference(AssistantAccumulator(), loop.step_start("pushed"))
             calls = await loop.commit_assistant(inf, last)
         await loop.tool_round(calls)
         self._tool_response = [c.message() for c in calls]

@@ -25,8 +25,8 @@ DRAWN_ENTRIES = 32  # entries whose drawn lines are kept (a screen's worth and m
 class ChatLog(LineView, can_focus=False):
     """Line-rendered chat of the thread it is given."""
 
-    COMPONENT_CLASSES = {"chat--operator", "chat--agent", "chat--tool", "chat--label",
-                         "chat--hint"}  # fmt: skip
+    _CLASSES = ("chat--operator", "chat--agent", "chat--tool", "chat--label", "chat--hint")
+    COMPONENT_CLASSES = set(_CLASSES)
 
     def __init__(self, **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]
@@ -38,9 +38,9 @@ class ChatLog(LineView, can_focus=False):
         self._drawn: LRUCache[int, tuple[ChatEntry, list[Strip]]] = LRUCache(DRAWN_ENTRIES)
         self._drawn_for: tuple[object, ...] = ()  # the width and styles drawn lines are for
         self._width = 10
-        self._tail: list[Strip] = []  # the streaming answer
+        self._tail: list[Strip] = []  # the streaming answer, or the hint of an empty thread
+        self._tail_for: tuple[str, str] | None = None  # what the tail was drawn from
         self._version = -1
-        self._streamed: str | None = None
         self.hint = ""  # what an empty thread shows instead of nothing
 
     def show(self, view: ThreadView | None) -> None:
@@ -56,7 +56,7 @@ class ChatLog(LineView, can_focus=False):
         width = max(10, self.scrollable_content_region.width or self.size.width)
         looks = (width, self.rich_style, *map(self.get_component_rich_style, self._CLASSES))
         if looks != self._drawn_for:
-            self._drawn_for, self._width, self._version, self._streamed = looks, width, -1, None
+            self._drawn_for, self._width, self._version, self._tail_for = looks, width, -1, None
             self._counts = {}
             self._drawn.clear()
         view = self.view
@@ -74,14 +74,15 @@ class ChatLog(LineView, can_focus=False):
             self._entries, self._counts, self._starts = entries, counts, starts
             self._version = version
         streaming = view.streaming if view is not None else ""
-        if not self._entries and not streaming:
-            self._streamed = None
-            self._tail = self._draw_hint(width)
-        elif streaming != self._streamed:
-            self._streamed = streaming
-            self._tail = (
-                self._draw(ChatEntry("assistant", streaming + "▌"), width) if streaming else []
-            )
+        tail = ("hint", self.hint) if not (self._entries or streaming) else ("answer", streaming)
+        if tail != self._tail_for:
+            self._tail_for = tail
+            if streaming:
+                self._tail = self._draw(ChatEntry("assistant", streaming + "▌"), width)
+            else:
+                hint = Text()  # (the style on a span: a Text's own style is not rendered)
+                hint.append(tail[1], self.get_component_rich_style("chat--hint"))
+                self._tail = self._strips(hint, width) if tail[1] else []
         self.set_rows(self._starts[-1] + len(self._tail), width)
         if at_bottom:
             self.scroll_quietly(self.max_scroll_y)
@@ -93,8 +94,6 @@ class ChatLog(LineView, can_focus=False):
             hit = (entry, self._draw(entry, self._width))
             self._drawn[id(entry)] = hit
         return hit[1]
-
-    _CLASSES = ("chat--operator", "chat--agent", "chat--tool", "chat--label", "chat--hint")
 
     def _draw(self, entry: ChatEntry, width: int) -> list[Strip]:
         role = {"user": "chat--operator", "tool": "chat--tool", "system": "chat--tool"}.get(
@@ -108,29 +107,15 @@ class ChatLog(LineView, can_focus=False):
         )
         body = entry.text if entry.role != "tool" else " ".join(entry.text.split())[:200]
         text.append(body or "(no text)", style)
-        console = self.app.console
-        wrapped = text.wrap(console, width)
-        strips = [
-            Strip(line.render(console), line.cell_len).adjust_cell_length(width, self.rich_style)
-            for line in wrapped
-        ]
-        strips.append(Strip.blank(width, self.rich_style))
-        return strips
+        return [*self._strips(text, width), Strip.blank(width, self.rich_style)]
 
-    def _draw_hint(self, width: int) -> list[Strip]:
-        style = self.get_component_rich_style("chat--hint")
+    def _strips(self, text: Text, width: int) -> list[Strip]:
+        """`text` wrapped to `width`, one strip a line, over the widget's style (so a blank
+        line is styled too, as NO_COLOR's filter needs)."""
         console = self.app.console
-        strips = []
-        for paragraph in self.hint.split("\n"):
-            if not paragraph:
-                strips.append(Strip.blank(width, self.rich_style))
-                continue
-            text = Text()
-            text.append(paragraph, style)
-            for line in text.wrap(console, width):
-                strips.append(Strip(line.render(console), line.cell_len)
-                              .adjust_cell_length(width, self.rich_style))  # fmt: skip
-        return strips
+        lines = console.render_lines(text, console.options.update_width(width),
+                                     style=self.rich_style, pad=True)  # fmt: skip
+        return [Strip(segments, width) for segments in lines]
 
     def on_resize(self) -> None:
         self.rebuild()

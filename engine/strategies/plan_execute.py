@@ -145,8 +145,8 @@ async def run(loop: TurnLoop) -> None:
         if inf.closed_early:
             decision = PlanDecision("response")
         if not decision.executes:
-            loop.step_end(inf.step_id, "plan", inf.started, "succeeded",
-                          f"plan: {decision.next_action}" + (" (short-circuit)" if inf.closed_early else ""))  # fmt: skip
+            loop.step_end("succeeded", f"plan: {decision.next_action}"
+                          + (" (short-circuit)" if inf.closed_early else ""))  # fmt: skip
             break
         assistant, metas = as_assistant(decision, len(done))
         calls = await loop.commit_assistant(inf, assistant, metas)

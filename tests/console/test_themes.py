@@ -11,6 +11,7 @@ import themes
 from console import settings
 from console.widgets.timeline import Timeline
 from tests.console.helpers import SIZE, send, started, until, until_pending
+from tests.scripted import Reply, ScriptedModel
 
 pytestmark = pytest.mark.anyio
 STATES = ("running", "waiting", "succeeded", "failed", "cancelled", "suspended")
@@ -61,4 +62,18 @@ async def test_no_color_is_monochrome_with_words(deck_app, monkeypatch) -> None:
         assert "✔ succeeded" in lines[0]
         svg = app.export_screenshot()
         assert "◆&#160;suspended" in svg
+        await app.shutdown()
+
+
+async def test_no_color_draws_an_answer_with_blank_lines(deck_app, monkeypatch) -> None:
+    """Real models answer in paragraphs: a blank line is drawn in the monochrome console too."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = deck_app(provider=ScriptedModel(lambda request: Reply(text="first\n\nsecond")))
+    async with app.run_test(size=SIZE) as pilot:
+        main = await started(pilot)
+        await send(pilot, "hello")
+        await until(pilot, lambda: main.state.counts() == (0, 0) and main.state.turns, "answer")
+        await pilot.pause(0.1)
+        svg = app.export_screenshot()
+        assert "first" in svg and "second" in svg
         await app.shutdown()
