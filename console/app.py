@@ -199,10 +199,10 @@ def run_console(room: Room) -> int:
     except RoomBusy as exc:
         from console.history_app import HistoryHost
 
-        print(f"agentdeck: {exc}; opening its history read-only", file=sys.stderr)  # noqa: T201
+        why = f"{exc}. Its history is shown, read-only; the console opens once it has stopped."
+        print(f"agentdeck: {why}", file=sys.stderr)  # noqa: T201 - the shell keeps this one
         gc.enable()  # (console.cli.main disabled it for the start)
-        HistoryHost(room, why=f"{exc}. Its history is shown, read-only; the console opens "
-                    "once that process has stopped.").run()  # fmt: skip
+        HistoryHost(room, why=why).run()
         return 0
     app = make_app(room, provider=console_provider(room), tune_process=True)
     code = app.run()

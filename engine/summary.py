@@ -30,10 +30,7 @@ class SummaryFile:
 
     def write(self, stopped: bool = False) -> None:
         """Now (the run starts or stops)."""
-        try:
-            self.room.write_summary(self.snapshot(stopped))
-        except OSError as exc:
-            log.warning("cannot write %s: %s", self.room.summary, exc)
+        self._save(self.snapshot(stopped))
 
     def changed(self, tg: TaskGroup | None) -> None:
         """A turn started or settled: rewrite within EVERY seconds."""
@@ -45,7 +42,11 @@ class SummaryFile:
     async def _rewrite(self) -> None:
         await anyio.sleep(EVERY)
         self._due = False
+        # the snapshot is taken here, on the event loop; only the file write is threaded
+        await anyio.to_thread.run_sync(self._save, self.snapshot(False))
+
+    def _save(self, summary: dict[str, Any]) -> None:
         try:
-            await anyio.to_thread.run_sync(self.room.write_summary, self.snapshot(False))
+            self.room.write_summary(summary)
         except OSError as exc:
             log.warning("cannot write %s: %s", self.room.summary, exc)

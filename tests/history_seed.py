@@ -95,33 +95,38 @@ def truth(db: Path, sql: str, *params: Any) -> list[tuple]:
         conn.close()
 
 
+def fts_rows(db: Path, table: str) -> set[int]:
+    """The rowids a full-text index holds, after checking that it is sound (the check
+    raises sqlite3.DatabaseError on a corrupt index)."""
+    conn = sqlite3.connect(db)
+    try:
+        conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('integrity-check', 0)")
+        return {r[0] for r in conn.execute(f"SELECT id FROM {table}_docsize")}
+    finally:
+        conn.close()
+
+
 def fts_unsound(db: Path) -> list[str]:
     """What is wrong with the full-text indexes of a room whose last batch ran: each is
     sound, and holds exactly the settled or suspended calls and the user or assistant texts
     (with nothing left queued)."""
-    conn = sqlite3.connect(db)
     try:
-        q = lambda sql: {r[0] for r in conn.execute(sql)}  # noqa: E731
-        wrong = []
-        for table in ("calls_fts", "messages_fts"):
-            conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('integrity-check', 0)")
-        if q("SELECT id FROM calls_fts_docsize") != q(
-            "SELECT rowid FROM tool_calls WHERE status NOT IN ('new', 'running', 'resuming')"
-        ):
-            wrong.append("calls_fts holds other calls than the settled and suspended ones")
-        if q("SELECT id FROM messages_fts_docsize") != q(
-            "SELECT id FROM messages WHERE role != 'tool' AND text != ''"
-        ):
-            wrong.append("messages_fts holds other messages than user and assistant texts")
-        if q("SELECT count(*) FROM fts_queue") != {0} or q("SELECT count(*) FROM fts_unindex") != {
-            0
-        }:
-            wrong.append("calls left queued for indexing")
-        return wrong
-    except sqlite3.DatabaseError as exc:  # the integrity-check raises on a corrupt index
+        calls, messages = fts_rows(db, "calls_fts"), fts_rows(db, "messages_fts")
+    except sqlite3.DatabaseError as exc:
         return [f"{exc}"]
-    finally:
-        conn.close()
+    ids = lambda sql: {r[0] for r in truth(db, sql)}  # noqa: E731
+    wrong = []
+    if calls != ids(
+        "SELECT rowid FROM tool_calls WHERE status NOT IN ('new', 'running', 'resuming')"
+    ):
+        wrong.append("calls_fts holds other calls than the settled and suspended ones")
+    if messages != ids("SELECT id FROM messages WHERE role != 'tool' AND text != ''"):
+        wrong.append("messages_fts holds other messages than user and assistant texts")
+    if truth(
+        db, "SELECT (SELECT count(*) FROM fts_queue) + (SELECT count(*) FROM fts_unindex)"
+    ) != [(0,)]:
+        wrong.append("calls left queued for indexing")
+    return wrong
 
 
 def turn_ids(db: Path, where: str = "1", *params: Any) -> list[str]:

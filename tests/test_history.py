@@ -20,6 +20,7 @@ from tests.history_seed import (
     STATUS_TRUTH,
     add,
     boom,
+    fts_rows,
     fts_unsound,
     msg,
     script,
@@ -308,15 +309,6 @@ async def test_a_cancelled_turn_read_leaves_the_connection_usable(seeded):
             except asyncio.CancelledError:
                 pass
             assert (await h.turn(first["turn_id"]))["turn"]["turn_id"] == first["turn_id"]
-
-
-def fts_rows(db, table: str) -> set[int]:
-    conn = sqlite3.connect(db)
-    try:
-        conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('integrity-check', 0)")
-        return {r[0] for r in conn.execute(f"SELECT id FROM {table}_docsize")}
-    finally:
-        conn.close()
 
 
 @pytest.mark.anyio

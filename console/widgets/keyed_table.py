@@ -16,7 +16,7 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import DataTable
 
-from console.glyphs import STATE_CLASSES
+from console.glyphs import STATE_CLASSES, look
 from console.widgets.state_text import state_text
 
 MIN_WIDTH = 12  # cells a give-way column keeps however narrow the table
@@ -59,8 +59,7 @@ class KeyedTable(DataTable[Text | str]):
         widths = [cell_len(label) for label in self.labels]
         for cells in rows.values():
             for i, (label, value) in enumerate(zip(self.labels, cells, strict=True)):
-                shown = value if label not in self.state_columns else f"◆ {value}"  # glyph + word
-                widths[i] = max(widths[i], cell_len(shown))
+                widths[i] = max(widths[i], cell_len(self._shown(label, value)))
         over = sum(w + 2 * self.cell_padding for w in widths) - self.scrollable_content_region.width
         room = {}
         for label in self.give_way:
@@ -68,6 +67,13 @@ class KeyedTable(DataTable[Text | str]):
             give = max(0, min(over, widths[i] - MIN_WIDTH))
             room[label], over = widths[i] - give, over - give
         return room
+
+    def _shown(self, label: str, value: str) -> str:
+        """A cell's text as drawn (a state column draws glyph + word)."""
+        if label in self.state_columns:
+            state = look(value)
+            return f"{state.glyph} {state.word}"
+        return value
 
     def _cell(self, label: str, value: str) -> Text | str:
         if label in self.state_columns:

@@ -23,14 +23,18 @@ memory, the time from process start to the first full screen (the run attached a
 when the empty panes were first painted too) next to the start floor measured in the same
 run (a minimal Textual app with the same kinds of widget, `textual_floor.py`), and a table
 of the targets of issue 3 with PASS or MISS. The run is a fresh process started from
-compiled bytecode, as an installed console starts. `--profile FILE` profiles the firehose with pyinstrument. It measures; it
-never fails on time (the exit status is 0 whatever the numbers).
+compiled bytecode, as an installed console starts. `--profile FILE` profiles the firehose
+with pyinstrument. It measures; it never fails on time (the exit status is 0 whatever the
+numbers).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
 
 if __name__ == "__main__" and not os.environ.get("AGENTDECK_BENCH_CHILD"):
     # A user's console starts from compiled bytecode: pip writes it when it installs a
@@ -40,9 +44,8 @@ if __name__ == "__main__" and not os.environ.get("AGENTDECK_BENCH_CHILD"):
     import compileall
     import subprocess
 
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     for package in ("engine", "console", "themes"):
-        compileall.compile_dir(os.path.join(root, package), quiet=1)
+        compileall.compile_dir(ROOT / package, quiet=1)
     env = dict(os.environ, AGENTDECK_BENCH_CHILD="1")
     sys.exit(subprocess.run([sys.executable, *sys.argv], env=env).returncode)
 
@@ -63,9 +66,7 @@ import threading  # noqa: E402
 from array import array  # noqa: E402
 from collections import deque  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
-from pathlib import Path  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import textual.drivers.headless_driver as headless_driver  # noqa: E402
@@ -83,6 +84,7 @@ from engine.events import (  # noqa: E402
     TurnStarted,
 )
 from engine.providers.offline import OfflineModel  # noqa: E402
+from tests.bench.started import process_age  # noqa: E402
 
 TARGET_RATE = 20_000
 TARGET_P95_MS = 10.0
@@ -90,13 +92,6 @@ TARGET_MAX_MS = 50.0
 TARGET_FIRST_MS = 500.0
 KEY_INTERVAL = 0.02
 BURST = 64  # events published per loop callback, as many runtime tasks would
-
-
-def process_age() -> float:
-    """Seconds since this process started (from /proc, to 10 ms)."""
-    with open("/proc/self/stat") as f:
-        start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
-    return time.clock_gettime(time.CLOCK_BOOTTIME) - start_ticks / os.sysconf("SC_CLK_TCK")
 
 
 PROCESS_AGE_AT_IMPORT = process_age() - (time.perf_counter() - T_IMPORT)

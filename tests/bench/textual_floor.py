@@ -16,7 +16,8 @@ T_IMPORT = time.perf_counter()
 
 import asyncio  # noqa: E402
 import gc  # noqa: E402
-import os  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 gc.disable()  # as the console starts
 
@@ -25,12 +26,8 @@ from textual.app import App, ComposeResult  # noqa: E402
 from textual.containers import Horizontal, Vertical  # noqa: E402
 from textual.widgets import DataTable, Input, Static  # noqa: E402
 
-
-def process_age() -> float:
-    """Seconds since this process started (from /proc, to 10 ms)."""
-    with open("/proc/self/stat") as f:
-        start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
-    return time.clock_gettime(time.CLOCK_BOOTTIME) - start_ticks / os.sysconf("SC_CLK_TCK")
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from tests.bench.started import process_age  # noqa: E402
 
 
 class Minimal(App[None]):
