@@ -86,16 +86,10 @@ class AgentDeck(App[int]):
         self.bridge = Bridge(fps=fps)
         self.host = RuntimeHost(room, clock=clock, ids=ids, provider=provider)
         self.main = MainScreen(self.bridge, clock)
-        for theme in themes.load_themes():
-            self.register_theme(theme)
-        saved = settings.load().get("theme")
-        self.theme = (
-            saved if isinstance(saved, str) and saved in self.available_themes else themes.DARK
-        )
+        settings.use_themes(self)
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
-        base = self.current_theme.to_color_system().generate()
-        return {name: base[borrowed] for name, borrowed in themes.STATE_DEFAULTS.items()}
+        return settings.state_variables(self)
 
     def on_mount(self) -> None:
         self.push_screen(self.main)

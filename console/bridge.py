@@ -178,6 +178,10 @@ class Bridge:
     async def cancel_turn(self, turn_id: str, reason: str = "cancelled by operator") -> bool:
         return await self._rt().cancel_turn(turn_id, reason)
 
+    def why_queued(self, request_id: str) -> str | None:
+        """Why a request sent from here still waits (None: it started, or no runtime)."""
+        return self.runtime.why_queued(request_id) if self.runtime is not None else None
+
     def statistics(self) -> Statistics | None:
         """The scheduler's snapshot, for the scheduler view's timer (never per event);
         None while the runtime is not open."""

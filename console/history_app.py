@@ -29,16 +29,10 @@ class HistoryHost(App[None]):
         super().__init__()
         self.room = room if isinstance(room, Room) else Room.at(room)
         self.page_size, self.clock, self.why = page_size, clock, why
-        for theme in themes.load_themes():
-            self.register_theme(theme)
-        saved = settings.load().get("theme")
-        self.theme = (
-            saved if isinstance(saved, str) and saved in self.available_themes else themes.DARK
-        )
+        settings.use_themes(self)
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
-        base = self.current_theme.to_color_system().generate()
-        return {name: base[borrowed] for name, borrowed in themes.STATE_DEFAULTS.items()}
+        return settings.state_variables(self)
 
     def on_mount(self) -> None:
         screen = HistoryScreen(self.room, clock=self.clock, page_size=self.page_size)

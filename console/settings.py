@@ -10,6 +10,9 @@ import json
 import os
 import tomllib
 from pathlib import Path
+from typing import Any
+
+import themes
 
 
 def config_path() -> Path:
@@ -35,3 +38,19 @@ def save(values: dict[str, str], path: Path | None = None) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text("\n".join(lines) + "\n", "utf-8")
     os.replace(tmp, path)
+
+
+def use_themes(app: Any) -> None:
+    """Register agentdeck's themes on `app` and apply the operator's saved choice (the dark
+    theme when none is saved, or the saved one is gone)."""
+    for theme in themes.load_themes():
+        app.register_theme(theme)
+    saved = load().get("theme")
+    app.theme = saved if isinstance(saved, str) and saved in app.available_themes else themes.DARK
+
+
+def state_variables(app: Any) -> dict[str, str]:
+    """The state variables a theme lacks (Textual's built-ins), from its base colours: what
+    an app's `get_theme_variable_defaults` returns."""
+    base = app.current_theme.to_color_system().generate()
+    return {name: base[borrowed] for name, borrowed in themes.STATE_DEFAULTS.items()}

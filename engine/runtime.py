@@ -309,6 +309,13 @@ class Runtime:
             handle = self.live.setdefault(req.id, TurnHandle(req.id, req.thread_id))
             self._spawn(self._start_turn, req, handle)
 
+    def why_queued(self, request_id: str) -> str | None:
+        """Why a request of this run still waits in the queue (None once it has left it)."""
+        req = self._requests.get(request_id)
+        if req is None or req.status != "queued":
+            return None
+        return self.scheduler.why_waiting(req)
+
     def statistics(self) -> Statistics:
         """Groups, threads and queued requests, with why each request waits."""
         return self.scheduler.statistics()

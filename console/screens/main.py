@@ -334,19 +334,16 @@ class MainScreen(Screen[None]):
                 return
             if action == "send":
                 self.select_turn(result)
-                self._say_if_queued(result)
+                self._say_if_queued(target, result)
             self.post_message(self.Acted(action, target, result))
 
         self.run_worker(run(), group="act")
 
-    def _say_if_queued(self, request_id: str) -> None:
+    def _say_if_queued(self, thread_id: str, request_id: str) -> None:
         """A message to a busy thread waits for its turn: say so, and why."""
-        stats = self.bridge.statistics()
-        for queued in stats.queued if stats is not None else ():
-            if queued.request_id == request_id:
-                self.notify(f"Queued on {queued.thread_id}: {queued.waits_because}. "
-                            "It is sent when that turn ends.", title="Message queued")  # fmt: skip
-                return
+        if (why := self.bridge.why_queued(request_id)) is not None:
+            self.notify(f"Queued on {thread_id}: {why}. It is sent when that turn ends.",
+                        title="Message queued")  # fmt: skip
 
     def action_focus_pane(self, which: str) -> None:
         self.query_one(f"#{which}").focus()

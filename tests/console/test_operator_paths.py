@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from textual.notifications import Notify
 
 from console.bridge import Bridge
 from console.screens.confirm import ConfirmScreen
@@ -237,3 +238,20 @@ async def test_a_failed_turn_says_why_in_the_chat_live_and_after_a_restart(deck_
         ("user", "hello"), ("system", note)]  # fmt: skip
     again = deck_app(provider=Unreachable(), ids=lambda prefix: f"{prefix}_again")
     assert await chat_of(again, False) == [("user", "hello"), ("system", note)]
+
+
+async def test_a_message_to_a_waiting_thread_says_it_is_queued_and_why(deck_app) -> None:
+    said = Recorder(Notify)
+    app = deck_app()
+    async with app.run_test(size=SIZE, message_hook=said) as pilot:
+        main = await started(pilot)
+        await send(pilot, "run `echo hi`")
+        await until_pending(pilot, main)
+        await send(pilot, "and then?")
+        queued = lambda: [m.notification for m in said.of(Notify)  # noqa: E731
+                          if m.notification.title == "Message queued"]  # fmt: skip
+        await until(pilot, queued, "the queued notice")
+        assert queued()[0].message.startswith(
+            "Queued on chat:main: thread waiting on a decision (turn t_001)"
+        )
+        await app.shutdown()
