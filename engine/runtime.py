@@ -104,7 +104,9 @@ class Runtime:
         self._unstored: list[Event] = []
         self._step_id = 0
         self._tg: TaskGroup | None = None
-        self._plugins_at: dict[Phase, list[Plugin]] = {}
+        self._plugins_at = {  # the plugins listening at each phase, in order
+            phase: [p for p in plugins if p.phases is None or phase in p.phases] for phase in Phase
+        }
         self.summary_file = SummaryFile(room, self._summary)
 
     # -- opening and closing ----------------------------------------------------------------
@@ -219,12 +221,7 @@ class Runtime:
 
     def plugins_at(self, phase: Phase) -> list[Plugin]:
         """The plugins listening at `phase`, in order."""
-        at = self._plugins_at.get(phase)
-        if at is None:
-            at = self._plugins_at[phase] = [
-                p for p in self.plugins if p.phases is None or phase in p.phases
-            ]
-        return at
+        return self._plugins_at[phase]
 
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
         """Call `callback` (sync, quick) with every event; returns the unsubscribe function."""
