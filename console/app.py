@@ -91,8 +91,10 @@ class AgentDeck(App[int]):
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return settings.state_variables(self)
 
+    def get_default_screen(self) -> MainScreen:
+        return self.main  # not a blank default screen first, composed and drawn for nothing
+
     def on_mount(self) -> None:
-        self.push_screen(self.main)
         self.theme_changed_signal.subscribe(self, lambda t: settings.save({"theme": t.name}))
         self.run_worker(self.host.serve(self.bridge, self.main), name="runtime",
                         exit_on_error=False)  # fmt: skip

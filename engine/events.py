@@ -7,6 +7,7 @@ Every change the runtime makes is published as one of these after its checkpoint
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, TypeAdapter
@@ -114,9 +115,13 @@ Event = Annotated[
     Discriminator("kind"),
 ]
 
-EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+@functools.cache
+def _adapter() -> TypeAdapter[Event]:
+    """Built on first use: its schema builds every event model, which a start need not."""
+    return TypeAdapter(Event)
 
 
 def parse_event(data: str | bytes) -> Event:
     """Read a stored event back into its type."""
-    return EVENT_ADAPTER.validate_json(data)
+    return _adapter().validate_json(data)
