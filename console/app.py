@@ -21,6 +21,7 @@ from typing import Any
 from textual import on, work
 from textual.app import App
 from textual.binding import Binding
+from textual.theme import Theme
 from textual.worker import Worker, WorkerState
 
 import themes
@@ -95,13 +96,19 @@ class AgentDeck(App[int]):
         return self.main  # not a blank default screen first, composed and drawn for nothing
 
     def on_mount(self) -> None:
-        self.theme_changed_signal.subscribe(self, lambda t: settings.save({"theme": t.name}))
+        self.theme_changed_signal.subscribe(self, self._save_theme)
         self.run_worker(self.host.serve(self.bridge, self.main), name="runtime",
                         exit_on_error=False)  # fmt: skip
         if self.tune_process:  # the process is the console's own (tests share theirs)
             loop = asyncio.get_running_loop()
             for sig in STOP_SIGNALS:  # kill, a closed terminal: quit as `q` would, no asking
                 loop.add_signal_handler(sig, lambda: self.run_worker(self._stop()))
+
+    def _save_theme(self, theme: Theme) -> None:
+        try:
+            settings.save({"theme": theme.name})
+        except (OSError, ValueError) as exc:
+            self.notify(f"The theme applies, but is not remembered: {exc}", severity="warning")
 
     @on(Bridge.Attached)
     def _started(self) -> None:

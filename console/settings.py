@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -30,13 +31,37 @@ def load(path: Path | None = None) -> dict[str, object]:
 
 
 def save(values: dict[str, str], path: Path | None = None) -> None:
-    """Merge `values` (top-level strings) into the file."""
+    """Set top-level string `values` in the file, keeping the rest of it as it is (other
+    keys, tables, comments). A file that is not valid TOML is left untouched: ValueError,
+    saying where; it may hold the operator's hand-written settings."""
     path = path or config_path()
-    merged = {**load(path), **values}
-    lines = [f"{k} = {json.dumps(v)}" for k, v in merged.items() if isinstance(v, str)]
+    try:
+        text = path.read_text("utf-8")
+    except FileNotFoundError:
+        text = ""
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path} is not UTF-8 text; left as it is") from exc
+    try:
+        tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path} is not valid TOML ({exc}); left as it is") from exc
+    lines = text.splitlines()
+    top = next((i for i, line in enumerate(lines) if line.lstrip().startswith("[")), len(lines))
+    for key, value in values.items():
+        line = f"{key} = {json.dumps(value)}"
+        assigns = re.compile(rf"\s*{re.escape(key)}\s*=")
+        at = next((i for i in range(top) if assigns.match(lines[i])), None)
+        if at is None:
+            lines.insert(top, line)
+            top += 1
+        else:
+            lines[at] = line
+    text = "\n".join(lines) + "\n"
+    if any(tomllib.loads(text).get(k) != v for k, v in values.items()):  # a form not met
+        raise ValueError(f"{path}: could not set {', '.join(values)} in it; left as it is")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text("\n".join(lines) + "\n", "utf-8")
+    tmp.write_text(text, "utf-8")
     os.replace(tmp, path)
 
 

@@ -48,6 +48,36 @@ async def test_theme_choice_persists(deck_app) -> None:
     assert again.theme == "nord"
 
 
+def test_saving_keeps_the_rest_of_the_file(tmp_path: Path) -> None:
+    """The operator's other settings, tables and comments survive a theme change."""
+    path = tmp_path / "config.toml"
+    settings.save({"theme": "nord"}, path)
+    assert settings.load(path) == {"theme": "nord"}
+    path.write_text('# mine\nfps = 30\ntheme = "nord"  # old\n\n[keys]\nquit = "q"\n')
+    settings.save({"theme": themes.LIGHT}, path)
+    assert path.read_text() == (
+        f'# mine\nfps = 30\ntheme = "{themes.LIGHT}"\n\n[keys]\nquit = "q"\n'
+    )
+    path.write_text('[keys]\nquit = "q"\n')  # no top-level key yet: it goes above the tables
+    settings.save({"theme": "nord"}, path)
+    assert settings.load(path) == {"theme": "nord", "keys": {"quit": "q"}}
+
+
+async def test_a_config_that_is_not_toml_is_left_alone(deck_app) -> None:
+    path = settings.config_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("theme = [unclosed\nmy notes\n")
+    app = deck_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await started(pilot)
+        app.theme = themes.LIGHT  # applies for this session
+        await until(pilot, lambda: any("not remembered" in n.message
+                                       for n in app._notifications), "told")  # fmt: skip
+        assert app.theme == themes.LIGHT
+        await app.shutdown()
+    assert path.read_text() == "theme = [unclosed\nmy notes\n"
+
+
 async def test_no_color_is_monochrome_with_words(deck_app, monkeypatch) -> None:
     monkeypatch.setenv("NO_COLOR", "1")
     app = deck_app()
