@@ -57,7 +57,11 @@ def save(values: dict[str, str], path: Path | None = None) -> None:
         else:
             lines[at] = line
     text = "\n".join(lines) + "\n"
-    if any(tomllib.loads(text).get(k) != v for k, v in values.items()):  # a form not met
+    try:  # a form of the key this does not rewrite (quoted, say) is not met by a second one
+        ok = all(tomllib.loads(text).get(k) == v for k, v in values.items())
+    except tomllib.TOMLDecodeError:
+        ok = False
+    if not ok:
         raise ValueError(f"{path}: could not set {', '.join(values)} in it; left as it is")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")

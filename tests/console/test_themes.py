@@ -61,6 +61,10 @@ def test_saving_keeps_the_rest_of_the_file(tmp_path: Path) -> None:
     path.write_text('[keys]\nquit = "q"\n')  # no top-level key yet: it goes above the tables
     settings.save({"theme": "nord"}, path)
     assert settings.load(path) == {"theme": "nord", "keys": {"quit": "q"}}
+    path.write_text('"theme" = "nord"\n')  # a form it does not rewrite: left as it is
+    with pytest.raises(ValueError, match="could not set theme"):
+        settings.save({"theme": themes.LIGHT}, path)
+    assert path.read_text() == '"theme" = "nord"\n'
 
 
 async def test_a_config_that_is_not_toml_is_left_alone(deck_app) -> None:
