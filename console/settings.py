@@ -57,7 +57,7 @@ def save(values: dict[str, str], path: Path | None = None) -> None:
         else:
             lines[at] = line
     text = "\n".join(lines) + "\n"
-    try:  # a form of the key this does not rewrite (quoted, say) is not met by a second one
+    try:  # a key written another way (quoted, say) is not found above, and two would clash
         ok = all(tomllib.loads(text).get(k) == v for k, v in values.items())
     except tomllib.TOMLDecodeError:
         ok = False
