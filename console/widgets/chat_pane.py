@@ -22,9 +22,14 @@ OFFLINE_HINT = (
 
 class ChatPane(Vertical):
     """Chat of one thread; Enter in the input sends a chat message to it, Esc leaves the
-    input for the panes (where letters are keys again; `i` comes back)."""
+    input for the panes (where letters are keys again; `i` comes back). Up and down in
+    the input bring back the thread's earlier messages, as a shell's history does."""
 
-    BINDINGS = [Binding("escape", "leave", "Leave chat")]
+    BINDINGS = [
+        Binding("escape", "leave", "Leave chat"),
+        Binding("up", "recall(-1)", "Earlier message", show=False),
+        Binding("down", "recall(1)", "Later message", show=False),
+    ]
 
     class Send(Message):
         """The operator sent `text` to the pane's thread."""
@@ -36,6 +41,9 @@ class ChatPane(Vertical):
     def __init__(self, thread_id: str, **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]
         self.thread_id = thread_id
+        self._view: ThreadView | None = None
+        self._recalled: int | None = None  # index into the sent messages, None: the draft
+        self._draft = ""
 
     def compose(self) -> ComposeResult:
         yield ChatLog(id="chat-log")
@@ -46,7 +54,9 @@ class ChatPane(Vertical):
 
     def show(self, view: ThreadView) -> None:
         """Draw `view`; a different thread also retitles the pane."""
-        self.thread_id = view.thread_id
+        if view.thread_id != self.thread_id:
+            self._recalled = None
+        self.thread_id, self._view = view.thread_id, view
         self.border_title = f"Chat · {self.thread_id}"
         self.query_one(ChatLog).show(view)
 
@@ -61,9 +71,27 @@ class ChatPane(Vertical):
     def action_leave(self) -> None:
         self.screen.focus_next()
 
+    def action_recall(self, delta: int) -> None:
+        """Put the thread's previous (-1) or next (+1) message of the operator in the input;
+        past the newest, what was being typed comes back."""
+        field = self.query_one("#chat-input", Input)
+        if self.screen.focused is not field or self._view is None:
+            return
+        sent = [e.text for e in self._view.entries if e.role == "user"]
+        at = len(sent) if self._recalled is None else self._recalled
+        to = max(0, min(len(sent), at + delta))
+        if to == at:
+            return
+        if self._recalled is None:
+            self._draft = field.value
+        self._recalled = None if to == len(sent) else to
+        field.value = self._draft if self._recalled is None else sent[to]
+        field.cursor_position = len(field.value)
+
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
         text = event.value.strip()
         if text:
             event.input.clear()
+            self._recalled = None
             self.post_message(self.Send(self.thread_id, text))

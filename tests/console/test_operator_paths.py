@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from textual.notifications import Notify
+from textual.widgets import Input
 
 from console.bridge import Bridge
 from console.screens.confirm import ConfirmScreen
@@ -146,6 +147,30 @@ async def test_switch_and_new_thread(deck_app) -> None:
         await until(pilot, lambda: main.thread_id == "chat:main", "switched back")
         actions = [(m.action, m.target) for m in rec.of(MainScreen.Acted)]
         assert ("new_thread", "chat:2") in actions and ("switch_thread", "chat:main") in actions
+        await app.shutdown()
+
+
+async def test_up_and_down_bring_back_earlier_messages(deck_app) -> None:
+    app = deck_app()
+    async with app.run_test(size=SIZE) as pilot:
+        main = await started(pilot)
+        for n, text in enumerate(("calc 1+1", "calc 2*3"), start=1):
+            await send(pilot, text)
+            await until(pilot, lambda n=n: len(main.state.turns) == n
+                        and main.state.counts() == (0, 0), f"turn {n}")  # fmt: skip
+        field = main.query_one("#chat-input", Input)
+        field.value = "calc 9"  # a draft, kept while the history is walked
+        await pilot.press("up")
+        assert field.value == "calc 2*3" and field.cursor_position == len("calc 2*3")
+        await pilot.press("up", "up")  # the oldest stays
+        assert field.value == "calc 1+1"
+        await pilot.press("down")
+        assert field.value == "calc 2*3"
+        await pilot.press("down")
+        assert field.value == "calc 9"
+        await pilot.press("up", "enter")  # sent again, as it reads
+        await until(pilot, lambda: len(main.state.turns) == 3, "turn 3")
+        assert field.value == ""
         await app.shutdown()
 
 
