@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -20,10 +21,34 @@ OFFLINE_HINT = (
 )
 
 
+class ChatInput(Input):
+    """The chat's input. Input keeps only the first line of a paste; here a paste of several
+    lines asks for the editor instead (`SeveralLines`), so none of it is dropped."""
+
+    class SeveralLines(Message):
+        """The input's text with a paste of several lines put in at the cursor."""
+
+        def __init__(self, text: str) -> None:
+            super().__init__()
+            self.text = text
+
+    def _on_paste(self, event: events.Paste) -> None:
+        # terminals paste line breaks as \r (xterm, tmux): the message keeps them as \n
+        text = event.text.replace("\r\n", "\n").replace("\r", "\n")
+        if "\n" not in text.strip("\n"):
+            event.text = text.strip("\n")  # one line (the breaks around it dropped): Input's
+            return  # own handler, next in the MRO, types it in
+        event.prevent_default()
+        event.stop()
+        at = self.cursor_position
+        self.post_message(self.SeveralLines(self.value[:at] + text + self.value[at:]))
+
+
 class ChatPane(Vertical):
     """Chat of one thread; Enter in the input sends a chat message to it, Esc leaves the
     input for the panes (where letters are keys again; `i` comes back). Up and down in
-    the input bring back the thread's earlier messages, as a shell's history does."""
+    the input bring back the thread's earlier messages, as a shell's history does; a
+    message of several lines (pasted, or brought back) is written in an editor."""
 
     BINDINGS = [
         Binding("escape", "leave", "Leave chat"),
@@ -47,7 +72,7 @@ class ChatPane(Vertical):
 
     def compose(self) -> ComposeResult:
         yield ChatLog(id="chat-log")
-        yield Input(placeholder="Message the agent — Enter sends", id="chat-input")
+        yield ChatInput(placeholder="Message the agent — Enter sends", id="chat-input")
 
     def on_mount(self) -> None:
         self.border_title = f"Chat · {self.thread_id}"
@@ -85,13 +110,28 @@ class ChatPane(Vertical):
         if self._recalled is None:
             self._draft = field.value
         self._recalled = None if to == len(sent) else to
-        field.value = self._draft if self._recalled is None else sent[to]
-        field.cursor_position = len(field.value)
+        text = self._draft if self._recalled is None else sent[to]
+        if "\n" in text:  # several lines are edited in the editor, not squeezed into one
+            self.post_message(ChatInput.SeveralLines(text))
+            return
+        field.value = text
+        field.cursor_position = len(text)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
-        text = event.value.strip()
+        self._send(event.value.strip())
+
+    @work
+    async def on_chat_input_several_lines(self, event: ChatInput.SeveralLines) -> None:
+        from console.screens.compose import ComposeScreen  # opened by a paste, not at start
+
+        thread = self.thread_id
+        text = await self.app.push_screen_wait(ComposeScreen(thread, event.text))
+        if text is not None:
+            self._send(text, thread)
+
+    def _send(self, text: str, thread: str | None = None) -> None:
         if text:
-            event.input.clear()
+            self.query_one(ChatInput).clear()
             self._recalled = None
-            self.post_message(self.Send(self.thread_id, text))
+            self.post_message(self.Send(thread or self.thread_id, text))

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from textual import events
 from textual.notifications import Notify
-from textual.widgets import Input
+from textual.widgets import Input, TextArea
 
 from console.bridge import Bridge
+from console.screens.compose import ComposeScreen
 from console.screens.confirm import ConfirmScreen
 from console.screens.edit_args import EditArgsScreen
 from console.screens.main import MainScreen
@@ -170,6 +172,38 @@ async def test_up_and_down_bring_back_earlier_messages(deck_app) -> None:
         assert field.value == "calc 9"
         await pilot.press("up", "enter")  # sent again, as it reads
         await until(pilot, lambda: len(main.state.turns) == 3, "turn 3")
+        assert field.value == ""
+        await app.shutdown()
+
+
+async def test_a_paste_of_several_lines_opens_the_editor_and_loses_none(deck_app) -> None:
+    """Input keeps only a paste's first line; the chat opens an editor with all of it."""
+    app = deck_app()
+    async with app.run_test(size=SIZE) as pilot:
+        main = await started(pilot)
+        field = main.query_one("#chat-input", Input)
+        await pilot.click("#chat-input")
+        field.value = "calc "
+        field.cursor_position = len(field.value)
+        field.post_message(events.Paste("\n2+2\n"))  # one line: typed in, as Input does
+        await until(pilot, lambda: field.value == "calc 2+2", "one line pasted")
+        field.post_message(events.Paste("\nplease\nand thanks\n"))
+        await until(pilot, lambda: isinstance(app.screen, ComposeScreen), "the editor")
+        assert app.screen.query_one(TextArea).text == "calc 2+2\nplease\nand thanks\n"
+        await pilot.press("escape")  # back: nothing sent, the input as it was
+        await until(pilot, lambda: app.screen is main, "back")
+        assert field.value == "calc 2+2" and not main.state.turns
+        field.post_message(events.Paste("first line\rsecond line"))  # as terminals paste
+        await until(pilot, lambda: isinstance(app.screen, ComposeScreen), "the editor again")
+        await pilot.press("ctrl+s")
+        await until(pilot, lambda: main.state.turns and main.state.counts() == (0, 0), "sent")
+        sent = [e.text for e in main.state.thread("chat:main").entries if e.role == "user"]
+        assert sent == ["calc 2+2first line\nsecond line"] and field.value == ""
+        await pilot.press("up")  # brought back: in the editor, not squeezed into the input
+        await until(pilot, lambda: isinstance(app.screen, ComposeScreen), "the editor, recalled")
+        assert app.screen.query_one(TextArea).text == sent[0]
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is main, "back again")
         assert field.value == ""
         await app.shutdown()
 

@@ -1,0 +1,39 @@
+"""A chat message of several lines: what a paste of several lines into the chat opens."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Label, TextArea
+
+
+class ComposeScreen(ModalScreen[str | None]):
+    """The message in an editor; ctrl+s sends it, Esc goes back without sending."""
+
+    BINDINGS = [
+        Binding("ctrl+s", "send", "Send", priority=True),
+        Binding("escape", "dismiss(None)", "Back"),
+    ]
+
+    def __init__(self, thread_id: str, text: str) -> None:
+        super().__init__()
+        self.thread_id, self.text = thread_id, text
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="wide"):
+            yield Label(f"Message to {self.thread_id}", id="question")
+            yield TextArea(self.text, language=None, id="compose-editor")
+            yield Label("ctrl+s send · Esc back without sending", classes="hint")
+
+    def on_mount(self) -> None:
+        editor = self.query_one(TextArea)
+        editor.move_cursor(editor.document.end)
+
+    def action_send(self) -> None:
+        text = self.query_one(TextArea).text.strip()
+        if not text:
+            self.notify("Nothing to send.", severity="warning")
+            return
+        self.dismiss(text)
