@@ -107,7 +107,7 @@ class AgentDeck(App[int]):
     def _save_theme(self, theme: Theme) -> None:
         try:
             settings.save({"theme": theme.name})
-        except (OSError, ValueError) as exc:
+        except Exception as exc:  # the operator's own file: whatever is wrong, the app goes on
             self.notify(f"The theme applies, but is not remembered: {exc}", severity="warning")
 
     @on(Bridge.Attached)

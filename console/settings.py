@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -21,52 +22,61 @@ def config_path() -> Path:
     return Path(base) / "agentdeck" / "config.toml"
 
 
+def _parse(text: str, path: Path) -> dict[str, Any]:
+    """`text` as TOML, or ValueError saying what is wrong with the file at `path`."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path} is not valid TOML ({exc})") from exc
+    except RecursionError as exc:  # tomllib recurses into nested arrays and tables
+        raise ValueError(f"{path} is nested too deeply to read") from exc
+
+
 def load(path: Path | None = None) -> dict[str, object]:
     """The settings, or {} when the file is missing or unreadable (never fatal)."""
     path = path or config_path()
     try:
-        return tomllib.loads(path.read_text("utf-8"))
-    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return _parse(path.read_text("utf-8"), path)
+    except (OSError, ValueError):  # UnicodeDecodeError is a ValueError too
         return {}
 
 
 def save(values: dict[str, str], path: Path | None = None) -> None:
     """Set top-level string `values` in the file, keeping the rest of it as it is (other
-    keys, tables, comments). A file that is not valid TOML is left untouched: ValueError,
-    saying where; it may hold the operator's hand-written settings."""
+    keys, tables, comments, line ends; a symlink stays one). A file this cannot read, or
+    change so, is left untouched: ValueError saying why (it may hold the operator's
+    hand-written settings); OSError when it cannot be written."""
     path = path or config_path()
     try:
-        text = path.read_text("utf-8")
+        text = path.read_bytes().decode("utf-8")  # bytes: read_text would turn \r\n into \n
     except FileNotFoundError:
         text = ""
     except UnicodeDecodeError as exc:
         raise ValueError(f"{path} is not UTF-8 text; left as it is") from exc
-    try:
-        tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{path} is not valid TOML ({exc}); left as it is") from exc
-    lines = text.splitlines()
-    top = next((i for i, line in enumerate(lines) if line.lstrip().startswith("[")), len(lines))
+    current = _parse(text, path)
+    lines = text.split("\n")  # only \n: TOML allows other line separators inside comments
     for key, value in values.items():
         line = f"{key} = {json.dumps(value)}"
         assigns = re.compile(rf"\s*{re.escape(key)}\s*=")
-        at = next((i for i in range(top) if assigns.match(lines[i])), None)
-        if at is None:
-            lines.insert(top, line)
-            top += 1
+        at = next((i for i, old in enumerate(lines) if assigns.match(old)), None)
+        if key in current and at is not None:
+            lines[at] = line + ("\r" if lines[at].endswith("\r") else "")
         else:
-            lines[at] = line
-    text = "\n".join(lines) + "\n"
+            lines.insert(0, line)  # line 0 is top-level, and inside no multi-line value
+    text = "\n".join(lines) + ("" if lines[-1] == "" else "\n")
     try:  # a key written another way (quoted, say) is not found above, and two would clash
-        ok = all(tomllib.loads(text).get(k) == v for k, v in values.items())
-    except tomllib.TOMLDecodeError:
+        ok = all(_parse(text, path).get(k) == v for k, v in values.items())
+    except ValueError:
         ok = False
     if not ok:
         raise ValueError(f"{path}: could not set {', '.join(values)} in it; left as it is")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(text, "utf-8")
-    os.replace(tmp, path)
+    real = path.resolve()  # a config kept in a dotfiles repository is often a symlink
+    real.parent.mkdir(parents=True, exist_ok=True)
+    tmp = real.with_suffix(".tmp")
+    tmp.write_bytes(text.encode("utf-8"))
+    if real.exists():
+        os.chmod(tmp, stat.S_IMODE(real.stat().st_mode))
+    os.replace(tmp, real)
 
 
 def use_themes(app: Any) -> None:

@@ -75,6 +75,8 @@ def load_config(path: Path) -> Config:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses into nested arrays and tables
+        raise ConfigError(f"{path}: not valid TOML: nested too deeply") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot be read: {exc.strerror or exc}") from None
     try:

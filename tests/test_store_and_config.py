@@ -237,7 +237,14 @@ def test_config_values_are_read(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["[store\nsynchronous = 1", "synchronous = ", "a = 'x'\na = 'y'", "= 3"]
+    "text",
+    [
+        "[store\nsynchronous = 1",
+        "synchronous = ",
+        "a = 'x'\na = 'y'",
+        "= 3",
+        "a = " + "[" * 5000 + "]" * 5000,  # nested past tomllib's recursion
+    ],
 )
 def test_invalid_toml_names_the_file(tmp_path: Path, text: str) -> None:
     path = tmp_path / "agentdeck.toml"

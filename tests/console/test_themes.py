@@ -67,6 +67,41 @@ def test_saving_keeps_the_rest_of_the_file(tmp_path: Path) -> None:
     assert path.read_text() == '"theme" = "nord"\n'
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "# a\u2028b\nfps = 30\n",  # a line separator TOML allows in a comment
+        'x = [\n  [1, 2],\n]\nnotes = """\n[not a table]\n"""\n',  # [ lines inside values
+        "a = 1\r\nb = 2\r\n",  # CRLF line ends
+    ],
+)
+def test_saving_writes_only_the_theme_line(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "config.toml"
+    path.write_bytes(text.encode())
+    settings.save({"theme": "nord"}, path)
+    assert path.read_bytes().decode() == 'theme = "nord"\n' + text
+
+
+def test_saving_keeps_a_symlink_and_the_mode(tmp_path: Path) -> None:
+    real = tmp_path / "dotfiles" / "agentdeck.toml"
+    real.parent.mkdir()
+    real.write_text("fps = 30\n")
+    real.chmod(0o600)
+    link = tmp_path / "config.toml"
+    link.symlink_to(real)
+    settings.save({"theme": "nord"}, link)
+    assert link.is_symlink() and settings.load(real) == {"theme": "nord", "fps": 30}
+    assert real.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_file_nested_too_deeply_is_read_as_empty_and_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text("a = " + "[" * 5000 + "]" * 5000 + "\n")
+    assert settings.load(path) == {}
+    with pytest.raises(ValueError, match="nested too deeply"):
+        settings.save({"theme": "nord"}, path)
+
+
 async def test_a_config_that_is_not_toml_is_left_alone(deck_app) -> None:
     path = settings.config_path()
     path.parent.mkdir(parents=True, exist_ok=True)
