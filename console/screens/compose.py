@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Label, TextArea
 
+from console.screens.confirm import ConfirmScreen
+
 
 class ComposeScreen(ModalScreen[str | None]):
-    """The message in an editor; ctrl+s sends it, Esc goes back without sending."""
+    """The message in an editor; ctrl+s sends it, Esc goes back without sending (asking
+    first when it was edited here: No, keep writing, is the default)."""
 
     BINDINGS = [
         Binding("ctrl+s", "send", "Send", priority=True),
-        Binding("escape", "dismiss(None)", "Back"),
+        Binding("escape", "back", "Back"),
     ]
 
     def __init__(self, thread_id: str, text: str) -> None:
@@ -30,6 +34,15 @@ class ComposeScreen(ModalScreen[str | None]):
     def on_mount(self) -> None:
         editor = self.query_one(TextArea)
         editor.move_cursor(editor.document.end)
+
+    @work(exclusive=True)
+    async def action_back(self) -> None:
+        if self.query_one(TextArea).text != self.text:
+            ask = ConfirmScreen("Discard this message? What was written here is lost.",
+                                yes="Discard", no="Keep writing")  # fmt: skip
+            if not await self.app.push_screen_wait(ask):
+                return
+        self.dismiss(None)
 
     def action_send(self) -> None:
         text = self.query_one(TextArea).text.strip()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -12,6 +14,8 @@ from textual.widgets import Input
 from console.state import ThreadView
 from console.widgets.chat_log import ChatLog
 
+# Every line break str.splitlines knows: terminals paste \r, Word's soft break is \v.
+LINE_BREAK = re.compile("\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
 EMPTY_HINT = "Nothing on this thread yet. Type below; Enter sends."
 OFFLINE_HINT = (
     "The offline model answers here: a rule-based stand-in for an LLM (configure one in "
@@ -26,22 +30,23 @@ class ChatInput(Input):
     lines asks for the editor instead (`SeveralLines`), so none of it is dropped."""
 
     class SeveralLines(Message):
-        """The input's text with a paste of several lines put in at the cursor."""
+        """A message of several lines to write in the editor: the input's text with a paste
+        put in (`recalled` False: sent, the input is empty), or an earlier message brought
+        back (`recalled` True: the input keeps what it holds)."""
 
-        def __init__(self, text: str) -> None:
+        def __init__(self, text: str, *, recalled: bool = False) -> None:
             super().__init__()
-            self.text = text
+            self.text, self.recalled = text, recalled
 
     def _on_paste(self, event: events.Paste) -> None:
-        # terminals paste line breaks as \r (xterm, tmux): the message keeps them as \n
-        text = event.text.replace("\r\n", "\n").replace("\r", "\n")
+        text = LINE_BREAK.sub("\n", event.text)
         if "\n" not in text.strip("\n"):
             event.text = text.strip("\n")  # one line (the breaks around it dropped): Input's
             return  # own handler, next in the MRO, types it in
         event.prevent_default()
         event.stop()
-        at = self.cursor_position
-        self.post_message(self.SeveralLines(self.value[:at] + text + self.value[at:]))
+        start, end = sorted(self.selection)  # a selection is replaced, as one line's is
+        self.post_message(self.SeveralLines(self.value[:start] + text + self.value[end:]))
 
 
 class ChatPane(Vertical):
@@ -69,6 +74,7 @@ class ChatPane(Vertical):
         self._view: ThreadView | None = None
         self._recalled: int | None = None  # index into the sent messages, None: the draft
         self._draft = ""
+        self._on_draft = True  # the input holds the draft (not a message brought back)
 
     def compose(self) -> ComposeResult:
         yield ChatLog(id="chat-log")
@@ -80,7 +86,7 @@ class ChatPane(Vertical):
     def show(self, view: ThreadView) -> None:
         """Draw `view`; a different thread also retitles the pane."""
         if view.thread_id != self.thread_id:
-            self._recalled = None
+            self._recalled, self._on_draft = None, True
         self.thread_id, self._view = view.thread_id, view
         self.border_title = f"Chat · {self.thread_id}"
         self.query_one(ChatLog).show(view)
@@ -98,7 +104,8 @@ class ChatPane(Vertical):
 
     def action_recall(self, delta: int) -> None:
         """Put the thread's previous (-1) or next (+1) message of the operator in the input;
-        past the newest, what was being typed comes back."""
+        past the newest, what was being typed comes back. A message of several lines is
+        shown in the editor instead, the input left as it is."""
         field = self.query_one("#chat-input", Input)
         if self.screen.focused is not field or self._view is None:
             return
@@ -107,19 +114,16 @@ class ChatPane(Vertical):
         to = max(0, min(len(sent), at + delta))
         if to == at:
             return
-        if self._recalled is None:
+        if self._on_draft:  # what was typed since is the draft too
             self._draft = field.value
         self._recalled = None if to == len(sent) else to
         text = self._draft if self._recalled is None else sent[to]
-        if "\n" in text:  # several lines are edited in the editor, not squeezed into one
-            self.post_message(ChatInput.SeveralLines(text))
+        if "\n" in text:  # only sent messages have several lines: the draft is typed here
+            self.post_message(ChatInput.SeveralLines(text, recalled=True))
             return
+        self._on_draft = self._recalled is None
         field.value = text
         field.cursor_position = len(text)
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        event.stop()
-        self._send(event.value.strip())
 
     @work
     async def on_chat_input_several_lines(self, event: ChatInput.SeveralLines) -> None:
@@ -127,11 +131,21 @@ class ChatPane(Vertical):
 
         thread = self.thread_id
         text = await self.app.push_screen_wait(ComposeScreen(thread, event.text))
-        if text is not None:
-            self._send(text, thread)
+        if text is None:  # back without sending: the input and the history stay as they are
+            return
+        field = self.query_one(ChatInput)
+        if event.recalled:  # sent from the history: what was being typed comes back
+            if not self._on_draft:
+                field.value = self._draft
+                field.cursor_position = len(self._draft)
+        else:  # the paste held the input's text: it is sent
+            field.clear()
+        self._recalled, self._on_draft = None, True
+        self.post_message(self.Send(thread, text))
 
-    def _send(self, text: str, thread: str | None = None) -> None:
-        if text:
-            self.query_one(ChatInput).clear()
-            self._recalled = None
-            self.post_message(self.Send(thread or self.thread_id, text))
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        if text := event.value.strip():
+            event.input.clear()
+            self._recalled, self._on_draft = None, True
+            self.post_message(self.Send(self.thread_id, text))

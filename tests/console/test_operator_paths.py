@@ -6,6 +6,7 @@ import pytest
 from textual import events
 from textual.notifications import Notify
 from textual.widgets import Input, TextArea
+from textual.widgets.input import Selection
 
 from console.bridge import Bridge
 from console.screens.compose import ComposeScreen
@@ -187,24 +188,56 @@ async def test_a_paste_of_several_lines_opens_the_editor_and_loses_none(deck_app
         field.cursor_position = len(field.value)
         field.post_message(events.Paste("\n2+2\n"))  # one line: typed in, as Input does
         await until(pilot, lambda: field.value == "calc 2+2", "one line pasted")
-        field.post_message(events.Paste("\nplease\nand thanks\n"))
+        field.post_message(events.Paste("\nplease\x0band thanks\n"))  # \v: Word's soft break
         await until(pilot, lambda: isinstance(app.screen, ComposeScreen), "the editor")
-        assert app.screen.query_one(TextArea).text == "calc 2+2\nplease\nand thanks\n"
-        await pilot.press("escape")  # back: nothing sent, the input as it was
+        editor = app.screen.query_one(TextArea)
+        assert editor.text == "calc 2+2\nplease\nand thanks\n"
+        await pilot.press("escape")  # unchanged: back at once, nothing sent
         await until(pilot, lambda: app.screen is main, "back")
         assert field.value == "calc 2+2" and not main.state.turns
-        field.post_message(events.Paste("first line\rsecond line"))  # as terminals paste
+        field.post_message(events.Paste("a\nb"))
         await until(pilot, lambda: isinstance(app.screen, ComposeScreen), "the editor again")
+        app.screen.query_one(TextArea).insert("edited ")
+        await pilot.press("escape")  # edited: asked first, and No (keep writing) is the default
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "asked")
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, ComposeScreen), "still writing")
+        await pilot.press("escape", "y")
+        await until(pilot, lambda: app.screen is main, "discarded")
+        field.selection = Selection(0, len(field.value))  # a selection is replaced
+        field.post_message(events.Paste("first line\rsecond line"))  # as terminals paste
+        await until(pilot, lambda: isinstance(app.screen, ComposeScreen), "the editor, third")
+        assert app.screen.query_one(TextArea).text == "first line\nsecond line"
         await pilot.press("ctrl+s")
         await until(pilot, lambda: main.state.turns and main.state.counts() == (0, 0), "sent")
         sent = [e.text for e in main.state.thread("chat:main").entries if e.role == "user"]
-        assert sent == ["calc 2+2first line\nsecond line"] and field.value == ""
-        await pilot.press("up")  # brought back: in the editor, not squeezed into the input
-        await until(pilot, lambda: isinstance(app.screen, ComposeScreen), "the editor, recalled")
-        assert app.screen.query_one(TextArea).text == sent[0]
+        assert sent == ["first line\nsecond line"] and field.value == ""
+        await app.shutdown()
+
+
+async def test_a_message_of_several_lines_brought_back_keeps_the_draft(deck_app) -> None:
+    app = deck_app()
+    async with app.run_test(size=SIZE) as pilot:
+        main = await started(pilot)
+        field = main.query_one("#chat-input", Input)
+        await pilot.click("#chat-input")
+        field.post_message(events.Paste("calc 1+1\nthanks"))
+        await until(pilot, lambda: isinstance(app.screen, ComposeScreen), "the editor")
+        await pilot.press("ctrl+s")
+        await until(pilot, lambda: main.state.turns and main.state.counts() == (0, 0), "turn 1")
+        field.value = "draft"
+        await pilot.press("up")  # several lines: shown in the editor, the input left alone
+        await until(pilot, lambda: isinstance(app.screen, ComposeScreen), "brought back")
         await pilot.press("escape")
-        await until(pilot, lambda: app.screen is main, "back again")
-        assert field.value == ""
+        await until(pilot, lambda: app.screen is main, "back")
+        field.value += " more"  # typed after: still the draft
+        await pilot.press("down")
+        assert field.value == "draft more"
+        await pilot.press("up")
+        await until(pilot, lambda: isinstance(app.screen, ComposeScreen), "brought back again")
+        await pilot.press("ctrl+s")  # sent again: the draft is still there to go on with
+        await until(pilot, lambda: len(main.state.turns) == 2, "turn 2")
+        assert field.value == "draft more"
         await app.shutdown()
 
 
