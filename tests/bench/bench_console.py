@@ -182,9 +182,9 @@ def fresh_starts(runs: int) -> tuple[list[float], list[float]]:
     return [c for c, _ in pairs], [f for _, f in pairs]
 
 
-async def bench(rate: int, seconds: float, profile: str | None, starts: int) -> None:
+async def bench(room: Path, rate: int, seconds: float, profile: str | None, starts: int,
+                start_only: bool = False) -> None:  # fmt: skip
     headless_driver.HeadlessDriver = NullTerminalDriver  # what run_test builds
-    room = Path(tempfile.mkdtemp()) / "room"
     t_app = time.perf_counter()
     app = make_app(room, provider=OfflineModel(delay=0), tune_process=True)  # as run_console
     # Plain arrays, so a long run's own bookkeeping does not show up as the console's memory.
@@ -220,7 +220,7 @@ async def bench(rate: int, seconds: float, profile: str | None, starts: int) -> 
         while not first_screen:
             await asyncio.sleep(0.001)
         ready = time.perf_counter()
-        if starts == 0:  # --start-only: a fresh start's first full screen, nothing else
+        if start_only:  # a fresh start's first full screen, nothing else
             print(f"{first_screen[0] * 1000:.1f}", file=sys.__stdout__, flush=True)
             await app.shutdown()
             return
@@ -302,6 +302,15 @@ async def bench(rate: int, seconds: float, profile: str | None, starts: int) -> 
     ours, floor = fresh_starts(starts)
     if ours:
         first_ms = statistics.median(ours)
+        fresh = (
+            f"fresh starts          median {first_ms:.0f} ms, min {min(ours):.0f} over "
+            f"{len(ours)} fresh processes; start floor median {statistics.median(floor):.0f} ms, "
+            f"min {min(floor):.0f}, interleaved with them: a minimal app on the same stack "
+            "(Textual, the same kinds of widget, a pydantic model, an SQLite file opened "
+            "through aiosqlite) to the frame that shows it open (tests/bench/textual_floor.py)"
+        )
+    else:
+        fresh = "fresh starts          none (--starts 0): the start is judged on this run's"
     out = [
         f"events sent           {sent:,} in {elapsed:.1f}s ({sent / elapsed:,.0f}/s, asked {rate:,}/s)",
         f"events absorbed       {folded_in_time:,} in time ({absorbed:,.0f}/s), {folded:,} after "
@@ -313,12 +322,7 @@ async def bench(rate: int, seconds: float, profile: str | None, starts: int) -> 
         f"first full screen     {first_screen[0] * 1000:.0f} ms after process start in this run, "
         f"the run attached (imports {(t_app - T_IMPORT) * 1000:.0f} ms, then "
         f"{(ready - t_app) * 1000:.0f} ms); panes first painted at {first_paint[0] * 1000:.0f} ms",
-        f"fresh starts          median {first_ms:.0f} ms, min {min(ours, default=first_ms):.0f} "
-        f"over {len(ours)} fresh processes; start floor median "
-        f"{statistics.median(floor or [float('nan')]):.0f} ms, min "
-        f"{min(floor, default=float('nan')):.0f}, interleaved with them: a minimal app on the "
-        "same stack (Textual, the same kinds of widget, a pydantic model, an SQLite file "
-        "opened through aiosqlite) to the frame that shows it open (tests/bench/textual_floor.py)",
+        fresh,
         f"terminal output       {NullTerminalDriver.bytes_written / 2**20:.1f} MB written",
     ]
     if sizes:
@@ -350,12 +354,14 @@ def main() -> None:
     parser.add_argument("--profile", metavar="FILE",
                         help="profile the firehose with pyinstrument (text to FILE, html next to it)")  # fmt: skip
     parser.add_argument("--starts", type=int, default=5,
-                        help="fresh starts measured after the run, each beside the floor")  # fmt: skip
+                        help="fresh starts measured after the run, each beside the floor "
+                             "(0: judge the start of this run alone)")  # fmt: skip
     parser.add_argument("--start-only", action="store_true",
                         help="print this process's first full screen (ms) and exit")  # fmt: skip
     args = parser.parse_args()
-    starts = 0 if args.start_only else max(1, args.starts)
-    asyncio.run(bench(args.rate, args.seconds, args.profile, starts))
+    with tempfile.TemporaryDirectory() as tmp:  # the room, removed after the run
+        asyncio.run(bench(Path(tmp) / "room", args.rate, args.seconds, args.profile,
+                          max(0, args.starts), args.start_only))  # fmt: skip
 
 
 if __name__ == "__main__":

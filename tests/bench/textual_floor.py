@@ -42,9 +42,9 @@ class Settings(BaseModel):
 
 
 class Minimal(App[None]):
-    def __init__(self) -> None:
+    def __init__(self, store: Path) -> None:
         super().__init__()
-        self.opened = False
+        self.store, self.opened = store, False
 
     def compose(self) -> ComposeResult:
         yield Static("status", id="status")
@@ -65,8 +65,7 @@ class Minimal(App[None]):
 
     async def open_store(self) -> None:
         settings = Settings.model_validate({"room": "floor"})
-        path = Path(tempfile.mkdtemp()) / "execution.db"
-        async with anyio.create_task_group(), aiosqlite.connect(path) as db:
+        async with anyio.create_task_group(), aiosqlite.connect(self.store) as db:
             await db.execute("CREATE TABLE runs (id TEXT PRIMARY KEY, started REAL)")
             await db.execute("INSERT INTO runs VALUES (?, ?)", (settings.room, time.time()))
             await db.commit()
@@ -74,8 +73,8 @@ class Minimal(App[None]):
         self.opened = True
 
 
-async def first_paint() -> float:
-    app = Minimal()
+async def first_paint(store: Path) -> float:
+    app = Minimal(store)
     painted = asyncio.Event()
     app.post_display_hook = lambda: app.opened and painted.set()  # type: ignore[func-returns-value]
     async with app.run_test(size=(160, 48)):
@@ -85,5 +84,6 @@ async def first_paint() -> float:
 
 if __name__ == "__main__":
     age_at_import = process_age() - (time.perf_counter() - T_IMPORT)
-    at = asyncio.run(first_paint())
+    with tempfile.TemporaryDirectory() as tmp:  # removed once measured
+        at = asyncio.run(first_paint(Path(tmp) / "execution.db"))
     print(f"{(age_at_import + at - T_IMPORT) * 1000:.0f}")
