@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label
+
+from console.format import LINE_BREAK
+
+
+class OneLineInput(Input):
+    """Input keeps only the first line of a paste; this one keeps all of it, on one line."""
+
+    def _on_paste(self, event: events.Paste) -> None:
+        # what is left here, Input's own handler (next in the MRO) types in
+        event.text = LINE_BREAK.sub(" ", event.text.strip())
 
 
 class PromptScreen(ModalScreen[str | None]):
@@ -21,7 +32,7 @@ class PromptScreen(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
             yield Label(self.question, id="question")
-            yield Input(placeholder=self.placeholder, id="answer")
+            yield OneLineInput(placeholder=self.placeholder, id="answer")
             yield Label("Enter sends · Esc goes back without doing anything", classes="hint")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -11,11 +9,10 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Input
 
+from console.format import LINE_BREAK
 from console.state import ThreadView
 from console.widgets.chat_log import ChatLog
 
-# Every line break str.splitlines knows: terminals paste \r, Word's soft break is \v.
-LINE_BREAK = re.compile("\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
 EMPTY_HINT = "Nothing on this thread yet. Type below; Enter sends."
 OFFLINE_HINT = (
     "The offline model answers here: a rule-based stand-in for an LLM (configure one in "

@@ -77,7 +77,9 @@ async def test_cancel_with_reason_is_quoted(deck_app) -> None:
         main.query_one(DecisionQueue).focus()
         await pilot.press("x")
         await until(pilot, lambda: isinstance(app.screen, PromptScreen), "reason prompt")
-        app.screen.query_one("Input").value = "not on a Friday"
+        reason = app.screen.query_one("Input", Input)
+        reason.post_message(events.Paste("not on a\r\nFriday\n"))  # pasted: kept on one line
+        await until(pilot, lambda: reason.value == "not on a Friday", "the pasted reason")
         await pilot.press("enter")
         await until(pilot, lambda: main.state.counts() == (0, 0) and not main.state.pending,
                     "turn finished")  # fmt: skip
