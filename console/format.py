@@ -46,9 +46,6 @@ def pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False)
 
 
-# Every line break str.splitlines knows: terminals paste \r, Word's soft break is \v.
-LINE_BREAK = re.compile("\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
-
 _LONG_ID = re.compile(r"([a-z]+_[0-9a-f]{8})[0-9a-f]+")
 
 

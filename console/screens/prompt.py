@@ -2,22 +2,13 @@
 
 from __future__ import annotations
 
-from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label
 
-from console.format import LINE_BREAK
-
-
-class OneLineInput(Input):
-    """Input keeps only the first line of a paste; this one keeps all of it, on one line."""
-
-    def _on_paste(self, event: events.Paste) -> None:
-        # what is left here, Input's own handler (next in the MRO) types in
-        event.text = LINE_BREAK.sub(" ", event.text.strip())
+from console.widgets.inputs import OneLineInput
 
 
 class PromptScreen(ModalScreen[str | None]):

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from textual import events, work
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Input
 
-from console.format import LINE_BREAK
 from console.state import ThreadView
 from console.widgets.chat_log import ChatLog
+from console.widgets.inputs import ChatInput
 
 EMPTY_HINT = "Nothing on this thread yet. Type below; Enter sends."
 OFFLINE_HINT = (
@@ -20,30 +20,6 @@ OFFLINE_HINT = (
     "`commands` in backticks once you approve them, and knows: list files, read PATH, "
     'write "TEXT" to PATH, calc 6*7, what time is it, fetch URL.'
 )
-
-
-class ChatInput(Input):
-    """The chat's input. Input keeps only the first line of a paste; here a paste of several
-    lines asks for the editor instead (`SeveralLines`), so none of it is dropped."""
-
-    class SeveralLines(Message):
-        """A message of several lines to write in the editor: the input's text with a paste
-        put in (`recalled` False: sent, the input is empty), or an earlier message brought
-        back (`recalled` True: the input keeps what it holds)."""
-
-        def __init__(self, text: str, *, recalled: bool = False) -> None:
-            super().__init__()
-            self.text, self.recalled = text, recalled
-
-    def _on_paste(self, event: events.Paste) -> None:
-        text = LINE_BREAK.sub("\n", event.text)
-        if "\n" not in text.strip("\n"):
-            event.text = text.strip("\n")  # one line (the breaks around it dropped): Input's
-            return  # own handler, next in the MRO, types it in
-        event.prevent_default()
-        event.stop()
-        start, end = sorted(self.selection)  # a selection is replaced, as one line's is
-        self.post_message(self.SeveralLines(self.value[:start] + text + self.value[end:]))
 
 
 class ChatPane(Vertical):

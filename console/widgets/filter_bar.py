@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from textual.binding import Binding
 from textual.message import Message
-from textual.widgets import Input
+
+from console.widgets.inputs import OneLineInput
 
 
-class FilterBar(Input):
+class FilterBar(OneLineInput):
     """Filter text for the list below it."""
 
     BINDINGS = [Binding("escape", "clear_filter", "Clear filter")]

@@ -1,0 +1,44 @@
+"""Inputs that keep a paste whole: Textual's Input keeps only a paste's first line."""
+
+from __future__ import annotations
+
+import re
+
+from textual import events
+from textual.message import Message
+from textual.widgets import Input
+
+# Every line break str.splitlines knows: terminals paste \r, Word's soft break is \v.
+LINE_BREAK = re.compile("\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+class OneLineInput(Input):
+    """A paste of several lines is kept whole, on one line (for a reason, a filter)."""
+
+    def _on_paste(self, event: events.Paste) -> None:
+        # what is left here, Input's own handler (next in the MRO) types in
+        event.text = LINE_BREAK.sub(" ", event.text.strip())
+
+
+class ChatInput(Input):
+    """The chat's input: a paste of several lines asks for the editor (`SeveralLines`),
+    where the message keeps its lines."""
+
+    class SeveralLines(Message):
+        """A message of several lines to write in the editor: the input's text with a paste
+        put in (`recalled` False: sent, the input is empty), or an earlier message brought
+        back (`recalled` True: the input keeps what it holds)."""
+
+        def __init__(self, text: str, *, recalled: bool = False) -> None:
+            super().__init__()
+            self.text, self.recalled = text, recalled
+
+    def _on_paste(self, event: events.Paste) -> None:
+        text = LINE_BREAK.sub("\n", event.text)
+        if "\n" not in text.strip("\n"):
+            event.text = text.strip("\n")  # one line (the breaks around it dropped): Input's
+            return  # own handler, next in the MRO, types it in
+        event.prevent_default()
+        event.stop()
+        start, end = sorted(self.selection)  # a selection is replaced, as one line's is
+        self.post_message(self.SeveralLines(self.value[:start] + text + self.value[end:]))
