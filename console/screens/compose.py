@@ -9,7 +9,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Label, TextArea
 
-from console.screens.confirm import ConfirmScreen
+from console.screens.confirm import may_discard
 
 
 class ComposeScreen(ModalScreen[str | None]):
@@ -37,12 +37,10 @@ class ComposeScreen(ModalScreen[str | None]):
 
     @work(exclusive=True)
     async def action_back(self) -> None:
-        if self.query_one(TextArea).text != self.text:
-            ask = ConfirmScreen("Discard this message? What was written here is lost.",
-                                yes="Discard", no="Keep writing")  # fmt: skip
-            if not await self.app.push_screen_wait(ask):
-                return
-        self.dismiss(None)
+        edited = self.query_one(TextArea).text != self.text
+        question = "Discard this message? What was written here is lost."
+        if await may_discard(self.app, edited, question, keep="Keep writing"):
+            self.dismiss(None)
 
     def action_send(self) -> None:
         text = self.query_one(TextArea).text.strip()

@@ -14,7 +14,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Label, TextArea
 
-from console.screens.confirm import ConfirmScreen
+from console.screens.confirm import ConfirmScreen, may_discard
 
 
 def args_diff(old: Any, new: Any) -> Text:
@@ -31,23 +31,31 @@ def args_diff(old: Any, new: Any) -> Text:
 
 
 class EditArgsScreen(ModalScreen[dict[str, Any] | None]):
-    """JSON editor for the arguments; ctrl+s reviews the diff and asks (default No)."""
+    """JSON editor for the arguments; ctrl+s reviews the diff and asks (default No); Esc
+    goes back without deciding (asking first when the arguments were edited)."""
 
     BINDINGS = [
         Binding("ctrl+s", "review", "Review + approve", priority=True),
-        Binding("escape", "dismiss(None)", "Back"),
+        Binding("escape", "back", "Back"),
     ]
 
     def __init__(self, tool: str, args: Any) -> None:
         super().__init__()
         self.tool, self.args = tool, args
+        self.original = json.dumps(args, indent=2, ensure_ascii=False)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="wide"):
             yield Label(f"Edit the arguments of {self.tool}, then ctrl+s to review", id="question")
-            yield TextArea(json.dumps(self.args, indent=2, ensure_ascii=False),
-                           language=None, id="args-editor")  # fmt: skip
+            yield TextArea(self.original, language=None, id="args-editor")
             yield Label("ctrl+s review the diff · Esc back without deciding", classes="hint")
+
+    @work(exclusive=True)
+    async def action_back(self) -> None:
+        edited = self.query_one(TextArea).text != self.original
+        question = "Discard the edited arguments? The call stays undecided."
+        if await may_discard(self.app, edited, question, keep="Keep editing"):
+            self.dismiss(None)
 
     @work
     async def action_review(self) -> None:

@@ -122,6 +122,10 @@ async def test_edit_arguments_then_approve(deck_app) -> None:
         await pilot.press("enter")  # focus starts on No: Enter is the harmless answer
         await until(pilot, lambda: isinstance(app.screen, EditArgsScreen), "back in editor")
         assert main.state.pending
+        await pilot.press("escape")  # edited: asked before the edit is dropped, No the default
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "discard?")
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, EditArgsScreen), "still editing")
         await pilot.press("ctrl+s")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "diff review again")
         await pilot.press("y")
