@@ -6,10 +6,12 @@ keyboard, so it follows them from room to room.
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import re
 import stat
+import tempfile
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,10 @@ import themes
 def config_path() -> Path:
     base = os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config"
     return Path(base) / "agentdeck" / "config.toml"
+
+
+# A TOML string on one line: basic ("…", with escapes) or literal ('…').
+ONE_LINE_STRING = r'"(?:[^"\\\n]|\\.)*"' + r"|'[^'\n]*'"
 
 
 def _parse(text: str, path: Path) -> dict[str, Any]:
@@ -36,33 +42,39 @@ def load(path: Path | None = None) -> dict[str, object]:
     """The settings, or {} when the file is missing or unreadable (never fatal)."""
     path = path or config_path()
     try:
-        return _parse(path.read_text("utf-8"), path)
+        return _parse(path.read_text("utf-8-sig"), path)
     except (OSError, ValueError):  # UnicodeDecodeError is a ValueError too
         return {}
 
 
 def save(values: dict[str, str], path: Path | None = None) -> None:
-    """Set top-level string `values` in the file, keeping the rest of it as it is (other
-    keys, tables, comments, line ends; a symlink stays one). A file this cannot read, or
-    change so, is left untouched: ValueError saying why (it may hold the operator's
-    hand-written settings); OSError when it cannot be written."""
+    """Set top-level string `values` in the file and change nothing else in it: other keys
+    and tables, comments (one after the value too), indentation, line ends, a BOM; a
+    symlink stays one, with its target's mode. A file this cannot read, or change so, is
+    left untouched: ValueError saying why (it may hold the operator's hand-written
+    settings); OSError when it cannot be written."""
     path = path or config_path()
     try:
-        text = path.read_bytes().decode("utf-8")  # bytes: read_text would turn \r\n into \n
+        raw = path.read_bytes()  # bytes: read_text would turn \r\n into \n
     except FileNotFoundError:
-        text = ""
+        raw = b""
+    bom = "\ufeff" if raw.startswith(codecs.BOM_UTF8) else ""
+    try:
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ValueError(f"{path} is not UTF-8 text; left as it is") from exc
     current = _parse(text, path)
     lines = text.split("\n")  # only \n: TOML allows other line separators inside comments
+    end = "\r" if lines[0].endswith("\r") else ""
     for key, value in values.items():
-        line = f"{key} = {json.dumps(value)}"
-        assigns = re.compile(rf"\s*{re.escape(key)}\s*=")
+        assigns = re.compile(rf"(\s*{re.escape(key)}\s*=\s*)({ONE_LINE_STRING})?(.*)$")
         at = next((i for i, old in enumerate(lines) if assigns.match(old)), None)
         if key in current and at is not None:
-            lines[at] = line + ("\r" if lines[at].endswith("\r") else "")
+            head, _, tail = assigns.match(lines[at]).groups()  # type: ignore[union-attr]
+            lines[at] = head + json.dumps(value) + tail
         else:
-            lines.insert(0, line)  # line 0 is top-level, and inside no multi-line value
+            lines.insert(0, f"{key} = {json.dumps(value)}{end}")  # line 0: top-level, and
+            # inside no multi-line value
     text = "\n".join(lines) + ("" if lines[-1] == "" else "\n")
     try:  # a key written another way (quoted, say) is not found above, and two would clash
         ok = all(_parse(text, path).get(k) == v for k, v in values.items())
@@ -72,8 +84,9 @@ def save(values: dict[str, str], path: Path | None = None) -> None:
         raise ValueError(f"{path}: could not set {', '.join(values)} in it; left as it is")
     real = path.resolve()  # a config kept in a dotfiles repository is often a symlink
     real.parent.mkdir(parents=True, exist_ok=True)
-    tmp = real.with_suffix(".tmp")
-    tmp.write_bytes(text.encode("utf-8"))
+    fd, tmp = tempfile.mkstemp(prefix=f".{real.name}.", dir=real.parent)  # private (0600)
+    with os.fdopen(fd, "wb") as out:
+        out.write((bom + text).encode("utf-8"))
     if real.exists():
         os.chmod(tmp, stat.S_IMODE(real.stat().st_mode))
     os.replace(tmp, real)

@@ -30,6 +30,15 @@ def args_diff(old: Any, new: Any) -> Text:
     return text if text.plain else Text("(no change)")
 
 
+def editable_json(value: Any) -> str:
+    """`value` as indented JSON, with the characters an editor takes for line breaks inside
+    strings escaped (JSON allows them raw; a text editor would turn them into \\n)."""
+    text = json.dumps(value, indent=2, ensure_ascii=False)
+    for char in "\u2028\u2029\x85":
+        text = text.replace(char, f"\\u{ord(char):04x}")
+    return text
+
+
 class EditArgsScreen(ModalScreen[dict[str, Any] | None]):
     """JSON editor for the arguments; ctrl+s reviews the diff and asks (default No); Esc
     goes back without deciding (asking first when the arguments were edited)."""
@@ -42,7 +51,7 @@ class EditArgsScreen(ModalScreen[dict[str, Any] | None]):
     def __init__(self, tool: str, args: Any) -> None:
         super().__init__()
         self.tool, self.args = tool, args
-        self.original = json.dumps(args, indent=2, ensure_ascii=False)
+        self.original = editable_json(args)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="wide"):

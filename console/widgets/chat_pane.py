@@ -59,7 +59,7 @@ class ChatPane(Vertical):
     def show(self, view: ThreadView) -> None:
         """Draw `view`; a different thread also retitles the pane."""
         if view.thread_id != self.thread_id:
-            self._recalled, self._on_draft = None, True
+            self._back_to_draft()  # a message brought back belongs to the thread it was on
         self.thread_id, self._view = view.thread_id, view
         self.border_title = f"Chat · {self.thread_id}"
         self.query_one(ChatLog).show(view)
@@ -106,19 +106,23 @@ class ChatPane(Vertical):
         text = await self.app.push_screen_wait(ComposeScreen(thread, event.text))
         if text is None:  # back without sending: the input and the history stay as they are
             return
-        field = self.query_one(ChatInput)
-        if event.recalled:  # sent from the history: what was being typed comes back
-            if not self._on_draft:
-                field.value = self._draft
-                field.cursor_position = len(self._draft)
-        else:  # the paste held the input's text: it is sent
-            field.clear()
-        self._recalled, self._on_draft = None, True
+        if not event.recalled:  # the paste held the input's text: it is sent
+            self.query_one(ChatInput).clear()
+        self._back_to_draft()  # sent from the history: what was being typed comes back
         self.post_message(self.Send(thread, text))
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
         if text := event.value.strip():
-            event.input.clear()
-            self._recalled, self._on_draft = None, True
+            if self._on_draft:
+                event.input.clear()
+            self._back_to_draft()  # a message sent again: the draft is there to go on with
             self.post_message(self.Send(self.thread_id, text))
+
+    def _back_to_draft(self) -> None:
+        """End a walk through the history: the input holds the draft again."""
+        if not self._on_draft:
+            field = self.query_one(ChatInput)
+            field.value = self._draft
+            field.cursor_position = len(self._draft)
+        self._recalled, self._on_draft = None, True

@@ -10,14 +10,16 @@ from textual.widgets import Input
 
 # Every line break str.splitlines knows: terminals paste \r, Word's soft break is \v.
 LINE_BREAK = re.compile("\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
+LINE_BREAKS = re.compile("\n+")
 
 
 class OneLineInput(Input):
     """A paste of several lines is kept whole, on one line (for a reason, a filter)."""
 
     def _on_paste(self, event: events.Paste) -> None:
-        # what is left here, Input's own handler (next in the MRO) types in
-        event.text = LINE_BREAK.sub(" ", event.text.strip())
+        # Breaks at the ends dropped, each run of them inside a space (the paste's own spaces
+        # kept); what is left, Input's own handler (next in the MRO) types in.
+        event.text = LINE_BREAKS.sub(" ", LINE_BREAK.sub("\n", event.text).strip("\n"))
 
 
 class ChatInput(Input):

@@ -310,7 +310,7 @@ async def bench(room: Path, rate: int, seconds: float, profile: str | None, star
             "through aiosqlite) to the frame that shows it open (tests/bench/textual_floor.py)"
         )
     else:
-        fresh = "fresh starts          none (--starts 0): the start is judged on this run's"
+        fresh = "fresh starts          none (--starts 0): the start is judged on this run's own"
     out = [
         f"events sent           {sent:,} in {elapsed:.1f}s ({sent / elapsed:,.0f}/s, asked {rate:,}/s)",
         f"events absorbed       {folded_in_time:,} in time ({absorbed:,.0f}/s), {folded:,} after "
@@ -359,7 +359,7 @@ def main() -> None:
     parser.add_argument("--start-only", action="store_true",
                         help="print this process's first full screen (ms) and exit")  # fmt: skip
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:  # the room, removed after the run
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:  # removed after
         asyncio.run(bench(Path(tmp) / "room", args.rate, args.seconds, args.profile,
                           max(0, args.starts), args.start_only))  # fmt: skip
 

@@ -78,7 +78,9 @@ async def test_cancel_with_reason_is_quoted(deck_app) -> None:
         await pilot.press("x")
         await until(pilot, lambda: isinstance(app.screen, PromptScreen), "reason prompt")
         reason = app.screen.query_one("Input", Input)
-        reason.post_message(events.Paste("not on a\r\nFriday\n"))  # pasted: kept on one line
+        reason.value = "not on"
+        reason.cursor_position = len(reason.value)
+        reason.post_message(events.Paste(" a\r\nFriday\n"))  # pasted: kept, on one line
         await until(pilot, lambda: reason.value == "not on a Friday", "the pasted reason")
         await pilot.press("enter")
         await until(pilot, lambda: main.state.counts() == (0, 0) and not main.state.pending,
@@ -159,6 +161,28 @@ async def test_switch_and_new_thread(deck_app) -> None:
         await app.shutdown()
 
 
+async def test_an_untouched_argument_editor_closes_at_once(deck_app) -> None:
+    """Arguments with characters an editor takes for line breaks are shown escaped, so the
+    editor holds them as they are: Esc asks nothing, ctrl+s finds valid JSON."""
+    app = deck_app()
+    async with app.run_test(size=SIZE) as pilot:
+        main = await started(pilot)
+        await send(pilot, "run `echo a\u2028b`")
+        await until_pending(pilot, main)
+        main.query_one(DecisionQueue).focus()
+        await pilot.press("e")
+        await until(pilot, lambda: isinstance(app.screen, EditArgsScreen), "editor")
+        await pilot.press("ctrl+s")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "diff review")
+        assert "(no change)" in str(app.screen.body)
+        await pilot.press("n")
+        await until(pilot, lambda: isinstance(app.screen, EditArgsScreen), "back in editor")
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is main, "closed, nothing asked")
+        assert main.state.pending
+        await app.shutdown()
+
+
 async def test_up_and_down_bring_back_earlier_messages(deck_app) -> None:
     app = deck_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -177,9 +201,14 @@ async def test_up_and_down_bring_back_earlier_messages(deck_app) -> None:
         assert field.value == "calc 2*3"
         await pilot.press("down")
         assert field.value == "calc 9"
-        await pilot.press("up", "enter")  # sent again, as it reads
+        await pilot.press("up", "enter")  # sent again, as it reads; the draft comes back
         await until(pilot, lambda: len(main.state.turns) == 3, "turn 3")
-        assert field.value == ""
+        assert field.value == "calc 9"
+        await pilot.press("up")
+        assert field.value == "calc 2*3"
+        await pilot.press("ctrl+n")  # another thread: the draft, not this thread's message
+        await until(pilot, lambda: main.thread_id == "chat:2", "new thread")
+        assert field.value == "calc 9"
         await app.shutdown()
 
 

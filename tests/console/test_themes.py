@@ -53,10 +53,10 @@ def test_saving_keeps_the_rest_of_the_file(tmp_path: Path) -> None:
     path = tmp_path / "config.toml"
     settings.save({"theme": "nord"}, path)
     assert settings.load(path) == {"theme": "nord"}
-    path.write_text('# mine\nfps = 30\ntheme = "nord"  # old\n\n[keys]\nquit = "q"\n')
-    settings.save({"theme": themes.LIGHT}, path)
+    path.write_text('# mine\nfps = 30\n  theme = "no\\"rd"  # fav\n\n[keys]\nquit = "q"\n')
+    settings.save({"theme": themes.LIGHT}, path)  # the value changes, its line's rest stays
     assert path.read_text() == (
-        f'# mine\nfps = 30\ntheme = "{themes.LIGHT}"\n\n[keys]\nquit = "q"\n'
+        f'# mine\nfps = 30\n  theme = "{themes.LIGHT}"  # fav\n\n[keys]\nquit = "q"\n'
     )
     path.write_text('[keys]\nquit = "q"\n')  # no top-level key yet: it goes above the tables
     settings.save({"theme": "nord"}, path)
@@ -72,14 +72,18 @@ def test_saving_keeps_the_rest_of_the_file(tmp_path: Path) -> None:
     [
         "# a\u2028b\nfps = 30\n",  # a line separator TOML allows in a comment
         'x = [\n  [1, 2],\n]\nnotes = """\n[not a table]\n"""\n',  # [ lines inside values
-        "a = 1\r\nb = 2\r\n",  # CRLF line ends
+        "a = 1\r\nb = 2\r\n",  # CRLF line ends: the new line has them too
+        "\ufeffa = 1\n",  # a BOM, kept in front
     ],
 )
 def test_saving_writes_only_the_theme_line(tmp_path: Path, text: str) -> None:
     path = tmp_path / "config.toml"
     path.write_bytes(text.encode())
     settings.save({"theme": "nord"}, path)
-    assert path.read_bytes().decode() == 'theme = "nord"\n' + text
+    end = "\r\n" if "\r\n" in text else "\n"
+    bom = "\ufeff" if text.startswith("\ufeff") else ""
+    assert path.read_bytes().decode() == bom + 'theme = "nord"' + end + text.lstrip("\ufeff")
+    assert settings.load(path)["theme"] == "nord"
 
 
 def test_saving_keeps_a_symlink_and_the_mode(tmp_path: Path) -> None:
