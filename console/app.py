@@ -145,7 +145,9 @@ class AgentDeck(App[int]):
         if running:
             ok = await self.push_screen_wait(ConfirmScreen(
                 f"{running} turn{'s are' if running > 1 else ' is'} still running. Quit anyway? "
-                "(It resumes at the next start.)", yes="Quit", no="Stay"))  # fmt: skip
+                "(The next start recovers it from its last checkpoint; a tool call that was "
+                "running is run again only if its tool is idempotent.)",
+                yes="Quit", no="Stay"))  # fmt: skip
             if not ok:
                 return
         await self.shutdown()

@@ -284,13 +284,15 @@ class Scheduler:
         group = self.group(req.group)
         if group.paused:
             return f"group {group.name} paused"
-        if self.running_in(group.name) >= group.max_running_turns:
-            return f"group {group.name} budget full ({group.max_running_turns} running)"
+        if (running := self.running_in(group.name)) >= group.max_running_turns:
+            return (
+                f"group {group.name} budget full ({running} of {group.max_running_turns} running)"
+            )
         if self.running >= self.max_running_turns:
             for g in self.groups.values():
                 if g.priority > group.priority and self._ready_head(g.name) is not None:
                     return f"lower priority than group {g.name}"
-            return f"runtime budget full ({self.max_running_turns} running)"
+            return f"runtime budget full ({self.running} of {self.max_running_turns} running)"
         return None
 
     # -- turns ----------------------------------------------------------------------------

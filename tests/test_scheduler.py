@@ -40,7 +40,7 @@ def test_one_turn_per_thread_and_a_waiting_turn_holds_its_thread_not_the_budget(
     c1 = req("c")
     assert offer(s, c1) == [c1]  # ...but a's budget slot is free: c runs beside b
     s.release("a", a1.id)
-    assert s.why_waiting(a2) == "group chat budget full (2 running)"
+    assert s.why_waiting(a2) == "group chat budget full (2 of 2 running)"
     s.release("b", b1.id)
     assert s.admissions() == [a2]
 
@@ -58,7 +58,7 @@ def test_group_budget_and_priority():
     for r in low + high:
         s.offer(r)
     assert s.admissions() == high[:2]  # chat first though chores came earlier
-    assert s.why_waiting(high[2]) == "runtime budget full (2 running)"
+    assert s.why_waiting(high[2]) == "runtime budget full (2 of 2 running)"
     assert s.why_waiting(low[0]) == "lower priority than group chat"
     s.release("c0", high[0].id)
     assert s.admissions() == [high[2]]
@@ -74,7 +74,7 @@ def test_paused_group_and_budget_change():
     assert s.why_waiting(t1) == "group task paused"
     s.configure("task", paused=False)
     assert s.admissions() == [t1]
-    assert s.why_waiting(t2) == "group task budget full (1 running)"
+    assert s.why_waiting(t2) == "group task budget full (1 of 1 running)"
     s.configure("task", max_running_turns=2)
     assert s.admissions() == [t2]
 
@@ -132,7 +132,7 @@ def test_statistics_say_why_each_request_waits():
     offer(s, a, b, a2)
     stats = s.statistics()
     assert {q.request_id: q.waits_because for q in stats.queued} == {
-        b.id: "group chat budget full (1 running)",
+        b.id: "group chat budget full (1 of 1 running)",
         a2.id: f"thread busy with turn {a.id}",
     }
     [chat] = stats.groups

@@ -342,7 +342,7 @@ class MainScreen(Screen[None]):
     def _say_if_queued(self, thread_id: str, request_id: str) -> None:
         """A message to a busy thread waits for its turn: say so, and why."""
         if (why := self.bridge.why_queued(request_id)) is not None:
-            self.notify(f"Queued on {thread_id}: {why}. It is sent when that turn ends.",
+            self.notify(f"Queued on {thread_id}: {why}. It starts once that clears.",
                         title="Message queued")  # fmt: skip
 
     def action_focus_pane(self, which: str) -> None:

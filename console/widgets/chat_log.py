@@ -42,17 +42,19 @@ class ChatLog(LineView, can_focus=False):
         self._tail_for: tuple[str, str] | None = None  # what the tail was drawn from
         self._version = -1
         self.hint = ""  # what an empty thread shows instead of nothing
+        # At the bottom, new lines keep it there; the operator scrolling up ends that. Kept,
+        # not read off the scroll position: a resize moves the bottom, not the operator.
+        self._stick = True
 
     def show(self, view: ThreadView | None) -> None:
         """Draw `view` (another thread, or the same one with new entries)."""
         if view is not self.view:
-            self._counts, self._version = {}, -1
+            self._counts, self._version, self._stick = {}, -1, True  # a thread opens at its end
             self._drawn.clear()
         self.view = view
         self.rebuild()
 
     def rebuild(self) -> None:
-        at_bottom = self.scroll_y >= self.max_scroll_y - 1
         width = max(10, self.scrollable_content_region.width or self.size.width)
         looks = (width, self.rich_style, *map(self.get_component_rich_style, self._CLASSES))
         if looks != self._drawn_for:
@@ -84,7 +86,7 @@ class ChatLog(LineView, can_focus=False):
                 hint.append(tail[1], self.get_component_rich_style("chat--hint"))
                 self._tail = self._strips(hint, width) if tail[1] else []
         self.set_rows(self._starts[-1] + len(self._tail), width)
-        if at_bottom:
+        if self._stick:
             self.scroll_quietly(self.max_scroll_y)
         self.refresh()
 
@@ -116,6 +118,11 @@ class ChatLog(LineView, can_focus=False):
         lines = console.render_lines(text, console.options.update_width(width),
                                      style=self.rich_style, pad=True)  # fmt: skip
         return [Strip(segments, width) for segments in lines]
+
+    def watch_scroll_y(self, old: float, new: float) -> None:
+        super().watch_scroll_y(old, new)
+        if not self._quiet_scroll:  # the operator's scroll (or one clamped to the end)
+            self._stick = new >= self.max_scroll_y - 1
 
     def on_resize(self) -> None:
         self.rebuild()

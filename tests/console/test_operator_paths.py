@@ -276,6 +276,32 @@ async def test_a_message_of_several_lines_brought_back_keeps_the_draft(deck_app)
         await app.shutdown()
 
 
+async def test_the_chat_follows_new_messages_after_a_resize(deck_app) -> None:
+    """A resize moves the bottom of the chat; it does not count as scrolling up."""
+    app = deck_app()
+    async with app.run_test(size=(140, 40)) as pilot:
+        main = await started(pilot)
+        log = main.query_one(ChatLog)
+        for n in range(1, 8):
+            await send(pilot, f"calc {n}*11")
+            await until(pilot, lambda n=n: len(main.state.turns) == n
+                        and main.state.counts() == (0, 0), f"turn {n}")  # fmt: skip
+        assert log.max_scroll_y > 0 and log.scroll_y == log.max_scroll_y
+        await pilot.resize_terminal(80, 24)
+        await until(pilot, lambda: log.scroll_y == log.max_scroll_y > 0, "at the end, resized")
+        await send(pilot, "calc 1+2")
+        await until(pilot, lambda: len(main.state.turns) == 8 and main.state.counts() == (0, 0),
+                    "turn 8")  # fmt: skip
+        await until(pilot, lambda: log.scroll_y == log.max_scroll_y, "the new answer in view")
+        log.scroll_to(y=0, animate=False)  # the operator scrolls up: new lines leave it there
+        await pilot.pause()
+        await send(pilot, "calc 2+2")
+        await until(pilot, lambda: len(main.state.turns) == 9 and main.state.counts() == (0, 0),
+                    "turn 9")  # fmt: skip
+        assert log.scroll_y == 0
+        await app.shutdown()
+
+
 async def test_filter_timeline(deck_app) -> None:
     app = deck_app()
     async with app.run_test(size=SIZE) as pilot:

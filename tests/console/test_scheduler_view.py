@@ -246,7 +246,7 @@ async def test_busy_room_reasons(deck_app) -> None:
         assert reasons == {
             "t_003": "thread waiting on a decision (turn t_002)",
             "t_004": "thread busy with turn t_001",
-            "t_007": "group chore budget full (0 running)",
+            "t_007": "group chore budget full (0 of 0 running)",
             "t_008": "group will paused",
         }
         threads = screen.query_one("#sched-threads", KeyedTable)
