@@ -58,6 +58,7 @@ from console.widgets.history_notes import HistoryNotes
 from console.widgets.key_bar import KeyBar
 from console.widgets.timeline import Timeline
 from engine.history import History, HistoryError
+from engine.history_filters import fts_query
 from engine.room import Room
 
 PAGE = 50  # rows a page
@@ -471,6 +472,11 @@ class HistoryScreen(Screen[None]):
         text = event.value.strip()
         if not text:
             self._end_search()
+            return
+        try:
+            fts_query(text)  # what the search will ask: nothing to search for is said now
+        except HistoryError as exc:  # the bar keeps the text to change; the results stay
+            self.notify(str(exc), severity="error", title="History")
             return
         self._apply(replace(self.criteria, search=text))
         self.query_one("#hist-turns").focus()

@@ -21,7 +21,7 @@ from textual.timer import Timer
 from textual.widgets import Input
 
 from console.bridge import Bridge
-from console.format import short_id
+from console.format import one_line, short_id
 from console.groups import next_filter
 from console.screens.call_detail import CallDetailScreen
 from console.screens.confirm import ConfirmScreen
@@ -148,11 +148,12 @@ class MainScreen(Screen[None]):
         if ch.pending:
             self._redraw_pending()
         if ch.new_pending and not isinstance(self.focused, DecisionQueue):
-            n = ch.new_pending
+            n, total = ch.new_pending, len(self.state.pending)
             # `d` is a letter: in the chat input it types, so the way there is said too
             where = "Esc, then d" if isinstance(self.focused, Input) else "press d"
-            self.notify(f"{n} call{'s' if n > 1 else ''} waiting for a decision ({where})",
-                        title="Decision queue")  # fmt: skip
+            plural = "s" if n > 1 else ""
+            calls = f"{n} call{plural}" if total <= n else f"{n} more call{plural} ({total} in all)"
+            self.notify(f"{calls} waiting for a decision ({where})", title="Decision queue")
         for notice in ch.notices[:MAX_NOTICES]:
             self.notify(notice.text, severity=notice.level)
         if len(ch.notices) > MAX_NOTICES:
@@ -309,7 +310,12 @@ class MainScreen(Screen[None]):
             decision = Decision.approve(call.call_id, remember="thread", id=make_id())
         elif action == "cancel":
             reason = await self.app.push_screen_wait(
-                PromptScreen(f"Cancel {call.tool}? Reason (optional; the model sees it):", "reason")
+                PromptScreen(
+                    f"Cancel {call.tool} {one_line(call.args, 50)} on {call.thread_id} "
+                    f"(turn {short_id(call.turn_id)})? Reason (optional; the model "
+                    "sees it):",
+                    "reason",
+                )  # fmt: skip
             )
             if reason is None:
                 return

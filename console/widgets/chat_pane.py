@@ -48,6 +48,7 @@ class ChatPane(Vertical):
         self._recalled: int | None = None  # index into the sent messages, None: the draft
         self._draft = ""
         self._on_draft = True  # the input holds the draft (not a message brought back)
+        self._drafts: dict[str, str] = {}  # the other threads' drafts
 
     def compose(self) -> ComposeResult:
         yield ChatLog(id="chat-log")
@@ -58,8 +59,13 @@ class ChatPane(Vertical):
 
     def show(self, view: ThreadView) -> None:
         """Draw `view`; a different thread also retitles the pane."""
-        if view.thread_id != self.thread_id:
-            self._back_to_draft()  # a message brought back belongs to the thread it was on
+        if view.thread_id != self.thread_id:  # each thread keeps its own draft, as chats do
+            self._back_to_draft()
+            field = self.query_one(ChatInput)
+            if field.value:
+                self._drafts[self.thread_id] = field.value
+            field.value = self._draft = self._drafts.pop(view.thread_id, "")
+            field.cursor_position = len(field.value)
         self.thread_id, self._view = view.thread_id, view
         self.border_title = f"Chat · {self.thread_id}"
         self.query_one(ChatLog).show(view)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from textual.notifications import Notify
+from textual.widgets import Input
 
 import console.screens.history as history_screen
 from console.commands import DeckCommands
@@ -342,9 +343,14 @@ async def test_search_lists_hits_with_the_matching_text(seeded: Path) -> None:
         await settled(pilot, screen)
         assert len(listed(screen)) == 30
         assert not screen.query_one("#hist-search").has_class("-shown")
-        await pilot.press("slash", *"!!!", "enter")  # nothing to search for: said so
+        await pilot.press("slash", *"zebrafish", "enter")
+        await until(pilot, lambda: len(listed(screen)) == 2, "searched again")
+        await pilot.press("slash", "ctrl+u", *"!!!", "enter")  # nothing to search for: said so
         await until(pilot, lambda: errors(app), "an error notice")
         assert "nothing to search for" in errors(app)[0]
+        assert screen.criteria.search == "zebrafish"  # and the last search's hits stay, named
+        assert screen.query_one("#hist-turns-pane").border_title == "Search “zebrafish” (2 hits)"
+        assert screen.query_one("#hist-search", Input).value == "!!!"  # to change
         await app.shutdown()
 
 

@@ -206,9 +206,14 @@ async def test_up_and_down_bring_back_earlier_messages(deck_app) -> None:
         assert field.value == "calc 9"
         await pilot.press("up")
         assert field.value == "calc 2*3"
-        await pilot.press("ctrl+n")  # another thread: the draft, not this thread's message
+        await pilot.press("ctrl+n")  # another thread: its own (empty) draft
         await until(pilot, lambda: main.thread_id == "chat:2", "new thread")
+        assert field.value == ""
+        field.value = "for chat:2"
+        await main.switch_thread("chat:main")  # back: this thread's draft, not the message
         assert field.value == "calc 9"
+        await main.switch_thread("chat:2")
+        assert field.value == "for chat:2"
         await app.shutdown()
 
 
