@@ -6,6 +6,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from console.format import short_id
 from console.glyphs import look
 
 
@@ -26,7 +27,7 @@ class StatusBar(Widget):
         run, wait = look("running"), look("waiting")
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append(" room ", dim).append(self.room)
-        text.append("  run ", dim).append(self.run_id)
+        text.append("  run ", dim).append(short_id(self.run_id))  # whole in history (h)
         text.append("  model ", dim).append(self.model)
         text.append("  ")
         text.append(f"{run.glyph} {self.running} running",
