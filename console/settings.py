@@ -10,13 +10,12 @@ import codecs
 import json
 import os
 import re
-import stat
-import tempfile
 import tomllib
 from pathlib import Path
 from typing import Any
 
 import themes
+from engine.files import replace_file
 
 
 def config_path() -> Path:
@@ -84,12 +83,7 @@ def save(values: dict[str, str], path: Path | None = None) -> None:
         raise ValueError(f"{path}: could not set {', '.join(values)} in it; left as it is")
     real = path.resolve()  # a config kept in a dotfiles repository is often a symlink
     real.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{real.name}.", dir=real.parent)  # private (0600)
-    with os.fdopen(fd, "wb") as out:
-        out.write((bom + text).encode("utf-8"))
-    if real.exists():
-        os.chmod(tmp, stat.S_IMODE(real.stat().st_mode))
-    os.replace(tmp, real)
+    replace_file(real, (bom + text).encode("utf-8"))
 
 
 def use_themes(app: Any) -> None:

@@ -15,7 +15,6 @@ import operator
 import os
 import signal
 import subprocess
-import tempfile
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import replace
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from anyio.abc import ByteReceiveStream
 
+from engine.files import replace_file
 from engine.tools import Tool, ToolContext, ToolError, ToolResult, tool
 
 if TYPE_CHECKING:
@@ -102,19 +102,7 @@ def write_file(path: str, text: str, ctx: ToolContext) -> dict[str, Any]:
         raise ToolError(f"{path!r} is a directory")
     target.parent.mkdir(parents=True, exist_ok=True)
     data = text.encode("utf-8")
-    mode = target.stat().st_mode & 0o777 if target.exists() else 0o644
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except BaseException:
-        with suppress(OSError):
-            os.unlink(tmp)
-        raise
+    replace_file(target, data)
     return {"path": str(target.relative_to(ctx.workspace.resolve())), "bytes": len(data)}
 
 
