@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rich.console import RenderableType
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
@@ -44,11 +44,3 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def action_answer(self, yes: bool) -> None:
         self.dismiss(yes)
-
-
-async def may_discard(app: App[object], edited: bool, question: str, keep: str) -> bool:
-    """Whether an editor may close: nothing was edited, or the operator chose to discard
-    the edits (`keep`, the default, goes on editing). Call it from a worker."""
-    if not edited:
-        return True
-    return await app.push_screen_wait(ConfirmScreen(question, yes="Discard", no=keep))

@@ -8,13 +8,10 @@ from typing import Any
 
 from rich.text import Text
 from textual import work
-from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
-from textual.screen import ModalScreen
-from textual.widgets import Label, TextArea
 
-from console.screens.confirm import ConfirmScreen, may_discard
+from console.screens.confirm import ConfirmScreen
+from console.screens.editor import EditorScreen
 
 
 def args_diff(old: Any, new: Any) -> Text:
@@ -39,36 +36,22 @@ def editable_json(value: Any) -> str:
     return text
 
 
-class EditArgsScreen(ModalScreen[dict[str, Any] | None]):
+class EditArgsScreen(EditorScreen[dict[str, Any]]):
     """JSON editor for the arguments; ctrl+s reviews the diff and asks (default No); Esc
-    goes back without deciding (asking first when the arguments were edited)."""
+    goes back without deciding."""
 
-    BINDINGS = [
-        Binding("ctrl+s", "review", "Review + approve", priority=True),
-        Binding("escape", "back", "Back"),
-    ]
+    BINDINGS = [Binding("ctrl+s", "review", "Review + approve", priority=True)]
+    DISCARD = "Discard the edited arguments? The call stays undecided."
 
     def __init__(self, tool: str, args: Any) -> None:
-        super().__init__()
+        super().__init__(f"Edit the arguments of {tool}, then ctrl+s to review",
+                         editable_json(args), "ctrl+s review the diff · Esc back without "
+                         "deciding", "args-editor")  # fmt: skip
         self.tool, self.args = tool, args
-        self.original = editable_json(args)
-
-    def compose(self) -> ComposeResult:
-        with Vertical(id="dialog", classes="wide"):
-            yield Label(f"Edit the arguments of {self.tool}, then ctrl+s to review", id="question")
-            yield TextArea(self.original, language=None, id="args-editor")
-            yield Label("ctrl+s review the diff · Esc back without deciding", classes="hint")
-
-    @work(exclusive=True)
-    async def action_back(self) -> None:
-        edited = self.query_one(TextArea).text != self.original
-        question = "Discard the edited arguments? The call stays undecided."
-        if await may_discard(self.app, edited, question, keep="Keep editing"):
-            self.dismiss(None)
 
     @work
     async def action_review(self) -> None:
-        raw = self.query_one(TextArea).text
+        raw = self.edited_text
         try:
             edited = json.loads(raw)
         except json.JSONDecodeError as exc:

@@ -46,9 +46,10 @@ class ChatPane(Vertical):
         self.thread_id = thread_id
         self._view: ThreadView | None = None
         self._recalled: int | None = None  # index into the sent messages, None: the draft
-        self._draft = ""
         self._on_draft = True  # the input holds the draft (not a message brought back)
-        self._drafts: dict[str, str] = {}  # the other threads' drafts
+        # Each thread's draft; the shown thread's is kept here while the input shows a
+        # message brought back, and is otherwise what the input holds.
+        self._drafts: dict[str, str] = {}
 
     def compose(self) -> ComposeResult:
         yield ChatLog(id="chat-log")
@@ -62,9 +63,8 @@ class ChatPane(Vertical):
         if view.thread_id != self.thread_id:  # each thread keeps its own draft, as chats do
             self._back_to_draft()
             field = self.query_one(ChatInput)
-            if field.value:
-                self._drafts[self.thread_id] = field.value
-            field.value = self._draft = self._drafts.pop(view.thread_id, "")
+            self._drafts[self.thread_id] = field.value
+            field.value = self._drafts.get(view.thread_id, "")
             field.cursor_position = len(field.value)
         self.thread_id, self._view = view.thread_id, view
         self.border_title = f"Chat · {self.thread_id}"
@@ -85,7 +85,7 @@ class ChatPane(Vertical):
         """Put the thread's previous (-1) or next (+1) message of the operator in the input;
         past the newest, what was being typed comes back. A message of several lines is
         shown in the editor instead, the input left as it is."""
-        field = self.query_one("#chat-input", Input)
+        field = self.query_one(ChatInput)
         if self.screen.focused is not field or self._view is None:
             return
         sent = [e.text for e in self._view.entries if e.role == "user"]
@@ -94,9 +94,9 @@ class ChatPane(Vertical):
         if to == at:
             return
         if self._on_draft:  # what was typed since is the draft too
-            self._draft = field.value
+            self._drafts[self.thread_id] = field.value
         self._recalled = None if to == len(sent) else to
-        text = self._draft if self._recalled is None else sent[to]
+        text = self._drafts[self.thread_id] if self._recalled is None else sent[to]
         if "\n" in text:  # only sent messages have several lines: the draft is typed here
             self.post_message(ChatInput.SeveralLines(text, recalled=True))
             return
@@ -129,6 +129,6 @@ class ChatPane(Vertical):
         """End a walk through the history: the input holds the draft again."""
         if not self._on_draft:
             field = self.query_one(ChatInput)
-            field.value = self._draft
-            field.cursor_position = len(self._draft)
+            field.value = self._drafts.get(self.thread_id, "")
+            field.cursor_position = len(field.value)
         self._recalled, self._on_draft = None, True
