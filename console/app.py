@@ -102,7 +102,7 @@ class AgentDeck(App[int]):
         if self.tune_process:  # the process is the console's own (tests share theirs)
             loop = asyncio.get_running_loop()
             for sig in STOP_SIGNALS:  # kill, a closed terminal: quit as `q` would, no asking
-                loop.add_signal_handler(sig, lambda: self.run_worker(self._stop()))
+                signal.signal(sig, lambda *_: self._stop_signal(loop))
 
     def _save_theme(self, theme: Theme) -> None:
         try:
@@ -160,7 +160,17 @@ class AgentDeck(App[int]):
             await asyncio.wait_for(self.host.close(), CLOSE_WAIT)
         if self.tune_process:
             for sig in STOP_SIGNALS:
-                asyncio.get_running_loop().remove_signal_handler(sig)
+                signal.signal(sig, signal.SIG_DFL)
+
+    def _stop_signal(self, loop: asyncio.AbstractEventLoop) -> None:
+        """A stop signal, in Python's own handler rather than the loop's: it runs even while
+        the loop is stuck (after a hang-up, Textual's writes to the gone terminal queue up
+        and then wait). The loop closes the room and exits when it can; whatever happens,
+        the process ends CLOSE_WAIT + STOP_GRACE seconds from now."""
+        bound = threading.Timer(CLOSE_WAIT + STOP_GRACE, os._exit, (0,))
+        bound.daemon = True
+        bound.start()
+        loop.call_soon_threadsafe(lambda: self.run_worker(self._stop()))
 
     async def _stop(self) -> None:
         """A stop signal: close the room and exit, and make sure the process ends.
