@@ -6,7 +6,7 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 
 class ConfigError(ValueError):
@@ -58,6 +58,31 @@ class PulseConfig(_Section):
     agent: str = Field("agent", min_length=1)  # the will's thread is will:<agent>
 
 
+class ServerConfig(_Section):
+    """The room's API: always on a Unix socket in the room; TCP only when `listen` is set."""
+
+    listen: str | None = None  # "127.0.0.1:8700": loopback TCP, every request needs the token
+    allow_remote: str | None = None  # the non-loopback host `listen` may name, opted in by name
+    max_body: int = Field(1_048_576, ge=1024, le=64 * 1_048_576)  # bytes of one request body
+    event_buffer: int = Field(10_000, ge=100, le=1_000_000)  # events kept for reconnects
+
+    @field_validator("listen")
+    @classmethod
+    def _host_port(cls, value: str | None) -> str | None:
+        if value is not None:
+            split_listen(value)
+        return value
+
+
+def split_listen(listen: str) -> tuple[str, int]:
+    """`host:port` (IPv6 in brackets) as a pair; ValueError saying what is wrong."""
+    host, sep, port = listen.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"listen must be HOST:PORT (e.g. 127.0.0.1:8700), not {listen!r}")
+    return host, int(port)
+
+
 class Config(_Section):
     store: StoreConfig = Field(default_factory=StoreConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
@@ -65,6 +90,7 @@ class Config(_Section):
     groups: dict[str, GroupSettings] = Field(default_factory=dict)
     threads: dict[str, ThreadSettings] = Field(default_factory=dict)
     pulse: PulseConfig = Field(default_factory=PulseConfig)
+    server: ServerConfig = Field(default_factory=ServerConfig)
 
 
 def load_config(path: Path) -> Config:

@@ -125,3 +125,13 @@ def _adapter() -> TypeAdapter[Event]:
 def parse_event(data: str | bytes) -> Event:
     """Read a stored event back into its type."""
     return _adapter().validate_json(data)
+
+
+@functools.cache
+def _list_adapter() -> TypeAdapter[list[Event]]:
+    return TypeAdapter(list[Event])
+
+
+def parse_events(data: str | bytes) -> list[Event]:
+    """Read a JSON array of events (a batch of the API's event stream) into their types."""
+    return _list_adapter().validate_json(data)

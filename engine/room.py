@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+PROBE_TRIES = 5  # tries 10 ms apart before another owner is taken for real
+
 
 class RoomBusy(RuntimeError):
     """Another process owns the room; the text names it."""
@@ -59,6 +61,21 @@ class Room:
     def owner_file(self) -> Path:
         return self.path / ".owner"
 
+    @property
+    def socket(self) -> Path:
+        """The room's API (the server loop), on a Unix domain socket, mode 0600."""
+        return self.path / "agent.sock"
+
+    @property
+    def token(self) -> Path:
+        """The bearer token TCP requests need (made when `[server] listen` is set), 0600."""
+        return self.path / "server.token"
+
+    @property
+    def log(self) -> Path:
+        """What a background runtime (`agentdeck start`) writes."""
+        return self.path / "agent.log"
+
     def ensure(self) -> None:
         self.workspace.mkdir(parents=True, exist_ok=True)
 
@@ -67,6 +84,32 @@ class Room:
         tmp = self.summary.with_suffix(".run.tmp")
         tmp.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
         os.replace(tmp, self.summary)
+
+
+def owner_of(room: Room) -> dict[str, Any] | None:
+    """Who owns the room now (`pid host kind since`), or None when nobody does.
+
+    Asked of the lock itself, not of a file a crash may have left behind: a shared lock
+    is refused exactly while an owner holds the exclusive one.
+    """
+    try:
+        fd = os.open(room.owner_file, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            text = os.read(fd, 4096).decode(errors="replace").strip()
+            try:
+                info = json.loads(text)
+            except ValueError:
+                info = None
+            return info if isinstance(info, dict) else {"pid": None, "kind": "unknown"}
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
 
 
 class Ownership:
@@ -79,7 +122,14 @@ class Ownership:
     def acquire(self) -> None:
         fd = os.open(self.room.owner_file, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            for attempt in range(PROBE_TRIES):  # a client's `owner_of` holds it a moment
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if attempt == PROBE_TRIES - 1:
+                        raise
+                    time.sleep(0.01)
         except BlockingIOError:
             holder = os.read(fd, 4096).decode(errors="replace").strip()
             os.close(fd)

@@ -108,6 +108,9 @@ class Runtime:
             phase: [p for p in plugins if p.phases is None or phase in p.phases] for phase in Phase
         }
         self.summary_file = SummaryFile(room, self._summary)
+        self.api: dict[str, str] = {}  # where the server loop serves (agent.run says so)
+        self.serves_queue = True  # False: a one-off that starts only what it submits
+        self.started_at = time.time()  # wall time, for uptime (not the clock tests fix)
 
     # -- opening and closing ----------------------------------------------------------------
 
@@ -153,6 +156,7 @@ class Runtime:
                     ]
                 rt = cls(room, store, config, provider, ToolRegistry(tools), plugins, kind,
                          clock, ids)  # fmt: skip
+                rt.serves_queue = resume == "all"
                 await rt._start()
                 try:
                     async with anyio.create_task_group() as tg:
@@ -197,6 +201,10 @@ class Runtime:
                      thread_id=row["thread_id"])
             )  # fmt: skip
         self._interrupted, queued = await restore_schedule(self.store, self.scheduler, self.config)
+        if not self.serves_queue:  # a one-off leaves what others queued to the next runtime
+            for req in queued:
+                self.scheduler.withdraw(req)
+            queued = []
         for req in queued:
             self._requests[req.id] = req
             self.live[req.id] = TurnHandle(req.id, req.thread_id)
@@ -278,6 +286,12 @@ class Runtime:
         The request starts now, queues, or is coalesced into another (the handle then
         names that one); a refused request raises `Rejected` with the recorded reason.
         """
+        return (await self.offer(message, strategy=strategy))[1]
+
+    async def offer(
+        self, message: Message, *, strategy: str | None = None
+    ) -> tuple[Request, TurnHandle]:
+        """`submit`, also returning the request as the scheduler left it."""
         strategy = strategy or message.meta.get("strategy")
         if strategy is not None:
             strategy_for(strategy)  # an unknown name is refused now, not when the turn runs
@@ -296,7 +310,7 @@ class Runtime:
         if holder is not None and holder[0] in self._interrupted and holder[0] not in self.live:
             self._spawn_resume(holder[0])  # finish what a stopped run left, then ours
         self._pump()
-        return handle
+        return req, handle
 
     def _pump(self) -> None:
         """Start every request the scheduler admits now."""
@@ -305,6 +319,10 @@ class Runtime:
         for req in self.scheduler.admissions():
             handle = self.live.setdefault(req.id, TurnHandle(req.id, req.thread_id))
             self._spawn(self._start_turn, req, handle)
+
+    def request(self, request_id: str) -> Request | None:
+        """A turn request of this run (or restored by it), as the scheduler left it."""
+        return self._requests.get(request_id)
 
     def why_queued(self, request_id: str) -> str | None:
         """Why a request of this run still waits in the queue (None once it has left it)."""
@@ -521,12 +539,7 @@ class Runtime:
         now = self.clock()
         if await self.store.scalar("SELECT 1 FROM decisions WHERE id=?", (decision.id,)):
             return "duplicate"
-        call = self._live_call(decision.call_id)
-        if call is None:
-            row = await self.store.fetchone(
-                "SELECT * FROM tool_calls WHERE id=?", (decision.call_id,)
-            )
-            call = CallState.from_row(row) if row is not None else None
+        call = await self.call_state(decision.call_id)
         decided = call is not None and (call.status.terminal or call.status is CallStatus.RESUMING)
         status = "duplicate" if decided else "queued"
         note = f"call already {call.status.value}" if decided and call else None
@@ -557,6 +570,14 @@ class Runtime:
                 return loop.turn.calls[call_id]
         return None
 
+    async def call_state(self, call_id: str) -> CallState | None:
+        """A tool call as it stands now (in a running turn, else as committed)."""
+        call = self._live_call(call_id)
+        if call is None:
+            row = await self.store.fetchone("SELECT * FROM tool_calls WHERE id=?", (call_id,))
+            call = CallState.from_row(row) if row is not None else None
+        return call
+
     async def pending(self) -> list[PendingCall]:
         """Every suspended call in the room, oldest first."""
         return await read_pending(self.store)
@@ -580,4 +601,5 @@ class Runtime:
                 h.turn_id for h in self.scheduler.holders.values() if h.state == "waiting"
             ),
             "updated_at": time.time(),  # wall time, not the runtime clock tests fix
+            **self.api,
         }

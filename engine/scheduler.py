@@ -212,6 +212,10 @@ class Scheduler:
         self._by_group.setdefault(req.group, {})[req.id] = req
         self._mark_ready(req.thread_id)
 
+    def withdraw(self, req: Request) -> None:
+        """Take a queued request out of line as it is (a one-off leaves it to the next run)."""
+        self._remove(req)
+
     def _drop(self, req: Request, status: str, reason: str, into: str | None) -> None:
         self._remove(req)
         req.status, req.reason = status, reason  # type: ignore[assignment]

@@ -62,7 +62,7 @@ def _file_param(path: Path) -> object:
 
 def test_engine_files_found() -> None:
     rels = {p.relative_to(ROOT).as_posix() for p in ENGINE_FILES}
-    assert {"engine/__init__.py", "engine/loop.py", "engine/cli.py"} <= rels
+    assert {"engine/__init__.py", "engine/loop.py", "engine/cli/__init__.py"} <= rels
     assert any(r.startswith("engine/store/") for r in rels)
     assert any(r.startswith("engine/lifecycle/") for r in rels)
 

@@ -22,7 +22,7 @@ import anyio
 import httpx
 
 from engine.providers.base import ProviderError
-from engine.providers.sse import SSEEvent, parse_sse
+from engine.sse import SSEEvent, parse_sse
 
 DEFAULT_TIMEOUT = httpx.Timeout(60.0, connect=10.0)
 _REASONS = {

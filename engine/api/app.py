@@ -1,0 +1,159 @@
+"""The room's HTTP API (the `server` loop's routes), over the in-process client.
+
+Every route calls `LocalClient`, so a remote operator gets exactly what the owner's own
+console gets. Bodies are the engine's pydantic models; errors are RFC 9457 problem
+documents; `/openapi.json` describes it all. Events stream as Server-Sent Events in
+batches: `hello` (the run and where the stream starts), `events` (a JSON array; the SSE
+id is `run:seq` of its last event, for `Last-Event-ID`), `resync` (events were missed:
+reload state, then go on) and `bye` (the runtime is stopping).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+import anyio
+from fastapi import FastAPI, Header, Path, Query
+from fastapi.responses import StreamingResponse
+
+from engine import __version__
+from engine.api.client import Conflict
+from engine.api.hub import EventHub
+from engine.api.local import LocalClient
+from engine.api.models import (
+    CancelBody,
+    Cancelled,
+    Decided,
+    GroupChange,
+    Info,
+    SubmitBody,
+    Submitted,
+)
+from engine.api.problems import install_problem_handlers
+from engine.decisions import Decision, PendingCall
+from engine.outcome import TurnOutcome
+from engine.scheduler import GroupConfig, Statistics
+
+KEEPALIVE = 15.0  # seconds between comments on an idle event stream
+BATCH = 2_000  # events per SSE message at most
+GROUP_NAME = r"^[A-Za-z0-9_.:-]{1,64}$"
+
+
+def make_api(client: LocalClient, hub: EventHub, closing: anyio.Event) -> FastAPI:
+    """The API of one runtime; `closing` is set when it stops (long polls then end)."""
+    api = FastAPI(title="agentdeck", version=__version__, docs_url=None, redoc_url=None,
+                  description="The API of one agentdeck room's runtime.")  # fmt: skip
+    install_problem_handlers(api)
+
+    @api.get("/v1/health")
+    async def health() -> Info:
+        """Who serves the room: pid, run, model, version, uptime."""
+        info = await client.info()
+        return info.model_copy(update={"seq": hub.head, "streams": hub.streams})
+
+    @api.post("/v1/messages", status_code=202)
+    async def submit(body: SubmitBody) -> Submitted:
+        """Offer a message for a turn; answered once the request is durable."""
+        return await client.submit(body)
+
+    @api.get("/v1/turns/{turn_id}")
+    async def outcome(turn_id: str, wait: Annotated[float, Query(ge=0, le=60)] = 0) -> TurnOutcome:
+        """Where a turn stands; `wait` seconds at most for it to stop running first."""
+        if wait > 0:
+            await _until(closing, client.outcome(turn_id, wait))
+        return await client.outcome(turn_id)
+
+    @api.post("/v1/turns/{turn_id}/cancel")
+    async def cancel(turn_id: str, body: CancelBody | None = None) -> Cancelled:
+        """Cancel a running or waiting turn: it ends done/cancelled."""
+        return await client.cancel(turn_id, (body or CancelBody()).reason)
+
+    @api.get("/v1/pending")
+    async def pending() -> list[PendingCall]:
+        """Every call waiting for a decision, oldest first."""
+        return await client.pending()
+
+    @api.post("/v1/decisions")
+    async def decide(decision: Decision) -> Decided:
+        """Approve (maybe with edited arguments, or a result to use), or cancel, a call."""
+        return await client.decide(decision)
+
+    @api.get("/v1/scheduler")
+    async def scheduler() -> Statistics:
+        """Groups, busy threads, queued requests and why each waits."""
+        return await client.statistics()
+
+    @api.patch("/v1/groups/{name}")
+    async def configure_group(
+        name: Annotated[str, Path(pattern=GROUP_NAME)], change: GroupChange
+    ) -> GroupConfig:
+        """Pause, resume or re-budget a thread group; it persists."""
+        return await client.configure_group(name, change)
+
+    @api.get("/v1/events", response_class=StreamingResponse,
+             responses={200: {"content": {"text/event-stream": {}}}})  # fmt: skip
+    async def events(
+        run: str | None = None,
+        after: Annotated[int, Query(ge=0)] = 0,
+        last_event_id: Annotated[str | None, Header()] = None,
+    ) -> StreamingResponse:
+        """The runtime's events as Server-Sent Events, from `after` of `run` (or from now)."""
+        if last_event_id and ":" in last_event_id:
+            run, _, seq = last_event_id.rpartition(":")
+            after = int(seq) if seq.isdigit() else 0
+        if hub.closed:
+            raise Conflict("the runtime is stopping")
+        return StreamingResponse(
+            _stream(hub, run, after), media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )  # fmt: skip
+
+    return api
+
+
+async def _until(closing: anyio.Event, work: object) -> None:
+    """Await `work` (a coroutine), or stop waiting when the runtime starts closing."""
+    async with anyio.create_task_group() as tg:
+
+        async def stop_on_close() -> None:
+            await closing.wait()
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(stop_on_close)
+        await work  # type: ignore[misc]
+        tg.cancel_scope.cancel()
+
+
+def _sse(event: str, data: str, id: str | None = None) -> bytes:
+    head = f"id: {id}\n" if id else ""
+    return f"{head}event: {event}\ndata: {data}\n\n".encode()
+
+
+async def _stream(hub: EventHub, run: str | None, after: int) -> AsyncIterator[bytes]:
+    hub.streams += 1
+    try:
+        resume = run == hub.run_id and after >= hub.oldest - 1 and after <= hub.head
+        cursor = after if resume else hub.head
+        hello = {"run_id": hub.run_id, "seq": cursor, "resync": run is not None and not resume}
+        yield _sse("hello", json.dumps(hello), f"{hub.run_id}:{cursor}")
+        while True:
+            with anyio.move_on_after(KEEPALIVE):
+                await hub.wait_beyond(cursor)
+            if hub.head <= cursor:
+                if hub.closed:
+                    yield _sse("bye", json.dumps({"run_id": hub.run_id, "seq": cursor}))
+                    return
+                yield b": keepalive\n\n"
+                continue
+            items = hub.since(cursor, BATCH)
+            if items is None:  # this reader fell behind the ring: it must reload
+                cursor = hub.head
+                yield _sse("resync", json.dumps({"run_id": hub.run_id, "seq": cursor}),
+                           f"{hub.run_id}:{cursor}")  # fmt: skip
+                continue
+            cursor += len(items)
+            yield _sse("events", f"[{','.join(items)}]", f"{hub.run_id}:{cursor}")
+    finally:
+        hub.streams -= 1

@@ -1,0 +1,124 @@
+"""The one interface the console and the CLI program against, and the errors it raises.
+
+Two implementations: `LocalClient` over a `Runtime` in this process (the room's owner) and
+`RemoteClient` over the owner's API (everyone else). Both return the engine's own types,
+so a caller cannot tell them apart except by `hosted`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+from engine.api.models import (
+    Cancelled,
+    Decided,
+    GroupChange,
+    Info,
+    SubmitBody,
+    Submitted,
+)
+from engine.decisions import Decision, PendingCall
+from engine.events import Event
+from engine.outcome import TurnOutcome
+from engine.room import Room
+from engine.scheduler import GroupConfig, Statistics
+
+Receive = Callable[[Event], None]
+Resync = Callable[[], Awaitable[None]]
+
+
+class ApiError(Exception):
+    """The owner refused a request; `status` is the HTTP status, the text says why."""
+
+    status = 500
+
+    def __init__(self, detail: str, status: int | None = None) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        if status is not None:
+            self.status = status
+
+
+class NotFound(ApiError, LookupError):
+    """No such turn, call or route."""
+
+    status = 404
+
+
+class Conflict(ApiError):
+    """The request cannot apply now (a waiting thread, a full queue, a stopping runtime)."""
+
+    status = 409
+
+
+class Invalid(ApiError, ValueError):
+    """The request is malformed: the text names what."""
+
+    status = 422
+
+
+class OwnerGone(ApiError):
+    """Nobody serves the room any more (the owner stopped or died), or never did."""
+
+    status = 503
+
+
+class ServerError(RuntimeError):
+    """The API cannot be served as configured; the text says why and what to change."""
+
+
+class RoomClient(Protocol):
+    """What an operator can do to a room's runtime, wherever it runs."""
+
+    room: Room
+
+    @property
+    def hosted(self) -> bool:
+        """True in the owner's own process; False when attached to it from another."""
+        ...
+
+    async def info(self) -> Info:
+        """Who serves the room, since when, with which model."""
+        ...
+
+    async def submit(self, body: SubmitBody) -> Submitted:
+        """Offer a message; return once its request is durable."""
+        ...
+
+    async def outcome(self, turn_id: str, wait: float = 0.0) -> TurnOutcome:
+        """Where a turn (or a request still queued) stands; with `wait`, up to that many
+        seconds for it to stop running first."""
+        ...
+
+    async def decide(self, decision: Decision) -> Decided:
+        """Record a decision on a call; return once it is durable."""
+        ...
+
+    async def cancel(self, turn_id: str, reason: str = "cancelled by operator") -> Cancelled:
+        """Cancel a running or waiting turn."""
+        ...
+
+    async def pending(self) -> list[PendingCall]:
+        """Every call waiting for a decision, oldest first."""
+        ...
+
+    async def statistics(self) -> Statistics:
+        """The scheduler: groups, threads, queued requests and why they wait."""
+        ...
+
+    async def configure_group(self, name: str, change: GroupChange) -> GroupConfig:
+        """Pause, resume or re-budget a thread group; it persists."""
+        ...
+
+    async def follow(self, receive: Receive, resync: Resync) -> None:
+        """Hand every event to `receive`, in order, until cancelled. When events were
+        missed (a slow reader, a new owner), `resync` is awaited: reload state from the
+        truth, then events go on. Raises `OwnerGone` when nobody serves the room."""
+        ...
+
+    def new_id(self, prefix: str) -> str:
+        """A fresh id (decisions name themselves, so a retry is recognised)."""
+        ...
+
+    async def aclose(self) -> None: ...

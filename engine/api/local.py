@@ -1,0 +1,137 @@
+"""The client interface over a `Runtime` in this process: what the owner's console uses,
+and what the API's routes call, so both forms answer alike."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Callable
+from typing import Literal
+
+import anyio
+
+from engine import __version__
+from engine.api.client import Conflict, Invalid, NotFound, Receive, Resync
+from engine.api.models import Cancelled, Decided, GroupChange, Info, SubmitBody, Submitted
+from engine.decisions import Decision, PendingCall
+from engine.messages import InvalidMessage, Message
+from engine.outcome import TurnOutcome
+from engine.runtime import Runtime
+from engine.scheduler import GroupConfig, Rejected, Statistics
+from engine.strategies import UnknownStrategy
+
+MAX_WAIT = 60.0  # seconds one `outcome(wait=...)` may wait
+
+
+class LocalClient:
+    """The room's runtime, in this process."""
+
+    hosted = True
+
+    def __init__(self, runtime: Runtime, seq: Callable[[], int] | None = None) -> None:
+        self.runtime, self.room = runtime, runtime.room
+        self._seq = seq or (lambda: 0)
+
+    async def info(self) -> Info:
+        rt = self.runtime
+        return Info(version=__version__, pid=os.getpid(), kind=rt.kind, run_id=rt.run_id,
+                    room=str(rt.room.path), model=f"{rt.provider.name}:{rt.provider.model}",
+                    started_at=rt.started_at, uptime=max(0.0, time.time() - rt.started_at),
+                    seq=self._seq(), streams=0)  # fmt: skip
+
+    async def submit(self, body: SubmitBody) -> Submitted:
+        rt = self.runtime
+        meta = dict(body.meta)
+        try:
+            message = Message.parse(
+                {"origin": body.origin, "sender": body.sender, "thread_id": body.thread_id,
+                 "text": body.text, "channel": body.channel, "meta": meta}
+            )  # fmt: skip
+        except InvalidMessage as exc:
+            raise Invalid(str(exc)) from None
+        if body.refuse_if_waiting and (waiting := rt.waiting_turn(message.thread_id)):
+            raise Conflict(
+                f"thread {message.thread_id} has a turn waiting for a decision ({waiting}); "
+                "decide its calls with `agentdeck decide`, or use --thread"
+            )
+        try:
+            req, handle = await rt.offer(message, strategy=body.strategy)
+        except UnknownStrategy as exc:
+            raise Invalid(str(exc)) from None
+        except Rejected as exc:
+            raise Conflict(f"rejected: {exc}") from None
+        why = rt.why_queued(handle.turn_id)
+        status: Literal["queued", "admitted", "coalesced"] = (
+            "coalesced" if req.status == "coalesced" else "queued" if why else "admitted"
+        )
+        return Submitted(request_id=req.id, turn_id=handle.turn_id, thread_id=req.thread_id,
+                         status=status, why_queued=why)  # fmt: skip
+
+    async def outcome(self, turn_id: str, wait: float = 0.0) -> TurnOutcome:
+        rt = self.runtime
+        if wait > 0:
+            with anyio.move_on_after(min(wait, MAX_WAIT)):
+                await rt.wait_turn(turn_id)
+        why = rt.why_queued(turn_id)
+        if why is not None:
+            return queued_outcome(turn_id, rt, why)
+        try:
+            return await rt.outcome(turn_id)
+        except LookupError:
+            raise NotFound(f"no turn {turn_id} in {rt.room.db}") from None
+
+    async def decide(self, decision: Decision) -> Decided:
+        rt = self.runtime
+        call = await rt.call_state(decision.call_id)
+        if call is None:
+            raise NotFound(f"no tool call {decision.call_id} in {rt.room.db}")
+        status = await rt.decide(decision)
+        call = await rt.call_state(decision.call_id) or call
+        winner = call.decision_id if status == "duplicate" else None
+        return Decided(decision_id=decision.id, call_id=call.id, status=status,  # type: ignore[arg-type]
+                       turn_id=call.turn_id, thread_id=call.thread_id,
+                       call_status=call.status.value, winner=winner)  # fmt: skip
+
+    async def cancel(self, turn_id: str, reason: str = "cancelled by operator") -> Cancelled:
+        try:
+            done = await self.runtime.cancel_turn(turn_id, reason)
+        except LookupError:
+            raise NotFound(f"no turn {turn_id} in {self.room.db}") from None
+        return Cancelled(turn_id=turn_id, cancelled=done)
+
+    async def pending(self) -> list[PendingCall]:
+        return await self.runtime.pending()
+
+    async def statistics(self) -> Statistics:
+        return self.runtime.statistics()
+
+    async def configure_group(self, name: str, change: GroupChange) -> GroupConfig:
+        changes = change.model_dump(exclude_none=True)
+        return await self.runtime.configure_group(name, **changes)
+
+    async def follow(self, receive: Receive, resync: Resync) -> None:
+        unsubscribe = self.runtime.subscribe(receive)
+        try:
+            await anyio.sleep_forever()
+        finally:
+            unsubscribe()
+
+    def new_id(self, prefix: str) -> str:
+        return self.runtime.new_id(prefix)
+
+    async def aclose(self) -> None:
+        return None
+
+
+def queued_outcome(request_id: str, rt: Runtime, why: str) -> TurnOutcome:
+    """A request still in the queue, shaped as an outcome (`status` queued, `reason` why)."""
+    req = rt.request(request_id)
+    return TurnOutcome(turn_id=request_id, thread_id=req.thread_id if req else "",
+                       status="queued", reason=why, detail=None, text="", pending=[],
+                       calls=[])  # fmt: skip
+
+
+def as_dict(value: object) -> object:
+    """A dataclass answer as plain data (the API's JSON)."""
+    return dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value  # type: ignore[arg-type]

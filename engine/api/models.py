@@ -1,0 +1,99 @@
+"""The bodies of the room's API: what a client sends and what it gets back.
+
+Requests and answers are pydantic models; where the engine already has the type (a
+`Decision`, a `PendingCall`, a `TurnOutcome`, the scheduler's `Statistics`) the API uses
+that type as it is, so the in-process and the remote client return the same objects.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Strategy = Literal["react", "direct", "plan_execute"]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SubmitBody(_Body):
+    """A message for a turn: `invoke` (a one-off) or `chat` (a channel's conversation)."""
+
+    origin: Literal["invoke", "chat"] = "invoke"
+    thread_id: str = Field(min_length=1, max_length=512)
+    text: str
+    sender: str = Field("api", min_length=1, max_length=200)
+    channel: str | None = Field(None, max_length=200)  # required for chat
+    strategy: Strategy | None = None
+    meta: dict[str, Any] = Field(default_factory=dict)
+    refuse_if_waiting: bool = False  # 409 when the thread has a turn waiting for a decision
+
+
+class Submitted(_Body):
+    """The request is durable: it runs now, waits in the queue, or went into another."""
+
+    request_id: str
+    turn_id: str  # the turn that will answer it (another request's, when coalesced)
+    thread_id: str
+    status: Literal["queued", "admitted", "coalesced"]
+    why_queued: str | None = None  # set while it waits in the queue
+
+
+class Decided(_Body):
+    """A decision is recorded: `queued` (applied as soon as its call can take it) or
+    `duplicate` (the call was already decided; `winner` names the decision that was)."""
+
+    decision_id: str
+    call_id: str
+    status: Literal["queued", "duplicate"]
+    turn_id: str
+    thread_id: str
+    call_status: str
+    winner: str | None = None
+
+
+class CancelBody(_Body):
+    reason: str = Field("cancelled by operator", max_length=10_000)
+
+
+class Cancelled(_Body):
+    turn_id: str
+    cancelled: bool  # False: the turn had already ended
+
+
+class GroupChange(_Body):
+    """The settings to change; those left out stay as they are."""
+
+    priority: int | None = None
+    max_running_turns: int | None = Field(None, ge=0, le=1000)
+    max_queued_turns: int | None = Field(None, ge=1, le=1_000_000)
+    overflow_policy: Literal["reject", "drop_oldest", "replace_pending"] | None = None
+    coalesce: Literal["none", "keep_pending", "newest"] | None = None
+    paused: bool | None = None
+    strategy: Strategy | None = None
+
+
+class Info(_Body):
+    """Who serves the room: health and identity."""
+
+    version: str
+    pid: int
+    kind: str  # console | run | start
+    run_id: str
+    room: str
+    model: str
+    started_at: float
+    uptime: float
+    seq: int  # the newest event's sequence number
+    streams: int  # event streams open now
+
+
+class Problem(_Body):
+    """An error, as RFC 9457 `application/problem+json`."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str = ""

@@ -1,0 +1,188 @@
+"""The client interface over the room owner's API: what every other process uses.
+
+    client = await connect(room)  # None when nobody owns the room
+    if client is not None:
+        async with client:
+            done = await client.outcome((await client.submit(body)).turn_id, wait=30)
+
+Requests go over the room's Unix socket (httpx's UDS transport). An error the owner
+answers with becomes the matching `ApiError`; an owner that does not answer, or goes away
+mid-request, is `OwnerGone`, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import httpx
+from pydantic import TypeAdapter
+
+from engine.api.client import (
+    ApiError,
+    Conflict,
+    Invalid,
+    NotFound,
+    OwnerGone,
+    Receive,
+    Resync,
+)
+from engine.api.models import Cancelled, Decided, GroupChange, Info, SubmitBody, Submitted
+from engine.api.sockets import connect_path
+from engine.decisions import Decision, PendingCall
+from engine.events import parse_events
+from engine.outcome import TurnOutcome
+from engine.room import Room, owner_of
+from engine.scheduler import GroupConfig, Statistics
+from engine.sse import parse_sse
+
+STREAM_READ = 45.0  # seconds of silence before an event stream is taken for dead (3 keepalives)
+RETRIES = 3  # reconnects of a broken event stream before the owner is taken for gone
+_ERRORS: dict[int, type[ApiError]] = {404: NotFound, 409: Conflict, 400: Invalid, 413: Invalid,
+                                      422: Invalid, 503: OwnerGone}  # fmt: skip
+
+
+class RemoteClient:
+    """The room's runtime, in the process that owns the room."""
+
+    hosted = False
+
+    def __init__(self, room: Room, *, transport: httpx.AsyncBaseTransport | None = None,
+                 base_url: str = "http://agentdeck", token: str | None = None) -> None:  # fmt: skip
+        self.room = room
+        transport = transport or httpx.AsyncHTTPTransport(uds=connect_path(room.socket))
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.AsyncClient(transport=transport, base_url=base_url, headers=headers,
+                                       timeout=httpx.Timeout(30.0, connect=3.0))  # fmt: skip
+        self.owner: Info | None = None  # as the last `info()` found it
+        self._ids = 0
+
+    async def __aenter__(self) -> RemoteClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def _call(self, method: str, path: str, *, body: Any = None,
+                    params: dict[str, Any] | None = None, read_for: float | None = None) -> Any:  # fmt: skip
+        try:
+            response = await self._http.request(
+                method, path, json=body, params=params,
+                timeout=read_for if read_for is not None else httpx.USE_CLIENT_DEFAULT,
+            )  # fmt: skip
+        except httpx.TransportError as exc:
+            raise OwnerGone(self._gone(exc)) from None
+        if response.status_code >= 400:
+            raise _error(response)
+        try:
+            return response.json()
+        except ValueError:
+            raise ApiError(f"the owner answered {path} with something not JSON") from None
+
+    def _gone(self, exc: Exception) -> str:
+        who = f"pid {self.owner.pid}" if self.owner else "the room's owner"
+        return f"{who} did not answer on {self.room.socket} ({type(exc).__name__}: {exc})"
+
+    async def info(self) -> Info:
+        self.owner = Info.model_validate(await self._call("GET", "/v1/health"))
+        return self.owner
+
+    async def submit(self, body: SubmitBody) -> Submitted:
+        data = await self._call("POST", "/v1/messages", body=body.model_dump(mode="json"))
+        return Submitted.model_validate(data)
+
+    async def outcome(self, turn_id: str, wait: float = 0.0) -> TurnOutcome:
+        data = await self._call("GET", f"/v1/turns/{_seg(turn_id)}", params={"wait": wait},
+                                read_for=wait + 30.0)  # fmt: skip
+        return _OUTCOME.validate_python(data)
+
+    async def decide(self, decision: Decision) -> Decided:
+        data = await self._call("POST", "/v1/decisions", body=decision.model_dump(mode="json"))
+        return Decided.model_validate(data)
+
+    async def cancel(self, turn_id: str, reason: str = "cancelled by operator") -> Cancelled:
+        data = await self._call("POST", f"/v1/turns/{_seg(turn_id)}/cancel",
+                                body={"reason": reason})  # fmt: skip
+        return Cancelled.model_validate(data)
+
+    async def pending(self) -> list[PendingCall]:
+        return _PENDING.validate_python(await self._call("GET", "/v1/pending"))
+
+    async def statistics(self) -> Statistics:
+        return _STATISTICS.validate_python(await self._call("GET", "/v1/scheduler"))
+
+    async def configure_group(self, name: str, change: GroupChange) -> GroupConfig:
+        data = await self._call("PATCH", f"/v1/groups/{_seg(name)}",
+                                body=change.model_dump(mode="json", exclude_none=True))  # fmt: skip
+        return _GROUP.validate_python(data)
+
+    async def follow(self, receive: Receive, resync: Resync) -> None:
+        run: str | None = None
+        seq, failures = 0, 0
+        while True:
+            params: dict[str, str | int] = {"run": run, "after": seq} if run is not None else {}
+            try:
+                async with self._http.stream(
+                    "GET", "/v1/events", params=params, headers={"Accept": "text/event-stream"},
+                    timeout=httpx.Timeout(10.0, read=STREAM_READ),
+                ) as response:  # fmt: skip
+                    if response.status_code >= 400:
+                        await response.aread()
+                        raise _error(response)
+                    async for sse in parse_sse(response.aiter_lines()):
+                        failures = 0
+                        if sse.event == "events":
+                            for event in parse_events(sse.data):
+                                receive(event)
+                            seq = _seq(sse.id, seq)
+                        elif sse.event == "hello":
+                            hello = json.loads(sse.data)
+                            if hello["resync"] or (run is not None and hello["run_id"] != run):
+                                await resync()  # events were missed: a new owner, a gap
+                            run, seq = hello["run_id"], hello["seq"]
+                        elif sse.event == "resync":
+                            await resync()
+                            seq = json.loads(sse.data)["seq"]
+                        elif sse.event == "bye":
+                            raise OwnerGone(f"the runtime on {self.room.path} stopped")
+            except (httpx.TransportError, ValueError) as exc:
+                failures += 1
+                if failures > RETRIES or owner_of(self.room) is None:
+                    raise OwnerGone(self._gone(exc)) from None
+                await anyio.sleep(0.1 * failures)
+
+    def new_id(self, prefix: str) -> str:
+        import uuid
+
+        return f"{prefix}_{uuid.uuid4().hex[:16]}"
+
+
+def _seg(value: str) -> str:
+    """One path segment (ids are plain, but nothing a caller passes may add a segment)."""
+    from urllib.parse import quote
+
+    return quote(value, safe="")
+
+
+def _seq(sse_id: str, default: int) -> int:
+    tail = sse_id.rpartition(":")[2]
+    return int(tail) if tail.isdigit() else default
+
+
+def _error(response: httpx.Response) -> ApiError:
+    try:
+        detail = response.json().get("detail") or response.reason_phrase
+    except (ValueError, AttributeError):
+        detail = response.text[:200] or response.reason_phrase
+    cls = _ERRORS.get(response.status_code, ApiError)
+    return cls(str(detail), response.status_code)
+
+
+_OUTCOME: TypeAdapter[TurnOutcome] = TypeAdapter(TurnOutcome)
+_PENDING: TypeAdapter[list[PendingCall]] = TypeAdapter(list[PendingCall])
+_STATISTICS: TypeAdapter[Statistics] = TypeAdapter(Statistics)
+_GROUP: TypeAdapter[GroupConfig] = TypeAdapter(GroupConfig)

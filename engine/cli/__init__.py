@@ -1,0 +1,130 @@
+"""The `agentdeck` command line: the console by default, the runtime's processes, turns,
+decisions and history.
+
+`--json` output and exit codes are a contract: 0 done/natural, 3 waiting, 1 any other end,
+2 bad usage or input. Commands that act on turns (`invoke`, `decide`, `cancel`, `pending`)
+go through the owner's API when the room is owned, and open the room themselves only when
+nobody owns it; their output is the same either way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Awaitable, Callable
+
+import anyio
+
+from engine import __version__
+from engine.api.client import ApiError, NotFound, ServerError
+from engine.cli.common import EXIT_OTHER, EXIT_USAGE, UsageError
+from engine.config import ConfigError
+from engine.messages import InvalidMessage
+from engine.room import Room, RoomBusy
+from engine.scheduler import Rejected
+from engine.store import StoreError
+from engine.strategies import UnknownStrategy
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="agentdeck", description="An agent runtime with an operator console."
+    )
+    p.add_argument("--version", action="version", version=f"agentdeck {__version__}")
+    p.add_argument("--room", help="the agent room (default: $AGENT_ROOM, then a per-user room)")
+    sub = p.add_subparsers(dest="command")
+
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, help=help)
+        sp.add_argument("--room", default=argparse.SUPPRESS, help="the agent room")
+        return sp
+
+    command("console", "open the operator console (the default)")
+    sp = command("run", "run the runtime in the foreground (loops and API), logging turns")
+    sp.add_argument("--detached", action="store_true", help=argparse.SUPPRESS)  # from `start`
+    command("start", "run the runtime in the background (log: agent.log in the room)")
+    sp = command("stop", "stop the room's runtime (as SIGTERM does) and wait until it has")
+    sp.add_argument("--timeout", type=float, default=30.0, help="seconds to wait (default 30)")
+    sp = command("status", "who owns the room, since when, and what runs and waits")
+    sp.add_argument("--json", action="store_true")
+    sp = command("invoke", "run one turn (origin invoke); no runtime loops start")
+    sp.add_argument("--thread", default="invoke:default")
+    sp.add_argument("--strategy", choices=["react", "direct", "plan_execute"])
+    sp.add_argument("--json", action="store_true")
+    sp.add_argument("text")
+    sp = command("decide", "decide a suspended call and continue its turn")
+    sp.add_argument("call_id")
+    sp.add_argument("action", choices=["approve", "cancel"])
+    sp.add_argument("--args", help="approve with these arguments (a JSON object)")
+    sp.add_argument("--result", help="approve with this result instead of running (JSON)")
+    sp.add_argument("--reason", default="", help="cancel: the reason the model sees")
+    sp.add_argument("--remember", choices=["thread", "room"])
+    sp.add_argument("--json", action="store_true")
+    sp = command("cancel", "cancel a running or waiting turn (it ends done/cancelled)")
+    sp.add_argument("turn_id")
+    sp.add_argument("--reason", default="cancelled by operator")
+    sp.add_argument("--json", action="store_true")
+    sp = command("pending", "the calls waiting for a decision, oldest first")
+    sp.add_argument("--json", action="store_true")
+    sp = command("history", "turns, newest first; filters, search, one turn")
+    sp.add_argument("--thread")
+    sp.add_argument("--limit", type=int, default=20)
+    sp.add_argument("--json", action="store_true")
+    sp.add_argument("--status", help="running, waiting, done, failed, denied or cancelled")
+    sp.add_argument("--origin", help="invoke, chat, task, chore or will")
+    sp.add_argument("--group", help="the thread group (chat, task, chore, will...)")
+    sp.add_argument("--tool", help="turns that called this tool")
+    sp.add_argument("--since", help="ISO date/time, or an age: 30m, 2h, 3d")
+    sp.add_argument("--until", help="ISO date/time, or an age: 30m, 2h, 3d")
+    sp.add_argument("--search", metavar="TEXT", help="full text of messages and tool calls")
+    sp.add_argument("--turn", metavar="ID", help="one turn: its steps, calls and decisions")
+    sp.add_argument("--after", metavar="CURSOR", help="the next page: a row's `cursor`")
+    command("info", "where things are and which model is in use")
+    return p
+
+
+def main(argv: list[str] | None = None, run_console: Callable[[Room], int] | None = None) -> int:
+    """Run a command. The console is handed in by its package: the engine never imports it."""
+    args = _parser().parse_args(argv)
+    room = Room.at(getattr(args, "room", None))
+    command = args.command or "console"
+    try:
+        if command == "console":
+            if run_console is None:
+                raise UsageError("the console is not installed; use `python -m console`")
+            return run_console(room)
+        if command in ("start", "stop"):
+            from engine.cli import process
+
+            return process.start(room) if command == "start" else process.stop(room, args.timeout)
+        return anyio.run(_handler(command), room, args)
+    except (UsageError, InvalidMessage, ConfigError, UnknownStrategy, ServerError) as exc:
+        print(f"agentdeck: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except NotFound as exc:
+        print(f"agentdeck: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except (RoomBusy, StoreError, Rejected, ApiError) as exc:
+        print(f"agentdeck: {exc}", file=sys.stderr)
+        return EXIT_OTHER
+    except KeyboardInterrupt:
+        return 130
+
+
+def _handler(command: str) -> Callable[[Room, argparse.Namespace], Awaitable[int]]:
+    from engine.cli import process, reading, turns
+
+    return {
+        "run": process.run,
+        "status": process.status,
+        "invoke": turns.invoke,
+        "decide": turns.decide,
+        "cancel": turns.cancel,
+        "pending": turns.pending,
+        "history": reading.history,
+        "info": reading.info,
+    }[command]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

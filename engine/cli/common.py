@@ -1,0 +1,88 @@
+"""What the commands share: exit codes, the report of a turn, and the room's client."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+from engine.api.client import RoomClient
+from engine.outcome import TurnOutcome
+from engine.room import Room, RoomBusy
+
+EXIT_OK, EXIT_OTHER, EXIT_USAGE, EXIT_WAITING = 0, 1, 2, 3
+POLL = 30.0  # seconds of one wait for an outcome (the owner answers sooner when it can)
+
+
+class UsageError(Exception):
+    """Bad usage or input: exit 2 with the message."""
+
+
+def exit_code(outcome: TurnOutcome) -> int:
+    if outcome.status == "done" and outcome.reason == "natural":
+        return EXIT_OK
+    return EXIT_WAITING if outcome.status == "waiting" else EXIT_OTHER
+
+
+def report(outcome: TurnOutcome, as_json: bool) -> int:
+    """Print where a turn stands (the `--json` object, or text) and return its exit code."""
+    if as_json:
+        print(json.dumps(outcome.as_json()))
+    else:
+        if outcome.text:
+            print(outcome.text)
+        state = outcome.status + (f"/{outcome.reason}" if outcome.reason else "")
+        print(f"-- turn {outcome.turn_id} on {outcome.thread_id}: {state}", file=sys.stderr)
+        for p in outcome.pending:
+            print(
+                f"   pending {p['call_id']}: {p['tool']} {json.dumps(p['args'])}\n"
+                f"   decide: agentdeck decide {p['call_id']} approve|cancel",
+                file=sys.stderr,
+            )
+    return exit_code(outcome)
+
+
+def json_arg(text: str | None, what: str) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{what} is not valid JSON: {exc}") from None
+
+
+async def settled(client: RoomClient, turn_id: str) -> TurnOutcome:
+    """The turn's outcome once it no longer runs (done, or waiting for a decision)."""
+    while True:
+        outcome = await client.outcome(turn_id, wait=POLL)
+        if outcome.status not in ("running", "queued"):
+            return outcome
+
+
+@asynccontextmanager
+async def room_client(room: Room, kind: str) -> AsyncIterator[RoomClient]:
+    """The owner's API when the room is owned; else the room, opened here for this one
+    command: no runtime loops, no turn but the ones it starts, nothing left running."""
+    async with AsyncExitStack() as stack:
+        yield await _client(room, kind, stack)
+
+
+async def _client(room: Room, kind: str, stack: AsyncExitStack) -> RoomClient:
+    from engine.api.connect import connect
+    from engine.api.local import LocalClient
+    from engine.runtime import Runtime
+
+    for attempt in range(2):
+        remote = await connect(room, say=lambda text: print(f"agentdeck: {text}", file=sys.stderr))
+        if remote is not None:
+            return await stack.enter_async_context(remote)
+        try:
+            rt = await stack.enter_async_context(Runtime.open(room, kind=kind, resume="none"))
+        except RoomBusy:
+            if attempt:
+                raise
+            continue  # someone took the room meanwhile: ask them
+        return LocalClient(rt)
+    raise AssertionError("unreachable")

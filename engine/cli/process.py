@@ -1,0 +1,220 @@
+"""The runtime's processes: `run` (foreground), `start` (background), `stop` and `status`.
+
+Both forms serve the room's API and run the runtime loops until SIGTERM (or Ctrl-C):
+turns stop where they can resume, the API's socket is removed, the room is released.
+`start` runs `run` detached, its output appended to the room's agent.log, and returns
+once the new runtime answers on its socket.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import sys
+import time
+
+import anyio
+
+from engine.api.sockets import answers
+from engine.cli.common import EXIT_OK, EXIT_OTHER, EXIT_WAITING
+from engine.events import CallChanged, Event, TurnChanged, TurnStarted
+from engine.room import Room, owner_of
+
+START_WAIT = 30.0  # seconds a background runtime may take to answer on its socket
+LOG_KEEP = 10 * 1024 * 1024  # bytes of agent.log before it is rotated to agent.log.1
+
+
+def log_line(event: Event) -> str | None:
+    """One line per thing an operator watching `agentdeck run` wants to see."""
+    stamp = time.strftime("%H:%M:%S", time.localtime(event.at))
+    match event:
+        case TurnStarted():
+            text = " ".join(event.text.split())[:70]
+            return f"{stamp} {event.thread_id} {event.turn_id} started ({event.origin}): {text}"
+        case TurnChanged(status="done" | "waiting"):
+            detail = f" ({event.detail})" if event.detail else ""
+            return (
+                f"{stamp} {event.thread_id} {event.turn_id} {event.status}/{event.reason}{detail}"
+            )
+        case CallChanged(status="suspended"):
+            return (f"{stamp} {event.thread_id} {event.turn_id} {event.call_id} {event.tool} "
+                    f"waits for a decision: agentdeck decide {event.call_id} approve|cancel")  # fmt: skip
+    return None
+
+
+async def run(room: Room, args: argparse.Namespace) -> int:
+    import logging
+
+    from engine.loops.server import serve_api
+    from engine.runtime import Runtime
+
+    # notices (a bad task file, a failed submit) reach the log; turns reach stdout
+    logging.basicConfig(format="%(asctime)s %(levelname)s: %(message)s", datefmt="%H:%M:%S")
+    kind = "start" if args.detached else "run"
+    # SIGTERM (systemd, docker, kill, `agentdeck stop`) stops as Ctrl-C does: the run is
+    # marked ended, and a turn still running resumes at the next start. The receiver stays
+    # until the room is closed, so a second SIGTERM (`timeout` sends two) cannot kill the
+    # shutdown midway.
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
+        async with Runtime.open(room, kind=kind) as rt, serve_api(rt) as serving:
+
+            def log(event: Event) -> None:
+                if (line := log_line(event)) is not None:
+                    print(line, flush=True)
+
+            rt.subscribe(log)
+            rt.start_loops()
+            tcp = f" and {serving.listen}" if serving.listen else ""
+            print(f"agentdeck run {rt.run_id} on {room.path} "
+                  f"({rt.provider.name}:{rt.provider.model}); API on {serving.socket}{tcp}; "
+                  f"Ctrl-C stops", flush=True)  # fmt: skip
+            async for received in signals:
+                print(f"agentdeck run: {signal.Signals(received).name}, stopping", flush=True)
+                break
+    return EXIT_OK
+
+
+def start(room: Room) -> int:
+    """Start `run` in the background; return once it serves (or say why it did not)."""
+    from engine.api.connect import describe
+    from engine.config import load_config
+
+    if (owner := owner_of(room)) is not None:
+        print(f"agentdeck: room {room.path} is already owned by {describe(owner)}",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_OTHER
+    room.path.mkdir(parents=True, exist_ok=True)
+    load_config(room.config)  # a bad agentdeck.toml is said here, not only in the log
+    _rotate(room)
+    log_fd = os.open(room.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    offset = os.fstat(log_fd).st_size
+    try:
+        argv = [sys.executable, "-m", "engine.cli", "--room", str(room.path), "run", "--detached"]
+        pid = os.posix_spawn(sys.executable, argv, dict(os.environ), setsid=True, file_actions=[
+            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_DUP2, log_fd, 1),
+            (os.POSIX_SPAWN_DUP2, log_fd, 2),
+        ])  # fmt: skip
+    finally:
+        os.close(log_fd)
+    deadline = time.monotonic() + START_WAIT
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            print(f"agentdeck: the runtime did not start (exit {os.waitstatus_to_exitcode(status)})"
+                  f"; {room.log} says:\n{_tail(room, offset)}", file=sys.stderr)  # fmt: skip
+            return EXIT_OTHER
+        summary = _summary(room)
+        if summary.get("pid") == pid and summary.get("socket") and answers(room.socket):
+            print(f"agentdeck: started pid {pid} on {room.path} (run {summary.get('run_id')}); "
+                  f"API on {room.socket}; log {room.log}")  # fmt: skip
+            return EXIT_OK
+        time.sleep(0.05)
+    print(f"agentdeck: pid {pid} did not answer on {room.socket} within {START_WAIT:.0f} s; "
+          f"see {room.log}", file=sys.stderr)  # fmt: skip
+    return EXIT_OTHER
+
+
+def stop(room: Room, timeout: float) -> int:
+    """SIGTERM to the owner, then wait until the room is free."""
+    from engine.api.connect import describe
+
+    owner = owner_of(room)
+    if owner is None:
+        print(f"agentdeck: nothing runs on {room.path}", file=sys.stderr)
+        return EXIT_OK
+    pid = owner.get("pid")
+    if not isinstance(pid, int) or owner.get("host") != socket.gethostname():
+        print(f"agentdeck: room {room.path} is owned by {describe(owner)} on "
+              f"{owner.get('host')}; stop it there", file=sys.stderr)  # fmt: skip
+        return EXIT_OTHER
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass  # it ended meanwhile
+    deadline = time.monotonic() + timeout
+    while owner_of(room) is not None:
+        if time.monotonic() > deadline:
+            print(f"agentdeck: {describe(owner)} did not stop within {timeout:.0f} s "
+                  f"(`kill -9 {pid}` ends it; the next start repairs what it left)",
+                  file=sys.stderr)  # fmt: skip
+            return EXIT_OTHER
+        time.sleep(0.05)
+    print(f"agentdeck: stopped {describe(owner)}")
+    return EXIT_OK
+
+
+async def status(room: Room, args: argparse.Namespace) -> int:
+    """Exit 0 when a runtime serves the room, 3 when nobody owns it, 1 when the owner
+    does not answer."""
+    from engine.api.client import OwnerGone
+    from engine.api.connect import connect, describe
+
+    owner = owner_of(room)
+    if owner is None:
+        if args.json:
+            print(json.dumps({"room": str(room.path), "owner": None}))
+        else:
+            print(f"room {room.path}: free (no runtime; `agentdeck start` runs one)")
+        return EXIT_WAITING
+    try:
+        client = await connect(room, wait=2.0)
+    except OwnerGone as exc:
+        print(f"agentdeck: {exc}", file=sys.stderr)
+        return EXIT_OTHER
+    if client is None:  # it stopped meanwhile
+        return await status(room, args)
+    async with client:
+        info = await client.info()
+        stats = await client.statistics()
+        waiting_calls = await client.pending()
+    waiting = sum(1 for t in stats.threads if t.state == "waiting")
+    if args.json:
+        print(json.dumps({
+            "room": str(room.path), "owner": owner, "info": info.model_dump(mode="json"),
+            "running": stats.running, "waiting": waiting, "queued": len(stats.queued),
+            "pending": len(waiting_calls),
+        }))  # fmt: skip
+        return EXIT_OK
+    print(f"room {room.path}: owned by {describe(owner)}")
+    print(f"run {info.run_id}, model {info.model}, up {_duration(info.uptime)}; "
+          f"API on {room.socket}")  # fmt: skip
+    print(f"{stats.running} running, {waiting} waiting, {len(stats.queued)} queued; "
+          f"{len(waiting_calls)} call{'s' if len(waiting_calls) != 1 else ''} "
+          "waiting for a decision (`agentdeck pending`)")  # fmt: skip
+    return EXIT_OK
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    h, m, s = seconds // 3600, seconds // 60 % 60, seconds % 60
+    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s" if m else f"{s}s"
+
+
+def _summary(room: Room) -> dict[str, object]:
+    try:
+        data = json.loads(room.summary.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _rotate(room: Room) -> None:
+    try:
+        if room.log.stat().st_size > LOG_KEEP:
+            os.replace(room.log, room.log.with_name("agent.log.1"))
+    except OSError:
+        pass
+
+
+def _tail(room: Room, offset: int, lines: int = 20) -> str:
+    try:
+        with open(room.log, "rb") as f:
+            f.seek(offset)
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return "(nothing)"
+    return "\n".join(text.splitlines()[-lines:]) or "(nothing)"

@@ -1,0 +1,70 @@
+"""`history` and `info`: reading the room, never owning it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from engine import __version__
+from engine.cli.common import EXIT_OK, UsageError
+from engine.config import load_config
+from engine.room import Room
+
+
+async def history(room: Room, args: argparse.Namespace) -> int:
+    from engine.history import Filters, History, HistoryError, parse_time
+    from engine.history_text import hit_line, turn_line
+
+    if args.limit < 1:
+        raise UsageError("--limit must be at least 1")
+    try:
+        filters = Filters(
+            status=args.status, origin=args.origin, group=args.group, thread=args.thread,
+            tool=args.tool, since=parse_time(args.since) if args.since else None,
+            until=parse_time(args.until) if args.until else None,
+        )  # fmt: skip
+        if args.turn and (args.search or args.after or not filters.empty):
+            raise UsageError("--turn shows one turn; it takes no filters, --search or --after")
+        async with History(room) as history:
+            if args.turn:
+                return _print_turn(await history.turn(args.turn), args.json)
+            if args.search is not None:
+                page = await history.search(args.search, filters, after=args.after,
+                                            limit=args.limit)  # fmt: skip
+            else:
+                page = await history.turns(filters, after=args.after, limit=args.limit)
+    except HistoryError as exc:
+        raise UsageError(str(exc)) from None
+    if args.json:
+        print(json.dumps(page.items))
+        return EXIT_OK
+    for item in page.items:
+        print(hit_line(item) if args.search is not None else turn_line(item))
+    if page.next:
+        print(f"-- more: --after {page.next}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _print_turn(detail: dict[str, Any], as_json: bool) -> int:
+    from engine.history_text import turn_lines
+
+    print(json.dumps(detail) if as_json else "\n".join(turn_lines(detail)))
+    return EXIT_OK
+
+
+async def info(room: Room, args: argparse.Namespace) -> int:
+    from engine.providers.select import make_provider
+
+    config = load_config(room.config)
+    choice = make_provider(config)
+    print(f"agentdeck {__version__}")
+    print(f"room:      {room.path}")
+    print(f"database:  {room.db}{'' if room.db.exists() else ' (not created yet)'}")
+    print(f"config:    {room.config}{'' if room.config.exists() else ' (not present; defaults)'}")
+    print(f"workspace: {room.workspace}")
+    print(f"model:     {choice.provider.name}:{choice.provider.model}")
+    print(f"key from:  {choice.key_source}")
+    print(f"store:     synchronous={config.store.synchronous}")
+    return EXIT_OK

@@ -1,0 +1,102 @@
+"""`invoke`, `decide`, `cancel` and `pending`: through the owner's API, or the room itself."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from engine.api.client import Conflict, NotFound
+from engine.api.models import SubmitBody
+from engine.cli.common import (
+    EXIT_OK,
+    EXIT_OTHER,
+    UsageError,
+    json_arg,
+    report,
+    room_client,
+    settled,
+)
+from engine.decisions import Decision
+from engine.room import Room
+
+
+async def invoke(room: Room, args: argparse.Namespace) -> int:
+    body = SubmitBody(origin="invoke", sender="cli", thread_id=args.thread, text=args.text,
+                      strategy=args.strategy, refuse_if_waiting=True)  # fmt: skip
+    async with room_client(room, "invoke") as client:
+        try:
+            submitted = await client.submit(body)
+        except Conflict as exc:
+            raise UsageError(str(exc)) from None
+        outcome = await settled(client, submitted.turn_id)
+    return report(outcome, args.json)
+
+
+async def decide(room: Room, args: argparse.Namespace) -> int:
+    edited = json_arg(args.args, "--args")
+    result = json_arg(args.result, "--result")
+    if edited is not None and not isinstance(edited, dict):
+        raise UsageError("--args must be a JSON object")
+    if args.action == "cancel" and (args.args or args.result):
+        raise UsageError("cancel takes no --args or --result")
+    if args.args and args.result:
+        raise UsageError("give --args or --result, not both")
+    kw: dict[str, Any] = {"remember": args.remember, "decided_by": "operator"}
+    if args.action == "cancel":
+        decision = Decision.cancel(args.call_id, args.reason, **kw)
+    elif args.result is not None:
+        decision = Decision.with_result(args.call_id, result, **kw)
+    else:
+        decision = Decision.approve(args.call_id, args=edited, **kw)
+    async with room_client(room, "decide") as client:
+        try:
+            decided = await client.decide(decision)
+        except NotFound:
+            raise UsageError(f"no tool call {args.call_id} in {room.db}") from None
+        if decided.status == "duplicate" and not args.json:
+            print(f"agentdeck: call {args.call_id} was already decided ({decided.call_status})",
+                  file=sys.stderr)  # fmt: skip
+        outcome = await settled(client, decided.turn_id)
+    return report(outcome, args.json)
+
+
+async def cancel(room: Room, args: argparse.Namespace) -> int:
+    """Exit 0 when the turn was cancelled, 1 when it had already ended, 2 when unknown."""
+    async with room_client(room, "cancel") as client:
+        try:
+            cancelled = await client.cancel(args.turn_id, args.reason)
+        except NotFound:
+            raise UsageError(f"no turn {args.turn_id} in {room.db}") from None
+        outcome = await settled(client, args.turn_id)
+    if not cancelled.cancelled and not args.json:
+        print(f"agentdeck: turn {args.turn_id} had already ended", file=sys.stderr)
+    report(outcome, args.json)
+    return EXIT_OK if cancelled.cancelled else EXIT_OTHER
+
+
+async def pending(room: Room, args: argparse.Namespace) -> int:
+    async with room_client(room, "pending") as client:
+        calls = await client.pending()
+    if args.json:
+        print(json.dumps([c.model_dump(mode="json") for c in calls]))
+        return EXIT_OK
+    now = time.time()
+    for c in calls:
+        args_text = json.dumps(c.args)
+        args_text = args_text if len(args_text) <= 80 else args_text[:79] + "…"
+        print(f"{c.call_id}  {c.tool} {args_text}  on {c.thread_id} (turn {c.turn_id}), "
+              f"waiting {_age(now - c.since)}")  # fmt: skip
+    if not calls:
+        print("agentdeck: no call waits for a decision", file=sys.stderr)
+    return EXIT_OK
+
+
+def _age(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
