@@ -27,7 +27,7 @@ from textual.worker import Worker, WorkerState
 import themes
 from console import settings
 from console.bridge import FPS, Bridge
-from console.host import RuntimeHost, console_provider
+from console.host import AttachedHost, Host, RuntimeHost, console_provider
 from console.screens.confirm import ConfirmScreen
 from console.screens.help import HelpScreen
 from console.screens.main import MainScreen
@@ -77,15 +77,19 @@ class AgentDeck(App[int]):
         Binding("q", "quit", "Quit"),
         Binding("question_mark,f1", "help", "Help"),
         Binding("f2", "change_theme", "Theme", show=False),
+        Binding("ctrl+o", "host_here", "Host the room here", show=False),
     ]
 
     def __init__(self, room: Room, *, clock: Callable[[], float] = time.time,
                  ids: Callable[[str], str] | None = None, provider: Any = None,
-                 fps: int = FPS, tune_process: bool = False) -> None:  # fmt: skip
+                 fps: int = FPS, tune_process: bool = False, attach: bool = False,
+                 serve_api: bool = True, loops: bool = True) -> None:  # fmt: skip
         super().__init__()
         self.room, self.clock, self.tune_process = room, clock, tune_process
         self.bridge = Bridge(fps=fps)
-        self.host = RuntimeHost(room, clock=clock, ids=ids, provider=provider)
+        self._hosting = dict(clock=clock, ids=ids, provider=provider, serve_api=serve_api,
+                             loops=loops)  # fmt: skip
+        self.host: Host = AttachedHost(room) if attach else RuntimeHost(room, **self._hosting)
         self.main = MainScreen(self.bridge, clock)
         settings.use_themes(self)
 
@@ -121,6 +125,18 @@ class AgentDeck(App[int]):
         if event.worker.name == "runtime" and event.state is WorkerState.ERROR:
             self.exit(1, message=f"agentdeck: {self.host.error or event.worker.error}")
 
+    async def action_host_here(self) -> None:
+        """The owner went away and nobody owns the room: host it in this console."""
+        host = self.host
+        if not isinstance(host, AttachedHost) or not host.free:
+            self.notify("This console hosts the room only once nobody owns it.",
+                        severity="warning")  # fmt: skip
+            return
+        await host.close()
+        self.host = RuntimeHost(self.room, **self._hosting)  # type: ignore[arg-type]
+        self.run_worker(self.host.serve(self.bridge, self.main), name="runtime",
+                        exit_on_error=False)  # fmt: skip
+
     def action_help(self) -> None:
         # imported here: the first screen does not need the history and scheduler screens
         from console.screens.history import HistoryScreen
@@ -142,7 +158,7 @@ class AgentDeck(App[int]):
     @work(group="quit", exclusive=True)
     async def action_quit(self) -> None:
         running, _ = self.bridge.state.counts()
-        if running:
+        if running and self.host.hosted:  # attached: the runtime goes on without this console
             ok = await self.push_screen_wait(ConfirmScreen(
                 f"{running} turn{'s are' if running > 1 else ' is'} still running. Quit anyway? "
                 "(The next start recovers it from its last checkpoint; a tool call that was "
@@ -193,32 +209,25 @@ class AgentDeck(App[int]):
 
 def make_app(room: Room | str | Path, *, clock: Callable[[], float] = time.time,
              ids: Callable[[str], str] | None = None, provider: Any = None,
-             fps: int = FPS, tune_process: bool = False) -> AgentDeck:  # fmt: skip
-    """An app over `room`; tests pass a fixed clock, ids and provider."""
+             fps: int = FPS, tune_process: bool = False, attach: bool = False,
+             serve_api: bool = True, loops: bool = True) -> AgentDeck:  # fmt: skip
+    """An app over `room`, hosting its runtime or (`attach`) a client of its owner; tests
+    pass a fixed clock, ids and provider."""
     room = room if isinstance(room, Room) else Room.at(room)
-    return AgentDeck(
-        room, clock=clock, ids=ids, provider=provider, fps=fps, tune_process=tune_process
-    )
+    return AgentDeck(room, clock=clock, ids=ids, provider=provider, fps=fps,
+                     tune_process=tune_process, attach=attach, serve_api=serve_api,
+                     loops=loops)  # fmt: skip
 
 
 def run_console(room: Room) -> int:
     """`agentdeck` with no arguments: the console over `room`, with visible streaming.
-    When another process owns the room, its history opens instead, read-only."""
-    from engine.room import Ownership, RoomBusy
+    On a free room it hosts the runtime; when another process owns the room, it attaches
+    to that owner (quitting leaves the runtime running)."""
+    from engine.room import owner_of
 
-    probe = Ownership(room, "console")
-    try:
-        room.path.mkdir(parents=True, exist_ok=True)
-        probe.acquire()
-        probe.release()
-    except RoomBusy as exc:
-        from console.history_app import HistoryHost
-
-        why = f"{exc}. Its history is shown, read-only; the console opens once it has stopped."
-        print(f"agentdeck: {why}", file=sys.stderr)  # noqa: T201 - the shell keeps this one
-        gc.enable()  # (console.cli.main disabled it for the start)
-        HistoryHost(room, why=why).run()
-        return 0
-    app = make_app(room, provider=console_provider(room), tune_process=True)
+    room.path.mkdir(parents=True, exist_ok=True)
+    attach = owner_of(room) is not None
+    provider = None if attach else console_provider(room)
+    app = make_app(room, provider=provider, tune_process=True, attach=attach)
     code = app.run()
     return code if isinstance(code, int) else (app.return_code or 0)

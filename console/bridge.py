@@ -1,10 +1,12 @@
 """The one path between the runtime and the widgets, in both directions.
 
-Runtime events arrive synchronously on the event loop (`Runtime.subscribe`); the callback
-only appends to a buffer. A timer folds the buffer into `DeckState` once per frame and
+Runtime events arrive on the event loop (the host hands `receive` to the client's event
+stream: the runtime's own subscription when hosted, the owner's API when attached); the
+callback only appends to a buffer. A timer folds the buffer into `DeckState` once per frame and
 posts a single `Bridge.Changed` to the main screen, so widgets redraw at most once a frame
 however fast the runtime produces events. Operator actions (send, decide, cancel) go the
-other way through the same object, so no widget holds the runtime.
+other way through the same object to the room's client (in-process when this console
+hosts the runtime, the owner's API when it is attached), so no widget holds either.
 
 Two rules keep key presses quick under a flood. A frame folds as many events as arrive
 in a frame on average (a little more, so a backlog never grows) and then more for at most
@@ -16,21 +18,20 @@ one. And while the screen has not drawn the last `Changed`, later frames add to 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual.message import Message as TextualMessage
 from textual.message_pump import MessagePump
 from textual.timer import Timer
 
 from console.state import Changes, DeckState
+from engine.api.models import Decided, GroupChange, SubmitBody, Submitted
 from engine.decisions import Decision
 from engine.events import Event
-from engine.messages import Message
 
 if TYPE_CHECKING:
-    from engine.runtime import Runtime
+    from engine.api.client import RoomClient
     from engine.scheduler import GroupConfig, Statistics
 
 FPS = 20  # frames a second for runtime changes (keys repaint at once, not at this rate)
@@ -45,6 +46,7 @@ class RunInfo:
     room: str
     run_id: str
     model: str
+    mode: str = "hosted"  # or "attached to pid N"
 
 
 class Bridge:
@@ -62,16 +64,24 @@ class Bridge:
             self.changes = changes
 
     class Attached(TextualMessage):
-        """The runtime is open and the history is loaded."""
+        """The runtime is reachable and the room's state is loaded (again, after a gap)."""
 
         def __init__(self, info: RunInfo, threads: list[str]) -> None:
             super().__init__()
             self.info, self.threads = info, threads
 
+    class Detached(TextualMessage):
+        """The runtime is no longer reachable: its owner stopped or died. `free` says the
+        room has no owner now (this console could host it)."""
+
+        def __init__(self, why: str, free: bool) -> None:
+            super().__init__()
+            self.why, self.free = why, free
+
     def __init__(self, state: DeckState | None = None, fps: int = FPS) -> None:
         self.state = state or DeckState()
         self.fps = fps
-        self.runtime: Runtime | None = None
+        self.client: RoomClient | None = None
         self.target: MessagePump | None = None
         self._buffer: list[Event] = []
         self._start = 0  # events of `_buffer` before this are folded already
@@ -80,7 +90,6 @@ class Bridge:
         self._changes: Changes | None = None  # folded, not yet taken by the screen
         self._posted = False
         self._timer: Timer | None = None
-        self._unsubscribe: Callable[[], None] | None = None
         self.frames = 0
 
     # -- runtime -> widgets -----------------------------------------------------------------
@@ -89,20 +98,24 @@ class Bridge:
         """The runtime's subscriber: keep the event for the next frame, nothing more."""
         self._buffer.append(event)
 
-    def attach(self, runtime: Runtime, target: MessagePump) -> None:
-        """Start taking events from `runtime`; post changes to `target` once per frame."""
-        self.runtime, self.target = runtime, target
-        self._unsubscribe = runtime.subscribe(self.receive)
-        self._timer = target.set_interval(1 / self.fps, self._tick, name="bridge")
+    def connect(self, client: RoomClient, target: MessagePump) -> None:
+        """Carry actions to `client`; post the changes `receive` gets to `target` once per
+        frame (the host hands `receive` to the client's event stream)."""
+        self.client, self.target = client, target
+        if self._timer is None:
+            self._timer = target.set_interval(1 / self.fps, self._tick, name="bridge")
 
-    def detach(self) -> None:
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
+    def disconnect(self) -> None:
         if self._timer is not None:
             self._timer.stop()
             self._timer = None
-        self.runtime = None
+        self.client = None
+
+    def restart(self) -> None:
+        """Events were missed: forget what is buffered and what the state holds, so the
+        host can read the room's state again (the events after that fold on top)."""
+        self._buffer, self._start, self._seen, self._changes = [], 0, 0, None
+        self.state.clear()
 
     def flush(self, budget: float | None = None) -> Changes | None:
         """Fold what arrived since the last frame and tell the screen, once.
@@ -156,37 +169,32 @@ class Bridge:
 
     # -- widgets -> runtime -----------------------------------------------------------------
 
-    def _rt(self) -> Runtime:
-        if self.runtime is None:
-            raise RuntimeError("the runtime is not open yet")
-        return self.runtime
+    def _client(self) -> RoomClient:
+        if self.client is None:
+            raise RuntimeError("the runtime is not reachable now")
+        return self.client
 
-    async def send(self, thread_id: str, text: str) -> str:
-        """Send an operator chat message; return the id of its turn."""
-        message = Message(origin="chat", channel="console", sender="operator",
+    async def send(self, thread_id: str, text: str) -> Submitted:
+        """Send an operator chat message; return its request (durable by then)."""
+        body = SubmitBody(origin="chat", channel="console", sender="operator",
                           thread_id=thread_id, text=text)  # fmt: skip
-        handle = await self._rt().submit(message)
-        return handle.turn_id
+        return await self._client().submit(body)
 
-    async def decide(self, decision: Decision) -> str:
-        return await self._rt().decide(decision)
+    async def decide(self, decision: Decision) -> Decided:
+        return await self._client().decide(decision)
 
     def decision_id(self) -> str:
         """A decision id from the runtime's id source (fixed in tests)."""
-        return self._rt().new_id("d")
+        return self._client().new_id("d")
 
     async def cancel_turn(self, turn_id: str, reason: str = "cancelled by operator") -> bool:
-        return await self._rt().cancel_turn(turn_id, reason)
+        return (await self._client().cancel(turn_id, reason)).cancelled
 
-    def why_queued(self, request_id: str) -> str | None:
-        """Why a request sent from here still waits (None: it started, or no runtime)."""
-        return self.runtime.why_queued(request_id) if self.runtime is not None else None
-
-    def statistics(self) -> Statistics | None:
+    async def statistics(self) -> Statistics | None:
         """The scheduler's snapshot, for the scheduler view's timer (never per event);
-        None while the runtime is not open."""
-        return self.runtime.statistics() if self.runtime is not None else None
+        None while no runtime is reachable."""
+        return await self.client.statistics() if self.client is not None else None
 
-    async def configure_group(self, name: str, **changes: object) -> GroupConfig:
+    async def configure_group(self, name: str, **changes: Any) -> GroupConfig:
         """Pause, resume or re-budget a thread group; the runtime applies and persists it."""
-        return await self._rt().configure_group(name, **changes)
+        return await self._client().configure_group(name, GroupChange(**changes))

@@ -1,8 +1,10 @@
-"""Hosting the runtime inside the Textual app: open it in a worker, close it on quit.
+"""Where the console's runtime is: hosted in this process, or attached to the room's owner.
 
-The runtime's anyio task group runs on Textual's asyncio loop. `serve` holds
-`Runtime.open` for the app's lifetime; `close` lets it leave its block so turns are
-stopped and the room released before the app exits.
+`RuntimeHost` (a free room) opens the runtime in the app's worker, runs its loops and
+serves its API, so other consoles and the CLI can join. `AttachedHost` (an owned room)
+follows the owner's event stream through its API, and when the owner goes away says so,
+waits for a new one and attaches again. Either way the bridge gets a `RoomClient` and
+the events, and the screens cannot tell the difference.
 """
 
 from __future__ import annotations
@@ -11,13 +13,17 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+import anyio
+
 from console.bridge import Bridge, RunInfo
-from console.history import seed
+from console.seed import seed
+from engine.api.client import OwnerGone, RoomClient
 from engine.config import load_config
 from engine.providers.offline import OfflineModel
-from engine.room import Room
+from engine.room import Room, owner_of
 
 LIVE_DELAY = 0.02  # the offline model's pace in the real console, so streaming is visible
+LOOK_EVERY = 0.5  # seconds between looks for a new owner while detached
 
 
 def console_provider(room: Room) -> Any:
@@ -28,44 +34,136 @@ def console_provider(room: Room) -> Any:
     return None  # the runtime chooses from agentdeck.toml
 
 
-class RuntimeHost:
-    """Owns the open runtime for the app's lifetime."""
+class Host:
+    """Serves the bridge until `close`; `closed` is set once it has let go of the room."""
 
-    def __init__(self, room: Room, *, clock: Callable[[], float], ids: Callable[[str], str] | None,
-                 provider: Any) -> None:  # fmt: skip
-        self.room, self.clock, self.ids, self.provider = room, clock, ids, provider
+    hosted = True
+
+    def __init__(self, room: Room) -> None:
+        self.room = room
         self._closing = asyncio.Event()
         self.closed = asyncio.Event()
         self.started = False  # serve began: `closed` will be set
         self.error: BaseException | None = None
+        self.runtime: Any = None  # the runtime, while hosted here (tests and benchmarks)
 
     async def serve(self, bridge: Bridge, target: Any) -> None:
-        """Open the runtime, seed the view from history, then wait until `close`."""
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        """Let go of the room (closing the runtime when hosted) and wait until done."""
+        self._closing.set()
+        if self.started:
+            await self.closed.wait()
+
+    async def _follow(self, client: RoomClient, bridge: Bridge, target: Any, info: RunInfo) -> None:
+        """Follow the client's events, read the room's state, tell the screen; until
+        `close` (or until the owner is gone: `OwnerGone`)."""
+
+        async def resync() -> None:
+            bridge.restart()
+            target.post_message(Bridge.Attached(info, await seed(client, bridge.state)))
+
+        bridge.connect(client, target)
+        try:
+            async with anyio.create_task_group() as tg:
+                # following before the room is read: no event falls between the two
+                await tg.start(client.follow, bridge.receive, resync)
+                target.post_message(Bridge.Attached(info, await seed(client, bridge.state)))
+                await self._closing.wait()
+                tg.cancel_scope.cancel()
+        except BaseExceptionGroup as group:  # the one error of the follower, as itself
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
+        finally:
+            bridge.flush()
+            bridge.disconnect()
+
+
+class RuntimeHost(Host):
+    """Owns the room: the runtime, its loops and its API, for the app's lifetime."""
+
+    def __init__(self, room: Room, *, clock: Callable[[], float], ids: Callable[[str], str] | None,
+                 provider: Any, serve_api: bool = True, loops: bool = True) -> None:  # fmt: skip
+        super().__init__(room)
+        self.clock, self.ids, self.provider = clock, ids, provider
+        self.serve_api, self.loops = serve_api, loops
+
+    async def serve(self, bridge: Bridge, target: Any) -> None:
+        """Open the runtime, serve it, and follow it until `close`."""
         self.started = True
-        from engine.runtime import Runtime  # after the first screen: it is not needed to draw
+        from engine.api.local import LocalClient  # after the first screen: not needed to draw
+        from engine.runtime import Runtime
 
         try:
             async with Runtime.open(self.room, kind="console", clock=self.clock, ids=self.ids,
                                     provider=self.provider) as rt:  # fmt: skip
-                bridge.attach(rt, target)  # before any await: no event is missed
-                try:
-                    threads = await seed(self.room, bridge.state)
-                    model = f"{rt.provider.name}:{rt.provider.model}"
-                    info = RunInfo(self.room.path.name, rt.run_id, model)
-                    target.post_message(Bridge.Attached(info, threads))
-                    await self._closing.wait()
-                finally:
-                    bridge.flush()
-                    bridge.detach()
+                self.runtime = rt
+                info = RunInfo(self.room.path.name, rt.run_id,
+                               f"{rt.provider.name}:{rt.provider.model}", "hosted")  # fmt: skip
+                if self.loops:
+                    rt.start_loops()
+                if not self.serve_api:
+                    await self._follow(LocalClient(rt), bridge, target, info)
+                    return
+                server = await anyio.to_thread.run_sync(_server_module)  # ~0.3 s of imports
+                async with server.serve_api(rt):
+                    await self._follow(LocalClient(rt), bridge, target, info)
         except Exception as exc:  # the app shows it and exits with status 1
             self.error = exc
             raise
         finally:
+            self.runtime = None
             self.closed.set()
 
-    async def close(self) -> None:
-        """Leave the runtime's block (or, when its worker was cancelled, let it finish
-        unwinding) and wait until it has closed the room."""
-        self._closing.set()
-        if self.started:
-            await self.closed.wait()
+
+def _server_module() -> Any:
+    import engine.loops.server
+
+    return engine.loops.server
+
+
+class AttachedHost(Host):
+    """A client of the room's owner; when it goes away, waits for the next one."""
+
+    hosted = False
+
+    def __init__(self, room: Room) -> None:
+        super().__init__(room)
+        self.free = False  # the owner went away and nobody owns the room now
+
+    async def serve(self, bridge: Bridge, target: Any) -> None:
+        self.started = True
+        from engine.api.connect import connect
+
+        try:
+            told = ""
+            while not self._closing.is_set():
+                try:
+                    client = await connect(self.room, wait=2.0)
+                except OwnerGone as exc:
+                    client, why = None, str(exc)
+                else:
+                    why = f"nobody owns {self.room.path} now"
+                self.free = client is None and owner_of(self.room) is None
+                if client is None:
+                    if why != told:
+                        told = why
+                        target.post_message(Bridge.Detached(why, self.free))
+                    with anyio.move_on_after(LOOK_EVERY):
+                        await self._closing.wait()
+                    continue
+                told = ""
+                async with client:
+                    owner = client.owner
+                    assert owner is not None
+                    info = RunInfo(self.room.path.name, owner.run_id, owner.model,
+                                   f"attached to pid {owner.pid}")  # fmt: skip
+                    try:
+                        await self._follow(client, bridge, target, info)
+                    except OwnerGone as exc:
+                        told = str(exc)
+                        target.post_message(Bridge.Detached(told, owner_of(self.room) is None))
+        finally:
+            self.closed.set()

@@ -88,6 +88,9 @@ class StepLog(Sequence[StepRow]):
         for part in (ring[head:], ring[:head]):
             yield from map(make, part)
 
+    def clear(self) -> None:
+        self._ring, self._head = [], 0
+
     def append(self, row: StepRow) -> None:
         """Add the newest row, dropping the oldest when full."""
         if len(self._ring) < self.maxlen:
@@ -211,6 +214,13 @@ class DeckState:
 
     def __init__(self) -> None:
         self.steps = StepLog(MAX_STEPS)
+        self.events_folded = 0
+        self.clear()
+
+    def clear(self) -> None:
+        """Forget everything (events were missed: the state is read again from the room).
+        The step log stays the same object: the timeline draws from it."""
+        self.steps.clear()
         self._step_by_id: dict[int, int] = {}  # step id -> seq of its row
         self._seq = 0
         self.turns: OrderedDict[str, TurnRow] = OrderedDict()
@@ -219,7 +229,6 @@ class DeckState:
         self.pending: dict[str, CallRow] = {}  # suspended calls, oldest first
         self.threads: dict[str, ThreadView] = {}
         self._shown: OrderedDict[str, None] = OrderedDict()  # loaded threads, least recent first
-        self.events_folded = 0
 
     # -- reading ----------------------------------------------------------------------------
 

@@ -35,6 +35,7 @@ from console.widgets.filter_bar import FilterBar
 from console.widgets.key_bar import KeyBar
 from console.widgets.status_bar import StatusBar
 from console.widgets.timeline import Timeline
+from engine.api.models import Decided, Submitted
 from engine.decisions import Decision
 
 DEFAULT_THREAD = "chat:main"
@@ -80,6 +81,7 @@ class MainScreen(Screen[None]):
         self._right_turn = True
         self._status_at = self._changed_at = 0.0
         self._catch_up: Timer | None = None
+        self._mine: set[str] = set()  # ids of the decisions taken in this console
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="panes"):
@@ -116,6 +118,9 @@ class MainScreen(Screen[None]):
         status = self.query_one(StatusBar)
         info = event.info
         status.room, status.run_id, status.model = info.room, info.run_id, info.model
+        if status.mode.startswith("detached"):
+            self.notify(f"Attached to the room's runtime again ({info.mode}).", title="Runtime")
+        status.mode = info.mode
         self.query_one(ChatPane).describe_model(info.model)
         self.threads = event.threads or [DEFAULT_THREAD]
         if DEFAULT_THREAD not in self.threads and not event.threads:
@@ -125,6 +130,15 @@ class MainScreen(Screen[None]):
         self.query_one(Timeline).refresh_rows()
         self._redraw_pending()
         self._count()
+
+    @on(Bridge.Detached)
+    def detached(self, event: Bridge.Detached) -> None:
+        self.query_one(StatusBar).mode = "detached: no runtime"
+        then = ("Nobody owns the room now: ctrl+o hosts it here, or this console attaches "
+                "again when a runtime starts." if event.free else
+                "This console attaches again when a runtime serves the room.")  # fmt: skip
+        self.notify(f"{event.why}. {then}", title="Runtime gone", severity="warning",
+                    timeout=30)  # fmt: skip
 
     @on(Bridge.Changed)
     def changed(self, event: Bridge.Changed) -> None:
@@ -154,6 +168,11 @@ class MainScreen(Screen[None]):
             plural = "s" if n > 1 else ""
             calls = f"{n} call{plural}" if total <= n else f"{n} more call{plural} ({total} in all)"
             self.notify(f"{calls} waiting for a decision ({where})", title="Decision queue")
+        for lost in (d for d in ch.decisions if d.status == "duplicate"):
+            if lost.decision_id in self._mine:  # another operator's decision came first
+                self.notify(f"Your decision on {lost.call_id} was not applied: "
+                            f"{lost.reason or 'the call was already decided'}.",
+                            title="Decided elsewhere", severity="warning")  # fmt: skip
         for notice in ch.notices[:MAX_NOTICES]:
             self.notify(notice.text, severity=notice.level)
         if len(ch.notices) > MAX_NOTICES:
@@ -229,11 +248,11 @@ class MainScreen(Screen[None]):
         self._redraw_calls()
 
     async def _show_thread(self, thread_id: str) -> None:
-        from console.history import load_thread
+        from console.seed import load_thread
 
         self.thread_id = thread_id
-        if self.bridge.runtime is not None:
-            await load_thread(self.bridge.runtime.room, self.state, thread_id)
+        if self.bridge.client is not None:
+            await load_thread(self.bridge.client, self.state, thread_id)
         self.query_one(ChatPane).show(self.state.thread(thread_id))
 
     # -- from the widgets -------------------------------------------------------------------
@@ -329,6 +348,7 @@ class MainScreen(Screen[None]):
             decision = Decision.approve(call.call_id, args=edited, id=make_id())
         else:
             raise ValueError(f"unknown decision action {action!r}")
+        self._mine.add(decision.id)
         self._act(action, call.call_id, self.bridge.decide(decision))
 
     def _act(self, action: str, target: str, work: Awaitable[Any]) -> None:
@@ -338,18 +358,22 @@ class MainScreen(Screen[None]):
             except Exception as exc:  # shown to the operator, never a crash
                 self.notify(f"{action} failed: {exc}", severity="error")
                 return
-            if action == "send":
-                self.select_turn(result)
-                self._say_if_queued(target, result)
+            if isinstance(result, Submitted):
+                self.select_turn(result.turn_id)
+                if result.why_queued is not None:  # a busy thread: say so, and why
+                    self.notify(f"Queued on {target}: {result.why_queued}. It starts once that "
+                                "clears.", title="Message queued")  # fmt: skip
+                result = result.turn_id
+            elif isinstance(result, Decided):
+                if result.status == "duplicate":
+                    won = f" by {result.winner}" if result.winner else ""
+                    self.notify(f"{result.call_id} was already decided{won} "
+                                f"({result.call_status}); yours was not applied.",
+                                title="Decided elsewhere", severity="warning")  # fmt: skip
+                result = result.status
             self.post_message(self.Acted(action, target, result))
 
         self.run_worker(run(), group="act")
-
-    def _say_if_queued(self, thread_id: str, request_id: str) -> None:
-        """A message to a busy thread waits for its turn: say so, and why."""
-        if (why := self.bridge.why_queued(request_id)) is not None:
-            self.notify(f"Queued on {thread_id}: {why}. It starts once that clears.",
-                        title="Message queued")  # fmt: skip
 
     def action_focus_pane(self, which: str) -> None:
         self.query_one(f"#{which}").focus()

@@ -9,6 +9,7 @@ screen applies them through the bridge and a notification confirms each one.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 from rich.text import Text
@@ -50,6 +51,7 @@ class SchedulerScreen(Screen[None]):
         super().__init__()
         self.bridge, self.clock = bridge, clock
         self.snapshots = 0  # how many times the view read the scheduler (tests look)
+        self._configuring = asyncio.Lock()
 
     def compose(self) -> ComposeResult:
         yield Static(id="sched-summary")
@@ -72,8 +74,16 @@ class SchedulerScreen(Screen[None]):
     # -- drawing ----------------------------------------------------------------------------
 
     def refresh_stats(self) -> None:
-        """Take one snapshot and redraw what changed in it."""
-        stats = self.bridge.statistics()
+        """Take one snapshot (in a worker: an attached console asks the owner) and redraw
+        what changed in it."""
+        self.run_worker(self._refresh(), group="stats", exclusive=True)
+
+    async def _refresh(self) -> None:
+        try:
+            stats = await self.bridge.statistics()
+        except Exception as exc:  # an owner that went away: said on the screen, not raised
+            self.query_one("#sched-summary", Static).update(f" scheduler: {exc}")
+            return
         if stats is None:
             self.query_one("#sched-summary", Static).update(" scheduler: the runtime is not open")
             return
@@ -110,9 +120,13 @@ class SchedulerScreen(Screen[None]):
                         group="configure")  # fmt: skip
 
     async def _configure(self, name: str, toggle_pause: bool, delta: int) -> None:
-        # No await between reading the group and `configure_group`, which changes the
-        # scheduler before its first await: quick repeated presses each count.
-        stats = self.bridge.statistics()
+        # Presses are handled one at a time, each reading the group as the last one left
+        # it: quick repeated presses each count.
+        async with self._configuring:
+            await self._configure_now(name, toggle_pause, delta)
+
+    async def _configure_now(self, name: str, toggle_pause: bool, delta: int) -> None:
+        stats = await self.bridge.statistics()
         group = next((g for g in stats.groups if g.name == name), None) if stats else None
         if group is None:
             self.notify(f"Group {name} is not in the scheduler.", severity="warning")

@@ -1,4 +1,5 @@
-"""The status bar: room, run id, model in use, and how many turns run and wait."""
+"""The status bar: room, run id, model in use, hosted or attached, and how many turns run
+and wait."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ class StatusBar(Widget):
     room: reactive[str] = reactive("")
     run_id: reactive[str] = reactive("starting…")
     model: reactive[str] = reactive("")
+    mode: reactive[str] = reactive("")  # hosted | attached to pid N | detached: …
     running: reactive[int] = reactive(0)
     waiting: reactive[int] = reactive(0)
     follow: reactive[bool] = reactive(True)
@@ -28,12 +30,14 @@ class StatusBar(Widget):
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append(" room ", dim).append(self.room)
         text.append("  run ", dim).append(short_id(self.run_id))  # whole in history (h)
-        text.append("  model ", dim).append(self.model)
         text.append("  ")
         text.append(f"{run.glyph} {self.running} running",
                     self.get_component_rich_style("state--running"))  # fmt: skip
         text.append("  ")
         text.append(f"{wait.glyph} {self.waiting} waiting",
                     self.get_component_rich_style("state--waiting"))  # fmt: skip
+        if self.mode:  # what a narrow terminal cuts first comes last
+            text.append("  ").append(self.mode, dim if self.mode == "hosted" else None)
+        text.append("  model ", dim).append(self.model)
         text.append("  timeline ", dim).append("following" if self.follow else "frozen")
         return text

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
+from anyio.abc import TaskStatus
+
 from engine.api.models import (
     Cancelled,
     Decided,
@@ -23,6 +25,7 @@ from engine.events import Event
 from engine.outcome import TurnOutcome
 from engine.room import Room
 from engine.scheduler import GroupConfig, Statistics
+from engine.store.recent import Conversation, Recent
 
 Receive = Callable[[Event], None]
 Resync = Callable[[], Awaitable[None]]
@@ -111,10 +114,23 @@ class RoomClient(Protocol):
         """Pause, resume or re-budget a thread group; it persists."""
         ...
 
-    async def follow(self, receive: Receive, resync: Resync) -> None:
-        """Hand every event to `receive`, in order, until cancelled. When events were
-        missed (a slow reader, a new owner), `resync` is awaited: reload state from the
-        truth, then events go on. Raises `OwnerGone` when nobody serves the room."""
+    async def follow(
+        self, receive: Receive, resync: Resync, *, task_status: TaskStatus[None] = ...
+    ) -> None:
+        """Hand every event to `receive`, in order, until cancelled; `task_status` is told
+        once nothing published from then on can be missed (start it with `tg.start`).
+        When events were missed (a slow reader, a new owner), `resync` is awaited: reload
+        state from the truth, then events go on. Raises `OwnerGone` when nobody serves the
+        room any more."""
+        ...
+
+    async def recent(self) -> Recent:
+        """What a console shows first: threads, recent turns, steps and calls, read from
+        execution.db (read-only: the same in the owner's process and any other)."""
+        ...
+
+    async def conversation(self, thread_id: str, limit: int) -> Conversation:
+        """A thread's newest stored messages, and how its turns ended."""
         ...
 
     def new_id(self, prefix: str) -> str:

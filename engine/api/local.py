@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Literal
 
 import anyio
+from anyio.abc import TaskStatus
 
 from engine import __version__
 from engine.api.client import Conflict, Invalid, NotFound, Receive, Resync
@@ -19,6 +20,7 @@ from engine.messages import InvalidMessage, Message
 from engine.outcome import TurnOutcome
 from engine.runtime import Runtime
 from engine.scheduler import GroupConfig, Rejected, Statistics
+from engine.store.recent import Conversation, Recent, read_conversation, read_recent
 from engine.strategies import UnknownStrategy
 
 MAX_WAIT = 60.0  # seconds one `outcome(wait=...)` may wait
@@ -110,12 +112,22 @@ class LocalClient:
         changes = change.model_dump(exclude_none=True)
         return await self.runtime.configure_group(name, **changes)
 
-    async def follow(self, receive: Receive, resync: Resync) -> None:
+    async def follow(
+        self, receive: Receive, resync: Resync, *,
+        task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:  # fmt: skip
         unsubscribe = self.runtime.subscribe(receive)
+        task_status.started()
         try:
             await anyio.sleep_forever()
         finally:
             unsubscribe()
+
+    async def recent(self) -> Recent:
+        return await read_recent(self.room)
+
+    async def conversation(self, thread_id: str, limit: int) -> Conversation:
+        return await read_conversation(self.room, thread_id, limit)
 
     def new_id(self, prefix: str) -> str:
         return self.runtime.new_id(prefix)

@@ -13,10 +13,13 @@ mid-request, is `OwnerGone`, never a traceback.
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
+from urllib.parse import quote
 
 import anyio
 import httpx
+from anyio.abc import TaskStatus
 from pydantic import TypeAdapter
 
 from engine.api.client import (
@@ -36,6 +39,7 @@ from engine.outcome import TurnOutcome
 from engine.room import Room, owner_of
 from engine.scheduler import GroupConfig, Statistics
 from engine.sse import parse_sse
+from engine.store.recent import Conversation, Recent, read_conversation, read_recent
 
 STREAM_READ = 45.0  # seconds of silence before an event stream is taken for dead (3 keepalives)
 RETRIES = 3  # reconnects of a broken event stream before the owner is taken for gone
@@ -120,7 +124,11 @@ class RemoteClient:
                                 body=change.model_dump(mode="json", exclude_none=True))  # fmt: skip
         return _GROUP.validate_python(data)
 
-    async def follow(self, receive: Receive, resync: Resync) -> None:
+    async def follow(
+        self, receive: Receive, resync: Resync, *,
+        task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:  # fmt: skip
+        started = False
         run: str | None = None
         seq, failures = 0, 0
         while True:
@@ -132,7 +140,7 @@ class RemoteClient:
                 ) as response:  # fmt: skip
                     if response.status_code >= 400:
                         await response.aread()
-                        raise _error(response)
+                        raise OwnerGone(f"the owner refused its event stream: {_error(response)}")
                     async for sse in parse_sse(response.aiter_lines()):
                         failures = 0
                         if sse.event == "events":
@@ -144,6 +152,9 @@ class RemoteClient:
                             if hello["resync"] or (run is not None and hello["run_id"] != run):
                                 await resync()  # events were missed: a new owner, a gap
                             run, seq = hello["run_id"], hello["seq"]
+                            if not started:  # the stream is on: nothing after this is missed
+                                started = True
+                                task_status.started()
                         elif sse.event == "resync":
                             await resync()
                             seq = json.loads(sse.data)["seq"]
@@ -155,16 +166,18 @@ class RemoteClient:
                     raise OwnerGone(self._gone(exc)) from None
                 await anyio.sleep(0.1 * failures)
 
-    def new_id(self, prefix: str) -> str:
-        import uuid
+    async def recent(self) -> Recent:
+        return await read_recent(self.room)
 
+    async def conversation(self, thread_id: str, limit: int) -> Conversation:
+        return await read_conversation(self.room, thread_id, limit)
+
+    def new_id(self, prefix: str) -> str:
         return f"{prefix}_{uuid.uuid4().hex[:16]}"
 
 
 def _seg(value: str) -> str:
     """One path segment (ids are plain, but nothing a caller passes may add a segment)."""
-    from urllib.parse import quote
-
     return quote(value, safe="")
 
 

@@ -226,7 +226,7 @@ async def bench(room: Path, rate: int, seconds: float, profile: str | None, star
             return
         main.query_one(Timeline).focus()
         await pilot.pause()
-        runtime = app.bridge.runtime
+        runtime = app.host.runtime
         assert runtime is not None
 
         def publish(event: object) -> None:  # Runtime.publish, minus the store's buffer

@@ -42,7 +42,7 @@ async def until_pending(pilot: Pilot, main: MainScreen) -> None:
 async def started(pilot: Pilot) -> MainScreen:
     """Wait until the runtime is open and the main screen has its history."""
     app = pilot.app
-    await until(pilot, lambda: app.bridge.runtime is not None, "runtime open")  # type: ignore[attr-defined]
+    await until(pilot, lambda: app.host.runtime is not None, "runtime open")  # type: ignore[attr-defined]
     await until(pilot, lambda: app.main.query_one("StatusBar").run_id.startswith("r_"),  # type: ignore[attr-defined]
                 "status bar shows the run")  # fmt: skip
     return app.main  # type: ignore[attr-defined,no-any-return]

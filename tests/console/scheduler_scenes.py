@@ -62,7 +62,7 @@ async def open_scheduler(pilot: Pilot) -> SchedulerScreen:
 async def busy_room(pilot: Pilot) -> None:
     """Turns running, waiting and queued in all four groups."""
     await started(pilot)
-    rt = pilot.app.bridge.runtime  # type: ignore[attr-defined]
+    rt = pilot.app.host.runtime  # type: ignore[attr-defined]
     await rt.configure_group("chore", max_running_turns=0)
     await rt.configure_group("will", paused=True)
     for thread_id, text, expect in (

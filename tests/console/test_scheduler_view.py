@@ -53,7 +53,7 @@ def stored_group(room: Path, name: str) -> sqlite3.Row:
 
 
 def group_stats(app, name: str):
-    return next(g for g in app.bridge.runtime.statistics().groups if g.name == name)
+    return next(g for g in app.host.runtime.statistics().groups if g.name == name)
 
 
 async def select_group(pilot, screen: SchedulerScreen, name: str) -> GroupsTable:
@@ -123,7 +123,7 @@ async def test_a_paused_group_queues_with_its_reason_until_resumed(deck_app) -> 
         await select_group(pilot, screen, "chat")
         await pilot.press("p")
         await until(pilot, lambda: group_stats(app, "chat").paused, "chat paused")
-        turn = await app.bridge.send("chat:main", "calc 2+2")
+        turn = (await app.bridge.send("chat:main", "calc 2+2")).turn_id
         queued = screen.query_one("#sched-queued", KeyedTable)
         await until(pilot, lambda: turn in queued.rows, "the request is listed")
         assert queued.get_cell(turn, "waits because") == "group chat paused"
@@ -141,7 +141,12 @@ async def test_esc_and_q_close_and_polling_stops(deck_app) -> None:
         main = await started(pilot)
         calls = []
         real = app.bridge.statistics
-        app.bridge.statistics = lambda: calls.append(1) or real()
+
+        async def counted():
+            calls.append(1)
+            return await real()
+
+        app.bridge.statistics = counted
         for key in ("escape", "q"):
             screen = await open_scheduler(pilot)
             await until(pilot, lambda s=screen: s.snapshots >= 3, "the timer refreshes")
@@ -162,7 +167,7 @@ async def test_refresh_follows_the_runtime_not_its_events(deck_app) -> None:
         screen = await open_scheduler(pilot)
         threads = screen.query_one("#sched-threads", KeyedTable)
         assert threads.row_count == 0
-        await app.bridge.runtime.submit(message("task:release", "summarise (slow)"))
+        await app.host.runtime.submit(message("task:release", "summarise (slow)"))
         await until(pilot, lambda: "task:release" in threads.rows, "a running thread is listed")
         assert "▶ running" in str(threads.get_cell("task:release", "state"))
         # Many events, few snapshots: statistics() is read by the timer, not per event.
@@ -208,7 +213,7 @@ async def test_group_filter_cycles_the_timeline(deck_app) -> None:
     async with app.run_test(size=SIZE, message_hook=rec) as pilot:
         main = await started(pilot)
         await send(pilot, "calc 2+2")
-        await app.bridge.runtime.submit(message("task:release", "summarise (slow)"))
+        await app.host.runtime.submit(message("task:release", "summarise (slow)"))
         timeline = main.query_one(Timeline)
         await until(pilot, lambda: {r.thread_id for r in timeline._rows} == {"chat:main",
                     "task:release"}, "steps of both threads")  # fmt: skip

@@ -1,0 +1,60 @@
+"""What the console shows at start (and after a gap in the events), read from the room.
+
+The runtime publishes only what changes from now on; threads, recent steps, unfinished
+turns and their calls, and a thread's conversation come from the truth layer through the
+room's client (`recent`, `conversation`), which reads execution.db read-only, so it never
+contends with the room's writer and works the same hosted or attached.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from console.state import CallRow, ChatEntry, DeckState, StepRow, TurnRow, turn_note
+
+if TYPE_CHECKING:
+    from engine.api.client import RoomClient
+
+
+async def seed(client: RoomClient, state: DeckState) -> list[str]:
+    """Fill `state` with recent history; return the thread ids, most recently used first."""
+    recent = await client.recent()
+    for t in recent.turns:
+        state.add_turn(TurnRow(t.turn_id, t.thread_id, t.status, t.reason, t.created_at, t.text))
+    for c in recent.calls:
+        state.add_call(CallRow(c.call_id, c.turn_id, c.thread_id, c.tool, c.args, c.status,
+                               c.result, c.error, c.created_at, c.updated_at, c.ended_at))  # fmt: skip
+    for s in recent.steps:
+        state.add_step(StepRow(0, s.step_id, s.started_at, s.thread_id, s.turn_id, s.kind,
+                               s.status, s.duration, s.summary))  # fmt: skip
+    return recent.threads
+
+
+async def load_thread(client: RoomClient, state: DeckState, thread_id: str) -> None:
+    """Fill a thread's chat entries from its stored conversation (once while it is kept)."""
+    view = state.show_thread(thread_id)
+    if view.loaded:
+        return
+    view.loaded = True
+    conv = await client.conversation(thread_id, view.entries.maxlen or 0)
+    notes = {
+        turn_id: note
+        for turn_id, (reason, detail) in conv.ends.items()
+        if (note := turn_note(reason, detail))
+    }
+    stored: list[ChatEntry] = []
+    for m in conv.messages:
+        if stored and stored[-1].turn_id != m.turn_id:
+            _note_end(stored, notes)
+        stored.append(ChatEntry(m.role, m.text, m.turn_id))
+    if stored:
+        _note_end(stored, notes)
+    live = [e for e in view.entries if e not in stored]  # folded while the read ran
+    view.replace([*stored, *live])
+
+
+def _note_end(entries: list[ChatEntry], notes: dict[str, str]) -> None:
+    """After the last entry of a turn, the note on how it ended, if it has one."""
+    turn_id = entries[-1].turn_id
+    if turn_id in notes:
+        entries.append(ChatEntry("system", notes[turn_id], turn_id))

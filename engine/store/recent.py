@@ -1,0 +1,150 @@
+"""What an operator's console shows first, read from execution.db without owning the room.
+
+The runtime publishes only what changes from now on; the threads, the recent turns and
+steps, the calls of those turns and every suspended call come from here, as do a
+thread's stored messages when the console opens it. Reading goes through a read-only
+connection (`engine.history.connect_readonly`): it never contends with the room's writer,
+and it works the same in the owner's process and in an attached one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.history import connect_readonly
+from engine.room import Room
+from engine.store.sqlite import json_or_text
+
+RECENT_STEPS = 500
+RECENT_TURNS = 200
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    turn_id: str
+    thread_id: str
+    status: str
+    reason: str | None
+    created_at: float
+    text: str
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    call_id: str
+    turn_id: str
+    thread_id: str
+    tool: str
+    args: Any
+    status: str
+    result: str | None
+    error: str | None  # the suspend reason while suspended
+    created_at: float
+    updated_at: float
+    ended_at: float | None
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    step_id: int
+    turn_id: str
+    thread_id: str
+    kind: str
+    status: str
+    summary: str
+    started_at: float
+    duration: float | None
+
+
+@dataclass(frozen=True)
+class Recent:
+    """Threads (most recently used first), recent turns and steps (oldest first), and the
+    calls of those turns plus every suspended call."""
+
+    threads: list[str] = field(default_factory=list)
+    turns: list[TurnRecord] = field(default_factory=list)
+    calls: list[CallRecord] = field(default_factory=list)
+    steps: list[StepRecord] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ChatRecord:
+    role: str
+    text: str
+    turn_id: str
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """A thread's newest messages, oldest first, and how its ended turns ended."""
+
+    messages: list[ChatRecord]
+    ends: dict[str, tuple[str | None, str | None]]  # turn id -> (reason, detail), done only
+
+
+async def read_recent(room: Room) -> Recent:
+    """The room's recent state (empty for a room with no database yet)."""
+    if not room.db.exists():
+        return Recent()
+    db = await connect_readonly(room)
+    try:
+        threads = [r[0] for r in await db.execute_fetchall(
+            "SELECT id FROM threads ORDER BY updated_at DESC, id")]  # fmt: skip
+        turns = await db.execute_fetchall(
+            "SELECT * FROM (SELECT id, thread_id, status, reason, created_at, text FROM turns"
+            " ORDER BY created_at DESC, id DESC LIMIT ?) ORDER BY created_at, id",
+            (RECENT_TURNS,),
+        )
+        turn_ids = tuple(r["id"] for r in turns)
+        known = ",".join("?" * len(turn_ids)) or "''"
+        calls = await db.execute_fetchall(
+            f"SELECT * FROM tool_calls WHERE turn_id IN ({known}) OR status='suspended'"
+            " ORDER BY updated_at, id",
+            turn_ids,
+        )
+        steps = await db.execute_fetchall(
+            "SELECT * FROM (SELECT s.id, s.turn_id, t.thread_id, s.kind, s.status, s.summary,"
+            " s.started_at, s.ended_at FROM steps s JOIN turns t ON t.id = s.turn_id"
+            " ORDER BY s.id DESC LIMIT ?) ORDER BY id",
+            (RECENT_STEPS,),
+        )
+    finally:
+        await db.close()
+    return Recent(
+        threads=threads,
+        turns=[TurnRecord(r["id"], r["thread_id"], r["status"], r["reason"], r["created_at"],
+                          r["text"]) for r in turns],
+        calls=[CallRecord(r["id"], r["turn_id"], r["thread_id"], r["tool"],
+                          json_or_text(r["args"]), r["status"], r["result"],
+                          r["suspend_reason"] if r["status"] == "suspended" else r["error"],
+                          r["created_at"], r["updated_at"], r["ended_at"]) for r in calls],
+        steps=[StepRecord(r["id"], r["turn_id"], r["thread_id"], r["kind"], r["status"],
+                          r["summary"], r["started_at"],
+                          r["ended_at"] - r["started_at"] if r["ended_at"] is not None else None)
+               for r in steps],
+    )  # fmt: skip
+
+
+async def read_conversation(room: Room, thread_id: str, limit: int) -> Conversation:
+    """A thread's newest `limit` messages, and how the turns among them ended."""
+    if not room.db.exists():
+        return Conversation([], {})
+    db = await connect_readonly(room)
+    try:
+        rows = await db.execute_fetchall(
+            "SELECT role, text, turn_id FROM messages WHERE thread_id=? ORDER BY seq DESC LIMIT ?",
+            (thread_id, limit),
+        )
+        turn_ids = list(dict.fromkeys(r["turn_id"] for r in rows))
+        ends = await db.execute_fetchall(
+            f"SELECT id, reason, detail FROM turns WHERE id IN ({','.join('?' * len(turn_ids))})"
+            " AND status='done'",
+            turn_ids,
+        )
+    finally:
+        await db.close()
+    return Conversation(
+        [ChatRecord(r["role"], r["text"], r["turn_id"]) for r in reversed(rows)],
+        {r["id"]: (r["reason"], r["detail"]) for r in ends},
+    )
