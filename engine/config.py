@@ -78,7 +78,7 @@ def split_listen(listen: str) -> tuple[str, int]:
     """`host:port` (IPv6 in brackets) as a pair; ValueError saying what is wrong."""
     host, sep, port = listen.rpartition(":")
     host = host.removeprefix("[").removesuffix("]")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
         raise ValueError(f"listen must be HOST:PORT (e.g. 127.0.0.1:8700), not {listen!r}")
     return host, int(port)
 

@@ -92,27 +92,33 @@ async def serve_api(rt: Runtime) -> AsyncIterator[Serving]:
             "socket": str(serving.socket),
             **({"listen": serving.listen} if serving.listen else {}),
         }
-        async with anyio.create_task_group() as tg:
-            stopped: list[anyio.Event] = []
-            for app, sock in listeners:
-                server: uvicorn.Server = _Server(_config(app))
-                serving.servers.append(server)
-                stopped.append(anyio.Event())
-                tg.start_soon(_serve, server, sock, stopped[-1])
-            try:
-                yield serving
-            finally:
-                with anyio.CancelScope(shield=True):
-                    closing.set()  # long polls answer now, event streams say bye
-                    hub.close()
-                    for server in serving.servers:
-                        server.should_exit = True
-                    with anyio.move_on_after(STOP_WAIT + 1):
-                        for event in stopped:
-                            await event.wait()
-                    tg.cancel_scope.cancel()
-                unsubscribe()
-                rt.api = {}
+        rt.summary_file.write()
+        try:
+            async with anyio.create_task_group() as tg:
+                stopped: list[anyio.Event] = []
+                for app, sock in listeners:
+                    server: uvicorn.Server = _Server(_config(app))
+                    serving.servers.append(server)
+                    stopped.append(anyio.Event())
+                    tg.start_soon(_serve, server, sock, stopped[-1])
+                try:
+                    yield serving
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        closing.set()  # long polls answer now, event streams say bye
+                        hub.close()
+                        for server in serving.servers:
+                            server.should_exit = True
+                        with anyio.move_on_after(STOP_WAIT + 1):
+                            for event in stopped:
+                                await event.wait()
+                        tg.cancel_scope.cancel()
+                    unsubscribe()
+                    rt.api = {}
+        except BaseExceptionGroup as group:  # the caller's own error comes out as itself
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from group
+            raise
     finally:
         for _, sock in listeners:
             sock.close()

@@ -1,0 +1,214 @@
+"""One room, many operators, as real processes: `agentdeck start`/`run` own the room and
+serve it; `pending`, `decide`, `invoke`, `cancel` and `status` from other processes go
+through its API; `stop` ends it cleanly. A one-off `invoke` on a free room starts nothing
+but its own turn."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TASK = "run `echo from-the-task` and tell me the time\n"
+
+
+def agentdeck(room: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "engine.cli", "--room", str(room), *args],
+                          capture_output=True, text=True, cwd=ROOT, timeout=timeout,
+                          stdin=subprocess.DEVNULL)  # fmt: skip
+
+
+def rows(room: Path, sql: str, *params: Any) -> list[tuple]:
+    conn = sqlite3.connect(f"file:{room / 'execution.db'}?mode=ro", uri=True)
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()
+
+
+def until(predicate: Any, what: str, seconds: float = 30) -> Any:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if value := predicate():
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"never happened: {what}")
+
+
+def room_with_task(tmp_path: Path) -> Path:
+    room = tmp_path / "room"
+    (room / "tasks").mkdir(parents=True)
+    (room / "tasks" / "greet.md").write_text(TASK)
+    return room
+
+
+def waiting_call(room: Path) -> dict[str, Any]:
+    def listed() -> list[dict[str, Any]]:
+        out = agentdeck(room, "pending", "--json")
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    calls = until(listed, "the task's shell call waits")
+    (call,) = calls
+    assert (call["tool"], call["thread_id"]) == ("shell", "task:greet")
+    assert call["args"] == {"command": "echo from-the-task"}
+    return call
+
+
+def approve_and_finish(room: Path) -> None:
+    call = waiting_call(room)
+    out = agentdeck(room, "decide", call["call_id"], "approve", "--json")
+    assert out.returncode == 0, out.stderr
+    outcome = json.loads(out.stdout)
+    assert (outcome["status"], outcome["reason"], outcome["thread_id"]) == (
+        "done", "natural", "task:greet")  # fmt: skip
+    assert "from-the-task" in outcome["text"]
+    # the same decision from a third process: recorded, nothing runs twice
+    again = agentdeck(room, "decide", call["call_id"], "approve")
+    assert again.returncode == 0 and "was already decided (succeeded)" in again.stderr
+    assert rows(room, "SELECT count(*) FROM tool_calls WHERE tool='shell' AND status='succeeded'") == [(1,)]
+
+
+def test_start_pending_decide_status_stop(tmp_path: Path) -> None:
+    room = room_with_task(tmp_path)
+    started = agentdeck(room, "start")
+    assert started.returncode == 0, started.stderr
+    assert started.stdout.startswith("agentdeck: started pid ")
+    summary = json.loads((room / "agent.run").read_text())
+    pid = summary["pid"]
+    assert summary["socket"] == str(room / "agent.sock") and summary["kind"] == "start"
+    try:
+        again = agentdeck(room, "start")
+        assert again.returncode == 1 and f"already owned by pid {pid}" in again.stderr
+        status = agentdeck(room, "status")
+        assert status.returncode == 0 and f"owned by pid {pid} (agentdeck start" in status.stdout
+        approve_and_finish(room)
+        status = json.loads(agentdeck(room, "status", "--json").stdout)
+        assert (status["info"]["pid"], status["pending"], status["running"]) == (pid, 0, 0)
+    finally:
+        stopped = agentdeck(room, "stop")
+    assert stopped.returncode == 0, stopped.stderr
+    assert f"stopped pid {pid}" in stopped.stdout
+    assert not (room / "agent.sock").exists()
+    assert rows(room, "SELECT kind, status FROM runs") == [("start", "ended")]
+    assert json.loads((room / "agent.run").read_text())["state"] == "stopped"
+    log = (room / "agent.log").read_text()
+    assert "task:greet" in log and "SIGTERM, stopping" in log
+    assert agentdeck(room, "status").returncode == 3  # free again
+
+
+@pytest.fixture
+def foreground(tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
+    room = room_with_task(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "engine.cli", "--room", str(room), "run"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        assert first.startswith("agentdeck run ") and f"API on {room / 'agent.sock'}" in first
+        yield room, proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def test_run_in_the_foreground_is_steered_from_other_processes(foreground) -> None:
+    room, proc = foreground
+    approve_and_finish(room)
+    out = agentdeck(room, "invoke", "--json", "calc 6*7")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["text"] == "`calc` returned: 42"
+    # a turn waits; cancel it from here
+    out = agentdeck(room, "invoke", "--json", "--thread", "cli:c", "run `rm -rf build`")
+    assert out.returncode == 3
+    turn_id = json.loads(out.stdout)["turn_id"]
+    refused = agentdeck(room, "invoke", "--thread", "cli:c", "calc 1+1")
+    assert refused.returncode == 2 and "waiting for a decision" in refused.stderr
+    cancelled = agentdeck(room, "cancel", turn_id, "--json")
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert (json.loads(cancelled.stdout)["status"], json.loads(cancelled.stdout)["reason"]) == (
+        "done", "cancelled")  # fmt: skip
+    assert agentdeck(room, "cancel", turn_id).returncode == 1  # already ended
+    assert agentdeck(room, "cancel", "t_nope").returncode == 2
+    assert agentdeck(room, "decide", "c_nope", "approve").returncode == 2
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
+    assert not (room / "agent.sock").exists()
+    assert rows(room, "SELECT kind, status FROM runs") == [("run", "ended")]
+
+
+def test_a_one_off_invoke_on_a_free_room_starts_nothing_else(tmp_path: Path) -> None:
+    """A task an earlier run queued stays queued: the one-off runs its own turn only and
+    leaves nothing running (before, it started the task and left it `running`)."""
+    room = tmp_path / "room"
+    room.mkdir()
+    (room / "agentdeck.toml").write_text("[groups.task]\npaused = true\n")
+    (room / "tasks").mkdir()
+    (room / "tasks" / "later.md").write_text("run `sleep 30`\n")
+    proc = subprocess.Popen([sys.executable, "-m", "engine.cli", "--room", str(room), "run"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            cwd=ROOT)  # fmt: skip
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().startswith("agentdeck run ")
+        until(lambda: rows(room, "SELECT status FROM turn_requests") == [("queued",)],
+              "the task is queued behind its paused group")  # fmt: skip
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+    (room / "agentdeck.toml").write_text("")  # the group is not paused any more
+    conn = sqlite3.connect(room / "execution.db")
+    conn.execute("UPDATE thread_groups SET paused=0")
+    conn.commit()
+    conn.close()
+    out = agentdeck(room, "invoke", "calc 1+1")
+    assert out.returncode == 0 and out.stdout.strip() == "`calc` returned: 2", out.stderr
+    assert rows(room, "SELECT status FROM turn_requests WHERE thread_id='task:later'") == [("queued",)]
+    assert rows(room, "SELECT count(*) FROM turns WHERE thread_id='task:later'") == [(0,)]
+    assert rows(room, "SELECT count(*) FROM turns WHERE status != 'done'") == [(0,)]
+    assert not (room / "agent.sock").exists()
+
+
+def test_commands_on_an_owner_that_serves_no_api_say_so(tmp_path: Path) -> None:
+    """An embedding program (a ToolRunner) owns the room and serves nothing: the CLI waits
+    for it, then says who holds the room instead of hanging or tracing back."""
+    room = tmp_path / "room"
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from engine.room import Ownership, Room; "
+        "Ownership(Room.at(sys.argv[1]), 'embed').acquire(); print('held', flush=True); "
+        "time.sleep(60)"), str(room)], stdout=subprocess.PIPE, text=True, cwd=ROOT)  # fmt: skip
+    try:
+        room.mkdir(exist_ok=True)
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        import engine.api.connect as connect_module
+
+        env_wait = "import engine.api.connect as c; c.ONE_OFF_WAIT = 1.5; "
+        code = env_wait + "import sys; from engine.cli import main; sys.exit(main(sys.argv[1:]))"
+        out = subprocess.run([sys.executable, "-c", code, "--room", str(room), "pending"],
+                             capture_output=True, text=True, cwd=ROOT, timeout=60)  # fmt: skip
+        assert connect_module.ONE_OFF_WAIT > 1.5  # (the real wait is longer)
+        assert out.returncode == 1
+        assert "agentdeck embed" in out.stderr and "serves no API" in out.stderr
+        assert "Traceback" not in out.stderr
+    finally:
+        holder.kill()
+        holder.wait()
+        if holder.stdout is not None:
+            holder.stdout.close()
