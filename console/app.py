@@ -226,8 +226,7 @@ def run_console(room: Room) -> int:
     from engine.room import owner_of
 
     room.path.mkdir(parents=True, exist_ok=True)
-    attach = owner_of(room) is not None
-    provider = None if attach else console_provider(room)
-    app = make_app(room, provider=provider, tune_process=True, attach=attach)
+    attach = owner_of(room) is not None  # (the provider serves if it comes to host: ctrl+o)
+    app = make_app(room, provider=console_provider(room), tune_process=True, attach=attach)
     code = app.run()
     return code if isinstance(code, int) else (app.return_code or 0)

@@ -138,23 +138,24 @@ class AttachedHost(Host):
         from engine.api.connect import connect
 
         try:
-            told = ""
+            gone = False  # the operator has been told the runtime is gone
             while not self._closing.is_set():
                 try:
                     client = await connect(self.room, wait=2.0)
                 except OwnerGone as exc:
                     client, why = None, str(exc)
                 else:
-                    why = f"nobody owns {self.room.path} now"
-                self.free = client is None and owner_of(self.room) is None
+                    why = f"nobody owns {self.room.path}"
                 if client is None:
-                    if why != told:
-                        told = why
-                        target.post_message(Bridge.Detached(why, self.free))
+                    free = owner_of(self.room) is None
+                    if not gone or (free and not self.free):  # once, and once more if free
+                        gone = True
+                        target.post_message(Bridge.Detached(why, free))
+                    self.free = free
                     with anyio.move_on_after(LOOK_EVERY):
                         await self._closing.wait()
                     continue
-                told = ""
+                self.free = gone = False
                 async with client:
                     owner = client.owner
                     assert owner is not None
@@ -163,7 +164,7 @@ class AttachedHost(Host):
                     try:
                         await self._follow(client, bridge, target, info)
                     except OwnerGone as exc:
-                        told = str(exc)
-                        target.post_message(Bridge.Detached(told, owner_of(self.room) is None))
+                        gone = True
+                        target.post_message(Bridge.Detached(str(exc), free=False))
         finally:
             self.closed.set()

@@ -115,7 +115,9 @@ async def test_openapi_describes_the_routes_with_the_engines_models(tmp_path: Pa
                  "/v1/decisions", "/v1/turns/{turn_id}/cancel", "/v1/scheduler",
                  "/v1/groups/{name}", "/v1/events"):  # fmt: skip
         assert path in paths, path
-    assert {"Decision", "SubmitBody", "PendingCall", "TurnOutcome"} <= set(doc["components"]["schemas"])
+    assert {"Decision", "SubmitBody", "PendingCall", "TurnOutcome"} <= set(
+        doc["components"]["schemas"]
+    )
 
 
 async def test_submit_wait_pending_decide_and_a_duplicate(tmp_path: Path):
@@ -213,7 +215,9 @@ async def test_an_oversized_body_is_refused_before_it_is_read_whole(tmp_path: Pa
     config = Config(server=ServerConfig(max_body=4096))
     async with served(room, config), raw(room) as http:
         big = json.dumps({"thread_id": "t", "text": "x" * 10_000}).encode()
-        r = await http.post("/v1/messages", content=big, headers={"content-type": "application/json"})
+        r = await http.post(
+            "/v1/messages", content=big, headers={"content-type": "application/json"}
+        )
         assert r.status_code == 413 and r.headers["content-type"] == "application/problem+json"
 
         async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: chunked

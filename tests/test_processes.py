@@ -75,7 +75,9 @@ def approve_and_finish(room: Path) -> None:
     # the same decision from a third process: recorded, nothing runs twice
     again = agentdeck(room, "decide", call["call_id"], "approve")
     assert again.returncode == 0 and "was already decided (succeeded)" in again.stderr
-    assert rows(room, "SELECT count(*) FROM tool_calls WHERE tool='shell' AND status='succeeded'") == [(1,)]
+    assert rows(
+        room, "SELECT count(*) FROM tool_calls WHERE tool='shell' AND status='succeeded'"
+    ) == [(1,)]
 
 
 def test_start_pending_decide_status_stop(tmp_path: Path) -> None:
@@ -180,7 +182,9 @@ def test_a_one_off_invoke_on_a_free_room_starts_nothing_else(tmp_path: Path) -> 
     conn.close()
     out = agentdeck(room, "invoke", "calc 1+1")
     assert out.returncode == 0 and out.stdout.strip() == "`calc` returned: 2", out.stderr
-    assert rows(room, "SELECT status FROM turn_requests WHERE thread_id='task:later'") == [("queued",)]
+    assert rows(room, "SELECT status FROM turn_requests WHERE thread_id='task:later'") == [
+        ("queued",)
+    ]
     assert rows(room, "SELECT count(*) FROM turns WHERE thread_id='task:later'") == [(0,)]
     assert rows(room, "SELECT count(*) FROM turns WHERE status != 'done'") == [(0,)]
     assert not (room / "agent.sock").exists()

@@ -119,7 +119,9 @@ class MainScreen(Screen[None]):
         info = event.info
         status.room, status.run_id, status.model = info.room, info.run_id, info.model
         if status.mode.startswith("detached"):
-            self.notify(f"Attached to the room's runtime again ({info.mode}).", title="Runtime")
+            again = ("This console hosts the room's runtime now." if info.mode == "hosted" else
+                     f"Attached to the room's runtime again ({info.mode}).")  # fmt: skip
+            self.notify(again, title="Runtime")
         status.mode = info.mode
         self.query_one(ChatPane).describe_model(info.model)
         self.threads = event.threads or [DEFAULT_THREAD]
@@ -134,11 +136,13 @@ class MainScreen(Screen[None]):
     @on(Bridge.Detached)
     def detached(self, event: Bridge.Detached) -> None:
         self.query_one(StatusBar).mode = "detached: no runtime"
-        then = ("Nobody owns the room now: ctrl+o hosts it here, or this console attaches "
-                "again when a runtime starts." if event.free else
-                "This console attaches again when a runtime serves the room.")  # fmt: skip
-        self.notify(f"{event.why}. {then}", title="Runtime gone", severity="warning",
-                    timeout=30)  # fmt: skip
+        if event.free:
+            text = ("Nobody owns the room now: ctrl+o hosts it here; this console also "
+                    "attaches again when a runtime starts.")  # fmt: skip
+        else:
+            text = (f"{event.why[:1].upper()}{event.why[1:]}. This console attaches again "
+                    "when a runtime serves the room.")  # fmt: skip
+        self.notify(text, title="Runtime gone", severity="warning", timeout=30)
 
     @on(Bridge.Changed)
     def changed(self, event: Bridge.Changed) -> None:

@@ -19,7 +19,7 @@ from fastapi import FastAPI, Header, Path, Query
 from fastapi.responses import StreamingResponse
 
 from engine import __version__
-from engine.api.client import Conflict
+from engine.api.client import OwnerGone
 from engine.api.hub import EventHub
 from engine.api.local import LocalClient
 from engine.api.models import (
@@ -49,7 +49,9 @@ def make_api(client: LocalClient, hub: EventHub, closing: anyio.Event) -> FastAP
 
     @api.get("/v1/health")
     async def health() -> Info:
-        """Who serves the room: pid, run, model, version, uptime."""
+        """Who serves the room: pid, run, model, version, uptime (503 while stopping)."""
+        if closing.is_set():
+            raise OwnerGone("the runtime is stopping")
         info = await client.info()
         return info.model_copy(update={"seq": hub.head, "streams": hub.streams})
 
@@ -104,7 +106,7 @@ def make_api(client: LocalClient, hub: EventHub, closing: anyio.Event) -> FastAP
             run, _, seq = last_event_id.rpartition(":")
             after = int(seq) if seq.isdigit() else 0
         if hub.closed:
-            raise Conflict("the runtime is stopping")
+            raise OwnerGone("the runtime is stopping")
         return StreamingResponse(
             _stream(hub, run, after), media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},

@@ -88,8 +88,13 @@ class RemoteClient:
             raise ApiError(f"the owner answered {path} with something not JSON") from None
 
     def _gone(self, exc: Exception) -> str:
-        who = f"pid {self.owner.pid}" if self.owner else "the room's owner"
-        return f"{who} did not answer on {self.room.socket} ({type(exc).__name__}: {exc})"
+        who = f"the runtime (pid {self.owner.pid})" if self.owner else "the room's runtime"
+        text = str(exc)
+        why = ("its socket is gone" if "No such file" in text else
+               "nothing listens on its socket" if "refused" in text else
+               "it closed the connection" if isinstance(exc, httpx.RemoteProtocolError) else
+               f"{type(exc).__name__}: {text}" if text else type(exc).__name__)  # fmt: skip
+        return f"{who} does not answer on {self.room.socket}: {why}"
 
     async def info(self) -> Info:
         self.owner = Info.model_validate(await self._call("GET", "/v1/health"))
@@ -140,7 +145,7 @@ class RemoteClient:
                 ) as response:  # fmt: skip
                     if response.status_code >= 400:
                         await response.aread()
-                        raise OwnerGone(f"the owner refused its event stream: {_error(response)}")
+                        raise OwnerGone(f"the runtime refused its event stream: {_error(response)}")
                     async for sse in parse_sse(response.aiter_lines()):
                         failures = 0
                         if sse.event == "events":
@@ -159,7 +164,8 @@ class RemoteClient:
                             await resync()
                             seq = json.loads(sse.data)["seq"]
                         elif sse.event == "bye":
-                            raise OwnerGone(f"the runtime on {self.room.path} stopped")
+                            who = f" (pid {self.owner.pid})" if self.owner else ""
+                            raise OwnerGone(f"the runtime{who} stopped")
             except (httpx.TransportError, ValueError) as exc:
                 failures += 1
                 if failures > RETRIES or owner_of(self.room) is None:

@@ -196,3 +196,24 @@ async def cli(room: Path, *args: str) -> tuple[int, str, str]:
     )  # fmt: skip
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     return proc.returncode or 0, out.decode(), err.decode()
+
+
+async def test_a_console_left_without_owner_can_host_the_room(owner: Owner) -> None:
+    pid = owner.start()
+    app = attached_app(owner.room)
+    rec = Recorder(Bridge.Detached)
+    async with app.run_test(size=SIZE, message_hook=rec) as pilot:
+        main = await attached(pilot, pid)
+        await pilot.press("ctrl+o")  # refused: the room has an owner
+        assert main.query_one(StatusBar).mode == f"attached to pid {pid}"
+        owner.stop(signal.SIGTERM)
+        await until(pilot, lambda: any(m.free for m in rec.of(Bridge.Detached)),
+                    "says the room is free", PATIENT)  # fmt: skip
+        await pilot.press("escape", "ctrl+o")
+        status = main.query_one(StatusBar)
+        await until(pilot, lambda: status.mode == "hosted", "hosts it", PATIENT)
+        code, out, err = await cli(owner.room, "status")
+        assert code == 0 and "(agentdeck console" in out, err
+        await app.shutdown()
+    code, out, err = await cli(owner.room, "status")
+    assert code == 3  # quitting a hosting console releases the room
