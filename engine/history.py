@@ -74,8 +74,12 @@ from engine.history_rows import (
 )
 from engine.room import Room
 
-__all__ = ["STATUSES", "Filters", "History", "HistoryError", "Page", "UnknownTurn",
-           "connect_readonly", "parse_time", "recent_turns"]  # fmt: skip
+__all__ = ["READ_ERRORS", "STATUSES", "Filters", "History", "HistoryError", "Page",
+           "UnknownTurn", "connect_readonly", "parse_time", "recent_turns"]  # fmt: skip
+
+# What reading a room's history can raise: bad input, a database that cannot be read
+# (locked past the timeout, damaged), or a file that cannot be opened.
+READ_ERRORS = (HistoryError, sqlite3.Error, OSError)
 
 
 async def connect_readonly(room: Room) -> aiosqlite.Connection:

@@ -199,7 +199,7 @@ def lint_imports(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_pyproject_has_the_contract() -> None:
     conf = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
-    (contract,) = conf["contracts"]
+    (contract,) = [c for c in conf["contracts"] if c["source_modules"] == ["engine"]]
     assert contract["type"] == "forbidden"
     assert contract["source_modules"] == ["engine"]
     assert set(contract["forbidden_modules"]) == set(FORBIDDEN)
@@ -209,3 +209,18 @@ def test_pyproject_has_the_contract() -> None:
 def test_lint_imports_with_project_config() -> None:
     proc = lint_imports()
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_pyproject_keeps_screens_and_widgets_off_the_runtime() -> None:
+    """Screens and widgets reach the runtime only through the bridge (its client), and the
+    console runs no SQL: import-linter contracts, checked by the test above."""
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    forbidden = {
+        tuple(c["source_modules"]): set(c["forbidden_modules"])
+        for c in conf["contracts"]
+        if c["type"] == "forbidden"
+    }
+    assert {"engine.runtime", "engine.store", "sqlite3", "aiosqlite", "httpx"} <= forbidden[
+        ("console.screens", "console.widgets")
+    ]
+    assert {"engine.store", "sqlite3", "aiosqlite"} <= forbidden[("console",)]

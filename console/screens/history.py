@@ -15,7 +15,6 @@ closes the screen, as `q` does.
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import replace
@@ -57,7 +56,7 @@ from console.widgets.history_list import HistoryList
 from console.widgets.history_notes import HistoryNotes
 from console.widgets.key_bar import KeyBar
 from console.widgets.timeline import Timeline
-from engine.history import History, HistoryError
+from engine.history import READ_ERRORS, History, HistoryError
 from engine.history_filters import fts_query
 from engine.room import Room
 
@@ -192,7 +191,7 @@ class HistoryScreen(Screen[None]):
         history = History(self.room)
         try:
             await history.__aenter__()
-        except (HistoryError, sqlite3.Error, OSError) as exc:
+        except READ_ERRORS as exc:
             self.notify(f"History cannot be read: {exc}", severity="error", title="History")
             return
         self.history = history
