@@ -92,6 +92,7 @@ class DecisionRecorded(_Event):
     action: str
     status: str
     reason: str | None = None
+    note: str | None = None  # for a duplicate: why it was not applied ("call already ...")
 
 
 class Notice(_Event):

@@ -393,9 +393,14 @@ class TurnLoop:
                                  action=decision.action, status="applied", reason=decision.reason)
             )  # fmt: skip
             for dup in self.rt.decisions.drop_rest(call.id):
+                note = f"call already decided by {decision.id}"
                 self.ops.append(
-                    ("UPDATE decisions SET status='duplicate', note=? WHERE id=?",
-                     (f"call already decided by {decision.id}", dup.id))
+                    ("UPDATE decisions SET status='duplicate', note=? WHERE id=?", (note, dup.id))
+                )
+                self.events.append(  # its operator learns which decision won
+                    DecisionRecorded(at=now, thread_id=call.thread_id, turn_id=call.turn_id,
+                                     decision_id=dup.id, call_id=call.id, action=dup.action,
+                                     status="duplicate", reason=dup.reason, note=note)
                 )  # fmt: skip
             if decision.remember:
                 rule = Rule(

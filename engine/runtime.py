@@ -542,11 +542,14 @@ class Runtime:
         call = await self.call_state(decision.call_id)
         decided = call is not None and (call.status.terminal or call.status is CallStatus.RESUMING)
         status = "duplicate" if decided else "queued"
-        note = f"call already {call.status.value}" if decided and call else None
+        note = None
+        if decided and call:
+            by = f" by {call.decision_id}" if call.decision_id else ""
+            note = f"call already {call.status.value}{by}"
         event = DecisionRecorded(
             at=now, thread_id=call.thread_id if call else "", turn_id=call.turn_id if call else "",
             decision_id=decision.id, call_id=decision.call_id, action=decision.action,
-            status=status, reason=decision.reason,
+            status=status, reason=decision.reason, note=note,
         )  # fmt: skip
         await self.commit([(INSERT_DECISION, to_row(decision, status, now, note))], [event],
                           checkpoint=None, turn_id=event.turn_id)  # fmt: skip

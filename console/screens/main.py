@@ -21,11 +21,11 @@ from textual.timer import Timer
 from textual.widgets import Input
 
 from console.bridge import Bridge
-from console.format import one_line, short_id
+from console.format import short_id
 from console.groups import next_filter
 from console.screens.call_detail import CallDetailScreen
 from console.screens.confirm import ConfirmScreen
-from console.screens.prompt import PromptScreen
+from console.screens.deciding import ask_decision
 from console.screens.threads import ThreadPickerScreen
 from console.state import CallRow
 from console.widgets.calls_table import CallsTable
@@ -36,7 +36,6 @@ from console.widgets.key_bar import KeyBar
 from console.widgets.status_bar import StatusBar
 from console.widgets.timeline import Timeline
 from engine.api.models import Decided, Submitted
-from engine.decisions import Decision
 
 DEFAULT_THREAD = "chat:main"
 MAX_NOTICES = 3  # toasts per frame; a flood of notices is summed up, not shown one by one
@@ -173,12 +172,14 @@ class MainScreen(Screen[None]):
             calls = f"{n} call{plural}" if total <= n else f"{n} more call{plural} ({total} in all)"
             self.notify(f"{calls} waiting for a decision ({where})", title="Decision queue")
         for lost in (d for d in ch.decisions if d.status == "duplicate"):
-            if lost.decision_id in self._mine:  # another operator's decision came first
+            if lost.decision_id in self._mine:  # another decision on the call came first
+                self._mine.discard(lost.decision_id)
                 self.notify(f"Your decision on {lost.call_id} was not applied: "
-                            f"{lost.reason or 'the call was already decided'}.",
+                            f"{lost.note or 'the call was already decided'}.",
                             title="Decided elsewhere", severity="warning")  # fmt: skip
         for notice in ch.notices[:MAX_NOTICES]:
-            self.notify(notice.text, severity=notice.level)
+            level = "information" if notice.level == "info" else notice.level  # Textual's word
+            self.notify(notice.text, severity=level)
         if len(ch.notices) > MAX_NOTICES:
             self.notify(f"{len(ch.notices) - MAX_NOTICES} more notices", severity="warning")
 
@@ -318,40 +319,12 @@ class MainScreen(Screen[None]):
 
     @work(group="decide")
     async def _decide(self, action: str, call: CallRow) -> None:
-        make_id = self.bridge.decision_id
         if action == "details":
             await self.app.push_screen_wait(CallDetailScreen(call))
             return
-        if action == "approve":
-            decision = Decision.approve(call.call_id, id=make_id())
-        elif action == "remember":
-            ok = await self.app.push_screen_wait(ConfirmScreen(
-                f"Approve {call.tool} now and allow it without asking in {call.thread_id}?",
-                yes="Approve + remember"))  # fmt: skip
-            if not ok:
-                return
-            decision = Decision.approve(call.call_id, remember="thread", id=make_id())
-        elif action == "cancel":
-            reason = await self.app.push_screen_wait(
-                PromptScreen(
-                    f"Cancel {call.tool} {one_line(call.args, 50)} on {call.thread_id} "
-                    f"(turn {short_id(call.turn_id)})? Reason (optional; the model "
-                    "sees it):",
-                    "reason",
-                )  # fmt: skip
-            )
-            if reason is None:
-                return
-            decision = Decision.cancel(call.call_id, reason, id=make_id())
-        elif action == "edit":
-            from console.screens.edit_args import EditArgsScreen  # TextArea: load on use
-
-            edited = await self.app.push_screen_wait(EditArgsScreen(call.tool, call.args))
-            if edited is None:
-                return
-            decision = Decision.approve(call.call_id, args=edited, id=make_id())
-        else:
-            raise ValueError(f"unknown decision action {action!r}")
+        decision = await ask_decision(self.app, action, call, self.bridge.decision_id)
+        if decision is None:
+            return
         self._mine.add(decision.id)
         self._act(action, call.call_id, self.bridge.decide(decision))
 
@@ -368,12 +341,7 @@ class MainScreen(Screen[None]):
                     self.notify(f"Queued on {target}: {result.why_queued}. It starts once that "
                                 "clears.", title="Message queued")  # fmt: skip
                 result = result.turn_id
-            elif isinstance(result, Decided):
-                if result.status == "duplicate":
-                    won = f" by {result.winner}" if result.winner else ""
-                    self.notify(f"{result.call_id} was already decided{won} "
-                                f"({result.call_status}); yours was not applied.",
-                                title="Decided elsewhere", severity="warning")  # fmt: skip
+            elif isinstance(result, Decided):  # a duplicate is said when its event comes
                 result = result.status
             self.post_message(self.Acted(action, target, result))
 

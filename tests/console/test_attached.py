@@ -3,6 +3,7 @@ the real API over the room's socket, the real app driven by Pilot."""
 
 from __future__ import annotations
 
+import re
 import signal
 import sqlite3
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.notifications import Notify
 from textual.pilot import Pilot
 
 from console.app import AgentDeck, make_app
@@ -109,7 +111,7 @@ async def test_an_attached_console_approves_what_the_owner_runs(owner: Owner) ->
 async def test_two_attached_consoles_share_one_queue(owner: Owner) -> None:
     pid = owner.start()
     one, two = attached_app(owner.room), attached_app(owner.room)
-    said = Recorder(Bridge.Changed)
+    said = Recorder(Notify)
     async with one.run_test(size=SIZE) as p1, two.run_test(size=SIZE, message_hook=said) as p2:
         m1, m2 = await attached(p1, pid), await attached(p2, pid)
         task(owner, "a", "run `echo a`\n")
@@ -117,10 +119,17 @@ async def test_two_attached_consoles_share_one_queue(owner: Owner) -> None:
         await until(p1, lambda: len(m1.state.pending) == 2, "both wait in one", PATIENT)
         await until(p2, lambda: len(m2.state.pending) == 2, "both wait in two", PATIENT)
         first = next(iter(m1.state.pending))
+        seen_by_two = m2.state.pending[first]
         m1.query_one(DecisionQueue).focus()
         await p1.press("a")  # the first row: the same call in both queues
         await until(p2, lambda: first not in m2.state.pending, "it left the other queue", PATIENT)
         assert len(m2.state.pending) == 1
+        # the second operator decides the same call a moment late: recorded as a duplicate,
+        # and that console says which decision won
+        m2.post_message(DecisionQueue.Decide("approve", seen_by_two))
+        await until(p2, lambda: any(re.search(r"was not applied: call already \w+ by d_",
+                                              m.notification.message) for m in said.of(Notify)),
+                    "says the other decision won", PATIENT)  # fmt: skip
         await one.shutdown()
         await two.shutdown()
 

@@ -1,0 +1,40 @@
+"""The question each decision key asks before anything is decided, and the decision made
+from the answer. Approve asks nothing; the others confirm, take a reason the model will
+see, or open the arguments in an editor (a diff is shown before approving)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from textual.app import App
+
+from console.format import one_line, short_id
+from console.screens.confirm import ConfirmScreen
+from console.screens.prompt import PromptScreen
+from console.state import CallRow
+from engine.decisions import Decision
+
+
+async def ask_decision(
+    app: App[object], action: str, call: CallRow, make_id: Callable[[], str]
+) -> Decision | None:
+    """The decision `action` makes on `call`, or None when the operator backs out."""
+    if action == "approve":
+        return Decision.approve(call.call_id, id=make_id())
+    if action == "remember":
+        ok = await app.push_screen_wait(ConfirmScreen(
+            f"Approve {call.tool} now and allow it without asking in {call.thread_id}?",
+            yes="Approve + remember"))  # fmt: skip
+        return Decision.approve(call.call_id, remember="thread", id=make_id()) if ok else None
+    if action == "cancel":
+        reason = await app.push_screen_wait(PromptScreen(
+            f"Cancel {call.tool} {one_line(call.args, 50)} on {call.thread_id} "
+            f"(turn {short_id(call.turn_id)})? Reason (optional; the model sees it):",
+            "reason"))  # fmt: skip
+        return None if reason is None else Decision.cancel(call.call_id, reason, id=make_id())
+    if action == "edit":
+        from console.screens.edit_args import EditArgsScreen  # TextArea: load on use
+
+        edited = await app.push_screen_wait(EditArgsScreen(call.tool, call.args))
+        return None if edited is None else Decision.approve(call.call_id, args=edited, id=make_id())
+    raise ValueError(f"unknown decision action {action!r}")
