@@ -8,9 +8,10 @@ import sys
 from typing import Any
 
 from engine import __version__
+from engine.api.connect import describe
 from engine.cli.common import EXIT_OK, UsageError
 from engine.config import load_config
-from engine.room import Room
+from engine.room import Room, owner_of
 
 
 async def history(room: Room, args: argparse.Namespace) -> int:
@@ -67,4 +68,11 @@ async def info(room: Room, args: argparse.Namespace) -> int:
     print(f"model:     {choice.provider.name}:{choice.provider.model}")
     print(f"key from:  {choice.key_source}")
     print(f"store:     synchronous={config.store.synchronous}")
+    owner = owner_of(room)
+    print(f"owner:     {describe(owner) if owner else 'none (the room is free)'}")
+    print(
+        f"api:       {room.socket}"
+        + ("" if room.socket.exists() else " (not served)")
+        + (f", and {config.server.listen} with {room.token}" if config.server.listen else "")
+    )
     return EXIT_OK
