@@ -191,6 +191,11 @@ async def test_bad_requests_are_problems_and_change_nothing(tmp_path: Path):
             ("POST", "/v1/decisions", json.dumps({"call_id": "c", "action": "explode"}).encode(), 422),
             ("POST", "/v1/decisions", json.dumps({"call_id": "c", "action": "cancel", "args": {}}).encode(), 422),
             ("GET", "/v1/turns/t_nope", b"", 404),
+            ("GET", "/v1/turns/t_nope?wait=1", b"", 404),  # was a 500 (found by schemathesis)
+            ("GET", "/v1/turns/%15%F3%86%81?wait=0.5", b"", 404),
+            ("PATCH", "/v1/groups/chta", json.dumps({"paused": True}).encode(), 404),  # a typo
+            ("PATCH", "/v1/groups/chat", json.dumps({"paused": 0}).encode(), 422),
+            ("POST", "/v1/turns/t_nope/cancel", b"z\xff\xfe", 400),
             ("POST", "/v1/turns/t_nope/cancel", b"", 404),
             ("GET", "/v1/nowhere", b"", 404),
             ("DELETE", "/v1/pending", b"", 405),
@@ -359,7 +364,7 @@ async def test_an_owner_that_dies_mid_request_is_owner_gone(tmp_path: Path):
             await client.decide(Decision.approve(call.call_id))  # the turn runs `sleep 5`
             killer = threading.Timer(0.3, proc.send_signal, (signal.SIGKILL,))
             killer.start()
-            with pytest.raises(OwnerGone, match="did not answer"):
+            with pytest.raises(OwnerGone, match="does not answer"):
                 await client.outcome(sub.turn_id, wait=30)  # a long poll, cut short
             killer.join()
     finally:

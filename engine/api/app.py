@@ -28,6 +28,7 @@ from engine.api.models import (
     Decided,
     GroupChange,
     Info,
+    Problem,
     SubmitBody,
     Submitted,
 )
@@ -43,8 +44,10 @@ GROUP_NAME = r"^[A-Za-z0-9_.:-]{1,64}$"
 
 def make_api(client: LocalClient, hub: EventHub, closing: anyio.Event) -> FastAPI:
     """The API of one runtime; `closing` is set when it stops (long polls then end)."""
+    problem = {"model": Problem, "content": {"application/problem+json": {}}}
     api = FastAPI(title="agentdeck", version=__version__, docs_url=None, redoc_url=None,
-                  description="The API of one agentdeck room's runtime.")  # fmt: skip
+                  description="The API of one agentdeck room's runtime.",
+                  responses={status: problem for status in (400, 401, 404, 409, 413, 422, 503)})  # fmt: skip
     install_problem_handlers(api)
 
     @api.get("/v1/health")
@@ -117,15 +120,20 @@ def make_api(client: LocalClient, hub: EventHub, closing: anyio.Event) -> FastAP
 
 async def _until(closing: anyio.Event, work: object) -> None:
     """Await `work` (a coroutine), or stop waiting when the runtime starts closing."""
-    async with anyio.create_task_group() as tg:
+    try:
+        async with anyio.create_task_group() as tg:
 
-        async def stop_on_close() -> None:
-            await closing.wait()
+            async def stop_on_close() -> None:
+                await closing.wait()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(stop_on_close)
+            await work  # type: ignore[misc]
             tg.cancel_scope.cancel()
-
-        tg.start_soon(stop_on_close)
-        await work  # type: ignore[misc]
-        tg.cancel_scope.cancel()
+    except BaseExceptionGroup as group:  # the work's own error, as itself (a 404, say)
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
 
 
 def _sse(event: str, data: str, id: str | None = None) -> bytes:

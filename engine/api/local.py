@@ -74,7 +74,10 @@ class LocalClient:
         rt = self.runtime
         if wait > 0:
             with anyio.move_on_after(min(wait, MAX_WAIT)):
-                await rt.wait_turn(turn_id)
+                try:
+                    await rt.wait_turn(turn_id)
+                except LookupError:
+                    raise NotFound(f"no turn {turn_id} in {rt.room.db}") from None
         why = rt.why_queued(turn_id)
         if why is not None:
             return queued_outcome(turn_id, rt, why)
@@ -109,6 +112,9 @@ class LocalClient:
         return self.runtime.statistics()
 
     async def configure_group(self, name: str, change: GroupChange) -> GroupConfig:
+        known = sorted(self.runtime.scheduler.groups)
+        if name not in known:  # a typo must not make a group; agentdeck.toml makes them
+            raise NotFound(f"no thread group {name!r} (groups: {', '.join(known)})")
         changes = change.model_dump(exclude_none=True)
         return await self.runtime.configure_group(name, **changes)
 

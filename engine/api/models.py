@@ -15,7 +15,7 @@ Strategy = Literal["react", "direct", "plan_execute"]
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class SubmitBody(_Body):

@@ -40,6 +40,7 @@ from engine.room import Room
 from engine.runtime import Runtime
 
 log = logging.getLogger("agentdeck")
+MAX_CONNECTIONS = 256  # connections and requests at once; past it, 503 (memory stays bounded)
 STOP_WAIT = 3  # seconds the API's requests get to finish when the runtime stops
 
 
@@ -65,6 +66,7 @@ def _config(app: object) -> uvicorn.Config:
     return uvicorn.Config(
         app, lifespan="off", log_config=None, access_log=False, http="h11", ws="none",  # type: ignore[arg-type]
         proxy_headers=False, server_header=False, timeout_keep_alive=30,
+        limit_concurrency=MAX_CONNECTIONS,
         timeout_graceful_shutdown=STOP_WAIT,
     )  # fmt: skip
 

@@ -1,0 +1,586 @@
+"""API benchmark: the room's API (the server loop on agent.sock) against its in-process form.
+
+    .venv/bin/python -m tests.bench.bench_api [--quick] [--parts 1,2,3,4]
+    .venv/bin/python tests/bench/bench_api.py --decisions 1000 --seconds 10 --starts 9
+
+Four measures, each next to its in-process form measured in the same run (the remote side
+is another process, as an attached console or the CLI is: tests/bench/api_child.py):
+
+1. Decision round trip: a turn's tool call (a scripted model, a tool that needs approval)
+   suspends; the clock runs from sending the approval until the turn is seen done, by its
+   TurnChanged on the client's event stream (`event`, as a console sees it) or by
+   `outcome(wait=...)` (`outcome`, as the CLI waits). RemoteClient in another process vs
+   LocalClient in the runtime's; batches of each alternate, p50/p95 over all samples.
+2. Event fan-out: the runtime publishes TextDelta events (`Runtime.publish`) at `--rate`
+   a second for `--seconds` to 1, 4 and 16 client processes following /v1/events, read
+   with RemoteClient.follow (`full`) and with a bare httpx + json.loads reader (`light`).
+   Lag is receipt minus the event's `at` (wall clock, one machine), pooled over clients;
+   the rate is each client's events over the time from the first publish to its last
+   receipt (the slowest client shown); memory is the clients' RSS (at the end, and growth
+   since the stream opened). Baseline: as many in-process followers (LocalClient.follow)
+   in the runtime's process.
+3. Step cost: steps as bench_steps.py (a zero-latency scripted model, the `noop` tool,
+   timed from one tool-round commit to the next), with no client and with 16 `full`
+   clients following, in alternating phases.
+4. Console start on a room of 10,000 turns (gen_history.py, 200k steps): the first full
+   screen (the run attached and drawn, from process start, as bench_console.py measures
+   it) of a console attached to `python -m engine.cli run` in another process vs a console
+   hosting the room; fresh processes, interleaved, medians.
+
+The runtime process's CPU share while it serves (the server's own work: cores busy per
+second of wall time) is printed with 2 and 3, for where the time goes. `--profile DIR`
+also writes a cProfile of the runtime process for the 16-client runs (and prints its top
+functions). Targets are printed as information; the exit status never depends on time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+if __package__ in (None, ""):  # run as a script: make `engine` and `tests` importable
+    sys.path.insert(0, str(ROOT))
+
+import anyio  # noqa: E402
+from anyio.streams.buffered import BufferedByteReceiveStream  # noqa: E402
+
+from engine.api.local import LocalClient  # noqa: E402
+from engine.config import Config, RuntimeConfig, StoreConfig  # noqa: E402
+from engine.events import TextDelta  # noqa: E402
+from engine.loops.server import Serving, serve_api  # noqa: E402
+from engine.providers.offline import OfflineModel  # noqa: E402
+from engine.runtime import Runtime  # noqa: E402
+from tests.bench import gen_history  # noqa: E402
+from tests.bench.api_child import (  # noqa: E402
+    END,
+    END_THREAD,
+    WARM,
+    cpu_seconds,
+    decision_batch,
+    rss_mb,
+)
+from tests.bench.bench_steps import MEASURED_STEPS, NoopModel, measure_turn, noop  # noqa: E402
+from tests.scripted import ScriptedModel, first_then, shell  # noqa: E402
+
+CHILD = str(Path(__file__).with_name("api_child.py"))
+BURST = 64  # events published per loop callback at most, as many turn tasks would
+ROOM_TURNS = 10_000
+ROOM_CACHE = Path("/tmp/agentdeck-bench-api-10k")  # gen_history's room, 200k steps
+TARGET_RATE = 20_000
+TARGET_STEP_RATIO = 1.1
+TARGET_START_RATIO = 1.5
+
+
+@dataclass
+class Row:
+    """One line of the final table."""
+
+    what: str
+    api: str
+    local: str
+    ratio: float | None
+    target: str
+    ok: bool | None = None
+
+
+def pcts(values: Sequence[float]) -> tuple[float, float, float]:
+    """p50, p95 and max, in ms."""
+    ms = sorted(x * 1000 for x in values) or [float("nan")]
+    return statistics.median(ms), ms[min(len(ms) - 1, int(len(ms) * 0.95))], ms[-1]
+
+
+def say(text: str = "") -> None:
+    print(text, flush=True)
+
+
+def spawn(*argv: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, CHILD, *argv], cwd=ROOT, stdin=subprocess.DEVNULL)
+
+
+async def until(check: object, what: str, limit: float = 60.0) -> None:
+    with anyio.fail_after(limit):
+        while not check():  # type: ignore[operator]
+            await anyio.sleep(0.02)
+
+
+@contextlib.contextmanager
+def profiled(directory: Path | None, name: str):  # type: ignore[no-untyped-def]
+    """cProfile of this process while the block runs, when `--profile DIR` asks for it."""
+    if directory is None:
+        yield
+        return
+    import cProfile
+    import io
+    import pstats
+
+    profile = cProfile.Profile()
+    profile.enable()
+    try:
+        yield
+    finally:
+        profile.disable()
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"{name}.pstats"
+        profile.dump_stats(path)
+        text = io.StringIO()
+        pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(18)
+        say(f"  cProfile of the runtime process ({name}, {path}), by own time:")
+        lines = text.getvalue().splitlines()
+        start = next(i for i, line in enumerate(lines) if "ncalls" in line)
+        for line in lines[start : start + 19]:
+            say("    " + line[:150])
+
+
+# -- 1. decision round trip ------------------------------------------------------------------
+
+
+async def part_decisions(root: Path, n: int, rounds: int, synchronous: str) -> list[Row]:
+    say(f"1. decision round trip: {n} per form and mode, in {rounds} alternating batches")
+    room = root / "decisions"
+    model = ScriptedModel(first_then([("shell", {"command": "echo hi"})]))
+    config = Config(store=StoreConfig(synchronous=synchronous))  # type: ignore[arg-type]
+    per = max(1, math.ceil(n / rounds))
+    got: dict[tuple[str, str], list[float]] = {}
+    async with Runtime.open(room, kind="run", provider=model, tools=[shell],
+                            config=config) as rt, serve_api(rt):  # fmt: skip
+        local = LocalClient(rt)
+        argv = [sys.executable, CHILD, "decider", str(room)]
+        async with await anyio.open_process(argv, stderr=None, cwd=ROOT) as proc:
+            assert proc.stdin is not None and proc.stdout is not None
+            lines = BufferedByteReceiveStream(proc.stdout)
+            with anyio.fail_after(60):
+                assert await lines.receive_until(b"\n", 1000) == b"ready"
+
+            async def remote(mode: str, k: int, tag: str) -> list[float]:
+                assert proc.stdin is not None
+                await proc.stdin.send(f"{mode} {k} {tag}\n".encode())
+                return json.loads(await lines.receive_until(b"\n", 1 << 24))  # type: ignore[no-any-return]
+
+            for mode in ("event", "outcome"):  # warm up both sides, not counted
+                await remote(mode, 10, f"warm-api-{mode}")
+                await decision_batch(local, mode, 10, f"warm-local-{mode}")
+            for r in range(rounds):
+                for mode in ("event", "outcome"):
+                    got.setdefault(("api", mode), []).extend(await remote(mode, per, f"a{r}{mode}"))
+                    got.setdefault(("local", mode), []).extend(
+                        await decision_batch(local, mode, per, f"l{r}{mode}")
+                    )
+            await proc.stdin.aclose()
+            await proc.wait()
+    rows = []
+    for mode, how in (("event", "decide -> done event"), ("outcome", "decide -> outcome(wait)")):
+        a50, a95, amax = pcts(got[("api", mode)])
+        l50, l95, lmax = pcts(got[("local", mode)])
+        count = len(got[("api", mode)])
+        say(f"   {how:<24} API p50 {a50:6.2f} ms  p95 {a95:6.2f}  max {amax:6.1f}   "
+            f"in-process p50 {l50:6.2f} ms  p95 {l95:6.2f}  max {lmax:6.1f}   ({count} each)")  # fmt: skip
+        rows.append(Row(f"decision {how} p50", f"{a50:.2f} ms", f"{l50:.2f} ms", a50 / l50,
+                        "none stated"))  # fmt: skip
+        rows.append(Row(f"decision {how} p95", f"{a95:.2f} ms", f"{l95:.2f} ms", a95 / l95,
+                        "none stated"))  # fmt: skip
+    return rows
+
+
+# -- 2. event fan-out ------------------------------------------------------------------------
+
+
+async def produce(rt: Runtime, rate: int, seconds: float, turn_id: str = "t_bench") -> int:
+    """Publish TextDelta events at `rate` a second for `seconds`; return how many."""
+    publish = rt.publish
+    sent, began = 0, time.perf_counter()
+    while (now := time.perf_counter()) - began < seconds:
+        due = int((now - began) * rate) - sent
+        for i in range(min(due, BURST)):
+            n = sent + i
+            publish(TextDelta(at=time.time(), thread_id=f"chat:{n % 50}", turn_id=turn_id,
+                              text=f"word{n % 8} "))  # fmt: skip
+        sent += max(0, min(due, BURST))
+        await anyio.sleep(0.001 if due <= BURST else 0)
+    return sent
+
+
+def end_marker() -> TextDelta:
+    return TextDelta(at=time.time(), thread_id=END_THREAD, turn_id=END_THREAD, text=END)
+
+
+@dataclass
+class Clients:
+    """Client processes following the room's event stream."""
+
+    procs: list[tuple[subprocess.Popen[bytes], Path]]
+
+    @classmethod
+    async def start(cls, room: Path, serving: Serving, n: int, reader: str, cap: int,
+                    out: Path) -> Clients:  # fmt: skip
+        assert serving.hub is not None
+        before = serving.hub.streams
+        out.mkdir(parents=True, exist_ok=True)
+        procs = []
+        for i in range(n):
+            path = out / f"{reader}-{n}-{i}.json"
+            path.unlink(missing_ok=True)
+            procs.append((spawn("client", str(room), "--reader", reader, "--out", str(path),
+                                "--cap", str(cap)), path))  # fmt: skip
+        hub = serving.hub
+        await until(lambda: hub.streams >= before + n, f"{n} {reader} clients on the stream")
+        return cls(procs)
+
+    async def stop(self, rt: Runtime, limit: float = 120.0) -> list[dict]:
+        """Publish the end marker, wait for every client to finish; their summaries."""
+        rt.publish(end_marker())
+        with anyio.move_on_after(limit):
+            while any(p.poll() is None for p, _ in self.procs):
+                await anyio.sleep(0.02)
+        out = []
+        for proc, path in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+                raise RuntimeError(f"client {proc.pid} did not finish within {limit} s")
+            if proc.returncode != 0:
+                raise RuntimeError(f"client {proc.pid} exited with {proc.returncode}")
+            summary = json.loads(path.read_text())
+            from array import array
+
+            lags = array("d")
+            with open(f"{path}.lags", "rb") as f:
+                lags.frombytes(f.read())
+            summary["lags"] = lags
+            out.append(summary)
+        return out
+
+
+class LocalFollowers:
+    """In-process followers (LocalClient.follow), measuring what the clients measure."""
+
+    def __init__(self, rt: Runtime, n: int) -> None:
+        self.rt, self.n = rt, n
+        self.lags: list[float] = []
+        self.received = [0] * n
+        self.last = [0.0] * n
+
+    async def run(self, task_status: anyio.abc.TaskStatus[None]) -> None:
+        async with anyio.create_task_group() as tg:
+            for i in range(self.n):
+                await tg.start(LocalClient(self.rt).follow, self._receiver(i), self._resync)
+            task_status.started()
+
+    def _receiver(self, i: int):  # type: ignore[no-untyped-def]
+        lags, received, last = self.lags, self.received, self.last
+
+        def receive(event: object) -> None:
+            now = time.time()
+            if getattr(event, "turn_id", "") in (WARM, END_THREAD):
+                return
+            lags.append(now - event.at)  # type: ignore[attr-defined]
+            received[i] += 1
+            last[i] = now
+
+        return receive
+
+    async def _resync(self) -> None:
+        raise AssertionError("an in-process follower never resyncs")
+
+
+async def warm_up(rt: Runtime) -> None:
+    """A few events before the clock runs (a client builds its event parser on the first)."""
+    for _ in range(200):
+        rt.publish(TextDelta(at=time.time(), thread_id="chat:0", turn_id=WARM, text="warm "))
+    await anyio.sleep(0.5)
+
+
+async def part_fanout(root: Path, counts: list[int], readers: list[str], rate: int,
+                      seconds: float, profile: Path | None) -> list[Row]:  # fmt: skip
+    say(f"2. event fan-out: TextDelta events at {rate:,}/s for {seconds:g} s, to N clients "
+        "(separate processes) vs N in-process followers")  # fmt: skip
+    room = root / "fanout"
+    rows: list[Row] = []
+    cap = int(rate * seconds * 1.2) + 10_000
+    async with Runtime.open(room, kind="run", provider=OfflineModel(delay=0),
+                            tools=[]) as rt, serve_api(rt) as serving:  # fmt: skip
+        for n in counts:
+            # in-process baseline
+            followers = LocalFollowers(rt, n)
+            async with anyio.create_task_group() as tg:
+                await tg.start(followers.run)
+                await warm_up(rt)
+                rss0, cpu0, wall0 = rss_mb(), cpu_seconds(), time.time()
+                sent = await produce(rt, rate, seconds)
+                cpu, rss1 = cpu_seconds() - cpu0, rss_mb()
+                tg.cancel_scope.cancel()
+            elapsed = time.time() - wall0
+            l50, l95, lmax = pcts(followers.lags)
+            local_rate = min(r / max(1e-9, last - wall0)
+                             for r, last in zip(followers.received, followers.last, strict=True))  # fmt: skip
+            say(f"   N={n:<2} in-process      sent {sent / elapsed:8,.0f}/s  slowest follower "
+                f"{local_rate:8,.0f}/s  lag p50 {l50:7.3f} ms p95 {l95:7.3f} max {lmax:7.2f}  "
+                f"runtime CPU {cpu / elapsed:4.2f}  RSS {rss1 - rss0:+.1f} MB")  # fmt: skip
+            for reader in readers:
+                clients = await Clients.start(room, serving, n, reader, cap, root / "out")
+                await warm_up(rt)
+                name = f"fanout-{n}-{reader}"
+                with profiled(profile if n == max(counts) else None, name):
+                    cpu0, wall0 = cpu_seconds(), time.time()
+                    sent = await produce(rt, rate, seconds)
+                    cpu, elapsed = cpu_seconds() - cpu0, time.time() - wall0
+                results = await clients.stop(rt)
+                lags = [x for r in results for x in r["lags"]]
+                a50, a95, amax = pcts(lags)
+                slowest = min(r["received"] / max(1e-9, r["last"] - wall0) for r in results)
+                missed = sum(sent - r["received"] for r in results)
+                resyncs = sum(r["resyncs"] for r in results)
+                rss_end = max(r["rss_end"] for r in results)
+                growth = max(r["rss_end"] - r["rss_ready"] for r in results)
+                client_cpu = statistics.fmean(r["cpu"] for r in results) / elapsed
+                say(f"   N={n:<2} API {reader:<5}       sent {sent / elapsed:8,.0f}/s  slowest "
+                    f"client {slowest:8,.0f}/s  lag p50 {a50:7.2f} ms p95 {a95:7.2f} max "
+                    f"{amax:7.1f}  runtime CPU {cpu / elapsed:4.2f}  client RSS {rss_end:.1f} "
+                    f"MB ({growth:+.1f}), CPU {client_cpu:4.2f} each; missed {missed:,}, "
+                    f"resyncs {resyncs}")  # fmt: skip
+                ok = slowest >= 0.99 * TARGET_RATE and missed == 0 and rate >= TARGET_RATE
+                rows.append(Row(f"fan-out {n:>2} {reader:<5} delivered/client", f"{slowest:,.0f}/s",
+                                f"{local_rate:,.0f}/s", slowest / local_rate,
+                                f">= {TARGET_RATE:,}/s, none missed", ok))  # fmt: skip
+                rows.append(Row(f"fan-out {n:>2} {reader:<5} lag p50 / p95",
+                                f"{a50:.1f} / {a95:.1f} ms", f"{l50:.3f} / {l95:.3f} ms",
+                                a95 / l95 if l95 > 0 else None, "none stated"))  # fmt: skip
+                rows.append(Row(f"fan-out {n:>2} {reader:<5} lag max", f"{amax:.0f} ms",
+                                f"{lmax:.2f} ms", None, "none stated"))  # fmt: skip
+                rows.append(Row(f"fan-out {n:>2} {reader:<5} client RSS (growth)",
+                                f"{rss_end:.0f} MB ({growth:+.1f})", f"({rss1 - rss0:+.1f} MB)",
+                                None, "none stated"))  # fmt: skip
+    return rows
+
+
+# -- 3. step cost with clients attached ------------------------------------------------------
+
+
+async def part_steps(root: Path, turns: int, clients: int, phases: list[str], synchronous: str,
+                     profile: Path | None) -> list[Row]:  # fmt: skip
+    say(f"3. step cost: {turns} turns of {MEASURED_STEPS} steps per phase (synchronous="
+        f"{synchronous}), phases {' '.join(phases)}; a client phase has {clients} clients")  # fmt: skip
+    room = root / "steps"
+    config = Config(
+        store=StoreConfig(synchronous=synchronous),  # type: ignore[arg-type]
+        runtime=RuntimeConfig(max_rounds=1_000_000),
+    )
+    model = NoopModel()
+    per_phase: dict[str, list[float]] = {}
+    async with Runtime.open(room, kind="run", provider=model, tools=[noop],
+                            config=config) as rt, serve_api(rt) as serving:  # fmt: skip
+        for i in range(3):
+            await measure_turn(rt, model, f"warm-{i}", MEASURED_STEPS)
+        for k, phase in enumerate(phases):
+            attached = None
+            if phase != "none":
+                attached = await Clients.start(room, serving, clients, phase, 200_000,
+                                               root / "out")  # fmt: skip
+                await warm_up(rt)
+            steps: list[float] = []
+            name = f"steps-{clients}-{phase}-{k}"
+            with profiled(profile if phase != "none" and k == 1 else None, name):
+                cpu0, wall0 = cpu_seconds(), time.perf_counter()
+                for i in range(turns):
+                    steps += [s for _, s in await measure_turn(rt, model, f"p{k}-{i}",
+                                                               MEASURED_STEPS)]  # fmt: skip
+                cpu, elapsed = cpu_seconds() - cpu0, time.perf_counter() - wall0
+            extra = ""
+            if attached is not None:
+                results = await attached.stop(rt)
+                lags = [x for r in results for x in r["lags"]]
+                l50, l95, lmax = pcts(lags)
+                client_cpu = statistics.fmean(r["cpu"] for r in results) / elapsed
+                extra = (f"; {sum(r['received'] for r in results) // len(results):,} events per "
+                         f"client, lag from `at` p50 {l50:.1f} ms p95 {l95:.1f} max {lmax:.0f}, "
+                         f"client CPU {client_cpu:.2f} each")  # fmt: skip
+            per_phase.setdefault(phase, []).extend(steps)
+            us = [s * 1e6 for s in steps]
+            say(f"   phase {k} {phase:<5} {len(us):5} steps  mean {statistics.fmean(us):6.0f} us  "
+                f"p50 {statistics.median(us):6.0f}  p90 {statistics.quantiles(us, n=10)[-1]:6.0f}"
+                f"  runtime CPU {cpu / elapsed:4.2f}{extra}")  # fmt: skip
+    rows = []
+    base = statistics.fmean(per_phase["none"]) * 1e6
+    for phase in phases:
+        if phase == "none" or any(r.what.endswith(phase) for r in rows):
+            continue
+        mean = statistics.fmean(per_phase[phase]) * 1e6
+        rows.append(Row(f"step with {clients} clients vs none, {phase}", f"{mean:.0f} us",
+                        f"{base:.0f} us", mean / base, f"<= {TARGET_STEP_RATIO}x",
+                        mean / base <= TARGET_STEP_RATIO))  # fmt: skip
+    return rows
+
+
+# -- 4. a console attached to a room of 10,000 turns -----------------------------------------
+
+
+def compile_sources() -> None:
+    """As bench_console.py: an installed console starts from compiled bytecode, and where
+    PYTHONDONTWRITEBYTECODE is set every child would compile agentdeck again."""
+    import compileall
+
+    for package in ("engine", "console", "themes", "tests"):
+        compileall.compile_dir(ROOT / package, quiet=1)
+
+
+def console_start(how: str, room: Path) -> tuple[float, float]:
+    done = subprocess.run([sys.executable, CHILD, "console", how, str(room)], check=True,
+                          capture_output=True, text=True, cwd=ROOT)  # fmt: skip
+    screen, paint = done.stdout.split()[-2:]
+    return float(screen), float(paint)
+
+
+@contextlib.contextmanager
+def owner(room: Path):  # type: ignore[no-untyped-def]
+    """`python -m engine.cli --room ROOM run` in its own process, serving the room."""
+    log = room.parent / f"{room.name}.owner.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "engine.cli", "--room", str(room), "run"],
+                                stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while b"agentdeck run " not in log.read_bytes():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the owner did not start: {log.read_text()}")
+            time.sleep(0.05)
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def part_console(root: Path, starts: int) -> list[Row]:
+    say(f"4. console start on a room of {ROOM_TURNS:,} turns: {starts} fresh processes each, "
+        "attached and hosting, interleaved")  # fmt: skip
+    began = time.perf_counter()
+    cache = gen_history.ensure(ROOM_CACHE, steps=ROOM_TURNS * 20, seed=6, quiet=True)
+    compile_sources()
+    host_room, attach_room = root / "host-room", root / "attach-room"
+    for room in (host_room, attach_room):
+        room.mkdir()
+        shutil.copyfile(cache / "execution.db", room / "execution.db")
+    say(f"   room ready in {time.perf_counter() - began:.1f} s "
+        f"({(cache / 'execution.db').stat().st_size / 1e6:.0f} MB, cached in {cache})")  # fmt: skip
+    hosted: list[tuple[float, float]] = []
+    attached: list[tuple[float, float]] = []
+    with owner(attach_room):
+        console_start("attach", attach_room)  # warm the page cache of both rooms, not counted
+        console_start("host", host_room)
+        for _ in range(starts):
+            attached.append(console_start("attach", attach_room))
+            hosted.append(console_start("host", host_room))
+    h = statistics.median(s for s, _ in hosted)
+    a = statistics.median(s for s, _ in attached)
+    hp = statistics.median(p for _, p in hosted)
+    ap = statistics.median(p for _, p in attached)
+    say(f"   attached: first full screen median {a:.0f} ms (min {min(s for s, _ in attached):.0f},"
+        f" max {max(s for s, _ in attached):.0f}); panes painted at {ap:.0f} ms")  # fmt: skip
+    say(f"   hosting:  first full screen median {h:.0f} ms (min {min(s for s, _ in hosted):.0f}, "
+        f"max {max(s for s, _ in hosted):.0f}); panes painted at {hp:.0f} ms")  # fmt: skip
+    return [Row(f"console first full screen, {ROOM_TURNS:,} turns", f"{a:.0f} ms", f"{h:.0f} ms",
+                a / h, f"<= {TARGET_START_RATIO}x", a / h <= TARGET_START_RATIO)]  # fmt: skip
+
+
+# -- the table -------------------------------------------------------------------------------
+
+
+def table(rows: list[Row]) -> None:
+    say()
+    header = (f"{'measure':<44}{'API (attached)':>20}{'in-process':>20}{'ratio':>8}  "
+              f"{'target (information)':<30}")  # fmt: skip
+    say(header)
+    say("-" * len(header))
+    for r in rows:
+        ratio = f"{r.ratio:.2f}x" if r.ratio is not None else ""
+        verdict = "" if r.ok is None else ("  PASS" if r.ok else "  MISS")
+        say(f"{r.what:<44}{r.api:>20}{r.local:>20}{ratio:>8}  {r.target}{verdict}")
+    say("(information only: the exit status does not depend on these)")
+
+
+@contextlib.asynccontextmanager
+async def temp_root() -> AsyncIterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="agentdeck-bench-api-",
+                                     ignore_cleanup_errors=True) as tmp:  # fmt: skip
+        yield Path(tmp)
+
+
+async def main(args: argparse.Namespace) -> None:
+    parts = {int(p) for p in args.parts.split(",")}
+    say(f"agentdeck API benchmark: parts {','.join(map(str, sorted(parts)))}; python "
+        f"{sys.version.split()[0]}, {os.cpu_count()} cores")  # fmt: skip
+    rows: list[Row] = []
+    began = time.perf_counter()
+    async with temp_root() as root:
+        say(f"temp dir {root}")
+        say()
+        if 1 in parts:
+            rows += await part_decisions(root, args.decisions, args.rounds, args.synchronous)
+        if 2 in parts:
+            counts = [int(c) for c in args.clients.split(",")]
+            readers = args.readers.split(",")
+            rows += await part_fanout(root, counts, readers, args.rate, args.seconds,
+                                      args.profile)  # fmt: skip
+        if 3 in parts:
+            phases = ["none", "full", "none", "full", "none"][: max(2, args.phases)]
+            if args.step_reader != "full":
+                phases = [p if p == "none" else args.step_reader for p in phases]
+            rows += await part_steps(root, args.step_turns, args.step_clients, phases,
+                                     args.synchronous, args.profile)  # fmt: skip
+        if 4 in parts:
+            rows += await anyio.to_thread.run_sync(part_console, root, args.starts)
+    table(rows)
+    say(f"total {time.perf_counter() - began:.0f} s")
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--parts", default="1,2,3,4", help="which measures (default all)")
+    parser.add_argument("--quick", action="store_true",
+                        help="about a third of the default run: fewer samples, shorter phases")  # fmt: skip
+    parser.add_argument("--decisions", type=int, default=300,
+                        help="1: round trips per form and mode (default 300)")  # fmt: skip
+    parser.add_argument("--rounds", type=int, default=4, help="1: alternating batches")
+    parser.add_argument("--rate", type=int, default=TARGET_RATE, help="2: events per second")
+    parser.add_argument("--seconds", type=float, default=4.0,
+                        help="2: seconds of publishing per run (default 4)")  # fmt: skip
+    parser.add_argument("--clients", default="1,4,16", help="2: client counts")
+    parser.add_argument("--readers", default="full,light", help="2: client readers")
+    parser.add_argument("--step-turns", type=int, default=12,
+                        help=f"3: turns of {MEASURED_STEPS} steps per phase (default 12)")  # fmt: skip
+    parser.add_argument("--step-clients", type=int, default=16, help="3: clients attached")
+    parser.add_argument("--step-reader", choices=("full", "light"), default="full",
+                        help="3: how the attached clients read")  # fmt: skip
+    parser.add_argument("--phases", type=int, default=5,
+                        help="3: alternating phases none/clients/none/... (default 5)")  # fmt: skip
+    parser.add_argument("--synchronous", choices=("FULL", "NORMAL"), default="NORMAL",
+                        help="1, 3: the store's synchronous setting (default NORMAL)")  # fmt: skip
+    parser.add_argument("--starts", type=int, default=5,
+                        help="4: fresh console processes of each kind (default 5)")  # fmt: skip
+    parser.add_argument("--profile", type=Path, metavar="DIR",
+                        help="cProfile the runtime process during the 16-client runs")  # fmt: skip
+    args = parser.parse_args()
+    if args.quick:
+        args.decisions, args.rounds, args.seconds = 100, 2, 2.0
+        args.step_turns, args.phases, args.starts = 5, 3, 3
+        args.readers = "full"
+    return args
+
+
+if __name__ == "__main__":
+    anyio.run(main, parse_args())
