@@ -26,12 +26,12 @@ from textual.message_pump import MessagePump
 from textual.timer import Timer
 
 from console.state import Changes, DeckState
-from engine.api.models import Decided, GroupChange, SubmitBody, Submitted
-from engine.decisions import Decision
 from engine.events import Event
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (the client's modules load with the runtime, after the first screen)
     from engine.api.client import RoomClient
+    from engine.api.models import Decided, Submitted
+    from engine.decisions import Decision
     from engine.scheduler import GroupConfig, Statistics
 
 FPS = 20  # frames a second for runtime changes (keys repaint at once, not at this rate)
@@ -176,6 +176,8 @@ class Bridge:
 
     async def send(self, thread_id: str, text: str) -> Submitted:
         """Send an operator chat message; return its request (durable by then)."""
+        from engine.api.models import SubmitBody
+
         body = SubmitBody(origin="chat", channel="console", sender="operator",
                           thread_id=thread_id, text=text)  # fmt: skip
         return await self._client().submit(body)
@@ -197,4 +199,6 @@ class Bridge:
 
     async def configure_group(self, name: str, **changes: Any) -> GroupConfig:
         """Pause, resume or re-budget a thread group; the runtime applies and persists it."""
+        from engine.api.models import GroupChange
+
         return await self._client().configure_group(name, GroupChange(**changes))

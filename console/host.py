@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from console.bridge import Bridge, RunInfo
 from console.seed import seed
-from engine.api.client import OwnerGone, RoomClient
 from engine.config import load_config
 from engine.providers.offline import OfflineModel
 from engine.room import Room, owner_of
+
+if TYPE_CHECKING:  # the client's modules load with the runtime, after the first screen
+    from engine.api.client import RoomClient
 
 LIVE_DELAY = 0.02  # the offline model's pace in the real console, so streaming is visible
 LOOK_EVERY = 0.5  # seconds between looks for a new owner while detached
@@ -135,6 +137,7 @@ class AttachedHost(Host):
 
     async def serve(self, bridge: Bridge, target: Any) -> None:
         self.started = True
+        from engine.api.client import OwnerGone
         from engine.api.connect import connect
 
         try:

@@ -17,7 +17,7 @@ import anyio
 import httpx
 import pytest
 
-from engine.api.client import Conflict, Invalid, NotFound, OwnerGone, ServerError
+from engine.api.client import Conflict, Invalid, NotFound, OwnerGone, Refused, ServerError
 from engine.api.connect import connect
 from engine.api.models import GroupChange, SubmitBody
 from engine.api.remote import RemoteClient
@@ -385,3 +385,12 @@ async def test_invalid_and_not_found_errors_are_typed(tmp_path: Path):
             await client.outcome("t_nope")
         with pytest.raises(Invalid):
             await client.submit(SubmitBody(thread_id="t", text="x", origin="chat"))
+
+
+async def test_a_full_queue_is_refused_with_its_reason(tmp_path: Path):
+    room = tmp_path / "room"
+    async with served(room), RemoteClient(Room.at(room)) as client:
+        await client.configure_group("chat", GroupChange(paused=True, max_queued_turns=1))
+        await client.submit(body("calc 1+1", thread="q:1"))
+        with pytest.raises(Refused, match="group chat queue is full"):
+            await client.submit(body("calc 1+1", thread="q:2"))

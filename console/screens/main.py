@@ -35,7 +35,6 @@ from console.widgets.filter_bar import FilterBar
 from console.widgets.key_bar import KeyBar
 from console.widgets.status_bar import StatusBar
 from console.widgets.timeline import Timeline
-from engine.api.models import Decided, Submitted
 
 DEFAULT_THREAD = "chat:main"
 MAX_NOTICES = 3  # toasts per frame; a flood of notices is summed up, not shown one by one
@@ -329,6 +328,8 @@ class MainScreen(Screen[None]):
         self._act(action, call.call_id, self.bridge.decide(decision))
 
     def _act(self, action: str, target: str, work: Awaitable[Any]) -> None:
+        from engine.api.models import Decided, Submitted  # loaded with the runtime by now
+
         async def run() -> None:
             try:
                 result = await work

@@ -47,7 +47,7 @@ def make_api(client: LocalClient, hub: EventHub, closing: anyio.Event) -> FastAP
     problem = {"model": Problem, "content": {"application/problem+json": {}}}
     api = FastAPI(title="agentdeck", version=__version__, docs_url=None, redoc_url=None,
                   description="The API of one agentdeck room's runtime.",
-                  responses={status: problem for status in (400, 401, 404, 409, 413, 422, 503)})  # fmt: skip
+                  responses={status: problem for status in (400, 401, 404, 409, 413, 422, 429, 503)})  # fmt: skip
     install_problem_handlers(api)
 
     @api.get("/v1/health")

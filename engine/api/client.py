@@ -61,6 +61,13 @@ class Invalid(ApiError, ValueError):
     status = 422
 
 
+class Refused(ApiError):
+    """The scheduler refused the request (its group's queue is full); the text is the
+    reason it recorded."""
+
+    status = 429
+
+
 class OwnerGone(ApiError):
     """Nobody serves the room any more (the owner stopped or died), or never did."""
 

@@ -13,7 +13,7 @@ import anyio
 from anyio.abc import TaskStatus
 
 from engine import __version__
-from engine.api.client import Conflict, Invalid, NotFound, Receive, Resync
+from engine.api.client import Conflict, Invalid, NotFound, Receive, Refused, Resync
 from engine.api.models import Cancelled, Decided, GroupChange, Info, SubmitBody, Submitted
 from engine.decisions import Decision, PendingCall
 from engine.messages import InvalidMessage, Message
@@ -62,7 +62,7 @@ class LocalClient:
         except UnknownStrategy as exc:
             raise Invalid(str(exc)) from None
         except Rejected as exc:
-            raise Conflict(f"rejected: {exc}") from None
+            raise Refused(str(exc)) from None
         why = rt.why_queued(handle.turn_id)
         status: Literal["queued", "admitted", "coalesced"] = (
             "coalesced" if req.status == "coalesced" else "queued" if why else "admitted"

@@ -29,6 +29,7 @@ from engine.api.client import (
     NotFound,
     OwnerGone,
     Receive,
+    Refused,
     Resync,
 )
 from engine.api.models import Cancelled, Decided, GroupChange, Info, SubmitBody, Submitted
@@ -44,7 +45,7 @@ from engine.store.recent import Conversation, Recent, read_conversation, read_re
 STREAM_READ = 45.0  # seconds of silence before an event stream is taken for dead (3 keepalives)
 RETRIES = 3  # reconnects of a broken event stream before the owner is taken for gone
 _ERRORS: dict[int, type[ApiError]] = {404: NotFound, 409: Conflict, 400: Invalid, 413: Invalid,
-                                      422: Invalid, 503: OwnerGone}  # fmt: skip
+                                      422: Invalid, 429: Refused, 503: OwnerGone}  # fmt: skip
 
 
 class RemoteClient:

@@ -13,7 +13,8 @@ summary to FILE and the raw lags (float64) to FILE.lags. Memory is its RSS when 
 opened and at the end (the lag array is allocated before the first).
 
 `decider` takes `outcome K TAG` or `event K TAG` lines and answers each with a JSON list
-of K decision round trips (seconds) made through the room's API (`decision_batch`).
+of K decision round trips (seconds) made through the room's API (`decision_batch`);
+`health K -` asks for K bare requests instead (`info_batch`).
 
 `console` starts the real console on ROOM, hosting its runtime or attached to its owner,
 behind a terminal driver that renders each frame and discards it (as bench_console.py),
@@ -128,6 +129,16 @@ async def decision_batch(client: Any, mode: str, k: int, tag: str) -> list[float
     return samples
 
 
+async def info_batch(client: Any, k: int) -> list[float]:
+    """K `info()` calls (GET /v1/health when remote): the floor of one request, seconds."""
+    samples = []
+    for _ in range(k):
+        began = time.perf_counter()
+        await client.info()
+        samples.append(time.perf_counter() - began)
+    return samples
+
+
 async def decider(room: Path) -> None:
     import anyio
 
@@ -140,7 +151,10 @@ async def decider(room: Path) -> None:
         print("ready", flush=True)
         while line := await stdin.readline():
             mode, k, tag = line.split()
-            print(json.dumps(await decision_batch(client, mode, int(k), tag)), flush=True)
+            if mode == "health":
+                print(json.dumps(await info_batch(client, int(k))), flush=True)
+            else:
+                print(json.dumps(await decision_batch(client, mode, int(k), tag)), flush=True)
 
 
 # -- an attached event-stream client -------------------------------------------------------
@@ -153,14 +167,17 @@ class Tally:
         self.lags = array("d", bytes(8 * cap))
         self.n = self.received = self.resyncs = 0
         self.first = self.last = 0.0
-        self.rss_ready = self.cpu_ready = 0.0
+        self.rss_ready = self.cpu_first = self.cpu_end = 0.0
 
     def ready(self) -> None:
-        self.rss_ready, self.cpu_ready = rss_mb(), cpu_seconds()
+        self.rss_ready = rss_mb()
+
+    def end(self) -> None:
+        self.cpu_end = cpu_seconds()
 
     def add(self, now: float, at: float) -> None:
         if not self.received:
-            self.first = now
+            self.first, self.cpu_first = now, cpu_seconds()
         self.last = now
         self.received += 1
         if self.n < len(self.lags):
@@ -174,7 +191,7 @@ class Tally:
             "reader": reader, "pid": os.getpid(), "received": self.received,
             "resyncs": self.resyncs, "first": self.first, "last": self.last,
             "rss_ready": self.rss_ready, "rss_end": rss_mb(), "hwm": hwm_mb(),
-            "cpu": cpu_seconds() - self.cpu_ready,
+            "cpu": self.cpu_end - self.cpu_first,  # from the first counted event to the end
         }  # fmt: skip
         out.write_text(json.dumps(summary))
 
@@ -191,6 +208,7 @@ async def follow_full(room: Path, tally: Tally, limit: float) -> None:
     def receive(event: Any) -> None:
         now = time.time()
         if event.kind == "text_delta" and event.text == END:
+            tally.end()
             finished.set()
             return
         if event.turn_id != WARM:
@@ -233,6 +251,7 @@ async def follow_light(room: Path, tally: Tally, limit: float) -> None:
                             now = time.time()
                             for item in json.loads(frame[data + 7 :]):
                                 if item.get("text") == END:
+                                    tally.end()
                                     return
                                 if item.get("turn_id") != WARM:
                                     tally.add(now, item["at"])

@@ -46,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from array import array
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,11 +56,12 @@ if __package__ in (None, ""):  # run as a script: make `engine` and `tests` impo
     sys.path.insert(0, str(ROOT))
 
 import anyio  # noqa: E402
+from anyio.abc import TaskStatus  # noqa: E402
 from anyio.streams.buffered import BufferedByteReceiveStream  # noqa: E402
 
 from engine.api.local import LocalClient  # noqa: E402
 from engine.config import Config, RuntimeConfig, StoreConfig  # noqa: E402
-from engine.events import TextDelta  # noqa: E402
+from engine.events import Event, TextDelta  # noqa: E402
 from engine.loops.server import Serving, serve_api  # noqa: E402
 from engine.providers.offline import OfflineModel  # noqa: E402
 from engine.runtime import Runtime  # noqa: E402
@@ -68,8 +70,10 @@ from tests.bench.api_child import (  # noqa: E402
     END,
     END_THREAD,
     WARM,
+    Tally,
     cpu_seconds,
     decision_batch,
+    info_batch,
     rss_mb,
 )
 from tests.bench.bench_steps import MEASURED_STEPS, NoopModel, measure_turn, noop  # noqa: E402
@@ -147,8 +151,10 @@ def profiled(directory: Path | None, name: str):  # type: ignore[no-untyped-def]
 # -- 1. decision round trip ------------------------------------------------------------------
 
 
-async def part_decisions(root: Path, n: int, rounds: int, synchronous: str) -> list[Row]:
-    say(f"1. decision round trip: {n} per form and mode, in {rounds} alternating batches")
+async def part_decisions(root: Path, n: int, rounds: int, synchronous: str,
+                         profile: Path | None) -> list[Row]:  # fmt: skip
+    say(f"1. decision round trip: {n} per form and mode, in {rounds} alternating batches; the "
+        "API from another process")  # fmt: skip
     room = root / "decisions"
     model = ScriptedModel(first_then([("shell", {"command": "echo hi"})]))
     config = Config(store=StoreConfig(synchronous=synchronous))  # type: ignore[arg-type]
@@ -174,19 +180,28 @@ async def part_decisions(root: Path, n: int, rounds: int, synchronous: str) -> l
                 await decision_batch(local, mode, 10, f"warm-local-{mode}")
             for r in range(rounds):
                 for mode in ("event", "outcome"):
-                    got.setdefault(("api", mode), []).extend(await remote(mode, per, f"a{r}{mode}"))
+                    with profiled(profile if r == 0 else None, f"decisions-api-{mode}"):
+                        api = await remote(mode, per, f"a{r}{mode}")
+                    got.setdefault(("api", mode), []).extend(api)
                     got.setdefault(("local", mode), []).extend(
                         await decision_batch(local, mode, per, f"l{r}{mode}")
                     )
+            got[("api", "health")] = await remote("health", max(100, per), "-")
+            got[("local", "health")] = await info_batch(local, max(100, per))
             await proc.stdin.aclose()
             await proc.wait()
     rows = []
-    for mode, how in (("event", "decide -> done event"), ("outcome", "decide -> outcome(wait)")):
+    for mode, how in (("event", "decide -> done event"), ("outcome", "decide -> outcome(wait)"),
+                      ("health", "bare request (info)")):  # fmt: skip
         a50, a95, amax = pcts(got[("api", mode)])
         l50, l95, lmax = pcts(got[("local", mode)])
         count = len(got[("api", mode)])
         say(f"   {how:<24} API p50 {a50:6.2f} ms  p95 {a95:6.2f}  max {amax:6.1f}   "
-            f"in-process p50 {l50:6.2f} ms  p95 {l95:6.2f}  max {lmax:6.1f}   ({count} each)")  # fmt: skip
+            f"in-process p50 {l50:6.3f} ms  p95 {l95:6.3f}  max {lmax:6.1f}   ({count} each)")  # fmt: skip
+        if mode == "health":
+            rows.append(Row(f"API floor: {how} p50", f"{a50:.2f} ms", f"{l50:.3f} ms", None,
+                            "(baseline of a request)"))  # fmt: skip
+            continue
         rows.append(Row(f"decision {how} p50", f"{a50:.2f} ms", f"{l50:.2f} ms", a50 / l50,
                         "none stated"))  # fmt: skip
         rows.append(Row(f"decision {how} p95", f"{a95:.2f} ms", f"{l95:.2f} ms", a95 / l95,
@@ -212,8 +227,20 @@ async def produce(rt: Runtime, rate: int, seconds: float, turn_id: str = "t_benc
     return sent
 
 
-def end_marker() -> TextDelta:
-    return TextDelta(at=time.time(), thread_id=END_THREAD, turn_id=END_THREAD, text=END)
+async def warm_up(rt: Runtime) -> None:
+    """A few events before the clock runs (a client builds its event parser on the first)."""
+    for _ in range(200):
+        rt.publish(TextDelta(at=time.time(), thread_id="chat:0", turn_id=WARM, text="warm "))
+    await anyio.sleep(0.5)
+
+
+def read_summary(path: Path) -> dict:
+    summary = json.loads(path.read_text())
+    lags = array("d")
+    with open(f"{path}.lags", "rb") as f:
+        lags.frombytes(f.read())
+    summary["lags"] = lags
+    return summary
 
 
 @dataclass
@@ -225,8 +252,9 @@ class Clients:
     @classmethod
     async def start(cls, room: Path, serving: Serving, n: int, reader: str, cap: int,
                     out: Path) -> Clients:  # fmt: skip
-        assert serving.hub is not None
-        before = serving.hub.streams
+        hub = serving.hub
+        assert hub is not None
+        before = hub.streams
         out.mkdir(parents=True, exist_ok=True)
         procs = []
         for i in range(n):
@@ -234,134 +262,139 @@ class Clients:
             path.unlink(missing_ok=True)
             procs.append((spawn("client", str(room), "--reader", reader, "--out", str(path),
                                 "--cap", str(cap)), path))  # fmt: skip
-        hub = serving.hub
         await until(lambda: hub.streams >= before + n, f"{n} {reader} clients on the stream")
         return cls(procs)
 
     async def stop(self, rt: Runtime, limit: float = 120.0) -> list[dict]:
         """Publish the end marker, wait for every client to finish; their summaries."""
-        rt.publish(end_marker())
+        rt.publish(TextDelta(at=time.time(), thread_id=END_THREAD, turn_id=END_THREAD, text=END))
         with anyio.move_on_after(limit):
             while any(p.poll() is None for p, _ in self.procs):
                 await anyio.sleep(0.02)
-        out = []
-        for proc, path in self.procs:
+        for proc, _ in self.procs:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
                 raise RuntimeError(f"client {proc.pid} did not finish within {limit} s")
             if proc.returncode != 0:
                 raise RuntimeError(f"client {proc.pid} exited with {proc.returncode}")
-            summary = json.loads(path.read_text())
-            from array import array
-
-            lags = array("d")
-            with open(f"{path}.lags", "rb") as f:
-                lags.frombytes(f.read())
-            summary["lags"] = lags
-            out.append(summary)
-        return out
+        return [read_summary(path) for _, path in self.procs]
 
 
 class LocalFollowers:
-    """In-process followers (LocalClient.follow), measuring what the clients measure."""
+    """In-process followers (LocalClient.follow), measuring as the clients do (`Tally`)."""
 
-    def __init__(self, rt: Runtime, n: int) -> None:
-        self.rt, self.n = rt, n
-        self.lags: list[float] = []
-        self.received = [0] * n
-        self.last = [0.0] * n
+    def __init__(self, rt: Runtime, n: int, cap: int) -> None:
+        self.rt = rt
+        self.tallies = [Tally(cap) for _ in range(n)]
 
-    async def run(self, task_status: anyio.abc.TaskStatus[None]) -> None:
+    async def run(self, *, task_status: TaskStatus[None]) -> None:
         async with anyio.create_task_group() as tg:
-            for i in range(self.n):
-                await tg.start(LocalClient(self.rt).follow, self._receiver(i), self._resync)
+            for tally in self.tallies:
+                await tg.start(LocalClient(self.rt).follow, self._receiver(tally), self._resync)
             task_status.started()
 
-    def _receiver(self, i: int):  # type: ignore[no-untyped-def]
-        lags, received, last = self.lags, self.received, self.last
-
-        def receive(event: object) -> None:
+    @staticmethod
+    def _receiver(tally: Tally):  # type: ignore[no-untyped-def]
+        def receive(event: Event) -> None:
             now = time.time()
-            if getattr(event, "turn_id", "") in (WARM, END_THREAD):
-                return
-            lags.append(now - event.at)  # type: ignore[attr-defined]
-            received[i] += 1
-            last[i] = now
+            if event.turn_id not in (WARM, END_THREAD):
+                tally.add(now, event.at)
 
         return receive
 
     async def _resync(self) -> None:
         raise AssertionError("an in-process follower never resyncs")
 
+    def summaries(self) -> list[dict]:
+        return [{"received": t.received, "first": t.first, "last": t.last, "resyncs": 0,
+                 "lags": t.lags[: t.n]} for t in self.tallies]  # fmt: skip
 
-async def warm_up(rt: Runtime) -> None:
-    """A few events before the clock runs (a client builds its event parser on the first)."""
-    for _ in range(200):
-        rt.publish(TextDelta(at=time.time(), thread_id="chat:0", turn_id=WARM, text="warm "))
-    await anyio.sleep(0.5)
+
+@dataclass
+class Delivery:
+    """What N followers of one run saw."""
+
+    sent_rate: float
+    slowest: float  # events a second delivered to the slowest follower
+    lag: tuple[float, float, float]  # ms, pooled over followers
+    missed: int
+    resyncs: int
+
+    @classmethod
+    def of(cls, results: list[dict], sent: int, began: float, elapsed: float) -> Delivery:
+        lags = array("d")
+        for r in results:
+            lags.extend(r["lags"])
+        return cls(
+            sent / elapsed,
+            min(r["received"] / max(1e-9, r["last"] - began) for r in results),
+            pcts(lags),
+            sum(sent - r["received"] for r in results),
+            sum(r["resyncs"] for r in results),
+        )
+
+    def line(self) -> str:
+        p50, p95, top = self.lag
+        return (f"sent {self.sent_rate:7,.0f}/s  slowest {self.slowest:7,.0f}/s  lag p50 "
+                f"{p50:6.2f} ms p95 {p95:7.2f} max {top:6.1f}")  # fmt: skip
 
 
 async def part_fanout(root: Path, counts: list[int], readers: list[str], rate: int,
                       seconds: float, profile: Path | None) -> list[Row]:  # fmt: skip
     say(f"2. event fan-out: TextDelta events at {rate:,}/s for {seconds:g} s, to N clients "
-        "(separate processes) vs N in-process followers")  # fmt: skip
+        "(separate processes) vs N in-process followers; CPU in cores busy")  # fmt: skip
     room = root / "fanout"
     rows: list[Row] = []
     cap = int(rate * seconds * 1.2) + 10_000
     async with Runtime.open(room, kind="run", provider=OfflineModel(delay=0),
                             tools=[]) as rt, serve_api(rt) as serving:  # fmt: skip
         for n in counts:
-            # in-process baseline
-            followers = LocalFollowers(rt, n)
+            followers = LocalFollowers(rt, n, cap)  # the in-process baseline
             async with anyio.create_task_group() as tg:
                 await tg.start(followers.run)
                 await warm_up(rt)
                 rss0, cpu0, wall0 = rss_mb(), cpu_seconds(), time.time()
                 sent = await produce(rt, rate, seconds)
-                cpu, rss1 = cpu_seconds() - cpu0, rss_mb()
+                cpu, elapsed, local_rss = cpu_seconds() - cpu0, time.time() - wall0, rss_mb() - rss0
+                await anyio.sleep(0.05)
                 tg.cancel_scope.cancel()
-            elapsed = time.time() - wall0
-            l50, l95, lmax = pcts(followers.lags)
-            local_rate = min(r / max(1e-9, last - wall0)
-                             for r, last in zip(followers.received, followers.last, strict=True))  # fmt: skip
-            say(f"   N={n:<2} in-process      sent {sent / elapsed:8,.0f}/s  slowest follower "
-                f"{local_rate:8,.0f}/s  lag p50 {l50:7.3f} ms p95 {l95:7.3f} max {lmax:7.2f}  "
-                f"runtime CPU {cpu / elapsed:4.2f}  RSS {rss1 - rss0:+.1f} MB")  # fmt: skip
+            local = Delivery.of(followers.summaries(), sent, wall0, elapsed)
+            del followers
+            say(f"   N={n:<2} in-process   {local.line()}  runtime CPU {cpu / elapsed:4.2f}  "
+                f"runtime RSS {local_rss:+.1f} MB")  # fmt: skip
             for reader in readers:
                 clients = await Clients.start(room, serving, n, reader, cap, root / "out")
                 await warm_up(rt)
-                name = f"fanout-{n}-{reader}"
-                with profiled(profile if n == max(counts) else None, name):
-                    cpu0, wall0 = cpu_seconds(), time.time()
+                with profiled(profile if n == max(counts) else None, f"fanout-{n}-{reader}"):
+                    rss0, cpu0, wall0 = rss_mb(), cpu_seconds(), time.time()
                     sent = await produce(rt, rate, seconds)
                     cpu, elapsed = cpu_seconds() - cpu0, time.time() - wall0
+                    runtime_rss = rss_mb() - rss0
                 results = await clients.stop(rt)
-                lags = [x for r in results for x in r["lags"]]
-                a50, a95, amax = pcts(lags)
-                slowest = min(r["received"] / max(1e-9, r["last"] - wall0) for r in results)
-                missed = sum(sent - r["received"] for r in results)
-                resyncs = sum(r["resyncs"] for r in results)
+                api = Delivery.of(results, sent, wall0, elapsed)
                 rss_end = max(r["rss_end"] for r in results)
                 growth = max(r["rss_end"] - r["rss_ready"] for r in results)
-                client_cpu = statistics.fmean(r["cpu"] for r in results) / elapsed
-                say(f"   N={n:<2} API {reader:<5}       sent {sent / elapsed:8,.0f}/s  slowest "
-                    f"client {slowest:8,.0f}/s  lag p50 {a50:7.2f} ms p95 {a95:7.2f} max "
-                    f"{amax:7.1f}  runtime CPU {cpu / elapsed:4.2f}  client RSS {rss_end:.1f} "
-                    f"MB ({growth:+.1f}), CPU {client_cpu:4.2f} each; missed {missed:,}, "
-                    f"resyncs {resyncs}")  # fmt: skip
-                ok = slowest >= 0.99 * TARGET_RATE and missed == 0 and rate >= TARGET_RATE
-                rows.append(Row(f"fan-out {n:>2} {reader:<5} delivered/client", f"{slowest:,.0f}/s",
-                                f"{local_rate:,.0f}/s", slowest / local_rate,
-                                f">= {TARGET_RATE:,}/s, none missed", ok))  # fmt: skip
-                rows.append(Row(f"fan-out {n:>2} {reader:<5} lag p50 / p95",
-                                f"{a50:.1f} / {a95:.1f} ms", f"{l50:.3f} / {l95:.3f} ms",
-                                a95 / l95 if l95 > 0 else None, "none stated"))  # fmt: skip
-                rows.append(Row(f"fan-out {n:>2} {reader:<5} lag max", f"{amax:.0f} ms",
-                                f"{lmax:.2f} ms", None, "none stated"))  # fmt: skip
-                rows.append(Row(f"fan-out {n:>2} {reader:<5} client RSS (growth)",
-                                f"{rss_end:.0f} MB ({growth:+.1f})", f"({rss1 - rss0:+.1f} MB)",
-                                None, "none stated"))  # fmt: skip
+                client_cpu = statistics.fmean(r["cpu"] / max(1e-9, r["last"] - r["first"])
+                                              for r in results)  # fmt: skip
+                say(f"   N={n:<2} API {reader:<5}    {api.line()}  runtime CPU "
+                    f"{cpu / elapsed:4.2f}  runtime RSS {runtime_rss:+.1f} MB; clients: RSS "
+                    f"{rss_end:.1f} MB ({growth:+.1f} since the stream opened), CPU "
+                    f"{client_cpu:4.2f} each ({client_cpu * n:.2f} in all), missed "
+                    f"{api.missed:,}, resyncs {api.resyncs}")  # fmt: skip
+                ok = api.slowest >= 0.99 * TARGET_RATE and api.missed == 0 and rate >= TARGET_RATE
+                label = f"fan-out {n:>2} {reader:<5}"
+                rows += [
+                    Row(f"{label} delivered/client", f"{api.slowest:,.0f}/s",
+                        f"{local.slowest:,.0f}/s", api.slowest / local.slowest,
+                        f">= {TARGET_RATE:,}/s, none missed", ok),
+                    Row(f"{label} lag p50 / p95", f"{api.lag[0]:.1f} / {api.lag[1]:.1f} ms",
+                        f"{local.lag[0]:.3f} / {local.lag[1]:.3f} ms", None, "none stated"),
+                    Row(f"{label} lag max", f"{api.lag[2]:.0f} ms", f"{local.lag[2]:.2f} ms",
+                        None, "none stated"),
+                    Row(f"{label} memory", f"client {rss_end:.0f} MB ({growth:+.1f})",
+                        f"runtime {local_rss:+.1f} MB", None, "none stated"),
+                ]  # fmt: skip
     return rows
 
 
@@ -379,6 +412,7 @@ async def part_steps(root: Path, turns: int, clients: int, phases: list[str], sy
     )
     model = NoopModel()
     per_phase: dict[str, list[float]] = {}
+    profiled_once = False
     async with Runtime.open(room, kind="run", provider=model, tools=[noop],
                             config=config) as rt, serve_api(rt) as serving:  # fmt: skip
         for i in range(3):
@@ -390,34 +424,38 @@ async def part_steps(root: Path, turns: int, clients: int, phases: list[str], sy
                                                root / "out")  # fmt: skip
                 await warm_up(rt)
             steps: list[float] = []
-            name = f"steps-{clients}-{phase}-{k}"
-            with profiled(profile if phase != "none" and k == 1 else None, name):
+            asked = profile if phase != "none" and not profiled_once else None
+            profiled_once = profiled_once or asked is not None
+            with profiled(asked, f"steps-{clients}-{phase}"):
                 cpu0, wall0 = cpu_seconds(), time.perf_counter()
                 for i in range(turns):
-                    steps += [s for _, s in await measure_turn(rt, model, f"p{k}-{i}",
-                                                               MEASURED_STEPS)]  # fmt: skip
+                    done = await measure_turn(rt, model, f"p{k}-{i}", MEASURED_STEPS)
+                    steps += [seconds for _, seconds in done]
                 cpu, elapsed = cpu_seconds() - cpu0, time.perf_counter() - wall0
             extra = ""
             if attached is not None:
                 results = await attached.stop(rt)
-                lags = [x for r in results for x in r["lags"]]
+                lags = array("d")
+                for r in results:
+                    lags.extend(r["lags"])
                 l50, l95, lmax = pcts(lags)
-                client_cpu = statistics.fmean(r["cpu"] for r in results) / elapsed
+                client_cpu = statistics.fmean(r["cpu"] / max(1e-9, r["last"] - r["first"])
+                                              for r in results)  # fmt: skip
                 extra = (f"; {sum(r['received'] for r in results) // len(results):,} events per "
                          f"client, lag from `at` p50 {l50:.1f} ms p95 {l95:.1f} max {lmax:.0f}, "
-                         f"client CPU {client_cpu:.2f} each")  # fmt: skip
+                         f"client CPU {client_cpu:.2f} each ({client_cpu * clients:.2f} in all)")  # fmt: skip
             per_phase.setdefault(phase, []).extend(steps)
             us = [s * 1e6 for s in steps]
             say(f"   phase {k} {phase:<5} {len(us):5} steps  mean {statistics.fmean(us):6.0f} us  "
                 f"p50 {statistics.median(us):6.0f}  p90 {statistics.quantiles(us, n=10)[-1]:6.0f}"
                 f"  runtime CPU {cpu / elapsed:4.2f}{extra}")  # fmt: skip
-    rows = []
     base = statistics.fmean(per_phase["none"]) * 1e6
-    for phase in phases:
-        if phase == "none" or any(r.what.endswith(phase) for r in rows):
+    rows = []
+    for phase, steps in per_phase.items():
+        if phase == "none":
             continue
-        mean = statistics.fmean(per_phase[phase]) * 1e6
-        rows.append(Row(f"step with {clients} clients vs none, {phase}", f"{mean:.0f} us",
+        mean = statistics.fmean(steps) * 1e6
+        rows.append(Row(f"step with {clients} {phase} clients vs none", f"{mean:.0f} us",
                         f"{base:.0f} us", mean / base, f"<= {TARGET_STEP_RATIO}x",
                         mean / base <= TARGET_STEP_RATIO))  # fmt: skip
     return rows
@@ -530,16 +568,15 @@ async def main(args: argparse.Namespace) -> None:
         say(f"temp dir {root}")
         say()
         if 1 in parts:
-            rows += await part_decisions(root, args.decisions, args.rounds, args.synchronous)
+            rows += await part_decisions(root, args.decisions, args.rounds, args.synchronous,
+                                         args.profile)  # fmt: skip
         if 2 in parts:
             counts = [int(c) for c in args.clients.split(",")]
             readers = args.readers.split(",")
             rows += await part_fanout(root, counts, readers, args.rate, args.seconds,
                                       args.profile)  # fmt: skip
         if 3 in parts:
-            phases = ["none", "full", "none", "full", "none"][: max(2, args.phases)]
-            if args.step_reader != "full":
-                phases = [p if p == "none" else args.step_reader for p in phases]
+            phases = args.phases.split(",")
             rows += await part_steps(root, args.step_turns, args.step_clients, phases,
                                      args.synchronous, args.profile)  # fmt: skip
         if 4 in parts:
@@ -564,10 +601,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--step-turns", type=int, default=12,
                         help=f"3: turns of {MEASURED_STEPS} steps per phase (default 12)")  # fmt: skip
     parser.add_argument("--step-clients", type=int, default=16, help="3: clients attached")
-    parser.add_argument("--step-reader", choices=("full", "light"), default="full",
-                        help="3: how the attached clients read")  # fmt: skip
-    parser.add_argument("--phases", type=int, default=5,
-                        help="3: alternating phases none/clients/none/... (default 5)")  # fmt: skip
+    parser.add_argument("--phases", default="none,full,none,light,none,full,none",
+                        help="3: the phases in order: none (no client), full or light (the "
+                             "clients' reader); default none,full,none,light,none,full,none")  # fmt: skip
     parser.add_argument("--synchronous", choices=("FULL", "NORMAL"), default="NORMAL",
                         help="1, 3: the store's synchronous setting (default NORMAL)")  # fmt: skip
     parser.add_argument("--starts", type=int, default=5,
@@ -577,7 +613,7 @@ def parse_args() -> argparse.Namespace:
     args = parser.parse_args()
     if args.quick:
         args.decisions, args.rounds, args.seconds = 100, 2, 2.0
-        args.step_turns, args.phases, args.starts = 5, 3, 3
+        args.step_turns, args.phases, args.starts = 5, "none,full,none", 3
         args.readers = "full"
     return args
 
