@@ -26,6 +26,41 @@ from tests.console.scenes import SCENES  # noqa: E402
 from tests.console.scheduler_scenes import SCHEDULER_SCENES  # noqa: E402
 
 ALL_SCENES = SCENES | SCHEDULER_SCENES | {"history": HISTORY_SCENES["history"]}
+EXTRA = ("attached",)  # scenes with another process: made here, not snapshot-tested
+
+
+def attached(out: Path) -> None:
+    """A console attached to `agentdeck start` in another process, two tasks waiting."""
+    import subprocess
+
+    from console.app import make_app
+    from tests.console.helpers import until
+    from tests.console.scenes import steady
+
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["XDG_CONFIG_HOME"] = tmp
+        room = Path(tmp) / "room"
+        (room / "tasks").mkdir(parents=True)
+        (room / "tasks" / "deploy.md").write_text("run `make deploy` and tell me the time\n")
+        (room / "tasks" / "notes.md").write_text('write "v2 is out" to NOTES.md\n')
+        cli = [sys.executable, "-m", "engine.cli", "--room", str(room)]
+        subprocess.run([*cli, "start"], check=True, cwd=ROOT, capture_output=True)
+        try:
+
+            async def ready(pilot) -> None:  # type: ignore[no-untyped-def]
+                main = pilot.app.main
+                await until(pilot, lambda: len(main.state.pending) == 2, "two wait", 3000)
+                await pilot.press("escape", "d")
+                await pilot.pause(0.3)
+                await steady(pilot)
+
+            app = make_app(room, attach=True)
+            svg = take_svg_screenshot(app=app, terminal_size=(160, 48), run_before=ready,
+                                      title="agentdeck · attached")  # fmt: skip
+        finally:
+            subprocess.run([*cli, "stop"], cwd=ROOT, capture_output=True)
+    (out / "attached.svg").write_text(svg, "utf-8")
+    print("screenshots/attached.svg  160x48")
 
 
 def main(names: list[str]) -> int:
@@ -33,7 +68,10 @@ def main(names: list[str]) -> int:
     time.tzset()
     out = ROOT / "screenshots"
     out.mkdir(exist_ok=True)
-    for name in names or list(ALL_SCENES):
+    for name in names or [*ALL_SCENES, *EXTRA]:
+        if name == "attached":
+            attached(out)
+            continue
         run_before, size, kw = ALL_SCENES[name]
         with tempfile.TemporaryDirectory() as tmp:
             os.environ["XDG_CONFIG_HOME"] = tmp  # the user's theme choice stays out of it
