@@ -106,11 +106,9 @@ class RuntimeHost(Host):
                                f"{rt.provider.name}:{rt.provider.model}", "hosted")  # fmt: skip
                 if self.loops:
                     rt.start_loops()
-                if not self.serve_api:
-                    await self._follow(LocalClient(rt), bridge, target, info)
-                    return
-                server = await anyio.to_thread.run_sync(_server_module)  # ~0.3 s of imports
-                async with server.serve_api(rt):
+                async with anyio.create_task_group() as tg:
+                    if self.serve_api:  # beside the first full screen, not before it
+                        tg.start_soon(self._serve_api, rt)
                     await self._follow(LocalClient(rt), bridge, target, info)
         except Exception as exc:  # the app shows it and exits with status 1
             self.error = exc
@@ -118,6 +116,17 @@ class RuntimeHost(Host):
         finally:
             self.runtime = None
             self.closed.set()
+
+    async def _serve_api(self, rt: Any) -> None:
+        """The room's API, until `close` (its modules load in a thread: ~0.3 s)."""
+        from engine.api.client import ServerError
+
+        server = await anyio.to_thread.run_sync(_server_module)
+        try:
+            async with server.serve_api(rt):
+                await self._closing.wait()
+        except (ServerError, OSError) as exc:  # hosting goes on; other operators cannot join
+            rt.notice("error", f"The room's API is not served: {exc}")
 
 
 def _server_module() -> Any:

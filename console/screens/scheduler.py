@@ -76,7 +76,7 @@ class SchedulerScreen(Screen[None]):
     def refresh_stats(self) -> None:
         """Take one snapshot (in a worker: an attached console asks the owner) and redraw
         what changed in it."""
-        self.run_worker(self._refresh(), group="stats", exclusive=True)
+        self.run_worker(self._refresh, group="stats", exclusive=True)  # (made when it runs)
 
     async def _refresh(self) -> None:
         try:
