@@ -84,7 +84,8 @@ class CallChanged(_Event):
 
 
 class DecisionRecorded(_Event):
-    """A decision arrived: `status` is queued, applied or duplicate."""
+    """A decision arrived or moved: `status` is queued, applied, duplicate (the call was
+    already decided) or superseded (a newer decision replaced one a dead run left)."""
 
     kind: Literal["decision_recorded"] = "decision_recorded"
     decision_id: str

@@ -11,15 +11,23 @@ from engine.lifecycle import CallStatus
 
 if TYPE_CHECKING:
     from engine.calls import CallState
-    from engine.store import Store
+    from engine.store import Op, Store
 
 
 class DecisionInbox:
-    """Decisions not yet applied, in arrival order per call."""
+    """Decisions not yet applied, in arrival order per call.
+
+    A decision restored at start was recorded by a run that ended before applying it: it
+    is `stale`. A full runtime applies those at once (`stale_turns`); should the operator
+    decide the call again first, the newest decision wins and the stale one is superseded
+    (`supersede`). Among the decisions of one run, the first applies and the rest are
+    duplicates.
+    """
 
     def __init__(self, store: Store) -> None:
         self._store = store
         self._queued: dict[str, deque[Decision]] = defaultdict(deque)
+        self._stale: set[str] = set()  # ids of decisions restored from an earlier run
 
     async def load(self, decision_id: str | None) -> Decision:
         """A decision as stored (for replaying a call left `resuming`)."""
@@ -29,12 +37,35 @@ class DecisionInbox:
         return from_row(row)
 
     async def restore(self) -> None:
-        """Reload the decisions a previous run queued and did not apply."""
+        """Reload the decisions a previous run queued and did not apply (stale ones)."""
         rows = await self._store.fetchall(
             "SELECT * FROM decisions WHERE status='queued' ORDER BY created_at"
         )
         for row in rows:
             self.add(from_row(row))
+            self._stale.add(row["id"])
+
+    async def stale_turns(self) -> list[str]:
+        """The waiting turns a restored decision is for: resume them to apply it."""
+        rows = await self._store.fetchall(
+            "SELECT DISTINCT c.turn_id FROM decisions d JOIN tool_calls c ON c.id = d.call_id"
+            " WHERE d.status='queued' AND c.status='suspended' ORDER BY c.turn_id"
+        )
+        return [row[0] for row in rows]
+
+    def supersede(self, decision: Decision, at: float) -> list[tuple[Decision, Op]]:
+        """`decision` is newer than the stale decisions queued for its call: take those
+        out, returning each with the row update that records it superseded."""
+        queue = self._queued.get(decision.call_id)
+        if not queue:
+            return []
+        gone = [d for d in queue if d.id in self._stale]
+        for old in gone:
+            queue.remove(old)
+            self._stale.discard(old.id)
+        note = f"superseded by {decision.id}"
+        return [(old, ("UPDATE decisions SET status='superseded', note=?, applied_at=? WHERE id=?",
+                       (note, at, old.id))) for old in gone]  # fmt: skip
 
     def add(self, decision: Decision) -> None:
         self._queued[decision.call_id].append(decision)
@@ -48,7 +79,9 @@ class DecisionInbox:
         for call in suspended:
             queue = self._queued.get(call.id)
             if queue and call.status is CallStatus.SUSPENDED:
-                taken.append((queue.popleft(), call))
+                decision = queue.popleft()
+                self._stale.discard(decision.id)
+                taken.append((decision, call))
         return taken
 
     def drop_rest(self, call_id: str) -> list[Decision]:

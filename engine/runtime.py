@@ -165,6 +165,9 @@ class Runtime:
                         if resume == "all":
                             for turn_id in sorted(rt._interrupted):
                                 rt._spawn_resume(turn_id)
+                            for turn_id in await rt.decisions.stale_turns():  # decided, not
+                                if turn_id not in rt.live:  # applied: a run died between
+                                    rt._spawn_resume(turn_id)
                         rt._pump()  # requests a previous run accepted and did not start
                         yield rt
                         tg.cancel_scope.cancel()
@@ -551,8 +554,17 @@ class Runtime:
             decision_id=decision.id, call_id=decision.call_id, action=decision.action,
             status=status, reason=decision.reason, note=note,
         )  # fmt: skip
-        await self.commit([(INSERT_DECISION, to_row(decision, status, now, note))], [event],
-                          checkpoint=None, turn_id=event.turn_id)  # fmt: skip
+        ops: list[Op] = [(INSERT_DECISION, to_row(decision, status, now, note))]
+        events: list[Event] = [event]
+        if not decided:  # a decision a dead run left unapplied gives way to this newer one
+            for old, op in self.decisions.supersede(decision, now):
+                ops.append(op)
+                events.append(DecisionRecorded(
+                    at=now, thread_id=event.thread_id, turn_id=event.turn_id,
+                    decision_id=old.id, call_id=old.call_id, action=old.action,
+                    status="superseded", reason=old.reason, note=f"superseded by {decision.id}",
+                ))  # fmt: skip
+        await self.commit(ops, events, checkpoint=None, turn_id=event.turn_id)
         if decided:
             return status
         self.decisions.add(decision)

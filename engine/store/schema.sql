@@ -104,7 +104,7 @@ CREATE TABLE IF NOT EXISTS decisions (
     reason      TEXT NOT NULL DEFAULT '',
     remember    TEXT,                   -- thread | room
     decided_by  TEXT NOT NULL,
-    status      TEXT NOT NULL,          -- queued | applied | duplicate
+    status      TEXT NOT NULL,          -- queued | applied | duplicate | superseded
     note        TEXT,
     created_at  REAL NOT NULL,
     applied_at  REAL
