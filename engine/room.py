@@ -1,12 +1,13 @@
 """The agent room on disk: where its files live, and who owns it.
 
-A room is owned by one runtime process at a time (an exclusive `flock` on `.owner`, which
-the kernel releases when the process dies, even by SIGKILL). Reading history never needs
-ownership.
+A room is owned by one runtime process at a time (an exclusive `flock` on the room's
+directory, which the kernel releases when the process dies, even by SIGKILL); `.owner`
+says who holds it. Reading history never needs ownership.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -21,6 +22,10 @@ PROBE_TRIES = 5  # tries 10 ms apart before another owner is taken for real
 
 class RoomBusy(RuntimeError):
     """Another process owns the room; the text names it."""
+
+
+class RoomError(ValueError):
+    """The room's folder cannot be used (not a directory, not readable or writable)."""
 
 
 def default_room() -> Path:
@@ -76,8 +81,20 @@ class Room:
         """What a background runtime (`agentdeck start`) writes."""
         return self.path / "agent.log"
 
+    def create(self) -> None:
+        """Make the room's folder if it is missing; RoomError saying why it cannot be used."""
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            raise RoomError(f"room {self.path} is not a directory") from None
+        except OSError as exc:
+            raise RoomError(f"room {self.path} cannot be made: {exc.strerror}") from None
+
     def ensure(self) -> None:
-        self.workspace.mkdir(parents=True, exist_ok=True)
+        try:
+            self.workspace.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise RoomError(f"room {self.path}: no workspace: {exc.strerror}") from None
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         """Replace agent.run atomically with a small JSON summary of what runs now."""
@@ -90,37 +107,52 @@ def owner_of(room: Room) -> dict[str, Any] | None:
     """Who owns the room now (`pid host kind since`), or None when nobody does.
 
     Asked of the lock itself, not of a file a crash may have left behind: a shared lock
-    is refused exactly while an owner holds the exclusive one.
+    on the room's directory is refused exactly while an owner holds the exclusive one.
     """
     try:
-        fd = os.open(room.owner_file, os.O_RDONLY)
-    except FileNotFoundError:
+        fd = os.open(room.path, os.O_RDONLY | os.O_DIRECTORY)
+    except (FileNotFoundError, NotADirectoryError):
         return None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            text = os.read(fd, 4096).decode(errors="replace").strip()
-            try:
-                info = json.loads(text)
-            except ValueError:
-                info = None
-            return info if isinstance(info, dict) else {"pid": None, "kind": "unknown"}
+            return _holder(room)
         fcntl.flock(fd, fcntl.LOCK_UN)
         return None
     finally:
         os.close(fd)
 
 
+def _holder(room: Room) -> dict[str, Any]:
+    """What the owner wrote about itself in `.owner` (a name: it may be gone or garbled)."""
+    try:
+        info = json.loads(room.owner_file.read_text(errors="replace"))
+    except (OSError, ValueError):
+        info = None
+    return info if isinstance(info, dict) else {"pid": None, "kind": "unknown"}
+
+
 class Ownership:
-    """The exclusive claim of one process on a room."""
+    """The exclusive claim of one process on a room.
+
+    The lock is an exclusive `flock` on the room's directory itself, which nothing can
+    unlink or replace under the owner while the room has its files: removing or
+    rewriting `.owner` (only what the owner says about itself) takes nothing from it. The
+    kernel drops the lock when the process dies, even by SIGKILL.
+    """
 
     def __init__(self, room: Room, kind: str) -> None:
         self.room, self.kind = room, kind
         self._fd: int | None = None
 
     def acquire(self) -> None:
-        fd = os.open(self.room.owner_file, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(self.room.path, os.O_RDONLY | os.O_DIRECTORY)
+        except NotADirectoryError:
+            raise RoomError(f"room {self.room.path} is not a directory") from None
+        except OSError as exc:
+            raise RoomError(f"room {self.room.path} cannot be opened: {exc.strerror}") from None
         try:
             for attempt in range(PROBE_TRIES):  # a client's `owner_of` holds it a moment
                 try:
@@ -131,23 +163,34 @@ class Ownership:
                         raise
                     time.sleep(0.01)
         except BlockingIOError:
-            holder = os.read(fd, 4096).decode(errors="replace").strip()
             os.close(fd)
+            info = _holder(self.room)
             try:
-                info = json.loads(holder)
-                who = f"pid {info['pid']} on {info['host']} (agentdeck {info['kind']}, since {info['since']})"
-            except (ValueError, KeyError):
+                who = (f"pid {info['pid']} on {info['host']} (agentdeck {info['kind']}, "
+                       f"since {info['since']})")  # fmt: skip
+            except KeyError:
                 who = "another process"
             raise RoomBusy(f"room {self.room.path} is owned by {who}") from None
-        os.ftruncate(fd, 0)
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
         info = {"pid": os.getpid(), "host": socket.gethostname(), "kind": self.kind, "since": stamp}
-        os.pwrite(fd, json.dumps(info).encode(), 0)
+        try:
+            _write(self.room.owner_file, json.dumps(info))
+        except OSError as exc:
+            os.close(fd)
+            raise RoomError(f"room {self.room.path} cannot be written: {exc.strerror}") from None
         self._fd = fd
 
     def release(self) -> None:
         if self._fd is not None:
-            os.ftruncate(self._fd, 0)
+            with contextlib.suppress(OSError):
+                _write(self.room.owner_file, "")  # no stale owner left behind
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
+
+
+def _write(path: Path, text: str) -> None:
+    """Replace `path`'s content in one step (a reader sees the old or the new, whole)."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)

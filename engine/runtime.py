@@ -131,7 +131,7 @@ class Runtime:
     ) -> AsyncIterator[Runtime]:
         """Own the room, repair what a crash left, and serve until the block exits."""
         room = room if isinstance(room, Room) else Room.at(room)
-        room.path.mkdir(parents=True, exist_ok=True)
+        room.create()
         config = config or load_config(room.config)
         ownership = Ownership(room, kind)
         ownership.acquire()

@@ -393,14 +393,50 @@ def test_owner_in_another_process_is_named(room: Room) -> None:
 def test_unreadable_holder_is_another_process(room: Room) -> None:
     import fcntl
 
-    fd = os.open(room.owner_file, os.O_RDWR | os.O_CREAT)
+    fd = os.open(room.path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        os.write(fd, b"garbage")
+        room.owner_file.write_text("garbage")
         with pytest.raises(RoomBusy, match="owned by another process"):
             Ownership(room, "run").acquire()
     finally:
         os.close(fd)
+
+
+def test_removing_the_owner_file_takes_nothing_from_the_owner(room: Room) -> None:
+    """Issue 13, item 15: `rm .owner` let a second process take a room its owner still ran
+    (two `decide`s then wrote one thread at once). The lock is on the room's directory."""
+    code = textwrap.dedent(
+        f"""
+        import sys
+        from engine.room import Ownership, Room
+        Ownership(Room.at({str(room.path)!r}), "run").acquire()
+        print("ready", flush=True)
+        sys.stdin.readline()
+        """
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        room.owner_file.unlink()
+        with pytest.raises(RoomBusy, match="owned by another process"):
+            Ownership(room, "decide").acquire()
+        room.owner_file.write_text(json.dumps({"pid": 1, "kind": "fake"}))  # lies change nothing
+        with pytest.raises(RoomBusy):
+            Ownership(room, "decide").acquire()
+        from engine.room import owner_of
+
+        assert owner_of(room) is not None
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait(timeout=10)
+        child.stdout.close()  # type: ignore[union-attr]
+    o = Ownership(room, "console")
+    o.acquire()
+    o.release()
 
 
 # --- Room paths ----------------------------------------------------------------------------

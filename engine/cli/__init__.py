@@ -2,7 +2,8 @@
 decisions and history.
 
 `--json` output and exit codes are a contract: 0 done/natural, 3 waiting, 1 any other end,
-2 bad usage or input. Commands that act on turns (`invoke`, `decide`, `cancel`, `pending`)
+2 bad usage or input, 4 the room is held by another process that cannot take this now (a
+one-off that serves no API, an owner that stopped answering): try again. Commands that act on turns (`invoke`, `decide`, `cancel`, `pending`)
 go through the owner's API when the room is owned, and open the room themselves only when
 nobody owns it; their output is the same either way.
 """
@@ -16,11 +17,11 @@ from collections.abc import Awaitable, Callable
 import anyio
 
 from engine import __version__
-from engine.api.client import ApiError, NotFound, ServerError
-from engine.cli.common import EXIT_OTHER, EXIT_USAGE, UsageError
+from engine.api.client import ApiError, NotFound, OwnerGone, ServerError
+from engine.cli.common import EXIT_BUSY, EXIT_OTHER, EXIT_USAGE, UsageError
 from engine.config import ConfigError
 from engine.messages import InvalidMessage
-from engine.room import Room, RoomBusy
+from engine.room import Room, RoomBusy, RoomError
 from engine.scheduler import Rejected
 from engine.store import StoreError
 from engine.strategies import UnknownStrategy
@@ -98,13 +99,14 @@ def main(argv: list[str] | None = None, run_console: Callable[[Room], int] | Non
 
             return process.start(room) if command == "start" else process.stop(room, args.timeout)
         return anyio.run(_handler(command), room, args)
-    except (UsageError, InvalidMessage, ConfigError, UnknownStrategy, ServerError) as exc:
+    except (UsageError, InvalidMessage, ConfigError, UnknownStrategy, ServerError, RoomError,
+            NotFound) as exc:  # fmt: skip
         print(f"agentdeck: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except NotFound as exc:
+    except (RoomBusy, OwnerGone) as exc:  # another process holds the room: try again later
         print(f"agentdeck: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except (RoomBusy, StoreError, Rejected, ApiError) as exc:
+        return EXIT_BUSY
+    except (StoreError, Rejected, ApiError) as exc:
         print(f"agentdeck: {exc}", file=sys.stderr)
         return EXIT_OTHER
     except KeyboardInterrupt:

@@ -12,7 +12,7 @@ from engine.api.client import RoomClient
 from engine.outcome import TurnOutcome
 from engine.room import Room, RoomBusy
 
-EXIT_OK, EXIT_OTHER, EXIT_USAGE, EXIT_WAITING = 0, 1, 2, 3
+EXIT_OK, EXIT_OTHER, EXIT_USAGE, EXIT_WAITING, EXIT_BUSY = 0, 1, 2, 3, 4
 POLL = 30.0  # seconds of one wait for an outcome (the owner answers sooner when it can)
 
 

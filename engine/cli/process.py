@@ -19,7 +19,7 @@ import time
 import anyio
 
 from engine.api.sockets import answers
-from engine.cli.common import EXIT_OK, EXIT_OTHER, EXIT_WAITING
+from engine.cli.common import EXIT_BUSY, EXIT_OK, EXIT_OTHER, EXIT_WAITING
 from engine.events import CallChanged, Event, TurnChanged, TurnStarted
 from engine.room import Room, owner_of
 
@@ -82,11 +82,11 @@ def start(room: Room) -> int:
     from engine.api.connect import describe
     from engine.config import load_config
 
+    room.create()
     if (owner := owner_of(room)) is not None:
         print(f"agentdeck: room {room.path} is already owned by {describe(owner)}",
               file=sys.stderr)  # fmt: skip
-        return EXIT_OTHER
-    room.path.mkdir(parents=True, exist_ok=True)
+        return EXIT_BUSY
     load_config(room.config)  # a bad agentdeck.toml is said here, not only in the log
     _rotate(room)
     log_fd = os.open(room.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -148,7 +148,7 @@ def stop(room: Room, timeout: float) -> int:
 
 
 async def status(room: Room, args: argparse.Namespace) -> int:
-    """Exit 0 when a runtime serves the room, 3 when nobody owns it, 1 when the owner
+    """Exit 0 when a runtime serves the room, 3 when nobody owns it, 4 when its owner
     does not answer."""
     from engine.api.client import OwnerGone
     from engine.api.connect import connect, describe
@@ -164,7 +164,7 @@ async def status(room: Room, args: argparse.Namespace) -> int:
         client = await connect(room, wait=2.0)
     except OwnerGone as exc:
         print(f"agentdeck: {exc}", file=sys.stderr)
-        return EXIT_OTHER
+        return EXIT_BUSY
     if client is None:  # it stopped meanwhile
         return await status(room, args)
     async with client:
