@@ -29,9 +29,9 @@ class ModelConfig(_Section):
 
 
 class GroupSettings(_Section):
-    priority: int | None = None
-    max_running_turns: int | None = Field(None, ge=0)
-    max_queued_turns: int | None = Field(None, ge=1)
+    priority: int | None = Field(None, ge=-1_000_000, le=1_000_000)
+    max_running_turns: int | None = Field(None, ge=0, le=1000)
+    max_queued_turns: int | None = Field(None, ge=1, le=1_000_000)
     overflow_policy: Literal["reject", "drop_oldest", "replace_pending"] | None = None
     coalesce: Literal["none", "keep_pending", "newest"] | None = None
     paused: bool | None = None
@@ -45,10 +45,12 @@ class ThreadSettings(_Section):
 class RuntimeConfig(_Section):
     max_running_turns: int = Field(8, ge=1, le=1000)
     tool_concurrency: int = Field(4, ge=1, le=64)
-    max_rounds: int = Field(25, ge=1)
-    plan_max_rounds: int = Field(5, ge=1)  # plan_execute: planning rounds before answering
+    max_rounds: int = Field(25, ge=1, le=100_000)
+    plan_max_rounds: int = Field(
+        5, ge=1, le=10_000
+    )  # plan_execute: planning rounds before answering
     turn_timeout: float = Field(900.0, gt=0)
-    max_consecutive_errors: int = Field(5, ge=1)
+    max_consecutive_errors: int = Field(5, ge=1, le=100_000)
     shell_timeout: float = Field(30.0, gt=0)
 
 

@@ -8,6 +8,7 @@ into a rule that later gates apply without asking.
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any, Literal
 
@@ -35,6 +36,8 @@ class Decision(BaseModel):
             raise ValueError("a cancel decision takes no arguments or result")
         if self.args is not None and self.use_result:
             raise ValueError("resume with edited arguments or with a result, not both")
+        storable(self.args, "args")  # refused now, not after it reached the waiting call
+        storable(self.result, "result")
         return self
 
     @classmethod
@@ -53,6 +56,27 @@ class Decision(BaseModel):
         """What the model reads when this decision cancels a call."""
         who = "operator" if self.decided_by == "operator" else self.decided_by
         return f"denied by {who}" + (f": {self.reason}" if self.reason else "")
+
+
+MAX_DEPTH = 64  # nesting of decided arguments and results
+
+
+def storable(value: Any, what: str) -> None:
+    """Raise ValueError unless `value` is JSON that execution.db and a tool can take:
+    nested at most MAX_DEPTH deep, every number printable (Python refuses integers of more
+    than 4,300 digits)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > MAX_DEPTH:
+                raise ValueError(f"{what} is nested more than {MAX_DEPTH} deep")
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    try:
+        json.dumps(value)
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise ValueError(f"{what} cannot be stored: {exc}") from None
 
 
 class Rule(BaseModel):

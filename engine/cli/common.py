@@ -49,7 +49,9 @@ def json_arg(text: str | None, what: str) -> Any:
         return None
     try:
         return json.loads(text)
-    except json.JSONDecodeError as exc:
+    except RecursionError:
+        raise UsageError(f"{what} is nested too deeply") from None
+    except ValueError as exc:  # bad JSON, or a number of more than 4,300 digits
         raise UsageError(f"{what} is not valid JSON: {exc}") from None
 
 

@@ -8,6 +8,8 @@ import sys
 import time
 from typing import Any
 
+from pydantic import ValidationError
+
 from engine.api.client import Conflict, NotFound
 from engine.api.models import SubmitBody
 from engine.cli.common import (
@@ -45,12 +47,16 @@ async def decide(room: Room, args: argparse.Namespace) -> int:
     if args.args and args.result:
         raise UsageError("give --args or --result, not both")
     kw: dict[str, Any] = {"remember": args.remember, "decided_by": "operator"}
-    if args.action == "cancel":
-        decision = Decision.cancel(args.call_id, args.reason, **kw)
-    elif args.result is not None:
-        decision = Decision.with_result(args.call_id, result, **kw)
-    else:
-        decision = Decision.approve(args.call_id, args=edited, **kw)
+    try:
+        if args.action == "cancel":
+            decision = Decision.cancel(args.call_id, args.reason, **kw)
+        elif args.result is not None:
+            decision = Decision.with_result(args.call_id, result, **kw)
+        else:
+            decision = Decision.approve(args.call_id, args=edited, **kw)
+    except ValidationError as exc:  # the call stays waiting; nothing is recorded
+        raise UsageError("; ".join(e["msg"].removeprefix("Value error, ")
+                                   for e in exc.errors())) from None  # fmt: skip
     async with room_client(room, "decide") as client:
         try:
             decided = await client.decide(decision)

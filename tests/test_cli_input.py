@@ -1,0 +1,118 @@
+"""Bad input to the command line is one line and an exit code, never a traceback, and it
+changes nothing (issue 13, items 13 and 16)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import anyio
+import pytest
+
+from engine.cli import main
+from engine.messages import Message
+from engine.providers.offline import OfflineModel
+from engine.room import Ownership, Room
+from engine.runtime import Runtime
+
+
+def waiting_call(room: Path) -> str:
+    async def run() -> str:
+        async with Runtime.open(room, kind="test", provider=OfflineModel(delay=0)) as rt:
+            message = Message(origin="invoke", sender="t", thread_id="t:1", text="run `ls`")
+            outcome = await rt.run_turn(message)
+            return str(outcome.pending[0]["call_id"])
+
+    return anyio.run(run)
+
+
+def call_status(room: Path, call_id: str) -> str:
+    conn = sqlite3.connect(room / "execution.db")
+    try:
+        return str(conn.execute("SELECT status FROM tool_calls WHERE id=?", (call_id,)).fetchone()[0])
+    finally:
+        conn.close()
+
+
+def one_line(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("\n") == 1, err
+    return err
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "says"),
+    [
+        ("--args", "[" * 5000 + "]" * 5000, "nested too deeply"),
+        ("--args", '{"n": ' + "9" * 5000 + "}", "not valid JSON"),
+        ("--result", "[" * 5000 + "]" * 5000, "nested too deeply"),
+        ("--result", "9" * 5000, "not valid JSON"),
+        ("--args", '{"a": ' + "[" * 900 + "]" * 900 + "}", "nested more than 64 deep"),
+        ("--result", "[" * 100 + "]" * 100, "nested more than 64 deep"),
+    ],
+)
+def test_bad_decided_arguments_are_refused_and_the_call_keeps_waiting(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, value: str, says: str
+) -> None:
+    room = tmp_path / "room"
+    call_id = waiting_call(room)
+    capsys.readouterr()
+    code = main(["--room", str(room), "decide", call_id, "approve", flag, value])
+    assert code == 2
+    assert says in one_line(capsys)
+    assert call_status(room, call_id) == "suspended"
+    conn = sqlite3.connect(room / "execution.db")
+    try:
+        assert conn.execute("SELECT count(*) FROM decisions").fetchone() == (0,)
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize(
+    "toml",
+    [
+        "[groups.chat]\npriority = 99999999999999999999999\n",
+        "[groups.chat]\nmax_queued_turns = 99999999999999999999\n",
+        "[runtime]\nmax_rounds = 1000000000000000000000\n",
+    ],
+)
+def test_numbers_sqlite_cannot_hold_are_config_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], toml: str
+) -> None:
+    room = tmp_path / "room"
+    room.mkdir()
+    (room / "agentdeck.toml").write_text(toml)
+    assert main(["--room", str(room), "invoke", "calc 1+1"]) == 2
+    assert "agentdeck.toml" in one_line(capsys)
+
+
+@pytest.mark.parametrize("where", ["file", "proc", "db"])
+def test_a_room_that_is_not_a_usable_directory_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str
+) -> None:
+    if where == "file":
+        room = tmp_path / "a-file"
+        room.write_text("not a room")
+    elif where == "db":
+        waiting_call(tmp_path / "room")
+        room = tmp_path / "room" / "execution.db"
+    else:
+        room = Path("/proc/1")
+    capsys.readouterr()
+    for command in (["invoke", "calc 1+1"], ["pending"], ["run"]):
+        assert main(["--room", str(room), *command]) == 2, command
+        assert f"room {room}" in one_line(capsys)
+
+
+def test_a_busy_room_has_its_own_exit_code(tmp_path: Path, capsys) -> None:
+    room = Room.at(tmp_path / "room")
+    room.create()
+    holder = Ownership(room, "embed")  # serves no API: a client cannot act through it
+    holder.acquire()
+    try:
+        assert main(["--room", str(room.path), "run"]) == 4
+        assert "is owned by pid" in one_line(capsys)
+        assert main(["--room", str(room.path), "start"]) == 4
+        assert "already owned" in one_line(capsys)
+    finally:
+        holder.release()
