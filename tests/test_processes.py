@@ -216,3 +216,39 @@ def test_commands_on_an_owner_that_serves_no_api_say_so(tmp_path: Path) -> None:
         holder.wait()
         if holder.stdout is not None:
             holder.stdout.close()
+
+
+@pytest.mark.parametrize("toml", ["[groups.chat]\npaused = true\n",
+                                  "[groups.chat]\nmax_running_turns = 0\n"])  # fmt: skip
+@pytest.mark.parametrize("owned", [False, True])
+def test_invoke_on_a_held_group_says_it_is_queued_and_why(tmp_path: Path, toml: str,
+                                                          owned: bool) -> None:  # fmt: skip
+    """Issue 13, item 5: `invoke` hung without a word when its group was paused or had no
+    budget. It says the request is queued and why, at once, and goes on waiting."""
+    room = tmp_path / "room"
+    room.mkdir()
+    (room / "agentdeck.toml").write_text(toml)
+    owner = None
+    if owned:
+        owner = subprocess.Popen([sys.executable, "-m", "engine.cli", "--room", str(room), "run"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                 cwd=ROOT)  # fmt: skip
+        assert owner.stdout is not None and owner.stdout.readline().startswith("agentdeck run")
+    invoke = subprocess.Popen([sys.executable, "-m", "engine.cli", "--room", str(room), "invoke",
+                               "calc 1+1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, cwd=ROOT)  # fmt: skip
+    try:
+        assert invoke.stderr is not None
+        line = invoke.stderr.readline()
+        reason = "group chat paused" if "paused" in toml else "group chat budget full (0 of 0"
+        assert line.startswith("agentdeck: queued on invoke:default: ") and reason in line, line
+        assert invoke.poll() is None  # still waiting for its turn, as asked
+    finally:
+        for proc in (invoke, owner):
+            if proc is not None:
+                proc.kill()
+                proc.wait()
+                for stream in (proc.stdout, proc.stderr):
+                    if stream is not None:
+                        stream.close()
+    assert rows(room, "SELECT status FROM turn_requests") == [("queued",)]  # nothing lost

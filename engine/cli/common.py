@@ -56,9 +56,17 @@ def json_arg(text: str | None, what: str) -> Any:
 
 
 async def settled(client: RoomClient, turn_id: str) -> TurnOutcome:
-    """The turn's outcome once it no longer runs (done, or waiting for a decision)."""
+    """The turn's outcome once it no longer runs (done, or waiting for a decision). While
+    its request waits in the queue, stderr says so and why (a paused group, a full budget),
+    again whenever the reason changes."""
+    said, wait = None, 0.0  # the first look does not wait: a queued request is said at once
     while True:
-        outcome = await client.outcome(turn_id, wait=POLL)
+        outcome = await client.outcome(turn_id, wait=wait)
+        wait = POLL
+        if outcome.status == "queued" and outcome.reason != said:
+            said = outcome.reason
+            print(f"agentdeck: queued on {outcome.thread_id}: {said}; it starts once that "
+                  "clears (Ctrl-C leaves it queued)", file=sys.stderr)  # fmt: skip
         if outcome.status not in ("running", "queued"):
             return outcome
 

@@ -177,6 +177,7 @@ async def status(room: Room, args: argparse.Namespace) -> int:
             "room": str(room.path), "owner": owner, "info": info.model_dump(mode="json"),
             "running": stats.running, "waiting": waiting, "queued": len(stats.queued),
             "pending": len(waiting_calls),
+            "paused": [g.name for g in stats.groups if g.paused],
         }))  # fmt: skip
         return EXIT_OK
     print(f"room {room.path}: owned by {describe(owner)}")
@@ -185,6 +186,10 @@ async def status(room: Room, args: argparse.Namespace) -> int:
     print(f"{stats.running} running, {waiting} waiting, {len(stats.queued)} queued; "
           f"{len(waiting_calls)} call{'s' if len(waiting_calls) != 1 else ''} "
           "waiting for a decision (`agentdeck pending`)")  # fmt: skip
+    held = [f"{g.name} paused" if g.paused else f"{g.name} has no budget (0 running turns)"
+            for g in stats.groups if g.paused or g.max_running_turns == 0]  # fmt: skip
+    if held:
+        print(f"held: {'; '.join(held)}: their requests wait until that changes")
     return EXIT_OK
 
 
