@@ -29,7 +29,9 @@ def waiting_call(room: Path) -> str:
 def call_status(room: Path, call_id: str) -> str:
     conn = sqlite3.connect(room / "execution.db")
     try:
-        return str(conn.execute("SELECT status FROM tool_calls WHERE id=?", (call_id,)).fetchone()[0])
+        return str(
+            conn.execute("SELECT status FROM tool_calls WHERE id=?", (call_id,)).fetchone()[0]
+        )
     finally:
         conn.close()
 

@@ -252,3 +252,43 @@ def test_invoke_on_a_held_group_says_it_is_queued_and_why(tmp_path: Path, toml: 
                     if stream is not None:
                         stream.close()
     assert rows(room, "SELECT status FROM turn_requests") == [("queued",)]  # nothing lost
+
+
+def test_run_with_an_unread_stdout_keeps_running_turns(tmp_path: Path) -> None:
+    """Issue 13, item 3: `run` with a stdout nobody read stalled every turn once ~64 KB of
+    log was written (a blocking print on the event loop). Logging never blocks the loop."""
+    import anyio
+
+    from engine.api.connect import connect
+    from engine.api.models import SubmitBody
+    from engine.room import Room
+
+    room = tmp_path / "room"
+    proc = subprocess.Popen([sys.executable, "-m", "engine.cli", "--room", str(room), "run"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ROOT)  # fmt: skip
+    try:
+        until(lambda: (room / "agent.sock").exists(), "the API is served")
+
+        async def flood() -> int:
+            client = await connect(Room.at(room))
+            assert client is not None
+            done = 0
+            async with client:
+                for i in range(60):  # ~3 lines of ~500 bytes a turn: far past 64 KB
+                    sub = await client.submit(SubmitBody(thread_id=f"t{i:03d}-" + "x" * 480,
+                                                         text="calc 1+1", sender="t"))  # fmt: skip
+                    with anyio.fail_after(20):
+                        while (await client.outcome(sub.turn_id, wait=5)).status != "done":
+                            pass
+                    done += 1
+            return done
+
+        assert anyio.run(flood) == 60
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0  # and it still stops, with its writer blocked
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()

@@ -20,6 +20,7 @@ import anyio
 
 from engine.api.sockets import answers
 from engine.cli.common import EXIT_BUSY, EXIT_OK, EXIT_OTHER, EXIT_WAITING
+from engine.cli.outlet import Outlet, OutletHandler
 from engine.events import CallChanged, Event, TurnChanged, TurnStarted
 from engine.room import Room, owner_of
 
@@ -48,12 +49,24 @@ def log_line(event: Event) -> str | None:
 async def run(room: Room, args: argparse.Namespace) -> int:
     import logging
 
+    # notices (a bad task file, a failed submit) reach stderr; turns reach stdout; neither
+    # blocks the loop when nobody reads them
+    out, err = Outlet(sys.stdout), Outlet(sys.stderr)
+    handler = OutletHandler(err)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s: %(message)s", "%H:%M:%S"))
+    logging.getLogger().addHandler(handler)
+    try:
+        return await _run(room, "start" if args.detached else "run", out)
+    finally:
+        logging.getLogger().removeHandler(handler)
+        out.close()
+        err.close()
+
+
+async def _run(room: Room, kind: str, out: Outlet) -> int:
     from engine.loops.server import serve_api
     from engine.runtime import Runtime
 
-    # notices (a bad task file, a failed submit) reach the log; turns reach stdout
-    logging.basicConfig(format="%(asctime)s %(levelname)s: %(message)s", datefmt="%H:%M:%S")
-    kind = "start" if args.detached else "run"
     # SIGTERM (systemd, docker, kill, `agentdeck stop`) stops as Ctrl-C does: the run is
     # marked ended, and a turn still running resumes at the next start. The receiver stays
     # until the room is closed, so a second SIGTERM (`timeout` sends two) cannot kill the
@@ -63,16 +76,16 @@ async def run(room: Room, args: argparse.Namespace) -> int:
 
             def log(event: Event) -> None:
                 if (line := log_line(event)) is not None:
-                    print(line, flush=True)
+                    out.say(line)
 
             rt.subscribe(log)
             rt.start_loops()
             tcp = f" and {serving.listen}" if serving.listen else ""
-            print(f"agentdeck run {rt.run_id} on {room.path} "
-                  f"({rt.provider.name}:{rt.provider.model}); API on {serving.socket}{tcp}; "
-                  f"Ctrl-C stops", flush=True)  # fmt: skip
+            out.say(f"agentdeck run {rt.run_id} on {room.path} "
+                    f"({rt.provider.name}:{rt.provider.model}); API on {serving.socket}{tcp}; "
+                    f"Ctrl-C stops")  # fmt: skip
             async for received in signals:
-                print(f"agentdeck run: {signal.Signals(received).name}, stopping", flush=True)
+                out.say(f"agentdeck run: {signal.Signals(received).name}, stopping")
                 break
     return EXIT_OK
 
