@@ -80,10 +80,12 @@ class LocalClient:
                     raise NotFound(f"no turn {turn_id} in {rt.room.db}") from None
         why = rt.why_queued(turn_id)
         if why is not None:
-            return queued_outcome(turn_id, rt, why)
+            return queued_outcome(turn_id, rt, why, "queued")
         try:
             return await rt.outcome(turn_id)
         except LookupError:
+            if rt.request(turn_id) is not None:  # admitted, its turn not yet recorded
+                return queued_outcome(turn_id, rt, None, "running")
             raise NotFound(f"no turn {turn_id} in {rt.room.db}") from None
 
     async def decide(self, decision: Decision) -> Decided:
@@ -142,11 +144,12 @@ class LocalClient:
         return None
 
 
-def queued_outcome(request_id: str, rt: Runtime, why: str) -> TurnOutcome:
-    """A request still in the queue, shaped as an outcome (`status` queued, `reason` why)."""
+def queued_outcome(request_id: str, rt: Runtime, why: str | None, status: str) -> TurnOutcome:
+    """A request with no turn recorded yet, shaped as an outcome: `queued` (`reason` why),
+    or `running` (admitted a moment ago)."""
     req = rt.request(request_id)
     return TurnOutcome(turn_id=request_id, thread_id=req.thread_id if req else "",
-                       status="queued", reason=why, detail=None, text="", pending=[],
+                       status=status, reason=why, detail=None, text="", pending=[],
                        calls=[])  # fmt: skip
 
 

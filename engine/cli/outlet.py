@@ -23,9 +23,11 @@ class Outlet:
 
     def __init__(self, stream: TextIO, keep: int = 10_000) -> None:
         self.name = getattr(stream, "name", "output")
-        with contextlib.suppress(AttributeError, OSError, ValueError):
+        self._stream = stream
+        self._fd: int | None = None  # a stream with no descriptor (a test's capture) is
+        with contextlib.suppress(AttributeError, OSError, ValueError):  # written as it is
             stream.flush()
-        self._fd = os.dup(stream.fileno())
+            self._fd = os.dup(stream.fileno())
         self._lines: queue.Queue[str | None] = queue.Queue(keep)
         self.dropped = 0
         self._thread = threading.Thread(target=self._write, name=f"outlet {self.name}",
@@ -50,13 +52,21 @@ class Outlet:
             if self.dropped:
                 dropped, self.dropped = self.dropped, 0
                 line = f"({dropped} lines dropped: {self.name} was not read)\n{line}"
-            data = (line + "\n").encode(errors="replace")
             try:
-                while data:
-                    data = data[os.write(self._fd, data) :]
-            except OSError:  # the reader went away: nothing more can be said
-                return
-        os.close(self._fd)
+                self._put(line + "\n")
+            except (OSError, ValueError):  # the reader went away: nothing more can be said
+                break
+        if self._fd is not None:
+            os.close(self._fd)
+
+    def _put(self, text: str) -> None:
+        if self._fd is None:
+            self._stream.write(text)
+            self._stream.flush()
+            return
+        data = text.encode(errors="replace")
+        while data:
+            data = data[os.write(self._fd, data) :]
 
 
 class OutletHandler(logging.Handler):
