@@ -26,6 +26,11 @@ class ModelConfig(_Section):
     model: str | None = None
     base_url: str | None = None
     offline_delay: float = Field(0.0, ge=0.0, le=5.0)  # seconds between streamed pieces
+    # Deadlines of one HTTP request to a model (each retry gets its own), in seconds.
+    connect_timeout: float = Field(10.0, gt=0, le=600)  # to open the connection
+    read_timeout: float = Field(60.0, gt=0, le=3600)  # the longest gap between bytes
+    request_timeout: float = Field(600.0, gt=0, le=86400)  # from sending to the last byte
+    retry_after_max: float = Field(60.0, ge=0, le=3600)  # a longer Retry-After fails instead
 
 
 class GroupSettings(_Section):

@@ -16,6 +16,7 @@ silent double execution.
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from collections.abc import Callable
 from contextlib import aclosing
@@ -92,6 +93,14 @@ class TurnState:
             " output_tokens=?, final_text=?, record=?, updated_at=?, ended_at=? WHERE id=?",
             (*fields, at, at if self.status is TurnStatus.DONE else None, self.id),
         )
+
+
+class TurnStopped(Exception):
+    """A plugin's deadline passed while the model was answering: the turn ends as asked."""
+
+    def __init__(self, stop: StopRequest) -> None:
+        super().__init__(stop.detail)
+        self.stop = stop
 
 
 @dataclass
@@ -215,6 +224,8 @@ class TurnLoop:
             await run_strategy(self)
         except anyio.get_cancelled_exc_class():
             raise
+        except TurnStopped as cut:
+            await self.finish(cut.stop.reason, cut.stop.detail)
         except Exception as exc:  # a failure ends the turn with `error`
             if isinstance(exc, ProviderError):  # the model's side: its message says how
                 self.rt.log.error("turn %s failed: %s", self.turn.id, exc)
@@ -250,23 +261,35 @@ class TurnLoop:
         request = request or self.conversation_request()
         step_id = self.step_start(kind)
         acc, closed_early = AssistantAccumulator(), False
+        deadline, stop = self.deadline()
         async with aclosing(self.rt.provider.stream(request)) as stream:
-            async for event in stream:
-                acc.add(event)
-                if publish_text and isinstance(event, ModelTextDelta):
-                    self.rt.publish(
-                        TextDelta(at=self.rt.clock(), thread_id=self.turn.thread_id,
-                                  turn_id=self.turn.id, text=event.text)
-                    )  # fmt: skip
-                if stop_when is not None and stop_when(acc):
-                    closed_early = True
-                    break  # aclosing closes the provider's stream (and its HTTP response)
+            with anyio.CancelScope(deadline=deadline) as cut:  # the stream closes uncancelled
+                async for event in stream:
+                    acc.add(event)
+                    if publish_text and isinstance(event, ModelTextDelta):
+                        self.rt.publish(
+                            TextDelta(at=self.rt.clock(), thread_id=self.turn.thread_id,
+                                      turn_id=self.turn.id, text=event.text)
+                        )  # fmt: skip
+                    if stop_when is not None and stop_when(acc):
+                        closed_early = True
+                        break  # aclosing closes the provider's stream (and its HTTP response)
+        if cut.cancelled_caught and stop is not None:
+            raise TurnStopped(stop)
         self.turn.rounds += 1
         self.turn.input_tokens += acc.input_tokens
         self.turn.output_tokens += acc.output_tokens
         await self.phase(Phase.AFTER_INFERENCE)
         await self.phase(Phase.STEP_END)
         return Inference(acc, step_id, closed_early)
+
+    def deadline(self) -> tuple[float, StopRequest | None]:
+        """The earliest deadline a plugin gives the turn, on anyio's clock (inf: none)."""
+        found = [d for p in self.rt.plugins if (d := p.turn_deadline(self.turn.started_at))]
+        if not found:
+            return math.inf, None
+        at, stop = min(found, key=lambda d: d[0])
+        return anyio.current_time() + (at - self.rt.clock()), stop
 
     async def commit_assistant(
         self, inf: Inference, assistant: ConvMessage, metas: list[dict[str, Any]] | None = None

@@ -88,6 +88,14 @@ class Plugin:
         """Called at every phase; at BeforeToolExecute a returned Gate decides the call."""
         return None
 
+    def turn_deadline(self, started_at: float) -> tuple[float, StopRequest] | None:
+        """When (on the runtime's clock) the turn must end even mid-inference, and how.
+
+        Phases come between steps; a model stream still in flight at the earliest
+        deadline is cut, and the turn ends with that stop request.
+        """
+        return None
+
 
 @dataclass
 class MaxRounds(Plugin):
@@ -111,8 +119,14 @@ class Timeout(Plugin):
 
     async def on_phase(self, ctx: PhaseContext) -> Gate | None:
         if ctx.phase is Phase.BEFORE_INFERENCE and ctx.now - ctx.started_at >= self.seconds:
-            ctx.request_stop("stopped:timeout", f"ran longer than {self.seconds:g}s")
+            ctx.stop = self._stop()
         return None
+
+    def turn_deadline(self, started_at: float) -> tuple[float, StopRequest] | None:
+        return started_at + self.seconds, self._stop()
+
+    def _stop(self) -> StopRequest:
+        return StopRequest("stopped:timeout", f"ran longer than {self.seconds:g}s")
 
 
 @dataclass

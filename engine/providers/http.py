@@ -4,7 +4,9 @@
 but never used, as by `agentdeck info`, opens nothing), posts a streaming request and
 yields its server-sent events. It retries what is worth retrying (a connection that failed
 before any of the body arrived, 429, 5xx) with exponential backoff and full jitter, honours
-Retry-After, and turns everything else into a `ProviderError` an operator can act on.
+Retry-After up to a cap, and turns everything else into a `ProviderError` an operator can
+act on. Every request has deadlines (`RequestLimits`): to connect, between two reads, and
+for the whole response, so no server, silent or endlessly talking, holds a turn.
 The API key lives only in the request headers: never in messages, logs or reprs.
 """
 
@@ -13,10 +15,12 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import httpx
@@ -24,7 +28,8 @@ import httpx
 from engine.providers.base import ProviderError
 from engine.sse import SSEEvent, parse_sse
 
-DEFAULT_TIMEOUT = httpx.Timeout(60.0, connect=10.0)
+T = TypeVar("T")
+ERROR_BODY = 65_536  # bytes of an error response read for its message
 _REASONS = {
     400: "bad request",
     401: "authentication failed (check the API key)",
@@ -33,6 +38,27 @@ _REASONS = {
     429: "rate limited",
 }
 _KEYLIKE = re.compile(r"\b(sk-[A-Za-z0-9_*-]{3})[A-Za-z0-9_*-]{6,}")
+
+
+@dataclass(frozen=True)
+class RequestLimits:
+    """How long one request may take, and the longest Retry-After worth waiting for.
+
+    A read timeout alone never ends a stream of keep-alive comments, so the whole
+    response has a deadline of its own.
+    """
+
+    connect_timeout: float = 10.0
+    read_timeout: float = 60.0  # the longest gap between bytes (or before the first)
+    request_timeout: float = 600.0  # from sending the request to the response's last byte
+    retry_after_max: float = 60.0  # a server asking to wait longer fails the attempt
+
+    @property
+    def timeout(self) -> httpx.Timeout:
+        """httpx's share: connecting, and each read and write of the socket."""
+        gap = self.read_timeout
+        return httpx.Timeout(connect=self.connect_timeout, read=gap, write=gap,
+                             pool=self.connect_timeout)  # fmt: skip
 
 
 def _safe_url(url: str) -> str:
@@ -59,7 +85,7 @@ class HTTPProvider:
         backoff: float = 0.5,
         max_backoff: float = 30.0,
         sleep: Callable[[float], Awaitable[Any]] = anyio.sleep,
-        timeout: httpx.Timeout = DEFAULT_TIMEOUT,
+        limits: RequestLimits = RequestLimits(),  # noqa: B008 (frozen, so safe to share)
     ) -> None:
         self.model = model
         self._api_key = api_key or None
@@ -70,7 +96,11 @@ class HTTPProvider:
         self.backoff = backoff
         self.max_backoff = max_backoff
         self._sleep = sleep
-        self.timeout = timeout
+        self.limits = limits
+
+    @property
+    def timeout(self) -> httpx.Timeout:
+        return self.limits.timeout
 
     def __repr__(self) -> str:
         key = "set" if self._api_key else "none"
@@ -126,25 +156,32 @@ class HTTPProvider:
         attempt = 0
         while True:
             started = False
-            delay = 0.0
+            deadline = anyio.current_time() + self.limits.request_timeout
             try:
-                async with self.client.stream(
-                    "POST", url, json=body, headers=self.headers(), timeout=self.timeout
-                ) as response:
+                response = await self._send(url, body, deadline)
+                try:
                     if response.status_code < 400:
-                        async for event in parse_sse(response.aiter_lines()):
+                        lines = self._within(response.aiter_lines(), url, deadline)
+                        async for event in parse_sse(lines):
                             started = True
                             yield event
                         return
-                    await response.aread()
+                    text = await self._error_body(response, url, deadline)
                     retryable = response.status_code == 429 or response.status_code >= 500
                     if not retryable or attempt >= self.max_retries:
-                        raise self.status_error(response, attempt + 1)
+                        raise self.status_error(response, attempt + 1, text)
                     delay = self.retry_after(response)
+                    if delay is not None and delay > self.limits.retry_after_max:
+                        note = self.wait_refused(response, delay)
+                        raise self.status_error(response, attempt + 1, text, note)
                     if delay is None:
                         delay = self.backoff_delay(attempt)
+                finally:
+                    await response.aclose()
             except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
                 raise self.error(f"bad base_url {_safe_url(self.base_url)!r}: {exc}") from None
+            except (httpx.ReadTimeout, httpx.WriteTimeout):  # the server took the request:
+                raise self.silent(url) from None  # asking again would only wait again
             except httpx.TransportError as exc:
                 what = f"{type(exc).__name__}: {exc}".rstrip(": ")
                 if started:
@@ -156,6 +193,62 @@ class HTTPProvider:
                 delay = self.backoff_delay(attempt)
             await self._sleep(delay)
             attempt += 1
+
+    async def _send(self, url: str, body: dict[str, Any], deadline: float) -> httpx.Response:
+        """Send the request and wait for the response's head, by the request's deadline."""
+        request = self.client.build_request(
+            "POST", url, json=body, headers=self.headers(), timeout=self.timeout
+        )
+        with anyio.CancelScope(deadline=deadline):
+            return await self.client.send(request, stream=True)
+        raise self.overdue()
+
+    async def _within(
+        self, items: AsyncIterable[T], url: str, deadline: float
+    ) -> AsyncGenerator[T, None]:
+        """`items`, each awaited at most the read gap, and none after the request's deadline.
+
+        httpx times each socket read too; this holds with any transport, and its deadline
+        ends a server that keeps sending (comments, data) for ever.
+        """
+        iterator = aiter(items)
+        while True:
+            gap = anyio.current_time() + self.limits.read_timeout
+            with anyio.CancelScope(deadline=min(gap, deadline)) as scope:
+                try:
+                    item = await anext(iterator)
+                except StopAsyncIteration:
+                    return
+            if scope.cancelled_caught:
+                raise self.overdue() if deadline <= gap else self.silent(url)
+            yield item
+
+    async def _error_body(self, response: httpx.Response, url: str, deadline: float) -> bytes:
+        """The start of an error response's body, read within the request's deadlines."""
+        body = bytearray()
+        async with aclosing(self._within(response.aiter_bytes(), url, deadline)) as chunks:
+            async for chunk in chunks:
+                body += chunk
+                if len(body) >= ERROR_BODY:
+                    break
+        return bytes(body[:ERROR_BODY])
+
+    def wait_refused(self, response: httpx.Response, delay: float) -> str:
+        """Why a Retry-After is not waited for: it asks for longer than the cap."""
+        asked = response.headers["retry-after"].strip()[:40]
+        cap = self.limits.retry_after_max
+        return (
+            f"the server asks to wait {delay:g}s (Retry-After: {asked}),"
+            f" longer than retry_after_max ({cap:g}s)"
+        )
+
+    def silent(self, url: str) -> ProviderError:
+        gap = self.limits.read_timeout
+        return self.error(f"no data from {_safe_url(url)} for {gap:g}s (read_timeout)")
+
+    def overdue(self) -> ProviderError:
+        total = self.limits.request_timeout
+        return self.error(f"the response took longer than request_timeout ({total:g}s)")
 
     def retry_after(self, response: httpx.Response) -> float | None:
         """Seconds to wait from Retry-After (delta-seconds or an HTTP date), if given."""
@@ -174,16 +267,20 @@ class HTTPProvider:
             when = when.replace(tzinfo=UTC)
         return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
-    def status_error(self, response: httpx.Response, attempts: int) -> ProviderError:
+    def status_error(
+        self, response: httpx.Response, attempts: int, body: bytes, note: str = ""
+    ) -> ProviderError:
         """A ProviderError naming the status, its meaning and the API's own message."""
         status = response.status_code
         reason = _REASONS.get(status) or ("server error" if status >= 500 else "request failed")
         text = f"HTTP {status} {reason}"
         if status == 401 and not self._api_key:
             text += f" [no API key is set: {self.key_hint()}]"
-        detail = api_message(response)
+        detail = api_message(body)
         if detail:
             text += f": {detail}"
+        if note:
+            text += f"; {note}"
         if attempts > 1:
             text += f" (after {attempts} attempts)"
         return self.error(text)
@@ -192,12 +289,12 @@ class HTTPProvider:
         return "set the provider's API key"
 
 
-def api_message(response: httpx.Response) -> str:
+def api_message(body: bytes) -> str:
     """The error message in a provider's JSON error body, else the start of the body."""
     try:
-        payload = response.json()
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return " ".join(response.text.split())[:300]
+        payload = json.loads(body)
+    except (ValueError, RecursionError):  # not JSON (nor UTF-8), huge numbers, deep nesting
+        return " ".join(body[:4096].decode("utf-8", "replace").split())[:300]
     return error_detail(payload)[:500]
 
 

@@ -62,13 +62,20 @@ def make_provider(config: Config, env: Mapping[str, str] | None = None) -> Provi
     else:
         source = f"none ({key_var} is not set)"
 
+    from engine.providers.http import RequestLimits
+
+    limits = RequestLimits(connect_timeout=m.connect_timeout, read_timeout=m.read_timeout,
+                           request_timeout=m.request_timeout,
+                           retry_after_max=m.retry_after_max)  # fmt: skip
     if kind == "anthropic":
         from engine.providers.anthropic import DEFAULT_BASE_URL, AnthropicProvider
 
-        provider: Provider = AnthropicProvider(model, key, base_url or DEFAULT_BASE_URL)
+        provider: Provider = AnthropicProvider(
+            model, key, base_url or DEFAULT_BASE_URL, limits=limits
+        )
     else:
         from engine.providers.openai import DEFAULT_BASE_URL as OPENAI_URL
         from engine.providers.openai import OpenAIProvider
 
-        provider = OpenAIProvider(model, key, base_url or OPENAI_URL)
+        provider = OpenAIProvider(model, key, base_url or OPENAI_URL, limits=limits)
     return ProviderChoice(provider, source)
