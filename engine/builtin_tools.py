@@ -1,9 +1,11 @@
 """The tools every room gets out of the box: clock, files, shell, calculator, HTTP.
 
 They are ordinary `@tool` functions, so they show the model the same schemas and obey the
-same approval policy as user tools. Everything touching the disk goes through
-`ToolContext.resolve`, so a tool cannot read or write outside the room's workspace; the
-ones with side effects (write_file, shell, http_get) always ask for approval.
+same approval policy as user tools. The file tools reach the disk only through
+`engine.workspace`, which opens every path component relative to the workspace without
+following symlinks, so they cannot read or write outside the room's workspace even while
+it changes under them; the ones with side effects (write_file, shell, http_get) always ask
+for approval.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from anyio.abc import ByteReceiveStream
 
-from engine.files import replace_file
 from engine.tools import Tool, ToolContext, ToolError, ToolResult, tool
+from engine.workspace import Workspace
 
 if TYPE_CHECKING:
     import httpx
@@ -53,18 +55,8 @@ def clock() -> dict[str, str]:
 
 @tool(idempotent=True)
 def list_dir(path: str = ".", *, ctx: ToolContext) -> list[dict[str, Any]]:
-    """List a workspace directory: each entry's name, kind (file/dir) and size in bytes."""
-    target = ctx.resolve(path)
-    if not target.exists():
-        raise ToolError(f"no such directory: {path!r}")
-    if not target.is_dir():
-        raise ToolError(f"not a directory: {path!r}")
-    entries = []
-    for entry in sorted(target.iterdir(), key=lambda p: p.name):
-        is_dir = entry.is_dir()
-        size = None if is_dir else (entry.stat().st_size if entry.exists() else None)
-        entries.append({"name": entry.name, "kind": "dir" if is_dir else "file", "size": size})
-    return entries
+    """List a workspace directory: each entry's name, kind (file/dir/symlink) and size."""
+    return Workspace(ctx.workspace).entries(path)
 
 
 @tool(idempotent=True)
@@ -72,16 +64,7 @@ def read_file(path: str, ctx: ToolContext, max_bytes: int = 100_000) -> Any:
     """Read a UTF-8 text file from the workspace (at most max_bytes bytes)."""
     if max_bytes < 1:
         raise ToolError("max_bytes must be at least 1")
-    target = ctx.resolve(path)
-    if not target.exists():
-        raise ToolError(f"no such file: {path!r}")
-    if target.is_dir():
-        raise ToolError(f"{path!r} is a directory; use list_dir")
-    if not target.is_file():
-        raise ToolError(f"{path!r} is not a regular file")
-    size = target.stat().st_size
-    with target.open("rb") as f:
-        data = f.read(max_bytes)
+    data, size = Workspace(ctx.workspace).read(path, max_bytes)
     truncated = size > len(data)
     try:  # a cut in the middle of a character is left undecoded, not an error
         text = codecs.getincrementaldecoder("utf-8")().decode(data, final=not truncated)
@@ -97,13 +80,8 @@ def read_file(path: str, ctx: ToolContext, max_bytes: int = 100_000) -> Any:
 @tool(approval="always")
 def write_file(path: str, text: str, ctx: ToolContext) -> dict[str, Any]:
     """Write text to a file in the workspace (UTF-8), creating parent directories."""
-    target = ctx.resolve(path)
-    if target.is_dir():
-        raise ToolError(f"{path!r} is a directory")
-    target.parent.mkdir(parents=True, exist_ok=True)
     data = text.encode("utf-8")
-    replace_file(target, data)
-    return {"path": str(target.relative_to(ctx.workspace.resolve())), "bytes": len(data)}
+    return {"path": Workspace(ctx.workspace).write(path, data), "bytes": len(data)}
 
 
 class _Capped:

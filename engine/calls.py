@@ -197,11 +197,15 @@ async def admit(
 
 
 async def execute(loop: TurnLoop, call: CallState, kwargs: dict[str, Any]) -> None:
-    """Run a `running` call's tool and apply its result, then AfterToolExecute."""
-    rt = loop.rt
+    """Run a `running` call's tool within its time limit and apply its result, then
+    AfterToolExecute."""
+    rt, limits = loop.rt, loop.rt.config.runtime
     tool = rt.tools.get(call.tool)
     assert tool is not None
-    ctx = ToolContext(rt.room.workspace, call.id, call.thread_id, call.turn_id)
+    ctx = ToolContext(
+        rt.room.workspace, call.id, call.thread_id, call.turn_id,
+        time_limit=limits.tool_timeouts.get(call.tool, limits.tool_timeout),
+    )  # fmt: skip
     result = await tool.call(kwargs, ctx)
     call.finish(result, rt.clock())
     await loop.phase(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -57,6 +57,9 @@ class RuntimeConfig(_Section):
     turn_timeout: float = Field(900.0, gt=0)
     max_consecutive_errors: int = Field(5, ge=1, le=100_000)
     shell_timeout: float = Field(30.0, gt=0)
+    # Seconds one tool call may take before it ends with an error; per tool name below.
+    tool_timeout: float = Field(600.0, gt=0, le=86400)
+    tool_timeouts: dict[str, Annotated[float, Field(gt=0, le=86400)]] = Field(default_factory=dict)
 
 
 class PulseConfig(_Section):

@@ -68,9 +68,14 @@ class ToolContext:
     call_id: str = ""
     thread_id: str = ""
     turn_id: str = ""
+    time_limit: float | None = None  # seconds the call may take ([runtime] tool_timeout)
 
     def resolve(self, path: str) -> Path:
-        """Resolve `path` inside the workspace; raise ToolError if it escapes."""
+        """Resolve `path` inside the workspace; raise ToolError if it escapes.
+
+        A check of the name only: what the name points to can change before it is opened.
+        The built-in file tools open through `engine.workspace`, which cannot be raced.
+        """
         root = self.workspace.resolve()
         target = (root / path).resolve()
         if target != root and root not in target.parents:
@@ -127,18 +132,33 @@ class Tool:
         return bool(self.approval(args))
 
     async def call(self, kwargs: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        """Run the tool. Sync functions run in a worker thread; exceptions become errors."""
+        """Run the tool within `ctx.time_limit`; exceptions and the limit become errors.
+
+        Sync functions run in a worker thread. A thread cannot be killed: past the limit it
+        is abandoned (it finishes, or not, on its own) and the call ends anyway.
+        """
         if self.context_param:
             kwargs = {**kwargs, self.context_param: ctx}
         try:
             if inspect.iscoroutinefunction(self.fn):
-                value = await self.fn(**kwargs)
+                with anyio.move_on_after(ctx.time_limit) as limit:
+                    value = await self.fn(**kwargs)
             else:
-                value = await anyio.to_thread.run_sync(lambda: self.fn(**kwargs))
+                # Shielded: a cancelled turn still waits for a thread that started (its work
+                # happens anyway, so its result is recorded), but not past the time limit.
+                with anyio.CancelScope(shield=True), anyio.move_on_after(ctx.time_limit) as limit:
+                    value = await anyio.to_thread.run_sync(
+                        lambda: self.fn(**kwargs), abandon_on_cancel=True
+                    )
         except ToolError as exc:
             return ToolResult.error(str(exc))
         except Exception as exc:  # a tool that raises is a failed call, not a failed turn
             return ToolResult.error(f"{self.name} raised {type(exc).__name__}: {exc}")
+        if limit.cancelled_caught:
+            return ToolResult.error(
+                f"{self.name} did not finish within its time limit ({ctx.time_limit:g}s) and"
+                " was stopped"
+            )
         return value if isinstance(value, ToolResult) else ToolResult.success(value)
 
 

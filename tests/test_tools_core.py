@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 from typing import Any, Literal
 
+import anyio
 import pytest
 
 from engine.tools import (
@@ -228,6 +229,35 @@ async def test_tool_error_is_an_error_result_with_its_own_text(ctx: ToolContext)
 
     result = await picky.call({}, ctx)
     assert result == ToolResult.error("file not found: x.txt")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+async def test_a_tool_past_its_time_limit_ends_with_an_error(
+    tmp_path: Path, is_async: bool
+) -> None:
+    release = threading.Event()  # lets the abandoned thread end once the test has its answer
+    if is_async:
+
+        @tool
+        async def stuck() -> str:
+            await anyio.sleep_forever()
+            return "never"
+
+    else:
+
+        @tool
+        def stuck() -> str:
+            release.wait(60)  # blocks like a FIFO's open would
+            return "late"
+
+    try:
+        with anyio.fail_after(30):  # the guard: a limit that does not work hangs here
+            result = await stuck.call({}, ToolContext(workspace=tmp_path, time_limit=0.1))
+    finally:
+        release.set()
+    assert result.status == "error"
+    assert result.message == "stuck did not finish within its time limit (0.1s) and was stopped"
 
 
 @pytest.mark.anyio
