@@ -31,6 +31,8 @@ class ModelConfig(_Section):
     read_timeout: float = Field(60.0, gt=0, le=3600)  # the longest gap between bytes
     request_timeout: float = Field(600.0, gt=0, le=86400)  # from sending to the last byte
     retry_after_max: float = Field(60.0, ge=0, le=3600)  # a longer Retry-After fails instead
+    # Bytes of one server-sent event from the model, and of any line of its stream.
+    max_event_bytes: int = Field(8 * 1024 * 1024, ge=1024, le=1024 * 1024 * 1024)
 
 
 class GroupSettings(_Section):

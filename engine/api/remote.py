@@ -39,11 +39,12 @@ from engine.events import parse_events
 from engine.outcome import TurnOutcome
 from engine.room import Room, owner_of
 from engine.scheduler import GroupConfig, Statistics
-from engine.sse import parse_sse
+from engine.sse import parse_sse, sse_lines
 from engine.store.recent import Conversation, Recent, read_conversation, read_recent
 
 STREAM_READ = 45.0  # seconds of silence before an event stream is taken for dead (3 keepalives)
 RETRIES = 3  # reconnects of a broken event stream before the owner is taken for gone
+EVENTS_LIMIT = 64 * 1024 * 1024  # bytes of one SSE message: the owner batches 2,000 events
 _ERRORS: dict[int, type[ApiError]] = {404: NotFound, 409: Conflict, 400: Invalid, 413: Invalid,
                                       422: Invalid, 429: Refused, 503: OwnerGone}  # fmt: skip
 
@@ -147,7 +148,8 @@ class RemoteClient:
                     if response.status_code >= 400:
                         await response.aread()
                         raise OwnerGone(f"the runtime refused its event stream: {_error(response)}")
-                    async for sse in parse_sse(response.aiter_lines()):
+                    lines = sse_lines(response.aiter_bytes(), EVENTS_LIMIT)
+                    async for sse in parse_sse(lines, EVENTS_LIMIT):
                         failures = 0
                         if sse.event == "events":
                             for event in parse_events(sse.data):

@@ -26,7 +26,7 @@ import anyio
 import httpx
 
 from engine.providers.base import ProviderError
-from engine.sse import SSEEvent, parse_sse
+from engine.sse import DEFAULT_LIMIT, SSEError, SSEEvent, parse_sse, sse_lines
 
 T = TypeVar("T")
 ERROR_BODY = 65_536  # bytes of an error response read for its message
@@ -52,6 +52,7 @@ class RequestLimits:
     read_timeout: float = 60.0  # the longest gap between bytes (or before the first)
     request_timeout: float = 600.0  # from sending the request to the response's last byte
     retry_after_max: float = 60.0  # a server asking to wait longer fails the attempt
+    max_event_bytes: int = DEFAULT_LIMIT  # one server-sent event, and any line of the stream
 
     @property
     def timeout(self) -> httpx.Timeout:
@@ -161,8 +162,9 @@ class HTTPProvider:
                 response = await self._send(url, body, deadline)
                 try:
                     if response.status_code < 400:
-                        lines = self._within(response.aiter_lines(), url, deadline)
-                        async for event in parse_sse(lines):
+                        limit = self.limits.max_event_bytes
+                        chunks = self._within(response.aiter_bytes(), url, deadline)
+                        async for event in parse_sse(sse_lines(chunks, limit), limit):
                             started = True
                             yield event
                         return
@@ -180,6 +182,8 @@ class HTTPProvider:
                     await response.aclose()
             except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
                 raise self.error(f"bad base_url {_safe_url(self.base_url)!r}: {exc}") from None
+            except SSEError as exc:
+                raise self.error(f"the stream sent {exc} ([model] max_event_bytes)") from None
             except (httpx.ReadTimeout, httpx.WriteTimeout):  # the server took the request:
                 raise self.silent(url) from None  # asking again would only wait again
             except httpx.TransportError as exc:

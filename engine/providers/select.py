@@ -65,8 +65,8 @@ def make_provider(config: Config, env: Mapping[str, str] | None = None) -> Provi
     from engine.providers.http import RequestLimits
 
     limits = RequestLimits(connect_timeout=m.connect_timeout, read_timeout=m.read_timeout,
-                           request_timeout=m.request_timeout,
-                           retry_after_max=m.retry_after_max)  # fmt: skip
+                           request_timeout=m.request_timeout, retry_after_max=m.retry_after_max,
+                           max_event_bytes=m.max_event_bytes)  # fmt: skip
     if kind == "anthropic":
         from engine.providers.anthropic import DEFAULT_BASE_URL, AnthropicProvider
 
