@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import codecs
+import json
 import math
 import operator
 import os
@@ -32,9 +33,6 @@ from engine.workspace import Workspace
 if TYPE_CHECKING:
     import httpx
 
-OUTPUT_CAP = 64_000  # bytes kept per shell stream
-TEXT_CAP = 64_000  # characters kept from an HTTP body
-
 
 def _local_now() -> datetime:
     return datetime.now().astimezone()
@@ -54,9 +52,19 @@ def clock() -> dict[str, str]:
 
 
 @tool(idempotent=True)
-def list_dir(path: str = ".", *, ctx: ToolContext) -> list[dict[str, Any]]:
+def list_dir(path: str = ".", *, ctx: ToolContext) -> Any:
     """List a workspace directory: each entry's name, kind (file/dir/symlink) and size."""
-    return Workspace(ctx.workspace).entries(path)
+    entries = Workspace(ctx.workspace).entries(path)
+    size = 2
+    for shown, entry in enumerate(entries):
+        size += len(json.dumps(entry, ensure_ascii=False).encode()) + 2
+        if size > ctx.content_cap:
+            return ToolResult.warning(
+                entries[:shown],
+                f"listing cut: showed {shown} of {len(entries)} entries"
+                f" (results are kept to {ctx.max_result_bytes} bytes)",
+            )
+    return entries
 
 
 @tool(idempotent=True)
@@ -64,7 +72,8 @@ def read_file(path: str, ctx: ToolContext, max_bytes: int = 100_000) -> Any:
     """Read a UTF-8 text file from the workspace (at most max_bytes bytes)."""
     if max_bytes < 1:
         raise ToolError("max_bytes must be at least 1")
-    data, size = Workspace(ctx.workspace).read(path, max_bytes)
+    limit = min(max_bytes, ctx.content_cap)  # never more in memory than a result may hold
+    data, size = Workspace(ctx.workspace).read(path, limit)
     truncated = size > len(data)
     try:  # a cut in the middle of a character is left undecoded, not an error
         text = codecs.getincrementaldecoder("utf-8")().decode(data, final=not truncated)
@@ -73,7 +82,8 @@ def read_file(path: str, ctx: ToolContext, max_bytes: int = 100_000) -> Any:
     if "\x00" in text:
         raise ToolError(f"{path!r} looks binary (contains NUL bytes)")
     if truncated:
-        return ToolResult.warning(text, f"truncated: showed {len(data)} of {size} bytes")
+        why = f" (results are kept to {ctx.max_result_bytes} bytes)" if limit < max_bytes else ""
+        return ToolResult.warning(text, f"truncated: showed {len(data)} of {size} bytes{why}")
     return text
 
 
@@ -120,7 +130,7 @@ async def shell(command: str, ctx: ToolContext, timeout: float = 30.0) -> ToolRe
             stdin=subprocess.DEVNULL,
             start_new_session=True,  # its own process group, so we can kill its children too
         )
-    out, err = _Capped(OUTPUT_CAP), _Capped(OUTPUT_CAP)
+    out, err = _Capped(ctx.content_cap // 2), _Capped(ctx.content_cap // 2)
     finished = False
     try:
         with anyio.move_on_after(timeout):
@@ -232,7 +242,7 @@ def calc(expression: str) -> int | float:
 
 
 @tool(approval="always")
-async def http_get(url: str, timeout: float = 10.0) -> Any:  # noqa: ASYNC109 (model-facing)
+async def http_get(url: str, ctx: ToolContext, timeout: float = 10.0) -> Any:  # noqa: ASYNC109
     """Fetch a URL over http(s) with GET; returns status, content type and text."""
     import httpx  # on first use: it costs a console start ~80 ms
 
@@ -242,6 +252,7 @@ async def http_get(url: str, timeout: float = 10.0) -> Any:  # noqa: ASYNC109 (m
         raise ToolError(f"invalid URL {url!r}: {exc}") from None
     if scheme not in ("http", "https"):
         raise ToolError(f"only http and https URLs are allowed, not {scheme or 'no scheme'!r}")
+    cap = ctx.content_cap
     client = httpx.AsyncClient(follow_redirects=True, timeout=timeout, transport=_transport)
     try:
         async with client, client.stream("GET", url) as response:
@@ -249,21 +260,21 @@ async def http_get(url: str, timeout: float = 10.0) -> Any:  # noqa: ASYNC109 (m
             size = 0
             async for chunk in response.aiter_text():  # stop reading once past the cap
                 parts.append(chunk)
-                size += len(chunk)
-                if size > TEXT_CAP:
+                size += len(chunk.encode("utf-8", "surrogatepass"))
+                if size > cap:
                     break
     except httpx.TimeoutException:
         raise ToolError(f"timed out after {timeout:g}s fetching {url}") from None
     except httpx.HTTPError as exc:
         raise ToolError(f"request to {url} failed: {type(exc).__name__}: {exc}") from None
-    text = "".join(parts)
+    body = "".join(parts).encode("utf-8", "surrogatepass")
     content = {
         "status": response.status_code,
-        "content_type": response.headers.get("content-type", ""),
-        "text": text[:TEXT_CAP],
+        "content_type": response.headers.get("content-type", "")[:200],
+        "text": body[:cap].decode("utf-8", "ignore"),
     }
-    if len(text) > TEXT_CAP:
-        return ToolResult.warning(content, f"body truncated to {TEXT_CAP} characters")
+    if len(body) > cap:
+        return ToolResult.warning(content, f"body truncated to {cap} bytes")
     return content
 
 

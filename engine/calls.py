@@ -7,6 +7,7 @@ a `CallChanged` event and the call's row is written at the next checkpoint.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +18,7 @@ from engine.lifecycle import call as call_lifecycle
 from engine.messages import ConvMessage
 from engine.plugins import Gate, Phase
 from engine.store import Op, json_or_text
-from engine.tools import ToolArgsError, ToolContext, ToolResult
+from engine.tools import ToolArgsError, ToolContext, ToolResult, cut_to
 
 if TYPE_CHECKING:
     from engine.loop import TurnLoop
@@ -74,15 +75,16 @@ class CallState:
             )
         )
 
-    def finish(self, result: ToolResult, at: float) -> None:
-        """Apply a tool's result: success/warning succeed, error fails, pending suspends."""
+    def finish(self, result: ToolResult, at: float, clean: Callable[[str], str] = str) -> None:
+        """Apply a tool's result: success/warning succeed, error fails, pending suspends.
+        `clean` makes its text fit to keep (cut to the cap) before the call holds it."""
         match result.status:
             case "success" | "warning":
-                self.move(CallStatus.SUCCEEDED, at, result=result.text(), error=None)
+                self.move(CallStatus.SUCCEEDED, at, result=clean(result.text()), error=None)
             case "error":
-                self.move(CallStatus.FAILED, at, result=None, error=result.message)
+                self.move(CallStatus.FAILED, at, result=None, error=clean(result.message))
             case "pending":
-                self.move(CallStatus.SUSPENDED, at, suspend_reason=result.message)
+                self.move(CallStatus.SUSPENDED, at, suspend_reason=clean(result.message))
 
     def fail(self, error: str, at: float) -> None:
         """End the call failed from whatever state it is in (through `running`)."""
@@ -197,17 +199,18 @@ async def admit(
 
 
 async def execute(loop: TurnLoop, call: CallState, kwargs: dict[str, Any]) -> None:
-    """Run a `running` call's tool within its time limit and apply its result, then
-    AfterToolExecute."""
+    """Run a `running` call's tool within its time limit and apply its result, cut to the
+    result cap, then AfterToolExecute."""
     rt, limits = loop.rt, loop.rt.config.runtime
     tool = rt.tools.get(call.tool)
     assert tool is not None
     ctx = ToolContext(
         rt.room.workspace, call.id, call.thread_id, call.turn_id,
         time_limit=limits.tool_timeouts.get(call.tool, limits.tool_timeout),
+        max_result_bytes=limits.max_result_bytes,
     )  # fmt: skip
     result = await tool.call(kwargs, ctx)
-    call.finish(result, rt.clock())
+    call.finish(result, rt.clock(), lambda text: cut_to(text, limits.max_result_bytes))
     await loop.phase(
         Phase.AFTER_TOOL_EXECUTE, tool=call.tool, args=call.args, outcome=call.status.value
     )

@@ -62,6 +62,8 @@ class RuntimeConfig(_Section):
     # Seconds one tool call may take before it ends with an error; per tool name below.
     tool_timeout: float = Field(600.0, gt=0, le=86400)
     tool_timeouts: dict[str, Annotated[float, Field(gt=0, le=86400)]] = Field(default_factory=dict)
+    # Bytes of a tool call's result (or error) as stored and shown to the model; more is cut.
+    max_result_bytes: int = Field(128_000, ge=1024, le=64 * 1024 * 1024)
 
 
 class PulseConfig(_Section):

@@ -18,6 +18,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 Approval = Literal["never", "always"] | Callable[[dict[str, Any]], bool]
 
+RESULT_CAP = 128_000  # bytes of a result's text, unless [runtime] max_result_bytes says
+NOTE_ROOM = 512  # bytes a tool leaves below the cap for its own note and JSON around it
+
 
 class ToolResult(BaseModel):
     """What a tool returns: success, warning, error, or pending (suspend for a decision)."""
@@ -69,6 +72,13 @@ class ToolContext:
     thread_id: str = ""
     turn_id: str = ""
     time_limit: float | None = None  # seconds the call may take ([runtime] tool_timeout)
+    max_result_bytes: int = RESULT_CAP  # the result's text is cut to this ([runtime])
+
+    @property
+    def content_cap(self) -> int:
+        """Bytes of content a tool should produce at most: what fits under the result cap
+        with room left for the tool's own note, so the runtime's cut never hides it."""
+        return max(self.max_result_bytes - NOTE_ROOM, 1)
 
     def resolve(self, path: str) -> Path:
         """Resolve `path` inside the workspace; raise ToolError if it escapes.
@@ -81,6 +91,17 @@ class ToolContext:
         if target != root and root not in target.parents:
             raise ToolError(f"path {path!r} is outside the workspace ({root})")
         return target
+
+
+def cut_to(text: str, limit: int) -> str:
+    """`text` if it is at most `limit` bytes of UTF-8; else its beginning and a note the
+    model reads saying what was cut, `limit` bytes in all."""
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= limit:
+        return text
+    note = f"\n[cut by the runtime: the result was {len(data):,} bytes; it is kept to {limit:,}]"
+    keep = max(limit - len(note.encode()), 0)
+    return data[:keep].decode("utf-8", "ignore") + note  # a character cut in two is dropped
 
 
 class ToolError(Exception):

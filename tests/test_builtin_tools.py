@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from engine import builtin_tools as bt
-from engine.tools import Tool, ToolContext, ToolResult
+from engine.tools import NOTE_ROOM, Tool, ToolContext, ToolResult
 
 TOOLS = {t.name: t for t in bt.builtin_tools()}
 
@@ -230,8 +230,8 @@ async def test_shell_nonzero_exit(ctx: ToolContext) -> None:
 
 
 @pytest.mark.anyio
-async def test_shell_output_is_capped(ctx: ToolContext, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bt, "OUTPUT_CAP", 1000)
+async def test_shell_output_is_capped(tmp_path: Path) -> None:
+    ctx = ToolContext(workspace=tmp_path, max_result_bytes=2000 + NOTE_ROOM)  # 1000 a stream
     result = await run("shell", ctx, command="head -c 50000 /dev/zero | tr '\\0' a")
     assert result.status == "success"
     assert result.content["stdout"] == "a" * 1000 + "\n[... 49000 bytes truncated]"
@@ -396,9 +396,12 @@ async def test_http_get(server: str) -> None:
 
 @pytest.mark.anyio
 async def test_http_get_truncates_big_body(server: str) -> None:
-    result = await run("http_get", url=f"{server}/big")
+    ctx = ToolContext(workspace=Path("."), max_result_bytes=10_000)
+    result = await run("http_get", ctx, url=f"{server}/big")
     assert result.status == "warning" and "truncated" in result.message
-    assert result.content["text"] == "x" * bt.TEXT_CAP
+    assert result.content["text"] == "x" * ctx.content_cap
+    whole = await run("http_get", url=f"{server}/big")  # 70,000 bytes fit the default cap
+    assert whole.status == "success" and whole.content["text"] == "x" * 70_000
 
 
 @pytest.mark.anyio
@@ -426,3 +429,55 @@ async def test_http_get_uses_injected_transport(monkeypatch: pytest.MonkeyPatch)
     result = await run("http_get", url="https://example.invalid/ping")
     assert result.status == "success"
     assert result.content["status"] == 201 and result.content["text"] == "saw /ping"
+
+
+# --- result cap ----------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_read_file_reads_no_more_than_the_cap_whatever_max_bytes(tmp_path: Path) -> None:
+    import tracemalloc
+
+    (tmp_path / "big.txt").write_bytes(b"a" * 20_000_000)
+    ctx = ToolContext(workspace=tmp_path, max_result_bytes=4096)
+    tracemalloc.start()
+    try:
+        result = await run("read_file", ctx, path="big.txt", max_bytes=1_000_000_000)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert result.status == "warning"
+    assert len(result.text().encode()) <= 4096
+    assert f"of {20_000_000} bytes" in result.message
+    assert peak < 2_000_000  # bytes: the file was never read whole
+
+
+@pytest.mark.anyio
+async def test_list_dir_is_cut_to_the_cap(tmp_path: Path) -> None:
+    for i in range(300):
+        (tmp_path / f"file-{i:03}.txt").write_text("x")
+    result = await run("list_dir", ToolContext(workspace=tmp_path, max_result_bytes=2048))
+    assert result.status == "warning" and "of 300 entries" in result.message
+    assert len(result.text().encode()) <= 2048
+    assert result.content[0]["name"] == "file-000.txt"
+
+
+@pytest.mark.anyio
+async def test_shell_output_fits_the_cap(tmp_path: Path) -> None:
+    ctx = ToolContext(workspace=tmp_path, max_result_bytes=4096)
+    both = "head -c 100000 /dev/zero | tr '\\0' a; head -c 100000 /dev/zero | tr '\\0' b >&2"
+    result = await run("shell", ctx, command=both)
+    assert result.status == "success"
+    assert len(result.text().encode()) <= 4096
+    stdout = result.content["stdout"]
+    assert stdout.startswith("aaaa") and stdout.endswith("bytes truncated]")
+    assert result.content["stderr"].startswith("bbbb")
+
+
+@pytest.mark.anyio
+async def test_http_get_body_fits_the_cap(server: str) -> None:
+    ctx = ToolContext(workspace=Path("."), max_result_bytes=4096)
+    result = await run("http_get", ctx, url=f"{server}/big")
+    assert result.status == "warning" and "truncated" in result.message
+    assert len(result.text().encode()) <= 4096
+    assert set(result.content["text"]) == {"x"}
