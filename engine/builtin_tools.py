@@ -127,6 +127,7 @@ async def shell(command: str, ctx: ToolContext, timeout: float = 30.0) -> ToolRe
         process = await anyio.open_process(
             ["/bin/sh", "-c", command],
             cwd=ctx.workspace,
+            env=ctx.process_env(),  # without the provider keys and [runtime] secret_env
             stdin=subprocess.DEVNULL,
             start_new_session=True,  # its own process group, so we can kill its children too
         )

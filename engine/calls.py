@@ -17,6 +17,7 @@ from engine.lifecycle import CallStatus
 from engine.lifecycle import call as call_lifecycle
 from engine.messages import ConvMessage
 from engine.plugins import Gate, Phase
+from engine.redact import Secrets
 from engine.store import Op, json_or_text
 from engine.tools import ToolArgsError, ToolContext, ToolResult, cut_to
 
@@ -199,18 +200,22 @@ async def admit(
 
 
 async def execute(loop: TurnLoop, call: CallState, kwargs: dict[str, Any]) -> None:
-    """Run a `running` call's tool within its time limit and apply its result, cut to the
-    result cap, then AfterToolExecute."""
+    """Run a `running` call's tool within its time limit, without the secret variables in
+    its processes' environment, and apply its result, secrets masked and cut to the result
+    cap, then AfterToolExecute."""
     rt, limits = loop.rt, loop.rt.config.runtime
     tool = rt.tools.get(call.tool)
     assert tool is not None
+    secrets = Secrets.from_env(limits.secret_env)
     ctx = ToolContext(
         rt.room.workspace, call.id, call.thread_id, call.turn_id,
         time_limit=limits.tool_timeouts.get(call.tool, limits.tool_timeout),
-        max_result_bytes=limits.max_result_bytes,
+        max_result_bytes=limits.max_result_bytes, env=secrets.tool_env(),
     )  # fmt: skip
     result = await tool.call(kwargs, ctx)
-    call.finish(result, rt.clock(), lambda text: cut_to(text, limits.max_result_bytes))
+    call.finish(
+        result, rt.clock(), lambda text: cut_to(secrets.mask(text), limits.max_result_bytes)
+    )
     await loop.phase(
         Phase.AFTER_TOOL_EXECUTE, tool=call.tool, args=call.args, outcome=call.status.value
     )

@@ -8,13 +8,15 @@ the runtime and hidden from the model.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args, get_type_hints
 
 import anyio
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from engine.redact import Secrets
 
 Approval = Literal["never", "always"] | Callable[[dict[str, Any]], bool]
 
@@ -73,6 +75,12 @@ class ToolContext:
     turn_id: str = ""
     time_limit: float | None = None  # seconds the call may take ([runtime] tool_timeout)
     max_result_bytes: int = RESULT_CAP  # the result's text is cut to this ([runtime])
+    env: Mapping[str, str] | None = None  # for processes the tool starts; None: see process_env
+
+    def process_env(self) -> dict[str, str]:
+        """The environment for a process the tool starts: `env`, or by default this
+        process's without the provider keys."""
+        return dict(self.env) if self.env is not None else Secrets.from_env().tool_env()
 
     @property
     def content_cap(self) -> int:

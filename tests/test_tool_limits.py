@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import itertools
+import json
+import os
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
 import pytest
 
+from engine import builtin_tools as bt
 from engine.config import Config
+from engine.decisions import Decision
 from engine.messages import Message
+from engine.redact import Secrets
 from engine.runtime import Runtime
 from engine.tools import ToolError, tool
 from tests.scripted import ScriptedModel, first_then
@@ -97,3 +102,61 @@ async def test_every_result_and_error_is_cut_to_the_cap_before_it_is_stored(tmp_
         assert longest_event[0][0] < 8192
         seen = [m.text for m in rt.provider.requests[-1].messages if m.role == "tool"]
         assert all("[cut by the runtime: the result was 1,000,0" in t for t in seen), seen
+
+
+# --- secrets -------------------------------------------------------------------------------
+
+FAKE_OPENAI = "sk-proj-FAKE0123456789abcdefghijklmnop"
+FAKE_ANTHROPIC = "sk-ant-FAKE9876543210zyxwvutsrqpon"
+FAKE_TOKEN = 'tok"FAKE\\5555-named-in-secret_env'  # JSON escapes it: masked in both forms
+
+
+@tool
+def leak() -> dict[str, str]:
+    """Reads the runtime's own environment, as a careless user tool might."""
+    return {k: os.environ[k] for k in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "MY_TOKEN")}
+
+
+@tool
+def leak_error() -> str:
+    """Puts a key into an error."""
+    raise ToolError(f"refused key {os.environ['OPENAI_API_KEY']}")
+
+
+async def test_an_approved_env_leaves_no_key_anywhere_in_execution_db(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", FAKE_OPENAI)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", FAKE_ANTHROPIC)
+    monkeypatch.setenv("MY_TOKEN", FAKE_TOKEN)
+    monkeypatch.setenv("HARMLESS", "visible-value")
+    config = Config.model_validate({"runtime": {"secret_env": ["MY_TOKEN"]}})
+    command = 'env; echo "key=$OPENAI_API_KEY token=$MY_TOKEN"'
+    script = first_then([("shell", {"command": command}), ("leak", {}), ("leak_error", {})])
+    async with runtime(tmp_path, script, [bt.shell, leak, leak_error], config) as rt:
+        out = await rt.run_turn(msg("go"))
+        assert out.status == "waiting"
+        await rt.decide(Decision.approve(out.pending[0]["call_id"]))
+        out = await rt.wait_turn(out.turn_id)
+        assert (out.status, out.reason) == ("done", "natural")
+        results = dict(await rows(rt, "SELECT tool, coalesce(result, error) FROM tool_calls"))
+        shell_out = json.loads(results["shell"])["stdout"]
+        assert "HARMLESS=visible-value" in shell_out  # the rest of the environment is there
+        for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "MY_TOKEN"):
+            assert f"{name}=" not in shell_out  # the tool's process never had them
+        assert "key= token=" in shell_out
+        assert "[OPENAI_API_KEY masked]" in results["leak"]
+        assert "[MY_TOKEN masked]" in results["leak"]
+        assert results["leak_error"] == "refused key [OPENAI_API_KEY masked]"
+    room = tmp_path / "room"
+    stored = b"".join(p.read_bytes() for p in room.glob("execution.db*"))
+    assert stored, "the room has no database files"
+    for secret in (FAKE_OPENAI, FAKE_ANTHROPIC, "FAKE\\5555", "FAKE\\\\5555"):
+        assert secret.encode() not in stored, secret
+
+
+def test_secrets_are_found_by_name_and_masked_longest_first() -> None:
+    env = {"OPENAI_API_KEY": "sk-abcdefgh", "MY_TOKEN": "sk-abcdefgh-longer", "SHORT": "abc",
+           "PATH": "/bin"}  # fmt: skip
+    secrets = Secrets.from_env(["MY_TOKEN", "SHORT"], env)
+    assert secrets.tool_env(env) == {"PATH": "/bin"}
+    text = "a sk-abcdefgh-longer b sk-abcdefgh c abc"
+    assert secrets.mask(text) == "a [MY_TOKEN masked] b [OPENAI_API_KEY masked] c abc"
