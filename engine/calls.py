@@ -17,6 +17,7 @@ from engine.lifecycle import CallStatus
 from engine.lifecycle import call as call_lifecycle
 from engine.messages import ConvMessage
 from engine.plugins import Gate, Phase
+from engine.providers.base import parse_arguments
 from engine.redact import Secrets
 from engine.store import Op, json_or_text
 from engine.tools import ToolArgsError, ToolContext, ToolResult, cut_to
@@ -113,7 +114,7 @@ class CallState:
 
     def _fields(self) -> tuple[Any, ...]:
         """What a call's row can change, as it is written."""
-        args = self.args if isinstance(self.args, str) else json.dumps(self.args)
+        args = json.dumps(self.args)  # the model's text, when not usable, as a JSON string
         return (args, self.status.value, self.result, self.error, self.suspend_reason,
                 self.decision_id, self.has_message, self.updated_at, self.ended_at)  # fmt: skip
 
@@ -166,6 +167,10 @@ async def admit(
     tool = rt.tools.get(call.tool)
     if tool is None:
         call.fail(f"unknown tool {call.tool!r}; available: {', '.join(rt.tools.names())}", now)
+        return None
+    if isinstance(call.args, str):  # the model's text, kept because it is not usable
+        _, problem = parse_arguments(call.args)
+        call.fail(f"invalid arguments for {call.tool}: {problem or 'not a JSON object'}", now)
         return None
     try:
         kwargs = tool.validate(call.args)

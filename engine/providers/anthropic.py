@@ -193,7 +193,7 @@ class AnthropicProvider(HTTPProvider):
     def decode(self, data: str) -> dict[str, Any]:
         try:
             event = json.loads(data)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, a huge number, absurd nesting
             raise self.error(f"malformed stream event (not JSON): {data[:200]!r}") from None
         if not isinstance(event, dict):
             raise self.error(f"malformed stream event (not an object): {data[:200]!r}")

@@ -7,12 +7,14 @@ Every provider (offline, OpenAI-compatible, Anthropic) streams the same events;
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, Discriminator
 
+from engine.decisions import MAX_DEPTH, storable
 from engine.messages import ConvMessage, ToolCallPart
 
 
@@ -95,17 +97,47 @@ class AssistantAccumulator:
                 self.stop_reason = r
 
     def message(self) -> ConvMessage:
+        """The answer; a call's arguments stay the model's text when they are not usable
+        (`parse_arguments`), so that the call, not the turn, fails."""
         calls = []
         for _, slot in sorted(self.calls.items()):
             raw = slot["arguments"].strip()
-            try:
-                args: dict[str, Any] | str = json.loads(raw) if raw else {}
-            except json.JSONDecodeError:
-                args = raw
-            calls.append(ToolCallPart(id=slot["id"], name=slot["name"], arguments=args))
+            args, _ = parse_arguments(raw)
+            calls.append(ToolCallPart(id=slot["id"], name=slot["name"],
+                                      arguments=raw if args is None else args))  # fmt: skip
         return ConvMessage(
             role="assistant",
             text="".join(self.text),
             tool_calls=calls,
             refusal=self.stop_reason == "refusal",
         )
+
+
+_JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean"}
+
+
+def parse_arguments(raw: str) -> tuple[dict[str, Any] | None, str]:
+    """A tool call's arguments text as a JSON object, or None and why it cannot be one.
+
+    Refused: text that is not JSON, JSON that is not an object, and what a tool or
+    execution.db cannot take (nesting past `MAX_DEPTH`, numbers Python will not print).
+    """
+    if not raw.strip():
+        return {}, ""
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        return None, f"arguments must be a JSON object; the text is not JSON ({exc})"
+    except RecursionError:
+        return None, f"the arguments JSON is nested more than {MAX_DEPTH} deep"
+    except ValueError:  # an integer longer than Python converts
+        digits = sys.get_int_max_str_digits()
+        return None, f"a number in the arguments has more than {digits} digits"
+    if not isinstance(value, dict):
+        kind = _JSON_TYPES.get(type(value), "null")
+        return None, f"arguments must be a JSON object, got {kind}"
+    try:
+        storable(value, "the arguments JSON")
+    except ValueError as exc:
+        return None, str(exc)
+    return value, ""

@@ -197,7 +197,7 @@ class OpenAIProvider(HTTPProvider):
     def decode(self, data: str) -> dict[str, Any]:
         try:
             chunk = json.loads(data)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, a huge number, absurd nesting
             raise self.error(f"malformed stream chunk (not JSON): {data[:200]!r}") from None
         if not isinstance(chunk, dict):
             raise self.error(f"malformed stream chunk (not an object): {data[:200]!r}")

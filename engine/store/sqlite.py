@@ -34,7 +34,7 @@ def json_or_text(text: str | None) -> Any:
         return None
     try:
         return json.loads(text)
-    except (TypeError, json.JSONDecodeError):
+    except (TypeError, ValueError, RecursionError):  # also huge numbers, absurd nesting
         return text
 
 
