@@ -464,6 +464,10 @@ class Runtime:
             return
         if loop.turn.status is TurnStatus.WAITING:
             await loop.reopen()
+        # turn_timeout bounds a stretch of running: the time the turn waited for a decision
+        # (or for a runtime, after a crash) does not count, or an approval given after
+        # turn_timeout would run its call and then stop the turn before it could answer
+        loop.turn.started_at = self.clock()
         await self._drive(loop, handle)
 
     async def _load(self, turn_id: str) -> TurnLoop:

@@ -394,3 +394,18 @@ async def test_a_full_queue_is_refused_with_its_reason(tmp_path: Path):
         await client.submit(body("calc 1+1", thread="q:1"))
         with pytest.raises(Refused, match="group chat queue is full"):
             await client.submit(body("calc 1+1", thread="q:2"))
+
+
+def test_a_batch_of_events_is_bounded_in_bytes():
+    """A batch held up to 2,000 events whatever their size: a client's line limit could be
+    passed by a batch of big ones (found by the providers' review)."""
+    from engine.api.hub import EventHub
+    from engine.events import TextDelta
+
+    hub = EventHub("r_1", size=100)
+    for _ in range(50):
+        hub.publish(TextDelta(at=0.0, text="x" * 1000))
+    batch = hub.since(0, 2_000, max_bytes=10_000)
+    assert batch is not None and 5 <= len(batch) <= 10
+    assert sum(map(len, batch)) <= 10_000
+    assert len(hub.since(0, 2_000, max_bytes=10) or []) == 1  # one at least: progress

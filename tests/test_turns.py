@@ -355,6 +355,21 @@ async def test_stop_policies(tmp_path):
         assert out.reason == "stopped:timeout"
 
 
+async def test_time_spent_waiting_for_a_decision_does_not_count_against_turn_timeout(tmp_path):
+    """Found beside issue 13: a turn approved more than turn_timeout after it began ran its
+    call, then stopped `stopped:timeout` before it could answer."""
+    now = [1000.0]
+    config = Config.model_validate({"runtime": {"turn_timeout": 100}})
+    async with runtime(tmp_path, first_then([("shell", {"command": "echo hi"})]),
+                       config=config, clock=lambda: now[0]) as rt:  # fmt: skip
+        out = await rt.run_turn(msg("go"))
+        assert out.status == "waiting"
+        now[0] += 3600  # the operator comes back an hour later
+        await rt.decide(Decision.approve(out.pending[0]["call_id"]))
+        out = await rt.wait_turn(out.turn_id)
+        assert (out.status, out.reason) == ("done", "natural")
+
+
 async def test_provider_failure_ends_the_turn_with_error(tmp_path):
     def broken(request: ModelRequest) -> Reply:
         raise ConnectionError("model unreachable")

@@ -48,17 +48,21 @@ class EventHub:
         """The sequence number of the oldest event still kept."""
         return max(1, self.head - self.size + 1)
 
-    def since(self, seq: int, limit: int) -> list[str] | None:
-        """The JSON of up to `limit` events after `seq`; None if some of them are gone."""
+    def since(self, seq: int, limit: int, max_bytes: int = 4 * 1024 * 1024) -> list[str] | None:
+        """The JSON of the events after `seq`: up to `limit` of them and about `max_bytes`
+        (one at least, whatever its size); None if some of them are gone."""
         if seq >= self.head:
             return []
         if seq + 1 < self.oldest:
             return None
-        ring, size, out = self._ring, self.size, []
+        ring, size, out, total = self._ring, self.size, [], 0
         for n in range(seq + 1, min(self.head, seq + limit) + 1):
             slot = ring[n % size]
             if slot[2] is None:
                 slot[2] = slot[1].model_dump_json()
+            total += len(slot[2])
+            if out and total > max_bytes:
+                break
             out.append(slot[2])
         return out
 
