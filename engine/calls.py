@@ -218,9 +218,15 @@ async def execute(loop: TurnLoop, call: CallState, kwargs: dict[str, Any]) -> No
         max_result_bytes=limits.max_result_bytes, env=secrets.tool_env(),
     )  # fmt: skip
     result = await tool.call(kwargs, ctx)
-    call.finish(
-        result, rt.clock(), lambda text: cut_to(secrets.mask(text), limits.max_result_bytes)
-    )
+    call.finish(result, rt.clock(), cleaner(loop, secrets))
     await loop.phase(
         Phase.AFTER_TOOL_EXECUTE, tool=call.tool, args=call.args, outcome=call.status.value
     )
+
+
+def cleaner(loop: TurnLoop, secrets: Secrets | None = None) -> Callable[[str], str]:
+    """What a result's text goes through before it is committed: the configured secrets'
+    values masked, then cut to the result cap (with a note the model reads)."""
+    limits = loop.rt.config.runtime
+    secrets = secrets or Secrets.from_env(limits.secret_env)
+    return lambda text: cut_to(secrets.mask(text), limits.max_result_bytes)

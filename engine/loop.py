@@ -445,9 +445,9 @@ class TurnLoop:
         if decision.action == "cancel":
             call.move(CallStatus.CANCELLED, now, error=decision.denial_text())
             return
-        if decision.use_result:
+        if decision.use_result:  # the operator's text goes where a tool's would: masked, cut
             text = decision.result if isinstance(decision.result, str) else _json(decision.result)
-            call.move(CallStatus.SUCCEEDED, now, result=text, error=None)
+            call.move(CallStatus.SUCCEEDED, now, result=callmod.cleaner(self)(text), error=None)
             return
         if decision.args is not None:
             call.args = decision.args

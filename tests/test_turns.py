@@ -450,3 +450,19 @@ async def test_waiting_turn_survives_a_restart(tmp_path):
         await rt.decide(Decision.approve(out.pending[0]["call_id"]))
         out = await rt.wait_turn(out.turn_id)
         assert (out.status, out.reason) == ("done", "natural")
+
+
+async def test_a_result_given_by_a_decision_is_masked_and_cut_like_a_tools(tmp_path, monkeypatch):
+    """Found beside issue 13: a decision's `result` skipped the result cap and the masking
+    that a tool's result goes through."""
+    secret = "sk-live-0123456789abcdef"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    config = Config.model_validate({"runtime": {"max_result_bytes": 2048}})
+    async with runtime(tmp_path, first_then([("shell", {"command": "cat notes"})]),
+                       config=config) as rt:  # fmt: skip
+        out = await rt.run_turn(msg("go"))
+        given = f"the key is {secret}. " + "y" * 10_000
+        await rt.decide(Decision.with_result(out.pending[0]["call_id"], given))
+        await rt.wait_turn(out.turn_id)
+        result = await rt.store.scalar("SELECT result FROM tool_calls WHERE tool='shell'")
+    assert secret not in result and len(result.encode()) <= 2048
