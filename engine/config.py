@@ -74,6 +74,11 @@ class PulseConfig(_Section):
     interval: float = Field(1.0, gt=0)  # seconds between scans of tasks/, chores/, will.md
     will_interval: float = Field(3600.0, gt=0)  # a will turn at least this often
     agent: str = Field("agent", min_length=1)  # the will's thread is will:<agent>
+    # Bytes a file may have; a larger one is reported and not read (a task's text is copied
+    # into its request, turn, message and events, so this also bounds what one costs).
+    max_task_bytes: int = Field(262_144, ge=1, le=64 * 1_048_576)
+    max_chore_bytes: int = Field(65_536, ge=1, le=64 * 1_048_576)
+    max_will_bytes: int = Field(262_144, ge=1, le=64 * 1_048_576)
 
 
 class ServerConfig(_Section):

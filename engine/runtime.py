@@ -349,6 +349,7 @@ class Runtime:
         """Start the runtime loops (the pulse loop) in the runtime's task group. Loops only
         create turn requests; the scheduler decides when they run."""
         from engine.loops.pulse import PulseLoop
+        from engine.loops.pulse_files import Limits
 
         pc = self.config.pulse
         pulse = PulseLoop(
@@ -359,6 +360,7 @@ class Runtime:
             interval=pc.interval,
             will_interval=pc.will_interval,
             agent=pc.agent,
+            limits=Limits.of(pc),
         )
         self._spawn(pulse.run)
 

@@ -20,13 +20,17 @@ moment between `submit` returning and the write, and the scheduler coalesces tha
   latest of them, meta {"chore", "occurrence" (ISO, in tz), "missed", "schedule"}, where
   `missed` counts the earlier due occurrences it stands in for (0 when on time). A disabled
   or deleted chore is forgotten; a malformed one keeps its place until it is fixed.
+  Occurrences are computed in a worker thread, each computation bounded (see
+  engine.loops.pulse_schedule): one that fails is reported once and the chore skipped
+  until its schedule changes; one whose schedule has ended is said once.
 - Will `will.md`: fires on first sight and whenever it changes (why="changed"), and when
   `will_interval` seconds passed since the last will fire (why="interval").
 
-File formats are described in `engine.loops.pulse_files`. A bad file, a failed `submit`
-and a bad pulse.json are reported through `notice(level, text)`, once each, and never stop
-the loop. A `submit` that raises is retried on the next tick unless the exception is final
-(class name "Rejected" or `final = True`): then the fire is recorded and not retried.
+File formats and size limits are described in `engine.loops.pulse_files`. A bad file, a
+failed `submit` and a bad pulse.json are reported through `notice(level, text)`, once
+each, and never stop the loop. A `submit` that raises is retried on the next tick unless
+the exception is final (class name "Rejected" or `final = True`): then the fire is
+recorded and not retried.
 """
 
 from __future__ import annotations
@@ -35,18 +39,32 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.to_thread
 
-from engine.loops.pulse_files import ChoreFile, Malformed, Scan, scan_room
+from engine.loops.pulse_files import ChoreFile, Limits, Malformed, Scan, scan_room
+from engine.loops.pulse_schedule import Due, ScheduleError
 from engine.loops.pulse_state import State, load_state, write_atomic
 from engine.messages import Message
 from engine.room import Room
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Fire:
+    """One thing due now: its message, what it stands for, and the mark it leaves once the
+    runtime took it (`table[name] = entry`)."""
+
+    msg: Message
+    mark: str  # the task revision, chore occurrence or will fire it stands for
+    table: State
+    name: str
+    entry: Any
 
 
 class PulseLoop:
@@ -55,24 +73,29 @@ class PulseLoop:
     def __init__(
         self,
         room: Room,
-        submit: Callable[[Message], Awaitable[Any]],
+        submit: Callable[..., Awaitable[Any]],
         notice: Callable[[str, str], None],
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
         interval: float = 1.0,
         will_interval: float = 3600.0,
         agent: str = "agent",
+        limits: Limits | None = None,
     ) -> None:
         self.room = room
         self.path = room.path / "pulse.json"
         self._submit, self._notify = submit, notice
         self._clock, self._sleep = clock, sleep
         self.interval, self.will_interval, self.agent = interval, will_interval, agent
+        self.limits = limits or Limits()
         self._state: State | None = None
         self._dirty = False
         self._reported: dict[Path, str] = {}  # malformed file -> revision already reported
         self._failures: dict[str, str] = {}  # thread -> submit failure already reported
-        self._next: dict[str, tuple[tuple[Any, ...], float | None]] = {}  # chore -> next due
+        # chore -> (schedule, since, last) and the next occurrence after last: a time, None
+        # (the schedule has ended) or why it cannot be computed
+        self._next: dict[str, tuple[tuple[Any, ...], float | str | None]] = {}
+        self._said: dict[str, str] = {}  # chore -> schedule failure or end already reported
         self._save_error: str | None = None
 
     async def run(self) -> None:
@@ -96,19 +119,20 @@ class PulseLoop:
             self._state, problem = await anyio.to_thread.run_sync(load_state, self.path, now)
             if problem:
                 self._notice("warning", problem)
-        scan = await anyio.to_thread.run_sync(scan_room, self.room.path)
+        scan = await anyio.to_thread.run_sync(scan_room, self.room.path, now, self.limits)
         self._report(scan.malformed)
-        fired: list[Message] = []
-        await self._tasks(scan, now, fired)
-        await self._chores(scan, now, fired)
-        await self._will(scan, now, fired)
+        fires: list[_Fire] = []
+        self._tasks(scan, now, fires)
+        await self._chores(scan, now, fires)
+        self._will(scan, now, fires)
+        fired = await self._offer(fires)
         if self._dirty:
             await self._save()
         return fired
 
     # -- the three sources ------------------------------------------------------------------
 
-    async def _tasks(self, scan: Scan, now: float, fired: list[Message]) -> None:
+    def _tasks(self, scan: Scan, now: float, fires: list[_Fire]) -> None:
         known = self._table("tasks")
         for name in [name for name in known if name not in scan.task_names]:
             del known[name]
@@ -122,10 +146,9 @@ class PulseLoop:
                 text=task.text, meta=meta,
             )  # fmt: skip
             entry = {"revision": task.revision, "file": self._rel(task.path), "fired_at": now}
-            if await self._fire(msg, known, task.name, entry):
-                fired.append(msg)
+            fires.append(_Fire(msg, task.revision, known, task.name, entry))
 
-    async def _chores(self, scan: Scan, now: float, fired: list[Message]) -> None:
+    async def _chores(self, scan: Scan, now: float, fires: list[_Fire]) -> None:
         known = self._table("chores")
         live = {chore.key for chore in scan.chores if chore.enabled}
         broken = {self._rel(path) for path in scan.bad_chore_files}
@@ -138,13 +161,15 @@ class PulseLoop:
             if not chore.enabled:
                 continue
             st = self._chore_state(chore, now)
-            nxt = self._next_due(chore, st)
-            if nxt is None or nxt > now:
+            try:
+                due = await self._due(chore, st, now)
+                if due is None:
+                    continue
+                occurrence = chore.schedule.iso(due.occurrence)
+            except (ValueError, OverflowError, OSError) as exc:  # ScheduleError is a ValueError
+                self._say(chore, f"{exc} (the chore is skipped until its schedule changes)")
                 continue
-            due = chore.schedule.due(st["last"], st["since"], now)
-            if due is None:
-                continue
-            occurrence = chore.schedule.iso(due.occurrence)
+            self._said.pop(chore.key, None)
             meta = {
                 **chore.settings, "chore": chore.key, "occurrence": occurrence,
                 "missed": due.count - 1, "schedule": f"{chore.schedule.kind} {chore.schedule.expr}",
@@ -154,10 +179,9 @@ class PulseLoop:
                 text=chore.text, meta=meta,
             )  # fmt: skip
             entry = {**st, "last": due.occurrence, "occurrence": occurrence, "fired_at": now}
-            if await self._fire(msg, known, chore.key, entry):
-                fired.append(msg)
+            fires.append(_Fire(msg, occurrence, known, chore.key, entry))
 
-    async def _will(self, scan: Scan, now: float, fired: list[Message]) -> None:
+    def _will(self, scan: Scan, now: float, fires: list[_Fire]) -> None:
         state = self._state_now()
         st = state.get("will")
         if not scan.will_exists:
@@ -177,31 +201,81 @@ class PulseLoop:
             origin="will", sender="self", channel=None, thread_id=f"will:{self.agent}",
             text=will.text, meta={"will_revision": will.revision, "why": why},
         )  # fmt: skip
-        if await self._fire(msg, state, "will", {"revision": will.revision, "fired_at": now}):
-            fired.append(msg)
+        mark = f"{why} {will.revision} after {st['fired_at'] if st else None}"
+        fires.append(_Fire(msg, mark, state, "will", {"revision": will.revision, "fired_at": now}))
 
     # -- firing and state -------------------------------------------------------------------
 
-    async def _fire(self, msg: Message, table: State, key: str, entry: Any) -> bool:
-        """Submit; on success (or a final rejection) record `table[key] = entry` and save."""
+    async def _offer(self, fires: list[_Fire]) -> list[Message]:
+        """Submit each fire; mark (and save) what the runtime took."""
+        fired: list[Message] = []
+        for fire in fires:
+            try:
+                await self._submit(fire.msg)
+            except Exception as exc:
+                self._failed(fire, exc)
+                if self._dirty:  # a final failure is marked fired
+                    await self._save()
+                continue
+            self._failures.pop(fire.msg.thread_id, None)
+            self._mark(fire)
+            await self._save()
+            fired.append(fire.msg)
+        return fired
+
+    def _mark(self, fire: _Fire) -> None:
+        fire.table[fire.name] = fire.entry
+        self._dirty = True
+
+    def _failed(self, fire: _Fire, exc: Exception) -> None:
+        """Report a failed submit once; a final one is marked as fired, not retried."""
+        thread = fire.msg.thread_id
+        final = type(exc).__name__ == "Rejected" or getattr(exc, "final", False) is True
+        what = f"pulse: {thread}: submit failed: {type(exc).__name__}: {exc}"
+        if final:
+            self._failures.pop(thread, None)
+            self._notice("error", f"{what} (final: recorded as fired, not retried)")
+            self._mark(fire)
+        elif self._failures.get(thread) != what:
+            self._failures[thread] = what
+            self._notice("error", f"{what} (retrying every tick)")
+
+    async def _due(self, chore: ChoreFile, st: State, now: float) -> Due | None:
+        """What of the chore is due now. Both computations run in a worker thread (each is
+        bounded, but may take a fraction of a second); the next occurrence is cached until
+        the schedule or the last fire changes, a failure too, so a bad rule costs its
+        bound once."""
+        stamp = (chore.schedule.signature, st["since"], st["last"])
+        cached = self._next.get(chore.key)
+        if cached is None or cached[0] != stamp:
+            try:
+                nxt: float | str | None = await anyio.to_thread.run_sync(
+                    chore.schedule.next_after, st["last"], st["since"]
+                )
+            except ScheduleError as exc:
+                nxt = str(exc)
+            cached = self._next[chore.key] = (stamp, nxt)
+            if nxt is None:
+                last = chore.schedule.iso(st["last"])
+                self._say(chore, f"{chore.schedule.kind}: no occurrence after {last}; the "
+                                 "schedule has ended and the chore will not fire again")  # fmt: skip
+        nxt = cached[1]
+        if isinstance(nxt, str):
+            raise ScheduleError(nxt)
+        if nxt is None or nxt > now:
+            return None
         try:
-            await self._submit(msg)
-        except Exception as exc:
-            final = type(exc).__name__ == "Rejected" or getattr(exc, "final", False) is True
-            what = f"pulse: {msg.thread_id}: submit failed: {type(exc).__name__}: {exc}"
-            if final:
-                self._failures.pop(msg.thread_id, None)
-                self._notice("error", f"{what} (final: recorded as fired, not retried)")
-                table[key] = entry
-                await self._save()
-            elif self._failures.get(msg.thread_id) != what:
-                self._failures[msg.thread_id] = what
-                self._notice("error", f"{what} (retrying every tick)")
-            return False
-        self._failures.pop(msg.thread_id, None)
-        table[key] = entry
-        await self._save()
-        return True
+            return await anyio.to_thread.run_sync(chore.schedule.due, st["last"], st["since"], now)
+        except ScheduleError as exc:
+            self._next[chore.key] = (stamp, str(exc))
+            raise
+
+    def _say(self, chore: ChoreFile, text: str) -> None:
+        """Report something about one chore's schedule, once."""
+        text = f"{chore.path}: {text}"
+        if self._said.get(chore.key) != text:
+            self._said[chore.key] = text
+            self._notice("warning", text)
 
     def _chore_state(self, chore: ChoreFile, now: float) -> State:
         """The chore's entry; first sight or a changed schedule (re)anchors it at `now`."""
@@ -219,17 +293,6 @@ class PulseLoop:
         self._dirty = True
         return st
 
-    def _next_due(self, chore: ChoreFile, st: State) -> float | None:
-        """Next occurrence after the last fire, cached until the schedule or last changes."""
-        stamp = (chore.schedule.signature, st["since"], st["last"])
-        cached = self._next.get(chore.key)
-        if cached is None or cached[0] != stamp:
-            cached = self._next[chore.key] = (
-                stamp,
-                chore.schedule.next_after(st["last"], st["since"]),
-            )
-        return cached[1]
-
     def _state_now(self) -> State:
         assert self._state is not None, "tick() loads the state first"
         return self._state
@@ -243,18 +306,20 @@ class PulseLoop:
         except ValueError:
             return str(path)
 
-    async def _save(self) -> None:
+    async def _save(self) -> bool:
+        """Write pulse.json; False (reported once) if it cannot be written."""
         data = json.dumps(self._state, indent=2, sort_keys=True) + "\n"
         try:
             await anyio.to_thread.run_sync(write_atomic, self.path, data)
         except OSError as exc:
             self._dirty = True  # try again next tick; in memory nothing fires twice
-            text = f"{self.path}: cannot write: {exc}"
+            text = f"{self.path}: cannot write: {exc} (nothing fires until it can be)"
             if text != self._save_error:
                 self._notice("error", text)
             self._save_error = text
-            return
+            return False
         self._dirty, self._save_error = False, None
+        return True
 
     def _report(self, malformed: list[Malformed]) -> None:
         """Report each bad file once per revision; forget files that are fine again."""

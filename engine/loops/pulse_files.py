@@ -27,16 +27,24 @@ Chore (`chores/<file>.toml`), exactly one of every / cron / rrule:
     group = "chore"                 # optional -> meta["group"]
 
 Will (`will.md`): the whole file is the text; it must not be empty.
+
+Each kind has a size limit (`Limits`, from `[pulse]` in agentdeck.toml). A file over it is
+reported and not read: at most limit + 1 bytes of any file are ever in memory, and what a
+turn, its request and its events copy is bounded by it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import stat
+import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from engine.config import PulseConfig
 from engine.loops.pulse_schedule import Schedule, ScheduleError, make_schedule, parse_zone
 
 TASK_SUFFIXES = (".md", ".txt")
@@ -47,6 +55,22 @@ _SETTING = re.compile(r"[A-Za-z_][\w-]*")
 
 class FileError(ValueError):
     """A watched file that cannot be used; the text is the reason shown to the operator."""
+
+
+_DEFAULT = PulseConfig()
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The most bytes a task, chore or will file may have; a larger one is not read."""
+
+    task: int = _DEFAULT.max_task_bytes
+    chore: int = _DEFAULT.max_chore_bytes
+    will: int = _DEFAULT.max_will_bytes
+
+    @classmethod
+    def of(cls, config: PulseConfig) -> Limits:
+        return cls(config.max_task_bytes, config.max_chore_bytes, config.max_will_bytes)
 
 
 @dataclass(frozen=True)
@@ -150,11 +174,17 @@ def parse_task(name: str, path: Path, raw: bytes) -> TaskFile:
     return TaskFile(name, path, body.strip(), revision(raw), enabled == "true", settings)
 
 
-def parse_chore(path: Path, raw: bytes) -> ChoreFile:
+def parse_chore(path: Path, raw: bytes, now: float) -> ChoreFile:
+    """The chore in `raw`; its schedule must have an occurrence after `now`'s midnight."""
     try:
         data = tomllib.loads(decode(raw))
     except tomllib.TOMLDecodeError as exc:
         raise FileError(f"bad TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses into nested arrays and tables
+        raise FileError("bad TOML: nested too deeply") from None
+    except ValueError:  # tomllib's int() of an integer longer than Python converts
+        digits = sys.get_int_max_str_digits()
+        raise FileError(f"bad TOML: a number has more than {digits} digits") from None
     unknown = sorted(set(data) - set(CHORE_KEYS))
     if unknown:
         raise FileError(f"unknown key {unknown[0]!r} (known: {', '.join(CHORE_KEYS)})")
@@ -177,22 +207,47 @@ def parse_chore(path: Path, raw: bytes) -> ChoreFile:
             raise FileError(f"{name}: expected a non-empty string, got {value!r}")
     try:
         zone = parse_zone(data["tz"]) if "tz" in data else parse_zone("UTC")
-        schedule = make_schedule(kinds[0], data[kinds[0]], zone)
+        schedule = make_schedule(kinds[0], data[kinds[0]], zone, now=now)
     except ScheduleError as exc:
         raise FileError(str(exc)) from None
     return ChoreFile(key.strip(), path, text.strip(), schedule, enabled, settings)
 
 
-def _read(path: Path, scan: Scan) -> bytes | None:
-    """The file's bytes; None if it vanished meanwhile or cannot be read (then reported)."""
+def _read(path: Path, scan: Scan, limit: int, setting: str) -> bytes | None:
+    """The file's bytes; None if it vanished meanwhile, or cannot be read or is larger than
+    `limit` (then reported, and kept in `scan.unreadable`). Reads at most `limit` + 1 bytes,
+    and does not block on a FIFO or device put where the file was."""
     try:
-        return path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
     except OSError as exc:
-        scan.unreadable.add(path)
-        scan.malformed.append(Malformed(path, f"error:{exc}", f"cannot read: {exc}"))
-        return None
+        problem = (f"error:{exc}", f"cannot read: {exc}")
+    else:
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                problem = ("not-regular", "cannot read: not a regular file")
+            elif info.st_size > limit or len(data := _read_up_to(fd, limit + 1)) > limit:
+                problem = ("too-large", f"larger than {limit} bytes, not read (the limit is "
+                                        f"[pulse] {setting} in agentdeck.toml)")  # fmt: skip
+            else:
+                return data
+        except OSError as exc:
+            problem = (f"error:{exc}", f"cannot read: {exc}")
+        finally:
+            os.close(fd)
+    scan.unreadable.add(path)
+    scan.malformed.append(Malformed(path, *problem))
+    return None
+
+
+def _read_up_to(fd: int, size: int) -> bytes:
+    chunks: list[bytes] = []
+    while size > 0 and (chunk := os.read(fd, min(size, 1 << 20))):
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
 
 
 def _files(folder: Path, suffixes: tuple[str, ...]) -> list[Path]:
@@ -206,8 +261,17 @@ def _files(folder: Path, suffixes: tuple[str, ...]) -> list[Path]:
     ]
 
 
-def scan_room(root: Path) -> Scan:
-    """Read tasks/, chores/ and will.md under `root`; never raises for a bad file."""
+def _unexpected(exc: Exception) -> str:
+    return f"cannot be used: {type(exc).__name__}: {exc}"
+
+
+def scan_room(root: Path, now: float, limits: Limits | None = None) -> Scan:
+    """Read tasks/, chores/ and will.md under `root`; never raises for a bad file.
+
+    Each file is parsed on its own: whatever one raises makes it one `Malformed` entry (a
+    parser's RecursionError too), so one file can never stop the others from firing.
+    """
+    limits = limits or Limits()
     scan = Scan()
     used: dict[str, Path] = {}
     for path in sorted(_files(root / "tasks", TASK_SUFFIXES), key=lambda p: (p.stem, p.suffix)):
@@ -215,7 +279,7 @@ def scan_room(root: Path) -> Scan:
             reason = f"duplicate task name {path.stem!r} ({used[path.stem].name} is used)"
             scan.malformed.append(Malformed(path, "duplicate", reason))
             continue
-        if (raw := _read(path, scan)) is None:
+        if (raw := _read(path, scan, limits.task, "max_task_bytes")) is None:
             if path in scan.unreadable:  # still there: keep what pulse.json knows of it
                 used[path.stem] = path
                 scan.task_names.add(path.stem)
@@ -226,24 +290,27 @@ def scan_room(root: Path) -> Scan:
             scan.tasks.append(parse_task(path.stem, path, raw))
         except FileError as exc:
             scan.malformed.append(Malformed(path, revision(raw), str(exc)))
+        except Exception as exc:
+            scan.malformed.append(Malformed(path, revision(raw), _unexpected(exc)))
     keys: dict[str, Path] = {}
     for path in _files(root / "chores", (".toml",)):
-        if (raw := _read(path, scan)) is None:
+        if (raw := _read(path, scan, limits.chore, "max_chore_bytes")) is None:
             if path in scan.unreadable:
                 scan.bad_chore_files.add(path)
             continue
         try:
-            chore = parse_chore(path, raw)
+            chore = parse_chore(path, raw, now)
             if chore.key in keys:
                 raise FileError(f"duplicate key {chore.key!r} (also in {keys[chore.key].name})")
-        except FileError as exc:
+        except Exception as exc:
             scan.bad_chore_files.add(path)
-            scan.malformed.append(Malformed(path, revision(raw), str(exc)))
+            reason = str(exc) if isinstance(exc, FileError) else _unexpected(exc)
+            scan.malformed.append(Malformed(path, revision(raw), reason))
             continue
         keys[chore.key] = path
         scan.chores.append(chore)
     will = root / "will.md"
-    raw = _read(will, scan) if will.is_file() else None
+    raw = _read(will, scan, limits.will, "max_will_bytes") if will.is_file() else None
     scan.will_exists = raw is not None or will in scan.unreadable
     if raw is not None:
         try:
