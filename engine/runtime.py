@@ -46,9 +46,17 @@ from engine.plugins import ConsecutiveErrors, MaxRounds, Phase, Plugin, Timeout
 from engine.providers.base import Provider
 from engine.room import Ownership, Room
 from engine.runner import ToolRunner
-from engine.scheduler import GroupConfig, Rejected, Request, Scheduler, Statistics, group_for
+from engine.scheduler import (
+    GroupConfig,
+    QueueFull,
+    Rejected,
+    Request,
+    Scheduler,
+    Statistics,
+    group_for,
+)
 from engine.store import Op, Store
-from engine.store.schedule import group_row, request_row, restore_schedule
+from engine.store.schedule import group_row, key_row, keyed_request, request_row, restore_schedule
 from engine.strategies import strategy_for
 from engine.summary import SummaryFile
 from engine.tools import Tool, ToolRegistry
@@ -98,6 +106,7 @@ class Runtime:
         self._loops: dict[str, TurnLoop] = {}
         self.scheduler = Scheduler(max_running_turns=config.runtime.max_running_turns, clock=clock)
         self._requests: dict[str, Request] = {}  # this run's requests, by id
+        self._keys: dict[str, Request] = {}  # this run's requests, by idempotency key
         self._interrupted: set[str] = set()  # left `running` by a run that stopped
         self._conversations: dict[str, Conversation] = {}
         self._subscribers: list[Subscriber] = []
@@ -283,28 +292,77 @@ class Runtime:
 
     # -- turns ------------------------------------------------------------------------------
 
-    async def submit(self, message: Message, *, strategy: str | None = None) -> TurnHandle:
+    async def submit(
+        self,
+        message: Message,
+        *,
+        strategy: str | None = None,
+        key: str | None = None,
+        overflow: bool = True,
+    ) -> TurnHandle:
         """Offer a turn request to the scheduler; return once its admission is durable.
 
         The request starts now, queues, or is coalesced into another (the handle then
         names that one); a refused request raises `Rejected` with the recorded reason.
+        `key` and `overflow` are described at `offer`.
         """
-        return (await self.offer(message, strategy=strategy))[1]
+        return (await self.offer(message, strategy=strategy, key=key, overflow=overflow))[1]
 
     async def offer(
-        self, message: Message, *, strategy: str | None = None
+        self,
+        message: Message,
+        *,
+        strategy: str | None = None,
+        key: str | None = None,
+        overflow: bool = True,
     ) -> tuple[Request, TurnHandle]:
-        """`submit`, also returning the request as the scheduler left it."""
+        """`submit`, also returning the request as the scheduler left it.
+
+        `key` (an idempotency key) names what the request stands for, such as one revision
+        of a task: it commits in the request's own transaction, and an offer whose key was
+        used before, in this run or an earlier one, gets that first request back (or its
+        `Rejected`) and makes none. With `overflow=False` a full group queue raises
+        `QueueFull` and changes nothing, where the group's overflow policy would refuse
+        the request or drop one already queued.
+        """
         strategy = strategy or message.meta.get("strategy")
         if strategy is not None:
             strategy_for(strategy)  # an unknown name is refused now, not when the turn runs
-        req = Request(self.new_id("t"), message, group_for(message), self.clock(), strategy)
+        if key is not None:
+            first = self._keys.get(key) or await keyed_request(self.store, key)
+            first = self._keys.get(key) or first  # an offer of the same key may have won
+            if first is not None:
+                first = self._requests.get(first.id, first)
+                if first.status == "rejected":
+                    raise Rejected(first.reason or "rejected")
+                turn_id = (first.status == "coalesced" and first.coalesced_into) or first.id
+                if (handle := self.live.get(turn_id)) is None:  # it ran, or waits: see outcome
+                    handle = TurnHandle(turn_id, first.thread_id)
+                    handle.done.set()
+                return first, handle
+        group = group_for(message)
+        if not overflow:
+            queued = self.scheduler.queued_in(group)
+            if queued >= (limit := self.scheduler.group(group).max_queued_turns):
+                raise QueueFull(f"group {group} queue is full ({queued} of {limit} queued)")
+        req = Request(self.new_id("t"), message, group, self.clock(), strategy)
         changed = self.scheduler.offer(req)
-        await self.store.write([request_row(r, self.clock()) for r in changed])
+        ops = [request_row(r, self.clock()) for r in changed]
+        if key is not None:
+            self._keys[key] = req
+            ops.append(key_row(key, req.id, self.clock()))
+        try:
+            await self.store.write(ops)
+        except BaseException:
+            if key is not None:
+                self._keys.pop(key, None)  # whether it committed, execution.db now says
+            raise
         for r in changed:
             self._requests[r.id] = r
             if r.status in ("coalesced", "rejected") and (old := self.live.pop(r.id, None)):
                 old.done.set()  # its waiters follow the request to where it went
+            if r is not req and r.status == "rejected":  # the group's overflow dropped it
+                self.notice("warning", f"{r.thread_id}: queued request {r.id} {r.reason}")
         if req.status == "rejected":
             raise Rejected(req.reason or "rejected")
         target = req.coalesced_into if req.status == "coalesced" else req.id
@@ -354,7 +412,7 @@ class Runtime:
         pc = self.config.pulse
         pulse = PulseLoop(
             self.room,
-            submit=lambda m: self.submit(m, strategy=m.meta.get("strategy")),
+            submit=lambda m, **kw: self.submit(m, strategy=m.meta.get("strategy"), **kw),
             notice=self.notice,
             clock=self.clock,
             interval=pc.interval,

@@ -65,6 +65,13 @@ class Rejected(RuntimeError):
     final = True
 
 
+class QueueFull(RuntimeError):
+    """A request offered with `overflow=False` found its group's queue full: nothing was
+    queued, dropped or recorded, and the same request may be offered again later."""
+
+    final = False
+
+
 @dataclass
 class Request:
     """A turn request: queued, then admitted, coalesced into another, or rejected."""

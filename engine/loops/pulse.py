@@ -5,10 +5,23 @@ after `submit` (one running turn and at most one pending request per task or cho
 only the newest will request) is the scheduler's coalescing, so the loop can simply fire
 every new task revision, every due chore occurrence and every will change or interval.
 
-What has fired is kept in `pulse.json` in the room, written atomically after `submit`
-returned for that fire (the scheduler makes admission durable before it returns). A
-restart therefore does not lose a fire; it repeats one only if the process died in the
-moment between `submit` returning and the write, and the scheduler coalesces that repeat.
+What has fired is kept in `pulse.json` in the room. Each fire becomes exactly one request:
+before a tick offers anything it writes, in pulse.json, an idempotency key for each fire
+it is about to offer (`intents`: thread -> key, and the revision, occurrence or will fire
+the key stands for), and the runtime commits the key with the request and never makes a
+second request for a key. A process that dies after a request committed and before
+pulse.json marked it fired therefore offers the same key at its next start and gets the
+first request back. A key is dropped once its fire is marked (or is no longer due), so a
+task deleted and written again gets a new one.
+
+The loop never makes the scheduler drop a request. It offers with `overflow=False`: a
+group whose queue is full raises QueueFull instead of applying its overflow policy (for
+tasks, drop_oldest would drop a request the loop had already marked fired), and the fire
+stays pending, offered again each tick; one notice says how many wait (again if more do),
+one says when none does. A queued request can still be dropped later by another
+submitter's offer into the same group (a client's message with meta.group = "task"): the
+runtime says so in a notice, and the loop does not offer that fire again, since it did
+become its one request.
 
 - Task `tasks/<name>.{md,txt}`: fires when its revision (sha256 of the file, front matter
   included) differs from the last fired one; `enabled: false` holds it. Deleting the file
@@ -37,7 +50,9 @@ from __future__ import annotations
 
 import json
 import logging
+import secrets
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +66,7 @@ from engine.loops.pulse_schedule import Due, ScheduleError
 from engine.loops.pulse_state import State, load_state, write_atomic
 from engine.messages import Message
 from engine.room import Room
+from engine.scheduler import QueueFull, group_for
 
 log = logging.getLogger(__name__)
 
@@ -61,14 +77,18 @@ class _Fire:
     runtime took it (`table[name] = entry`)."""
 
     msg: Message
-    mark: str  # the task revision, chore occurrence or will fire it stands for
+    mark: str  # the task revision, chore occurrence or will fire its key stands for
     table: State
     name: str
     entry: Any
 
 
 class PulseLoop:
-    """Scan the room every `interval` seconds and submit what is due."""
+    """Scan the room every `interval` seconds and submit what is due.
+
+    `submit(message, key=..., overflow=False)` is `Runtime.submit`'s contract: `key` is an
+    idempotency key, and with `overflow=False` a full queue raises QueueFull.
+    """
 
     def __init__(
         self,
@@ -96,6 +116,7 @@ class PulseLoop:
         # (the schedule has ended) or why it cannot be computed
         self._next: dict[str, tuple[tuple[Any, ...], float | str | None]] = {}
         self._said: dict[str, str] = {}  # chore -> schedule failure or end already reported
+        self._waiting: dict[str, int] = {}  # group -> fires waiting for room, as reported
         self._save_error: str | None = None
 
     async def run(self) -> None:
@@ -207,24 +228,47 @@ class PulseLoop:
     # -- firing and state -------------------------------------------------------------------
 
     async def _offer(self, fires: list[_Fire]) -> list[Message]:
-        """Submit each fire; mark (and save) what the runtime took."""
+        """Put each fire's key in pulse.json, then offer them; mark what the runtime took.
+
+        The keys are on disk before any request exists: a key not yet written could be
+        offered again under a new key after a crash, and make a second request.
+        """
+        intents: State = self._state_now().setdefault("intents", {})
+        due = {fire.msg.thread_id: fire for fire in fires}
+        for thread in [thread for thread in intents if thread not in due]:
+            del intents[thread]  # what it stood for is marked, or no longer due
+            self._dirty = True
+        for thread, fire in due.items():
+            if intents.get(thread, {}).get("mark") != fire.mark:
+                intents[thread] = {"key": f"{thread}#{secrets.token_hex(8)}", "mark": fire.mark}
+                self._dirty = True
+        if fires and self._dirty and not await self._save():
+            return []
         fired: list[Message] = []
+        full: dict[str, str] = {}  # group -> why its queue takes no more this tick
+        waiting: dict[str, Counter[str]] = {}  # group -> origin -> fires left waiting
         for fire in fires:
-            try:
-                await self._submit(fire.msg)
-            except Exception as exc:
-                self._failed(fire, exc)
-                if self._dirty:  # a final failure is marked fired
-                    await self._save()
-                continue
-            self._failures.pop(fire.msg.thread_id, None)
-            self._mark(fire)
-            await self._save()
-            fired.append(fire.msg)
+            thread, group = fire.msg.thread_id, group_for(fire.msg)
+            if group not in full:
+                try:
+                    await self._submit(fire.msg, key=intents[thread]["key"], overflow=False)
+                except QueueFull as exc:
+                    full[group] = str(exc)
+                except Exception as exc:
+                    self._failed(fire, exc)
+                    continue
+                else:
+                    self._failures.pop(thread, None)
+                    self._mark(fire)
+                    fired.append(fire.msg)
+                    continue
+            waiting.setdefault(group, Counter())[fire.msg.origin] += 1
+        self._say_waiting(waiting, full)
         return fired
 
     def _mark(self, fire: _Fire) -> None:
         fire.table[fire.name] = fire.entry
+        self._state_now()["intents"].pop(fire.msg.thread_id, None)
         self._dirty = True
 
     def _failed(self, fire: _Fire, exc: Exception) -> None:
@@ -239,6 +283,21 @@ class PulseLoop:
         elif self._failures.get(thread) != what:
             self._failures[thread] = what
             self._notice("error", f"{what} (retrying every tick)")
+
+    def _say_waiting(self, waiting: dict[str, Counter[str]], full: dict[str, str]) -> None:
+        """Say when fires start waiting for room in a group's queue (again when more wait
+        than last said), and when none waits any more; draining is not news."""
+        for group, counts in waiting.items():
+            if (n := sum(counts.values())) > self._waiting.get(group, 0):
+                self._waiting[group] = n
+                what = " and ".join(
+                    f"{k} {origin}{'s' if k > 1 else ''}" for origin, k in sorted(counts.items())
+                )
+                self._notice("warning", f"pulse: {what} {'waits' if n == 1 else 'wait'}: "
+                                        f"{full[group]}; offered again once there is room")  # fmt: skip
+        for group in [group for group in self._waiting if group not in waiting]:
+            del self._waiting[group]
+            self._notice("info", f"pulse: nothing waits for room in group {group} any more")
 
     async def _due(self, chore: ChoreFile, st: State, now: float) -> Due | None:
         """What of the chore is due now. Both computations run in a worker thread (each is

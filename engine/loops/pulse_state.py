@@ -5,10 +5,13 @@ Shape (times are POSIX seconds, revisions sha256 hex of the file):
     {"version": 1,
      "tasks":  {"<name>": {"revision", "file", "fired_at"}},
      "chores": {"<key>": {"schedule", "file", "since", "last", "occurrence", "fired_at"}},
-     "will":   {"revision", "fired_at"} | null}
+     "will":   {"revision", "fired_at"} | null,
+     "intents": {"<thread>": {"key", "mark"}}}
 
 `since` is when the chore (with this schedule) was first seen, `last` the last fired
-occurrence (or `since` before the first fire). A file that does not have this shape is
+occurrence (or `since` before the first fire). `intents` holds the idempotency key of each
+fire being offered, written before its request is made (see engine.loops.pulse), and
+`mark`, the revision, occurrence or will fire the key stands for. A file that does not have this shape is
 moved aside, never deleted, and the loop starts from an empty state: re-firing is better
 than silently forgetting that something is wrong.
 """
@@ -47,6 +50,7 @@ def checked(data: Any) -> State:
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
     tasks, chores, will = data.get("tasks", {}), data.get("chores", {}), data.get("will")
+    intents = data.get("intents", {})
     if not isinstance(tasks, dict) or not all(
         isinstance(t, dict) and isinstance(t.get("revision"), str) for t in tasks.values()
     ):
@@ -65,7 +69,12 @@ def checked(data: Any) -> State:
         and _number(will.get("fired_at"))
     ):
         raise ValueError("'will' must be null or an object with revision and fired_at")
-    return {"version": 1, "tasks": tasks, "chores": chores, "will": will}
+    if not isinstance(intents, dict) or not all(
+        isinstance(i, dict) and isinstance(i.get("key"), str) and isinstance(i.get("mark"), str)
+        for i in intents.values()
+    ):
+        raise ValueError("'intents' must map each thread to an object with key and mark")
+    return {"version": 1, "tasks": tasks, "chores": chores, "will": will, "intents": intents}
 
 
 def _number(value: Any) -> bool:

@@ -1,7 +1,9 @@
-"""The scheduler's records in execution.db: thread groups and turn requests, written as
-upserts, and read back when a runtime starts."""
+"""The scheduler's records in execution.db: thread groups, turn requests and the
+idempotency keys of requests, written as upserts, and read back when a runtime starts."""
 
 from __future__ import annotations
+
+import sqlite3
 
 from engine.config import Config
 from engine.messages import Message
@@ -38,11 +40,35 @@ async def restore_schedule(
     for row in await store.fetchall(
         "SELECT * FROM turn_requests WHERE status='queued' ORDER BY created_at"
     ):
-        req = Request(row["id"], Message.model_validate_json(row["message"]),
-                      row["group_name"], row["created_at"], row["strategy"])  # fmt: skip
+        req = request_from_row(row)
         scheduler.requeue(req)
         queued.append(req)
     return interrupted, queued
+
+
+def request_from_row(row: sqlite3.Row) -> Request:
+    """A turn_requests row as the scheduler's Request, status and all."""
+    return Request(
+        row["id"], Message.model_validate_json(row["message"]), row["group_name"],
+        row["created_at"], row["strategy"], row["status"], row["reason"], row["coalesced_into"],
+    )  # fmt: skip
+
+
+async def keyed_request(store: Store, key: str) -> Request | None:
+    """The request an offer with idempotency key `key` made, if one did."""
+    row = await store.fetchone(
+        "SELECT r.* FROM request_keys k JOIN turn_requests r ON r.id = k.request_id"
+        " WHERE k.key = ?", (key,)
+    )  # fmt: skip
+    return request_from_row(row) if row is not None else None
+
+
+def key_row(key: str, request_id: str, now: float) -> Op:
+    """Written with the request it names: a second insert of the key fails the transaction."""
+    return (
+        "INSERT INTO request_keys(key, request_id, created_at) VALUES (?,?,?)",
+        (key, request_id, now),
+    )
 
 
 def request_row(req: Request, now: float) -> Op:

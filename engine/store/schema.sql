@@ -166,6 +166,17 @@ CREATE TABLE IF NOT EXISTS turn_requests (
 );
 CREATE INDEX IF NOT EXISTS requests_queued ON turn_requests(created_at) WHERE status = 'queued';
 
+-- Idempotency keys (issue 13): a source that must turn one thing into exactly one request
+-- (the pulse loop: a task revision, a chore occurrence, a will fire) names it with a key.
+-- The key is written in the transaction that writes its request, and an offer whose key
+-- is here gets that request back instead of a new one, in this run or any later one. A
+-- table of its own, so a room made before it gains it by this script alone.
+CREATE TABLE IF NOT EXISTS request_keys (
+    key         TEXT PRIMARY KEY,
+    request_id  TEXT NOT NULL,
+    created_at  REAL NOT NULL
+);
+
 -- History (issue 6): what the history screen and `agentdeck history` read without scanning.
 -- Marks and counters are kept current by triggers, inside the writer's own transaction;
 -- the full-text indexes are filled in batches (below).
