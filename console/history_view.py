@@ -113,6 +113,18 @@ def active_filters(query: Criteria) -> list[str]:
     return used + (["search"] if query.search else [])
 
 
+def turns_title(query: Criteria, shown: int, more: bool, total: int | None) -> str:
+    """The turns pane's title: how many turns (or search hits) and the filters in use."""
+    plus = "+" if more else ""
+    if query.search:
+        title = f"Search “{query.search}” ({shown}{plus} hit{'s' if shown != 1 else ''})"
+    else:
+        title = f"Turns ({total if total is not None else f'{shown}{plus}'})"
+    if used := [f for f in active_filters(query) if f != "search"]:
+        title += " · " + ", ".join(used)
+    return title
+
+
 # -- list lines ------------------------------------------------------------------------------
 
 

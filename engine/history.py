@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -223,9 +224,13 @@ class History:
         if self._db is None:
             raise UnknownTurn(f"no turn {turn_id}: {self.room.db} does not exist")
 
+        gone = threading.Event()  # the caller stopped waiting: a queued read is skipped
+
         def read(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
             # One hop to the connection's thread: BEGIN..COMMIT run together, so no
             # cancel can leave the read transaction open between them.
+            if gone.is_set():
+                return None
             conn.execute("BEGIN")
             try:
                 row = conn.execute(TURN_SQL, (turn_id,)).fetchone()
@@ -247,7 +252,13 @@ class History:
                 conn.execute("COMMIT")
 
         db = self._db
-        found = await db._execute(lambda: read(db._conn))  # noqa: SLF001 - see Store.write
+        try:
+            found = await db._execute(lambda: read(db._conn))  # noqa: SLF001 - see Store.write
+        finally:
+            # Cancelled (the console cancels the read of a turn the cursor has left): the
+            # read still waiting behind others on the connection's thread never begins, so
+            # a fast cursor queues no work; one already running ends, COMMIT included.
+            gone.set()
         if found is None:
             raise UnknownTurn(f"no turn {turn_id} in {self.room.db}")
         return turn_detail(*found)

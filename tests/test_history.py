@@ -312,6 +312,41 @@ async def test_a_cancelled_turn_read_leaves_the_connection_usable(seeded):
 
 
 @pytest.mark.anyio
+async def test_a_cancelled_turn_read_leaves_no_read_transaction_behind(seeded, tmp_path):
+    """A read of one turn cancelled at any point (the console cancels the read of a turn its
+    cursor has left) leaves the read-only connection in no transaction: the next read of any
+    kind sees what the room's writer committed since, not the snapshot the cancelled read
+    began, and the writer can still checkpoint the whole WAL (an open reader pins it)."""
+    import asyncio
+    import contextlib
+    import shutil
+
+    shutil.copytree(seeded[0].path, tmp_path / "room")
+    room = Room.at(tmp_path / "room")
+    writer = sqlite3.connect(room.db)
+    try:
+        async with History(room) as h:
+            [first] = (await h.turns(limit=1)).items
+            for k in range(8):
+                task = asyncio.create_task(h.turn(first["turn_id"]))
+                for _ in range(k):
+                    await asyncio.sleep(0)
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+                with writer:
+                    writer.execute("UPDATE turns SET final_text = ? WHERE id = ?",
+                                   (f"answer {k}", first["turn_id"]))  # fmt: skip
+                # (a read the cancel could not stop is done once this one is: one thread)
+                [now] = (await h.turns(limit=1)).items
+                assert now["answer"] == f"answer {k}", k
+                busy, _, _ = writer.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                assert busy == 0, k
+    finally:
+        writer.close()
+
+
+@pytest.mark.anyio
 async def test_search_is_indexed_in_batches_not_in_the_steps_transaction(tmp_path):
     """A turn's text reaches the full-text index with the next batch (about a second, or
     store.index()), not inside its checkpoints; a call that changes after it was indexed

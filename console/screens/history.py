@@ -1,22 +1,17 @@
 """The history screen: every run, thread and turn of the room, filtered, searched, paged.
 
-It reads through `engine.history.History`, its own read-only connection, opened in a
-worker when the screen mounts and closed when it unmounts: never through the runtime, so it
-works the same while another process owns the room, and never blocks the room's writer.
-Every query runs in a worker (one exclusive group per pane), so no key waits on I/O.
-Lists are keyset-paged (`n`, or scrolling near the end, loads the next page by cursor).
-
-A turn is drawn with the live view's own widgets: its steps in a `Timeline`, its calls
-in a `CallsTable` (Enter opens a call), and its facts, suspension, decisions and messages
-in the turn pane. Esc clears every filter and the search; with nothing to clear it
-closes the screen, as `q` does.
+It wires three keyset-paged lists (`HistoryList`: runs, threads, turns or search hits; `n`,
+or scrolling near the end, loads the next page by cursor), the filter line and the search
+bar to a `HistoryReader`, which owns the screen's read-only connection to the room and
+runs every query in a worker, and shows the turn under the cursor in a `TurnDetail`.
+Esc clears every filter and the search; with nothing to clear it closes the screen, as
+`q` does.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -29,63 +24,33 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Input
 
+from console.history_reader import HistoryReader, Listing
 from console.history_view import (
     STATUS_CYCLE,
     Criteria,
-    active_filters,
-    call_rows,
-    hit_cells,
-    hit_key,
     next_value,
-    notes,
     parse_range,
-    run_cells,
-    step_rows,
     suspension_notice,
-    thread_cells,
-    turn_cells,
-    turn_title,
+    turns_title,
 )
 from console.screens.call_detail import CallDetailScreen
 from console.screens.prompt import PromptScreen
-from console.state import CallRow, StepRow
 from console.widgets.calls_table import CallsTable
 from console.widgets.filter_bar import FilterBar
 from console.widgets.history_filters import HistoryFilters
 from console.widgets.history_list import HistoryList
-from console.widgets.history_notes import HistoryNotes
 from console.widgets.key_bar import KeyBar
 from console.widgets.timeline import Timeline
-from engine.history import READ_ERRORS, History, HistoryError
+from console.widgets.turn_detail import TurnDetail
+from engine.history import HistoryError
 from engine.history_filters import fts_query
 from engine.room import Room
 
-PAGE = 50  # rows a page
 CYCLED = {"origin": "origins", "group": "groups", "tool": "tools"}  # filter -> counts() key
 
 
 class HistoryScreen(Screen[None]):
     """Opened by `h` (or the palette's "History"); Esc clears filters, then closes."""
-
-    DEFAULT_CSS = """
-    HistoryScreen #hist-filters { height: 1; background: $panel; color: $foreground; }
-    HistoryScreen #hist-panes { height: 1fr; }
-    HistoryScreen #hist-left { width: 50%; }
-    HistoryScreen #hist-right { width: 1fr; }
-    HistoryScreen #hist-runs-pane { height: 6; }
-    HistoryScreen #hist-threads-pane { height: 9; }
-    HistoryScreen #hist-steps-pane { height: 10; }
-    HistoryScreen #hist-calls-pane { height: 8; }
-    HistoryScreen #hist-turns-pane, HistoryScreen #hist-turn-pane { height: 1fr; }
-    HistoryList, HistoryNotes {
-        height: 1fr; background: $background; scrollbar-size-vertical: 1; overflow-x: hidden;
-    }
-    .history--cursor { background: $boost; text-style: bold; }
-    HistoryList:focus > .history--cursor { background: $primary 30%; }
-    .history--dim { color: $state-muted; }
-    .history--bold { text-style: bold; }
-    .history--match { text-style: bold underline; color: $state-waiting; }
-    """
 
     BINDINGS = [
         Binding("escape", "clear", "Clear/back"),
@@ -134,19 +99,20 @@ class HistoryScreen(Screen[None]):
     def __init__(self, room: Room, *, clock: Callable[[], float] = time.time,
                  page_size: int | None = None) -> None:  # fmt: skip
         super().__init__()
-        self.room, self.clock, self.page_size = room, clock, page_size or PAGE
+        self.room, self.clock = room, clock
+        self.reader = HistoryReader(
+            room,
+            spawn=lambda work, group, exclusive: self.run_worker(
+                work, group=group, exclusive=exclusive
+            ),
+            cancel=lambda group: self.workers.cancel_group(self, group),
+            report=lambda text: self.notify(text, severity="error", title="History"),
+            page_size=page_size,
+        )
         self.criteria = Criteria()
-        self.history: History | None = None
         self.totals: dict[str, Any] = {}
-        self.detail: dict[str, Any] | None = None
-        self._opened = asyncio.Event()
         self._next: dict[str, str | None] = {"runs": None, "threads": None, "turns": None}
         self._items: dict[str, dict[str, Any]] = {}  # turns-pane key -> turn row or hit
-        self._steps: list[StepRow] = []  # the timeline's rows (it holds this list)
-        self._calls: list[CallRow] = []
-        self._seq = 0
-        self._wanted: tuple[str, str | None] | None = None  # the turn to show next
-        self._reading_turn = False
 
     def compose(self) -> ComposeResult:
         yield HistoryFilters(id="hist-filters")
@@ -160,133 +126,76 @@ class HistoryScreen(Screen[None]):
                     yield HistoryList("no threads", id="hist-threads")
                 with Vertical(id="hist-turns-pane", classes="pane"):
                     yield HistoryList("no turns", id="hist-turns")
-            with Vertical(id="hist-right"):
-                with Vertical(id="hist-steps-pane", classes="pane"):
-                    yield Timeline(self._steps, id="hist-steps")
-                with Vertical(id="hist-calls-pane", classes="pane"):
-                    yield CallsTable(id="hist-calls")
-                with Vertical(id="hist-turn-pane", classes="pane"):
-                    yield HistoryNotes("select a turn", id="hist-turn")
+            yield TurnDetail(id="hist-right")
         yield KeyBar()
 
     async def on_mount(self) -> None:
-        for pane, title in (("runs", "Runs"), ("threads", "Threads"), ("turns", "Turns"),
-                            ("steps", "Steps"), ("calls", "Calls"), ("turn", "Turn")):  # fmt: skip
+        for pane, title in (("runs", "Runs"), ("threads", "Threads"), ("turns", "Turns")):
             self.query_one(f"#hist-{pane}-pane").border_title = title
         self.query_one("#hist-turns").focus()
-        # Awaited, not a worker: a worker cancelled mid-connect would leave aiosqlite's
-        # thread behind to post into a closed event loop. A read-only open takes ms.
-        await self._open()
+        if await self.reader.open():  # a read-only open takes ms
+            self.reload()
 
     async def on_unmount(self) -> None:
-        # The screen, not a worker, closes the connection, and waits for it: its thread
-        # must be done before the event loop is (a cancelled worker would not wait).
-        await self._shut()
+        await self.reader.close()
 
-    # -- reading ----------------------------------------------------------------------------
+    @property
+    def detail(self) -> dict[str, Any] | None:
+        """The turn shown (`History.turn`'s dict), if any."""
+        return self.query_one(TurnDetail).detail
 
-    async def _open(self) -> None:
-        """Open the read-only connection (again, after `_shut`), then read every pane."""
-        await self._shut()
-        history = History(self.room)
-        try:
-            await history.__aenter__()
-        except READ_ERRORS as exc:
-            self.notify(f"History cannot be read: {exc}", severity="error", title="History")
-            return
-        self.history = history
-        self._opened.set()
-        self.reload()
-
-    async def _shut(self) -> None:
-        self._opened.clear()
-        history, self.history = self.history, None
-        if history is not None:
-            await history.__aexit__(None, None, None)
-
-    def _read(self, group: str, read: Callable[..., Awaitable[None]], *args: Any,
-              exclusive: bool = True) -> None:  # fmt: skip
-        """Run `read(history, *args)` in a worker; a newer read of the group replaces it
-        (cancels it) if `exclusive`. Reads of one turn are never cancelled: see `_detail`."""
-
-        async def run() -> None:
-            await self._opened.wait()
-            assert self.history is not None
-            try:
-                await read(self.history, *args)
-            except HistoryError as exc:
-                self.notify(str(exc), severity="error", title="History")
-            except Exception as exc:  # shown to the operator, never a crash
-                self.notify(f"Reading history failed: {exc!r}", severity="error", title="History")
-
-        self.run_worker(run(), group=group, exclusive=exclusive)
+    # -- the lists --------------------------------------------------------------------------
 
     def reload(self) -> None:
         """Read everything again (the room may have grown since)."""
-        self._read("totals", self._load_totals)
-        self._read("runs", self._load_runs, None)
-        self._read("threads", self._load_threads, None)
-        self._read("turns", self._load_turns, None)
+        read = self.reader.read
+        read("totals", self._load_totals)
+        read("runs", self._load_runs, None)
+        read("threads", self._load_threads, None)
+        read("turns", self._load_turns, None)
 
-    async def _load_totals(self, h: History) -> None:
-        self.totals = await h.counts() if h.indexed else {}
+    async def _load_totals(self) -> None:
+        self.totals = await self.reader.totals()
         self.query_one(HistoryFilters).totals = self.totals
         self._title("runs", f"Runs ({self.totals.get('runs', 0)})")
 
-    async def _load_runs(self, h: History, after: str | None) -> None:
-        page = await h.runs(after=after, limit=self.page_size)
-        self._fill("runs", [(r["run_id"], run_cells(r)) for r in page.items], page.next, after)
+    async def _load_runs(self, after: str | None) -> None:
+        self._fill("runs", await self.reader.runs(after), after)
 
-    async def _load_threads(self, h: History, after: str | None) -> None:
+    async def _load_threads(self, after: str | None) -> None:
         group = self.criteria.filters.group
-        page = await h.threads(group=group, after=after, limit=self.page_size)
+        listing = await self.reader.threads(group, after)
         if group != self.criteria.filters.group:
             return
-        self._fill("threads", [(t["thread_id"], thread_cells(t)) for t in page.items],
-                   page.next, after)  # fmt: skip
+        self._fill("threads", listing, after)
         self._title("threads", f"Threads · {group}" if group else "Threads")
 
-    async def _load_turns(self, h: History, after: str | None) -> None:
+    async def _load_turns(self, after: str | None) -> None:
         query = self.criteria
-        if query.search:
-            page = await h.search(query.search, query.filters, after=after, limit=self.page_size)
-            keyed = [(hit_key(x), x) for x in page.items]
-            rows = [(key, hit_cells(x)) for key, x in keyed]
-        else:
-            page = await h.turns(query.filters, after=after, limit=self.page_size)
-            keyed = [(t["turn_id"], t) for t in page.items]
-            rows = [(key, turn_cells(t)) for key, t in keyed]
+        listing = await self.reader.turns(query, after)
         if query is not self.criteria:
             return  # asked for before the filters changed: a newer read draws the pane
         if after is None:
             self._items = {}
-        self._items.update(keyed)
-        view = self._fill("turns", rows, page.next, after)
-        shown = len(view.rows)
-        more = "+" if page.next else ""
-        if query.search:
-            title = f"Search “{query.search}” ({shown}{more} hit{'s' if shown != 1 else ''})"
-        else:
-            total = await h.count(query.filters) if h.indexed else None
-            title = f"Turns ({total if total is not None else f'{shown}{more}'})"
-        if used := [f for f in active_filters(query) if f != "search"]:
-            title += " · " + ", ".join(used)
-        self._title("turns", title)
+        self._items.update(listing.items)
+        view = self._fill("turns", listing, after)
+        shown, more = len(view.rows), listing.next is not None
+        self._title("turns", turns_title(query, shown, more, listing.total))
         if not view.rows:
-            self._wanted = None
-            self._show_detail(None)
-        self.post_message(self.Listed("hits" if query.search else "turns", shown, bool(more)))
+            self.reader.cancel("detail")
+            self.query_one(TurnDetail).show(None)
+        self.post_message(self.Listed("hits" if query.search else "turns", shown, more))
 
-    def _fill(self, pane: str, rows: list, next_cursor: str | None,
-              after: str | None) -> HistoryList:  # fmt: skip
+    def _fill(self, pane: str, listing: Listing, after: str | None) -> HistoryList:
         view = self.query_one(f"#hist-{pane}", HistoryList)
+        more = listing.next is not None
         if after is None:
-            view.show(rows, next_cursor is not None, keep=view.current_key())
+            view.show(listing.rows, more, keep=view.current_key())
         else:
-            view.extend(rows, next_cursor is not None)
-        self._next[pane] = next_cursor
+            view.extend(listing.rows, more)
+        self._next[pane] = listing.next
         if pane != "turns":
-            self.post_message(self.Listed(pane, len(view.rows), next_cursor is not None))
+            self.post_message(self.Listed(pane, len(view.rows), more))
         return view
 
     def _title(self, pane: str, title: str) -> None:
@@ -296,63 +205,15 @@ class HistoryScreen(Screen[None]):
 
     # -- one turn ---------------------------------------------------------------------------
 
-    def _want_detail(self, turn_id: str, call_id: str | None = None) -> None:
-        """Show this turn as soon as the reads before it are done (the latest wins)."""
-        self._wanted = (turn_id, call_id)
-        if not self._reading_turn:
-            self._reading_turn = True
-            self._read("detail", self._detail, exclusive=False)
+    async def _load_turn(self, turn_id: str, call_id: str | None) -> None:
+        detail = await self.reader.turn(turn_id)
+        self._show(detail)
+        if call_id is not None:
+            self.query_one(TurnDetail).select_call(call_id)
 
-    async def _detail(self, h: History) -> None:
-        # `History.turn` must not be cancelled: cancelled at the wrong await it leaves its
-        # read transaction open, and every later `turn()` on the connection fails (an
-        # engine bug). So a cursor moving fast does not cancel reads; it replaces the turn
-        # wanted next, and the turns passed over on the way are never read.
-        try:
-            while self._wanted is not None:
-                (turn_id, call_id), self._wanted = self._wanted, None
-                try:
-                    detail = await h.turn(turn_id)
-                except HistoryError as exc:
-                    self.notify(str(exc), severity="error", title="History")
-                    continue
-                if self._wanted is None:
-                    self._show_detail(detail)
-                    if call_id is not None:
-                        self._select_call(call_id)
-        finally:
-            self._reading_turn = False
-
-    def _show_detail(self, detail: dict[str, Any] | None) -> None:
-        self.detail = detail
-        timeline = self.query_one("#hist-steps", Timeline)
-        self._steps[:] = step_rows(detail, self._seq) if detail else []
-        self._seq += len(self._steps)
-        timeline.follow = False
-        timeline.refresh_rows()
-        timeline.action_first()
-        self._calls = call_rows(detail) if detail else []
-        turn_id = detail["turn"]["turn_id"] if detail else ""
-        self.query_one("#hist-calls", CallsTable).show(turn_id, self._calls)
-        pane = self.query_one("#hist-turn", HistoryNotes)
-        pane.show(notes(detail) if detail else [(("no turn to show", "history--dim"),)])
-        self._title("steps", f"Steps · {turn_id}" if detail else "Steps")
-        self._title("calls", f"Calls · {turn_id}" if detail else "Calls")
-        self._title("turn", turn_title(detail["turn"]) if detail else "Turn")
-        if detail:
-            self.post_message(self.TurnShown(turn_id))
-
-    def _select_call(self, call_id: str) -> None:
-        keys = [c.call_id for c in self._calls]
-        if call_id not in keys:
-            return
-        table = self.query_one("#hist-calls", CallsTable)
-        target = keys.index(call_id)
-        for _ in range(len(keys)):
-            if table.cursor < target:
-                table.action_cursor_down()
-            elif table.cursor > target:
-                table.action_cursor_up()
+    def _show(self, detail: dict[str, Any]) -> None:
+        self.query_one(TurnDetail).show(detail)
+        self.post_message(self.TurnShown(detail["turn"]["turn_id"]))
 
     def selected_turn(self) -> str | None:
         """The turn the keys act on: the one under the turns list's cursor."""
@@ -360,14 +221,14 @@ class HistoryScreen(Screen[None]):
         item = self._items.get(key) if key is not None else None
         if item is not None:
             return str(item["turn_id"])
-        return self.detail["turn"]["turn_id"] if self.detail else None
+        return self.query_one(TurnDetail).turn_id
 
     @on(HistoryList.Highlighted, "#hist-turns")
     def turn_highlighted(self, event: HistoryList.Highlighted) -> None:
         item = self._items.get(event.key)
-        if item is not None:
+        if item is not None:  # a turn the cursor passes over quickly is never drawn
             call = item.get("call_id") if "kind" in item else None
-            self._want_detail(item["turn_id"], call)
+            self.reader.read("detail", self._load_turn, item["turn_id"], call)
 
     @on(HistoryList.Chosen, "#hist-turns")
     def turn_chosen(self) -> None:
@@ -388,19 +249,10 @@ class HistoryScreen(Screen[None]):
     def need_more(self, event: HistoryList.NeedMore) -> None:
         self._next_page(str(event.view.id).removeprefix("hist-"))
 
-    @on(Timeline.OpenTurn)
-    def steps_open(self, event: Timeline.OpenTurn) -> None:
-        event.stop()
-        self.query_one("#hist-calls", CallsTable).focus()
-
-    @on(Timeline.Selected)
-    def steps_selected(self, event: Timeline.Selected) -> None:
-        event.stop()
-
     @on(CallsTable.ShowDetails)
     def call_details(self, event: CallsTable.ShowDetails) -> None:
         event.stop()
-        if call := next((c for c in self._calls if c.call_id == event.call_id), None):
+        if call := self.query_one(TurnDetail).call(event.call_id):
             self.app.push_screen(CallDetailScreen(call))
 
     # -- filters and search -----------------------------------------------------------------
@@ -410,12 +262,12 @@ class HistoryScreen(Screen[None]):
         self.criteria = query
         self.query_one(HistoryFilters).criteria = query
         self._next["turns"] = None
-        self.workers.cancel_group(self, "turns-more")
-        self._read("turns", self._load_turns, None)
+        self.reader.cancel("turns-more")
+        self.reader.read("turns", self._load_turns, None)
         if group_changed:
             self._next["threads"] = None
-            self.workers.cancel_group(self, "threads-more")
-            self._read("threads", self._load_threads, None)
+            self.reader.cancel("threads-more")
+            self.reader.read("threads", self._load_threads, None)
 
     def _set(self, **changes: Any) -> None:
         try:
@@ -514,7 +366,7 @@ class HistoryScreen(Screen[None]):
         self._next[pane] = None  # asked once
         load = {"runs": self._load_runs, "threads": self._load_threads,
                 "turns": self._load_turns}[pane]  # fmt: skip
-        self._read(f"{pane}-more", load, after)
+        self.reader.read(f"{pane}-more", load, after)
         return True
 
     def action_next_page(self) -> None:
@@ -533,38 +385,31 @@ class HistoryScreen(Screen[None]):
         if (turn_id := self.selected_turn()) is None:
             self.notify("Select a turn first.", severity="warning")
             return
-        self._read("jump", self._jump, turn_id, exclusive=False)
+        self.reader.read("jump", self._jump, turn_id, exclusive=False)
 
-    async def _jump(self, h: History, turn_id: str) -> None:
-        where = await h.where_suspended(turn_id)
+    async def _jump(self, turn_id: str) -> None:
+        where = await self.reader.where_suspended(turn_id)
         if where is None:
             self.notify(f"Turn {turn_id} never suspended.", severity="warning", title="History")
             return
-        if self.detail is None or self.detail["turn"]["turn_id"] != turn_id:
-            self._show_detail(await h.turn(turn_id))
-        timeline = self.query_one("#hist-steps", Timeline)
-        index = next((i for i, s in enumerate(self._steps) if s.step_id == where["step_id"]), 0)
-        timeline.action_first()
-        if index:
-            timeline.action_cursor(index)
-        self._select_call(where["call_id"])
-        self.query_one("#hist-calls", CallsTable).focus()
-        pane = self.query_one("#hist-turn", HistoryNotes)
-        pane.scroll_to_line(next((i for i, line in enumerate(pane.lines)
-                                  if line and line[0][0].startswith("Where")), 0))  # fmt: skip
-        assert self.detail is not None
-        self.notify(suspension_notice(self.detail), title="Where it suspended")
+        pane = self.query_one(TurnDetail)
+        if pane.turn_id != turn_id:
+            self.reader.cancel("detail")  # this turn is the one to show
+            self._show(await self.reader.turn(turn_id))
+        pane.jump(where["step_id"], where["call_id"])
+        assert pane.detail is not None
+        self.notify(suspension_notice(pane.detail), title="Where it suspended")
         self.post_message(self.Jumped(turn_id, where["step_id"], where["call_id"]))
 
     def action_export(self) -> None:
         if (turn_id := self.selected_turn()) is None:
             self.notify("Select a turn to export.", severity="warning")
             return
-        self._read("export", self._export, turn_id, exclusive=False)
+        self.reader.read("export", self._export, turn_id, exclusive=False)
 
-    async def _export(self, h: History, turn_id: str) -> None:
+    async def _export(self, turn_id: str) -> None:
         try:
-            path = await h.export_turn(turn_id)
+            path = await self.reader.export(turn_id)
         except OSError as exc:
             self.notify(f"Export failed: {exc}", severity="error", title="Export")
             return
@@ -572,9 +417,9 @@ class HistoryScreen(Screen[None]):
         self.post_message(self.Exported(turn_id, path))
 
     async def action_reload(self) -> None:
-        if self.history is None or (not self.history.indexed and self.room.db.exists()):
-            await self._open()  # the database appeared since: open it again
-            return
+        if self.reader.stale:  # the database appeared since: open it again
+            if not await self.reader.open():
+                return
         self.reload()
 
     def action_close(self) -> None:

@@ -51,7 +51,7 @@ async def open_history(pilot: Pilot) -> HistoryScreen:
 
 async def settled(pilot: Pilot, screen: HistoryScreen) -> None:
     """Wait until no history read is running (the panes show what was asked)."""
-    await until(pilot, lambda: screen.history is not None, "history open")
+    await until(pilot, lambda: screen.reader.history is not None, "history open")
     await pilot.pause()
     await until(pilot, lambda: not [w for w in pilot.app.workers
                                     if w.node is screen and w.name != "history"

@@ -16,7 +16,7 @@ import pytest
 from textual.app import App
 from textual.widgets import Input
 
-import console.screens.history as history_screen
+import console.history_reader as history_reader
 import themes
 from console import settings
 from console.commands import DeckCommands
@@ -29,6 +29,7 @@ from console.widgets.calls_table import CallsTable
 from console.widgets.history_list import HistoryList
 from console.widgets.history_notes import HistoryNotes
 from console.widgets.timeline import Timeline
+from console.widgets.turn_detail import TurnDetail
 from engine.history import HistoryError
 from engine.room import Room
 from tests.console.conftest import T0, build
@@ -140,7 +141,7 @@ async def test_keys_show_in_the_footer_and_the_help_screen(seeded: Path) -> None
 
 @pytest.mark.anyio
 async def test_pages_by_cursor_with_n_and_as_the_cursor_nears_the_end(seeded, monkeypatch):
-    monkeypatch.setattr(history_screen, "PAGE", 7)
+    monkeypatch.setattr(history_reader, "PAGE", 7)
     rec = Recorder(HistoryScreen.Listed)
     app = build(seeded)
     async with app.run_test(size=SIZE, message_hook=rec) as pilot:
@@ -167,23 +168,27 @@ async def test_pages_by_cursor_with_n_and_as_the_cursor_nears_the_end(seeded, mo
 
 
 @pytest.mark.anyio
-async def test_a_fast_cursor_never_cancels_a_turn_read(seeded: Path) -> None:
+async def test_a_fast_cursor_shows_the_turn_it_stops_on(seeded: Path) -> None:
+    """Each move cancels the read of the turn the cursor left (the engine leaves no read
+    transaction open when it does): the turn it stops on is the one read to the end and
+    shown, and the connection goes on reading."""
     app = build(seeded)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_history(pilot)
-        assert screen.history is not None
+        history = screen.reader.history
+        assert history is not None
         reads, cancelled = [], []
-        real = screen.history.turn
+        real = history.turn
 
         async def turn(turn_id: str):
             reads.append(turn_id)
             try:
                 return await real(turn_id)
             except BaseException:
-                cancelled.append(turn_id)
+                cancelled.append(len(reads) - 1)
                 raise
 
-        screen.history.turn = turn  # type: ignore[method-assign]
+        history.turn = turn  # type: ignore[method-assign]
         view = screen.query_one("#hist-turns", HistoryList)
         for delta in [1] * 25 + [-1] * 5:  # faster than a turn is read
             view.action_cursor(delta)
@@ -192,7 +197,7 @@ async def test_a_fast_cursor_never_cancels_a_turn_read(seeded: Path) -> None:
         await settled(pilot, screen)
         assert view.cursor == 20
         assert shown_turn(screen) == view.current_key() == reads[-1]
-        assert not cancelled and not errors(app)
+        assert cancelled and len(reads) - 1 not in cancelled and not errors(app)
         await pilot.press("j")  # the connection still reads turns
         await until(pilot, lambda: shown_turn(screen) == listed(screen)[21], "next turn shown")
         await app.shutdown()
@@ -370,7 +375,7 @@ async def test_turn_detail_shows_steps_calls_and_decisions(seeded: Path) -> None
             db, "SELECT id FROM steps WHERE turn_id = 't8' ORDER BY idx, id")]  # fmt: skip
         calls = screen.query_one("#hist-calls", CallsTable)
         assert calls.turn_id == "t8" and calls.current_key() == "c9"
-        assert [c.status for c in screen._calls] == ["succeeded"]
+        assert [c.status for c in screen.query_one(TurnDetail).calls] == ["succeeded"]
         text = notes_text(screen)
         for part in ("✔ approved shell call c9 with edited args {\"command\": \"ls -la\"}",
                      "by alice at 11-14 22:13:21", "d2 applied",
