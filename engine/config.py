@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import sys
 import tomllib
 from pathlib import Path
 from typing import Annotated, Literal
@@ -126,10 +128,20 @@ def load_config(path: Path) -> Config:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     except RecursionError:  # tomllib recurses into nested arrays and tables
         raise ConfigError(f"{path}: not valid TOML: nested too deeply") from None
+    except ValueError:  # tomllib's int() of an integer longer than Python converts
+        digits = f"a number has more than {sys.get_int_max_str_digits()} digits"
+        raise ConfigError(f"{path}: not valid TOML: {digits}") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot be read: {exc.strerror or exc}") from None
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
-        reasons = "; ".join(f"[{'.'.join(map(str, e['loc']))}] {e['msg']}" for e in exc.errors())
+        reasons = "; ".join(f"[{'.'.join(map(_key, e['loc']))}] {e['msg']}" for e in exc.errors())
         raise ConfigError(f"{path}: {reasons}") from None
+
+
+def _key(part: str | int) -> str:
+    """A key of the file as an error names it: quoted when it is not plain text (a key
+    holding a newline must not break the one-line message)."""
+    plain = isinstance(part, int) or (part.isprintable() and part.strip() == part != "")
+    return str(part) if plain else json.dumps(part)

@@ -38,6 +38,8 @@ class Decision(BaseModel):
             raise ValueError("resume with edited arguments or with a result, not both")
         storable(self.args, "args")  # refused now, not after it reached the waiting call
         storable(self.result, "result")
+        for name in ("call_id", "id", "reason", "decided_by"):  # a lone surrogate from argv
+            storable(getattr(self, name), name)
         return self
 
     @classmethod
@@ -64,7 +66,8 @@ MAX_DEPTH = 64  # nesting of decided arguments and results
 def storable(value: Any, what: str) -> None:
     """Raise ValueError unless `value` is JSON that execution.db and a tool can take:
     nested at most MAX_DEPTH deep, every number printable (Python refuses integers of more
-    than 4,300 digits)."""
+    than 4,300 digits), every string UTF-8 text (JSON's "\\ud800" is a lone surrogate, which
+    the conversation and SQLite cannot encode)."""
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
@@ -74,8 +77,8 @@ def storable(value: Any, what: str) -> None:
             children = item.values() if isinstance(item, dict) else item
             stack.extend((child, depth + 1) for child in children)
     try:
-        json.dumps(value)
-    except (ValueError, TypeError, RecursionError) as exc:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except (ValueError, TypeError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError
         raise ValueError(f"{what} cannot be stored: {exc}") from None
 
 

@@ -188,7 +188,15 @@ class Tool:
                 f"{self.name} did not finish within its time limit ({ctx.time_limit:g}s) and"
                 " was stopped"
             )
-        return value if isinstance(value, ToolResult) else ToolResult.success(value)
+        result = value if isinstance(value, ToolResult) else ToolResult.success(value)
+        try:
+            result.text()  # what the call keeps; made again then, but it must be makeable now
+        except Exception as exc:  # a 4,301-digit integer, absurd nesting, a __str__ that raises
+            return ToolResult.error(
+                f"{self.name} returned a result that cannot be written as text: "
+                f"{type(exc).__name__}: {exc}"
+            )
+        return result
 
 
 def tool(

@@ -202,6 +202,11 @@ async def test_bad_requests_are_problems_and_change_nothing(tmp_path: Path):
             ("PATCH", "/v1/groups/chat", json.dumps({"max_running_turns": -1}).encode(), 422),
             ("PATCH", "/v1/groups/bad%20name", json.dumps({"paused": True}).encode(), 422),
             ("GET", "/v1/turns/t?wait=1e9", b"", 422),
+            # lone surrogates (tests/fuzz: stored, they ended a turn or broke the request)
+            ("POST", "/v1/messages", b'{"thread_id": "t", "text": "x\\udcff"}', 422),
+            ("POST", "/v1/messages", b'{"thread_id": "t", "text": "x", "meta": {"\\ud800": 1}}', 422),
+            ("POST", "/v1/decisions", b'{"call_id": "c", "action": "cancel", "reason": "\\udc00"}', 422),
+            ("POST", "/v1/decisions", b'{"call_id": "c", "action": "resume", "args": {"a": "\\ud800"}}', 422),
         ]  # fmt: skip
         for method, path, content, status in cases:
             headers = {"content-type": "application/json"} if content else {}

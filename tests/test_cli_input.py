@@ -51,6 +51,9 @@ def one_line(capsys: pytest.CaptureFixture[str]) -> str:
         ("--result", "9" * 5000, "not valid JSON"),
         ("--args", '{"a": ' + "[" * 900 + "]" * 900 + "}", "nested more than 64 deep"),
         ("--result", "[" * 100 + "]" * 100, "nested more than 64 deep"),
+        # found by tests/fuzz: a lone surrogate was recorded, then ended the turn in error
+        ("--args", '{"a": "\\ud800"}', "surrogates not allowed"),
+        ("--result", '["\\udc00"]', "surrogates not allowed"),
     ],
 )
 def test_bad_decided_arguments_are_refused_and_the_call_keeps_waiting(
@@ -88,6 +91,60 @@ def test_numbers_sqlite_cannot_hold_are_config_errors(
     assert "agentdeck.toml" in one_line(capsys)
 
 
+@pytest.mark.parametrize(
+    ("toml", "says"),
+    [
+        ("[groups.chat]\npriority = " + "9" * 5000 + "\n", "a number has more than 4300 digits"),
+        ("x = [-" + "7" * 4301 + "]\n", "a number has more than 4300 digits"),
+        ('"a\\nb" = 1\n', '["a\\nb"] Extra inputs'),
+        ('[runtime."\\r"]\n', '[runtime."\\r"] Extra inputs'),
+    ],
+    ids=["huge-int", "huge-negative-int-in-array", "newline-key", "cr-section"],
+)
+def test_a_config_error_is_one_line_whatever_the_file_holds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], toml: str, says: str
+) -> None:
+    # Found by tests/fuzz: a 5,000-digit integer was a ValueError out of tomllib (a
+    # traceback), a key holding a newline split the error over two lines.
+    room = tmp_path / "room"
+    room.mkdir()
+    (room / "agentdeck.toml").write_text(toml)
+    for command in (["info"], ["invoke", "calc 1+1"]):
+        assert main(["--room", str(room), *command]) == 2
+        assert says in one_line(capsys)
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["decide", "CALL", "cancel", "--reason", "no\udcff"], "--reason: not UTF-8 text"),
+        (["invoke", "calc 1+1 \udcff"], "the text: not UTF-8 text"),
+        (["invoke", "--thread", "t\udcff", "calc 1+1"], "--thread: not UTF-8 text"),
+        (["invoke", "--thread", "", "calc 1+1"], "--thread: String should have at least 1"),
+        (["invoke", "--thread", "t" * 600, "calc 1+1"], "--thread: String should have at most"),
+    ],
+    ids=["reason-byte", "text-byte", "thread-byte", "thread-empty", "thread-long"],
+)
+def test_text_no_message_can_hold_is_one_line_and_nothing_is_recorded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], says: str
+) -> None:
+    # Found by tests/fuzz: a byte that is not UTF-8 (argv holds it as a lone surrogate) was
+    # a traceback from the conversation's JSON, and so were SubmitBody's own refusals.
+    room = tmp_path / "room"
+    call_id = waiting_call(room)
+    capsys.readouterr()
+    argv = [call_id if a == "CALL" else a for a in argv]
+    assert main(["--room", str(room), *argv]) == 2
+    assert says in one_line(capsys)
+    assert call_status(room, call_id) == "suspended"
+    conn = sqlite3.connect(room / "execution.db")
+    try:
+        assert conn.execute("SELECT count(*) FROM decisions").fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM turns").fetchone() == (1,)
+    finally:
+        conn.close()
+
+
 @pytest.mark.parametrize("where", ["file", "proc", "db"])
 def test_a_room_that_is_not_a_usable_directory_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str
@@ -118,3 +175,21 @@ def test_a_busy_room_has_its_own_exit_code(tmp_path: Path, capsys) -> None:
         assert "already owned" in one_line(capsys)
     finally:
         holder.release()
+
+
+def test_decide_on_a_room_nobody_owns_applies_the_decision(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The first look at the outcome does not wait; the turn the decision woke had not yet
+    # said so in the room, so decide printed "waiting", exited 3 and closed the room with
+    # the decision recorded and never applied.
+    room = tmp_path / "room"
+    call_id = waiting_call(room)
+    capsys.readouterr()
+    assert main(["--room", str(room), "decide", call_id, "approve"]) == 0, capsys.readouterr()
+    assert call_status(room, call_id) == "succeeded"
+    conn = sqlite3.connect(room / "execution.db")
+    try:
+        assert conn.execute("SELECT status FROM decisions").fetchall() == [("applied",)]
+    finally:
+        conn.close()

@@ -415,6 +415,29 @@ async def test_round_state_is_passed_to_the_planner(tmp_path):
 
 
 @pytest.mark.anyio
+async def test_planner_arguments_nested_past_the_limit_fail_the_call_not_the_turn(tmp_path):
+    # Found by tests/fuzz: 600-deep tool_kwargs reached the conversation, which could not be
+    # serialized, and the turn ended in error.
+    deep = json.loads("[" * 600 + "]" * 600)
+
+    def plans(state: dict[str, Any]) -> dict[str, Any]:
+        if state["round_index"] == 0:
+            return {"next_action": "execute", "execution_commands": [
+                {"purpose": "deep", "tool_name": "add", "tool_kwargs": {"a": 1, "b": deep}},
+                {"purpose": "fine", "tool_name": "add", "tool_kwargs": {"a": 1, "b": 2}}]}  # fmt: skip
+        return {"next_action": "response"}
+
+    model = planner(plans)
+    async with runtime(tmp_path, model) as rt:
+        out = await run_plan(rt)
+        assert (out.status, out.reason) == ("done", "natural")
+        assert [c["status"] for c in out.calls] == ["failed", "succeeded"]
+        results = final_results(model)
+        assert "nested more than 64 deep" in results["deep"]["error"]
+        assert results["fine"]["result"] == "3"
+
+
+@pytest.mark.anyio
 async def test_concurrency_limit_in_one_round(tmp_path):
     running, peak, seen = 0, 0, []
 

@@ -208,6 +208,38 @@ async def test_broken_streams_raise_provider_error(cls: type, body: bytes, match
     assert len(seen) == 1  # a stream that started is never retried
 
 
+# Valid JSON of the wrong shape (found by tests/fuzz): each was an AttributeError,
+# TypeError or ValidationError out of the provider instead of a ProviderError.
+WRONG_SHAPES = {
+    "openai-choices-string": (OpenAIProvider, {"choices": "abc"}),
+    "openai-delta-list": (OpenAIProvider, {"choices": [{"delta": [1]}]}),
+    "openai-content-number": (OpenAIProvider, {"choices": [{"delta": {"content": 5}}]}),
+    "openai-tool-call-string": (OpenAIProvider, {"choices": [{"delta": {"tool_calls": ["x"]}}]}),
+    "openai-finish-list": (OpenAIProvider, {"choices": [{"finish_reason": [1]}]}),
+    "openai-usage-2**70": (OpenAIProvider, {"usage": {"prompt_tokens": 2**70}}),
+    "anthropic-delta-string": (AnthropicProvider, {"type": "content_block_delta", "delta": "x"}),
+    "anthropic-block-list": (AnthropicProvider, {"type": "content_block_start",
+                                                 "content_block": [1]}),
+    "anthropic-index-list": (AnthropicProvider, {"type": "content_block_start", "index": [0],
+                                                 "content_block": {"type": "tool_use"}}),
+    "anthropic-stop-number": (AnthropicProvider, {"type": "message_delta",
+                                                  "delta": {"stop_reason": 7}}),
+    "anthropic-cache-text": (AnthropicProvider, {"type": "message_start", "message": {
+        "usage": {"input_tokens": 1, "cache_read_input_tokens": "many"}}}),
+}  # fmt: skip
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("cls", "chunk"), list(WRONG_SHAPES.values()), ids=list(WRONG_SHAPES))
+async def test_a_chunk_of_the_wrong_shape_is_a_provider_error(cls: type, chunk: dict) -> None:
+    end = "[DONE]" if cls is OpenAIProvider else json.dumps({"type": "message_stop"})
+    body = f"data: {json.dumps(chunk)}\n\ndata: {end}\n\n".encode()
+    handler, _ = replay(ok(body))
+    async with provider(cls, handler) as p:
+        with pytest.raises(ProviderError, match=r"malformed stream chunk \(.+\): '\{"):
+            await collect(p)
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize("cls", [OpenAIProvider, AnthropicProvider])
 async def test_connection_cut_mid_stream(cls: type) -> None:

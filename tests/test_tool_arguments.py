@@ -31,6 +31,7 @@ BAD = {
     "5000-digit-int": ('{"a": ' + "7" * 5000 + ', "b": 1}', "4300 digits"),
     "not-an-object": ("[1, 2]", "must be a JSON object, got array"),
     "not-json": ('{"a": 1,', "the text is not JSON"),
+    "lone-surrogate": ('{"a": "\\ud800", "b": 1}', "surrogates not allowed"),  # tests/fuzz
 }
 
 

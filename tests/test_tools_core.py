@@ -388,3 +388,28 @@ async def test_tool_returning_a_non_json_value_still_has_text(ctx: ToolContext) 
 
     result = await now.call({}, ctx)
     assert isinstance(result.text(), str)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("value", ["huge-int", "deep", "bad-str"])
+async def test_a_result_that_cannot_be_written_as_text_is_an_error(
+    ctx: ToolContext, value: str
+) -> None:
+    # Found by tests/fuzz: add({"a": 9...9, "b": 9...9}, 4,300 digits each) returned 4,301
+    # digits, which json.dumps refuses; the ValueError ended the turn in error.
+    class Unprintable:
+        def __str__(self) -> str:
+            raise RuntimeError("no text")
+
+    nested: list[Any] = []
+    for _ in range(5000):
+        nested = [nested]
+    returns = {"huge-int": 10**4300, "deep": nested, "bad-str": [Unprintable()]}[value]
+
+    @tool
+    def odd() -> Any:
+        return returns
+
+    result = await odd.call({}, ctx)
+    assert result.status == "error"
+    assert result.message.startswith("odd returned a result that cannot be written as text: ")

@@ -82,11 +82,16 @@ class LocalClient:
         if why is not None:
             return queued_outcome(turn_id, rt, why, "queued")
         try:
-            return await rt.outcome(turn_id)
+            outcome = await rt.outcome(turn_id)
         except LookupError:
             if rt.request(turn_id) is not None:  # admitted, its turn not yet recorded
                 return queued_outcome(turn_id, rt, None, "running")
             raise NotFound(f"no turn {turn_id} in {rt.room.db}") from None
+        if outcome.status == "waiting" and turn_id in rt.live:
+            # A decision woke it a moment ago and its loop has not yet said so in the room:
+            # read as waiting, `decide` stopped there and left the decision unapplied.
+            return dataclasses.replace(outcome, status="running", reason=None)
+        return outcome
 
     async def decide(self, decision: Decision) -> Decided:
         rt = self.runtime

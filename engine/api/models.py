@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from engine.decisions import storable
 
 Strategy = Literal["react", "direct", "plan_execute"]
 
@@ -29,6 +31,14 @@ class SubmitBody(_Body):
     strategy: Strategy | None = None
     meta: dict[str, Any] = Field(default_factory=dict)
     refuse_if_waiting: bool = False  # 409 when the thread has a turn waiting for a decision
+
+    @model_validator(mode="after")
+    def _storable(self) -> SubmitBody:
+        # A body's JSON can hold "\udcff", a lone surrogate: the conversation and SQLite
+        # cannot encode it (the constrained strings above refuse it themselves).
+        storable(self.text, "text")
+        storable(self.meta, "meta")
+        return self
 
 
 class Submitted(_Body):

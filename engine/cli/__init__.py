@@ -90,6 +90,9 @@ def main(argv: list[str] | None = None, run_console: Callable[[Room], int] | Non
     room = Room.at(getattr(args, "room", None))
     command = args.command or "console"
     try:
+        if (name := _undecodable(args)) is not None:
+            what = _POSITIONAL.get(name, f"--{name.replace('_', '-')}")
+            raise UsageError(f"{what}: not UTF-8 text ({getattr(args, name)[:60]!r})")
         if command == "console":
             if run_console is None:
                 raise UsageError("the console is not installed; use `python -m console`")
@@ -111,6 +114,22 @@ def main(argv: list[str] | None = None, run_console: Callable[[Room], int] | Non
         return EXIT_OTHER
     except KeyboardInterrupt:
         return 130
+
+
+_POSITIONAL = {"text": "the text", "call_id": "CALL_ID", "turn_id": "TURN_ID"}
+
+
+def _undecodable(args: argparse.Namespace) -> str | None:
+    """The first argument (but --room, a path) holding bytes that are not UTF-8, which Python
+    keeps as lone surrogates: a turn or a decision would store it, and neither SQLite nor
+    the conversation can encode it (a traceback, or a turn ended in error)."""
+    for name, value in vars(args).items():
+        if name != "room" and isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                return name
+    return None
 
 
 def _handler(command: str) -> Callable[[Room, argparse.Namespace], Awaitable[int]]:

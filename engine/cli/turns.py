@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from engine.api.client import Conflict, NotFound
+from engine.api.client import Conflict, Invalid, NotFound
 from engine.api.models import SubmitBody
 from engine.cli.common import (
     EXIT_OK,
@@ -24,14 +24,25 @@ from engine.cli.common import (
 from engine.decisions import Decision
 from engine.room import Room
 
+_FLAGS = {"thread_id": "--thread", "text": "the text"}  # SubmitBody's fields as invoke says them
+
+
+def _flag(loc: tuple[int | str, ...]) -> str:
+    return _FLAGS.get(str(loc[0]), str(loc[0])) if loc else ""
+
 
 async def invoke(room: Room, args: argparse.Namespace) -> int:
-    body = SubmitBody(origin="invoke", sender="cli", thread_id=args.thread, text=args.text,
-                      strategy=args.strategy, refuse_if_waiting=True)  # fmt: skip
+    try:
+        body = SubmitBody(origin="invoke", sender="cli", thread_id=args.thread, text=args.text,
+                          strategy=args.strategy, refuse_if_waiting=True)  # fmt: skip
+    except ValidationError as exc:  # an empty or 600-character --thread, a byte not UTF-8
+        raise UsageError("; ".join(
+            f"{_flag(e['loc'])}: {e['msg'].removeprefix('Value error, ')}".removeprefix(": ")
+            for e in exc.errors())) from None  # fmt: skip
     async with room_client(room, "invoke") as client:
         try:
             submitted = await client.submit(body)
-        except Conflict as exc:
+        except (Conflict, Invalid) as exc:
             raise UsageError(str(exc)) from None
         outcome = await settled(client, submitted.turn_id)
     return report(outcome, args.json)

@@ -10,8 +10,9 @@ live in `engine.providers.http`.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import aclosing
+from dataclasses import dataclass, field
 from typing import Any
 
 from engine.providers.base import (
@@ -142,9 +143,7 @@ class AnthropicProvider(HTTPProvider):
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """Text, tool-call pieces, usage, then one StopEvent at message_stop."""
-        tools: dict[int, int] = {}  # content block index -> tool call index
-        seen = {"input_tokens": 0, "output_tokens": 0}  # cumulative counts already emitted
-        reason = "end_turn"
+        seen = _Seen()
         async with aclosing(self.events(self.url, self.body(request))) as events:
             async for sse in events:
                 data = self.decode(sse.data)
@@ -153,42 +152,11 @@ class AnthropicProvider(HTTPProvider):
                     raise self.error(f"error mid-stream: {error_detail(data)}")
                 if kind == "message_stop":
                     break
-                if kind == "message_start":
-                    usage = _usage((data.get("message") or {}).get("usage"), seen)
-                    if usage:
-                        yield usage
-                elif kind == "content_block_start":
-                    block = data.get("content_block") or {}
-                    if block.get("type") == "tool_use":
-                        index = tools.setdefault(data.get("index", len(tools)), len(tools))
-                        given = block.get("input")
-                        yield ToolCallDelta(
-                            index=index,
-                            id=block.get("id") or None,
-                            name=block.get("name") or None,
-                            arguments=json.dumps(given) if given else "",
-                        )
-                    elif block.get("type") == "text" and block.get("text"):
-                        yield TextDelta(text=block["text"])
-                elif kind == "content_block_delta":
-                    delta = data.get("delta") or {}
-                    if delta.get("type") == "text_delta" and delta.get("text"):
-                        yield TextDelta(text=delta["text"])
-                    elif delta.get("type") == "input_json_delta" and data.get("index") in tools:
-                        piece = delta.get("partial_json") or ""
-                        if piece:
-                            yield ToolCallDelta(index=tools[data["index"]], arguments=piece)
-                elif kind == "message_delta":
-                    stop = (data.get("delta") or {}).get("stop_reason")
-                    if stop:
-                        reason = STOP_REASONS.get(stop, stop)
-                    usage = _usage(data.get("usage"), seen)
-                    if usage:
-                        yield usage
-                # ping, content_block_stop and unknown events carry nothing we need
+                for event in self.shaped(_event_events, kind, data, seen, data=sse.data):
+                    yield event
             else:
                 raise self.error("stream ended without message_stop (cut off?)")
-        yield StopEvent(reason=reason)
+        yield StopEvent(reason=seen.reason)
 
     def decode(self, data: str) -> dict[str, Any]:
         try:
@@ -198,6 +166,58 @@ class AnthropicProvider(HTTPProvider):
         if not isinstance(event, dict):
             raise self.error(f"malformed stream event (not an object): {data[:200]!r}")
         return event
+
+
+@dataclass
+class _Seen:
+    """What a stream's events said so far that later events depend on."""
+
+    tools: dict[int, int] = field(default_factory=dict)  # content block index -> call index
+    usage: dict[str, int] = field(  # cumulative counts already emitted
+        default_factory=lambda: {"input_tokens": 0, "output_tokens": 0}
+    )
+    reason: str = "end_turn"
+
+
+def _event_events(kind: Any, data: dict[str, Any], seen: _Seen) -> Iterator[ModelEvent]:
+    """The model events of one stream event (run by `HTTPProvider.shaped`, which turns an
+    event of the wrong shape into a ProviderError)."""
+    tools = seen.tools
+    if kind == "message_start":
+        usage = _usage((data.get("message") or {}).get("usage"), seen.usage)
+        if usage:
+            yield usage
+    elif kind == "content_block_start":
+        block = data.get("content_block") or {}
+        if block.get("type") == "tool_use":
+            index = tools.setdefault(data.get("index", len(tools)), len(tools))
+            given = block.get("input")
+            yield ToolCallDelta(
+                index=index,
+                id=block.get("id") or None,
+                name=block.get("name") or None,
+                arguments=json.dumps(given) if given else "",
+            )
+        elif block.get("type") == "text" and block.get("text"):
+            yield TextDelta(text=block["text"])
+    elif kind == "content_block_delta":
+        delta = data.get("delta") or {}
+        if delta.get("type") == "text_delta" and delta.get("text"):
+            yield TextDelta(text=delta["text"])
+        elif delta.get("type") == "input_json_delta" and data.get("index") in tools:
+            piece = delta.get("partial_json") or ""
+            if piece:
+                yield ToolCallDelta(index=tools[data["index"]], arguments=piece)
+    elif kind == "message_delta":
+        stop = (data.get("delta") or {}).get("stop_reason")
+        if stop:
+            if not isinstance(stop, str):
+                raise TypeError(f"stop_reason is a {type(stop).__name__}, not a string")
+            seen.reason = STOP_REASONS.get(stop, stop)
+        usage = _usage(data.get("usage"), seen.usage)
+        if usage:
+            yield usage
+    # ping, content_block_stop and unknown events carry nothing we need
 
 
 def _usage(usage: Any, seen: dict[str, int]) -> UsageEvent | None:

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Protocol
 
-from pydantic import BaseModel, Discriminator
+from pydantic import BaseModel, Discriminator, Field
 
 from engine.decisions import MAX_DEPTH, storable
 from engine.messages import ConvMessage, ToolCallPart
@@ -33,10 +33,15 @@ class ToolCallDelta(BaseModel):
     arguments: str = ""
 
 
+# Tokens one usage report may count: more than any model takes, and summed over a turn
+# still far inside the 64-bit integer SQLite stores (a server's 2**70 must not reach it).
+MAX_TOKENS = 2**31 - 1
+
+
 class UsageEvent(BaseModel):
     kind: Literal["usage"] = "usage"
-    input_tokens: int = 0
-    output_tokens: int = 0
+    input_tokens: int = Field(0, ge=0, le=MAX_TOKENS)
+    output_tokens: int = Field(0, ge=0, le=MAX_TOKENS)
 
 
 class StopEvent(BaseModel):

@@ -15,7 +15,14 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Awaitable, Callable
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+)
 from contextlib import aclosing
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -24,8 +31,9 @@ from typing import Any, TypeVar
 
 import anyio
 import httpx
+from pydantic import ValidationError
 
-from engine.providers.base import ProviderError
+from engine.providers.base import ModelEvent, ProviderError
 from engine.sse import DEFAULT_LIMIT, SSEError, SSEEvent, parse_sse, sse_lines
 
 T = TypeVar("T")
@@ -142,6 +150,25 @@ class HTTPProvider:
 
     def error(self, text: str) -> ProviderError:
         return ProviderError(self.redact(f"{self.name} ({self.model}): {text}"))
+
+    def shaped(
+        self, read: Callable[..., Iterable[ModelEvent]], *args: Any, data: str
+    ) -> list[ModelEvent]:
+        """`read(*args)`: the model events of one stream chunk (`data`, decoded in `args`).
+
+        A chunk is JSON from another process: valid JSON with a string where an object
+        belongs, or a number where text does, fails inside `read` as AttributeError,
+        TypeError or a model's ValidationError. It is a malformed chunk, as bad JSON is.
+        """
+        try:
+            return list(read(*args))
+        except ValidationError as exc:  # first: it is a ValueError too
+            first = exc.errors()[0]
+            why = f"{exc.title} {'.'.join(map(str, first['loc']))}: {first['msg']}"
+            raise self.error(f"malformed stream chunk ({why}): {data[:200]!r}") from None
+        except (AttributeError, TypeError, ValueError) as exc:
+            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise self.error(f"malformed stream chunk ({why}): {data[:200]!r}") from None
 
     def backoff_delay(self, attempt: int) -> float:
         """Full jitter: uniform in [0, min(max_backoff, backoff * 2**attempt)]."""

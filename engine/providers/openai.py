@@ -9,8 +9,9 @@ live in `engine.providers.http`.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import aclosing
+from dataclasses import dataclass, field
 from typing import Any
 
 from engine.messages import ConvMessage
@@ -149,10 +150,7 @@ class OpenAIProvider(HTTPProvider):
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """Text, tool-call pieces (parallel calls by index), usage, then one StopEvent."""
         url = f"{self.base_url}/chat/completions"
-        finish: str | None = None
-        refused = False
-        tool_seen = False
-        ids: dict[str, int] = {}  # call id -> index, for servers that omit `index`
+        seen = _Seen()
         async with aclosing(self.events(url, self.body(request))) as events:
             async for sse in events:
                 if sse.data.strip() == "[DONE]":
@@ -160,37 +158,14 @@ class OpenAIProvider(HTTPProvider):
                 chunk = self.decode(sse.data)
                 if sse.event == "error" or chunk.get("error"):
                     raise self.error(f"error mid-stream: {error_detail(chunk)}")
-                usage = chunk.get("usage")
-                if isinstance(usage, dict):
-                    yield UsageEvent(
-                        input_tokens=usage.get("prompt_tokens") or 0,
-                        output_tokens=usage.get("completion_tokens") or 0,
-                    )
-                for choice in chunk.get("choices") or []:
-                    delta = choice.get("delta") or {}
-                    if delta.get("content"):
-                        yield TextDelta(text=delta["content"])
-                    if delta.get("refusal"):
-                        refused = True
-                        yield TextDelta(text=delta["refusal"])
-                    for pos, tc in enumerate(delta.get("tool_calls") or []):
-                        tool_seen = True
-                        index = _call_index(tc, pos, ids)
-                        function = tc.get("function") or {}
-                        yield ToolCallDelta(
-                            index=index,
-                            id=tc.get("id") or None,
-                            name=function.get("name") or None,
-                            arguments=function.get("arguments") or "",
-                        )
-                    if choice.get("finish_reason"):
-                        finish = choice["finish_reason"]
+                for event in self.shaped(_chunk_events, chunk, seen, data=sse.data):
+                    yield event
             else:
                 raise self.error("stream ended without its [DONE] marker (cut off?)")
-        reason = STOP_REASONS.get(finish or "stop", finish or "end_turn")
-        if refused:
+        reason = STOP_REASONS.get(seen.finish or "stop", seen.finish or "end_turn")
+        if seen.refused:
             reason = "refusal"
-        elif tool_seen and reason == "end_turn":
+        elif seen.tool and reason == "end_turn":
             reason = "tool_use"  # some local servers finish tool calls with "stop"
         yield StopEvent(reason=reason)
 
@@ -202,6 +177,47 @@ class OpenAIProvider(HTTPProvider):
         if not isinstance(chunk, dict):
             raise self.error(f"malformed stream chunk (not an object): {data[:200]!r}")
         return chunk
+
+
+@dataclass
+class _Seen:
+    """What a stream's chunks said so far that its StopEvent depends on."""
+
+    finish: str | None = None
+    refused: bool = False
+    tool: bool = False
+    ids: dict[str, int] = field(default_factory=dict)  # call id -> index, when `index` is omitted
+
+
+def _chunk_events(chunk: dict[str, Any], seen: _Seen) -> Iterator[ModelEvent]:
+    """The model events of one chunk (run by `HTTPProvider.shaped`, which turns a chunk of
+    the wrong shape into a ProviderError)."""
+    usage = chunk.get("usage")
+    if isinstance(usage, dict):
+        yield UsageEvent(
+            input_tokens=usage.get("prompt_tokens") or 0,
+            output_tokens=usage.get("completion_tokens") or 0,
+        )
+    for choice in chunk.get("choices") or []:
+        delta = choice.get("delta") or {}
+        if delta.get("content"):
+            yield TextDelta(text=delta["content"])
+        if delta.get("refusal"):
+            seen.refused = True
+            yield TextDelta(text=delta["refusal"])
+        for pos, tc in enumerate(delta.get("tool_calls") or []):
+            seen.tool = True
+            function = tc.get("function") or {}
+            yield ToolCallDelta(
+                index=_call_index(tc, pos, seen.ids),
+                id=tc.get("id") or None,
+                name=function.get("name") or None,
+                arguments=function.get("arguments") or "",
+            )
+        if finish := choice.get("finish_reason"):
+            if not isinstance(finish, str):
+                raise TypeError(f"finish_reason is a {type(finish).__name__}, not a string")
+            seen.finish = finish
 
 
 def _call_index(tc: dict[str, Any], pos: int, ids: dict[str, int]) -> int:

@@ -3,7 +3,9 @@
 Rules (the seed's, with the issue's corrections):
 - `execution_commands` (a list) wins, then `tool_commands` (a list), then a single
   `tool_command` promoted to a list; commands without `tool_name` are dropped;
-- `purpose` defaults to "Use <tool>"; arguments that are not an object become `{}`;
+- `purpose` defaults to "Use <tool>"; arguments that are not an object become `{}`, and
+  an object a tool or execution.db cannot take (nested past 64, see `storable`) stays as
+  its JSON text, so that the call fails with the reason, as a model's unusable ones do;
 - `todo_suggestion` falls back to the command's `next`, then to the decision's
   `todo_suggestion` or `next`; `next` mirrors it;
 - `next_action` is read case-insensitively; missing or invalid, it is inferred from
@@ -18,6 +20,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from engine.decisions import storable
+
 NextAction = Literal["execute", "response"]
 ACTION_RESULTS = "action_results:\n"  # how the final answer's request begins
 _VALUE = re.compile(r'\s*:\s*"([^"]*)"')  # a complete string value after a key
@@ -30,7 +34,7 @@ class Command:
 
     purpose: str
     tool_name: str
-    tool_kwargs: dict[str, Any]
+    tool_kwargs: dict[str, Any] | str  # text: arguments the call will refuse (see `_arguments`)
     todo_suggestion: str
     next: str
 
@@ -56,7 +60,9 @@ def parse_planner_text(text: str) -> Any:
         if candidate is None:
             continue
         try:
-            return json.loads(candidate)
+            value = json.loads(candidate)
+            json.dumps(value)  # nested too deeply to write back: absurd, treat as not JSON
+            return value
         except (ValueError, RecursionError):  # bad JSON, huge numbers, absurd nesting
             continue
     return None
@@ -148,7 +154,7 @@ def normalize(raw: Any) -> PlanDecision:
             Command(
                 purpose=_text(item.get("purpose")) or f"Use {tool}",
                 tool_name=tool,
-                tool_kwargs=kwargs if isinstance(kwargs, dict) else {},
+                tool_kwargs=_arguments(kwargs),
                 todo_suggestion=todo,
                 next=todo,
             )
@@ -158,6 +164,22 @@ def normalize(raw: Any) -> PlanDecision:
         action = "execute" if commands else "response"
     use_tool = raw.get("use_tool")
     return PlanDecision(action, commands, use_tool if isinstance(use_tool, bool) else True)  # type: ignore[arg-type]
+
+
+def _arguments(value: Any) -> dict[str, Any] | str:
+    """A command's arguments: an object a tool and execution.db can take; else its JSON text,
+    which the call's admission refuses with the reason (nesting past 64 ended the turn in
+    error when it reached the conversation); `{}` when it is not an object at all."""
+    if not isinstance(value, dict):
+        return {}
+    try:
+        storable(value, "the arguments JSON")
+    except ValueError as exc:
+        try:
+            return json.dumps(value)
+        except (ValueError, RecursionError):  # parse_planner_text lets no such value through
+            return str(exc)
+    return value
 
 
 def action_results(records: list[dict[str, Any]]) -> dict[str, Any]:
