@@ -66,9 +66,9 @@ class Bridge:
     class Attached(TextualMessage):
         """The runtime is reachable and the room's state is loaded (again, after a gap)."""
 
-        def __init__(self, info: RunInfo, threads: list[str]) -> None:
+        def __init__(self, info: RunInfo) -> None:
             super().__init__()
-            self.info, self.threads = info, threads
+            self.info = info
 
     class Detached(TextualMessage):
         """The runtime is no longer reachable: its owner stopped or died. `free` says the

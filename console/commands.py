@@ -50,7 +50,7 @@ class DeckCommands(Provider):
             return
         yield "New thread", "Start a new chat thread", main.action_new_thread
         yield "Switch thread…", "Pick the thread the chat shows", main.action_switch_thread
-        for thread in main.threads:
+        for thread in main.state.recent_threads:
             yield (
                 f"Switch thread: {thread}",
                 "Show this thread in the chat",

@@ -16,7 +16,8 @@ from typing import Any
 
 from console.format import duration, one_line, short_id
 from console.glyphs import Look, look
-from console.state import CallRow, StepRow
+from console.state import CallRow
+from console.steps import StepRow
 from engine.history import Filters, HistoryError, parse_time
 
 Cells = tuple[tuple[str, str], ...]  # one drawn line: (text, component class or "")

@@ -64,14 +64,16 @@ class Host:
 
         async def resync() -> None:
             bridge.restart()
-            target.post_message(Bridge.Attached(info, await seed(client, bridge.state)))
+            await seed(client, bridge.state)
+            target.post_message(Bridge.Attached(info))
 
         bridge.connect(client, target)
         try:
             async with anyio.create_task_group() as tg:
                 # following before the room is read: no event falls between the two
                 await tg.start(client.follow, bridge.receive, resync)
-                target.post_message(Bridge.Attached(info, await seed(client, bridge.state)))
+                await seed(client, bridge.state)
+                target.post_message(Bridge.Attached(info))
                 await self._closing.wait()
                 tg.cancel_scope.cancel()
         except BaseExceptionGroup as group:  # the one error of the follower, as itself

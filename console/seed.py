@@ -10,15 +10,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from console.state import CallRow, ChatEntry, DeckState, StepRow, TurnRow, turn_note
+from console.state import CallRow, ChatEntry, DeckState, TurnRow, turn_note
+from console.steps import StepRow
 
 if TYPE_CHECKING:
     from engine.api.client import RoomClient
 
 
-async def seed(client: RoomClient, state: DeckState) -> list[str]:
-    """Fill `state` with recent history; return the thread ids, most recently used first."""
+async def seed(client: RoomClient, state: DeckState) -> None:
+    """Fill `state` with recent history and the room's threads."""
     recent = await client.recent()
+    for thread_id in reversed(recent.threads):  # most recently used first: noted last
+        state.note_thread(thread_id)
     for t in recent.turns:
         state.add_turn(TurnRow(t.turn_id, t.thread_id, t.status, t.reason, t.created_at, t.text))
     for c in recent.calls:
@@ -27,7 +30,6 @@ async def seed(client: RoomClient, state: DeckState) -> list[str]:
     for s in recent.steps:
         state.add_step(StepRow(0, s.step_id, s.started_at, s.thread_id, s.turn_id, s.kind,
                                s.status, s.duration, s.summary))  # fmt: skip
-    return recent.threads
 
 
 async def load_thread(client: RoomClient, state: DeckState, thread_id: str) -> None:

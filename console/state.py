@@ -10,10 +10,11 @@ console's memory does not grow with the runtime's age.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, overload
+from typing import Any
 
+from console.steps import StepLog, StepRow
 from engine.events import (
     CallChanged,
     DecisionRecorded,
@@ -31,73 +32,6 @@ MAX_STEPS = 5_000
 MAX_TURNS = 2_000
 MAX_CHAT = 500  # entries kept per thread
 MAX_LOADED_THREADS = 16  # threads whose conversation is kept in memory
-
-
-class StepRow(NamedTuple):
-    """One timeline line (immutable: a finished step replaces its row)."""
-
-    seq: int  # position in the timeline, never reused
-    step_id: int
-    at: float
-    thread_id: str
-    turn_id: str
-    kind: str
-    status: str = "running"
-    duration: float | None = None
-    summary: str = ""
-
-
-class StepLog(Sequence[StepRow]):
-    """The newest `maxlen` steps, oldest first, as a ring of plain tuples.
-
-    Plain tuples of strings and numbers are not tracked by the cyclic garbage collector,
-    so holding thousands of rows adds nothing to its full collections (a pause the
-    operator would feel as a late key press); rows are made when read.
-    """
-
-    def __init__(self, maxlen: int) -> None:
-        self.maxlen = maxlen
-        self._ring: list[tuple[Any, ...]] = []
-        self._head = 0  # where the oldest row is, once the ring is full
-
-    def __len__(self) -> int:
-        return len(self._ring)
-
-    def _at(self, index: int) -> int:
-        n = len(self._ring)
-        if index < 0:
-            index += n
-        if not 0 <= index < n:
-            raise IndexError("step index out of range")
-        return (self._head + index) % self.maxlen
-
-    @overload
-    def __getitem__(self, index: int) -> StepRow: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[StepRow]: ...
-    def __getitem__(self, index: int | slice) -> StepRow | list[StepRow]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self._ring)))]
-        return StepRow._make(self._ring[self._at(index)])
-
-    def __setitem__(self, index: int, row: StepRow) -> None:
-        self._ring[self._at(index)] = tuple(row)
-
-    def __iter__(self) -> Iterator[StepRow]:
-        ring, head, make = self._ring, self._head, StepRow._make
-        for part in (ring[head:], ring[:head]):
-            yield from map(make, part)
-
-    def clear(self) -> None:
-        self._ring, self._head = [], 0
-
-    def append(self, row: StepRow) -> None:
-        """Add the newest row, dropping the oldest when full."""
-        if len(self._ring) < self.maxlen:
-            self._ring.append(tuple(row))
-        else:
-            self._ring[self._head] = tuple(row)
-            self._head = (self._head + 1) % self.maxlen
 
 
 @dataclass
@@ -229,6 +163,7 @@ class DeckState:
         self.pending: dict[str, CallRow] = {}  # suspended calls, oldest first
         self.threads: dict[str, ThreadView] = {}
         self._shown: OrderedDict[str, None] = OrderedDict()  # loaded threads, least recent first
+        self._recent: OrderedDict[str, None] = OrderedDict()  # every thread, most recent first
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -237,6 +172,17 @@ class DeckState:
         if view is None:
             view = self.threads[thread_id] = ThreadView(thread_id)
         return view
+
+    @property
+    def recent_threads(self) -> list[str]:
+        """Every thread known, most recently used first (the room's, and those opened here)."""
+        return list(self._recent)
+
+    def note_thread(self, thread_id: str) -> None:
+        """`thread_id` was used now (a turn started on it, the operator opened it): it goes
+        first in `recent_threads`, as the room orders its threads."""
+        self._recent[thread_id] = None
+        self._recent.move_to_end(thread_id, last=False)
 
     def show_thread(self, thread_id: str) -> ThreadView:
         """The view of a thread the operator opens; the least recently opened beyond
@@ -356,6 +302,7 @@ class DeckState:
                 case CallChanged():
                     self._fold_call(event, ch)
                 case TurnStarted():
+                    self.note_thread(event.thread_id)
                     self.add_turn(
                         TurnRow(event.turn_id, event.thread_id, "running", None, event.at,
                                 event.text)

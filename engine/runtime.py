@@ -25,7 +25,7 @@ from anyio.abc import TaskGroup
 from engine.calls import CallState
 from engine.config import Config, load_config
 from engine.conversation import Conversation
-from engine.decisions import Decision, PendingCall, Rule
+from engine.decisions import Decision, PendingCall, Rule, storable
 from engine.events import (
     DecisionRecorded,
     Event,
@@ -40,7 +40,7 @@ from engine.inbox import DecisionInbox, to_row
 from engine.lifecycle import CallStatus, TurnStatus
 from engine.lifecycle import turn as turn_lifecycle
 from engine.loop import TurnLoop, TurnState
-from engine.messages import ConvMessage, Message
+from engine.messages import ConvMessage, InvalidMessage, Message
 from engine.outcome import TurnOutcome, read_outcome, read_pending
 from engine.plugins import ConsecutiveErrors, MaxRounds, Phase, Plugin, Timeout
 from engine.providers.base import Provider
@@ -325,6 +325,11 @@ class Runtime:
         `QueueFull` and changes nothing, where the group's overflow policy would refuse
         the request or drop one already queued.
         """
+        for name in ("thread_id", "text", "sender", "channel", "meta"):
+            try:  # before the scheduler sees it: a request it holds must be one SQLite takes
+                storable(getattr(message, name), name)
+            except ValueError as exc:  # a lone surrogate (a task file named with a byte
+                raise InvalidMessage(f"invalid message: {exc}") from None  # not UTF-8)
         strategy = strategy or message.meta.get("strategy")
         if strategy is not None:
             strategy_for(strategy)  # an unknown name is refused now, not when the turn runs
@@ -424,6 +429,9 @@ class Runtime:
 
     def notice(self, level: str, text: str) -> None:
         """Tell the operator something that is not a state change (a bad file, a retry)."""
+        # A file name's bytes that are not UTF-8 (lone surrogates in Python) become escapes:
+        # stored with the next commit, they made it fail, and ended the runtime.
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
         log = {"error": self.log.error, "warning": self.log.warning}.get(level, self.log.info)
         log("%s", text)
         self.publish(Notice(at=self.clock(), level=level, text=text))  # type: ignore[arg-type]

@@ -71,8 +71,6 @@ class MainScreen(Screen[None]):
         self.bridge, self.clock = bridge, clock
         self.state = bridge.state
         self.thread_id = DEFAULT_THREAD
-        self.threads: list[str] = [DEFAULT_THREAD]
-        self._known_threads = set(self.threads)
         self.selected_turn = ""
         self._calls_timer: Timer | None = None
         self._due: set[str] = set()  # panes whose data changed and are not redrawn yet
@@ -122,11 +120,8 @@ class MainScreen(Screen[None]):
             self.notify(again, title="Runtime")
         status.mode = info.mode
         self.query_one(ChatPane).describe_model(info.model)
-        self.threads = event.threads or [DEFAULT_THREAD]
-        if DEFAULT_THREAD not in self.threads and not event.threads:
-            self.threads = [DEFAULT_THREAD]
-        self._known_threads = set(self.threads)
-        await self._show_thread(self.threads[0])
+        recent = self.state.recent_threads  # the room's, most recently used first
+        await self._show_thread(recent[0] if recent else DEFAULT_THREAD)
         self.query_one(Timeline).refresh_rows()
         self._redraw_pending()
         self._count()
@@ -156,11 +151,6 @@ class MainScreen(Screen[None]):
         if ch.turns:
             due.add("status")
         self._draw_due(busy=ch.events >= BUSY_EVENTS)
-        known = self._known_threads
-        for thread in ch.threads:
-            if thread not in known:
-                known.add(thread)
-                self.threads.insert(0, thread)
         if ch.pending:
             self._redraw_pending()
         if ch.new_pending and not isinstance(self.focused, DecisionQueue):
@@ -252,9 +242,11 @@ class MainScreen(Screen[None]):
         self._redraw_calls()
 
     async def _show_thread(self, thread_id: str) -> None:
+        """Show `thread_id` in the chat; it is the most recently used thread now."""
         from console.seed import load_thread
 
         self.thread_id = thread_id
+        self.state.note_thread(thread_id)
         if self.bridge.client is not None:
             await load_thread(self.bridge.client, self.state, thread_id)
         self.query_one(ChatPane).show(self.state.thread(thread_id))
@@ -384,26 +376,23 @@ class MainScreen(Screen[None]):
             self._act("cancel_turn", turn_id, self.bridge.cancel_turn(turn_id))
 
     async def action_new_thread(self) -> None:
-        n = 2
-        while f"chat:{n}" in self.threads:
+        n, known = 2, set(self.state.recent_threads)
+        while f"chat:{n}" in known:
             n += 1
         thread = f"chat:{n}"
-        self._known_threads.add(thread)
-        self.threads.insert(0, thread)
         await self._show_thread(thread)
         self.query_one("#chat-input").focus()
         self.post_message(self.Acted("new_thread", thread))
 
     @work(group="threads")
     async def action_switch_thread(self) -> None:
-        picked = await self.app.push_screen_wait(ThreadPickerScreen(self.threads, self.thread_id))
+        picked = await self.app.push_screen_wait(
+            ThreadPickerScreen(self.state.recent_threads, self.thread_id)
+        )
         if picked:
             await self.switch_thread(picked)
 
     async def switch_thread(self, thread_id: str) -> None:
-        if thread_id not in self._known_threads:
-            self._known_threads.add(thread_id)
-            self.threads.insert(0, thread_id)
         await self._show_thread(thread_id)
         self.query_one("#chat-input").focus()
         self.post_message(self.Acted("switch_thread", thread_id))

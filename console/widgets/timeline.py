@@ -25,7 +25,7 @@ from textual.strip import Strip
 from console.format import clock_time, duration, short_id
 from console.glyphs import STATE_CLASSES, look
 from console.groups import group_of
-from console.state import StepRow
+from console.steps import StepRow
 from console.widgets.lines import LineView
 
 WIDE = 90  # cells; narrower, a line drops the turn and duration columns to keep the state

@@ -16,7 +16,8 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 
 from console.history_view import DIM, Cells, call_rows, notes, step_rows, turn_title
-from console.state import CallRow, StepRow
+from console.state import CallRow
+from console.steps import StepRow
 from console.widgets.calls_table import CallsTable
 from console.widgets.history_notes import HistoryNotes
 from console.widgets.timeline import Timeline

@@ -60,6 +60,21 @@ def test_fold_tracks_steps_calls_and_pending() -> None:
     assert s.thread("chat:1").streaming == "" and s.counts() == (0, 0)
 
 
+def test_the_thread_list_is_most_recently_used_first() -> None:
+    s = DeckState()
+    for thread in ("chat:c", "chat:b", "chat:a"):  # the room's, as the seed notes them
+        s.note_thread(thread)
+    assert s.recent_threads == ["chat:a", "chat:b", "chat:c"]
+    s.fold(_turn(2))  # a turn starts on a thread not seen before: it comes first
+    assert s.recent_threads == ["chat:2", "chat:a", "chat:b", "chat:c"]
+    s.note_thread("chat:c")  # opened again: first, and listed once
+    assert s.recent_threads == ["chat:c", "chat:2", "chat:a", "chat:b"]
+    s.fold(_turn(5))  # chat:2 runs again
+    assert s.recent_threads == ["chat:2", "chat:c", "chat:a", "chat:b"]
+    s.clear()  # events were missed: the room's threads are read again
+    assert s.recent_threads == []
+
+
 def test_state_is_bounded(monkeypatch) -> None:
     monkeypatch.setattr(state_mod, "MAX_TURNS", 50)
     s = DeckState()

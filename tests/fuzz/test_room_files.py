@@ -15,11 +15,15 @@ import anyio
 from hypothesis import event, example, given
 from hypothesis import strategies as st
 
+from engine.config import Config
+from engine.events import Notice
 from engine.loops.pulse import PulseLoop
 from engine.loops.pulse_files import scan_room
 from engine.messages import Message
+from engine.providers.offline import OfflineModel
 from engine.room import Room
-from tests.fuzz.rooms import ROOMY, scratch, within
+from engine.runtime import Runtime
+from tests.fuzz.rooms import ROOMY, integrity, scratch, within
 from tests.fuzz.values import Raw, mangled, texts, toml_document, toml_values
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC).timestamp()
@@ -259,3 +263,40 @@ def test_ticks_report_each_bad_file_once_and_the_good_ones_fire(room: dict[str, 
         for bad in scan.malformed:  # each bad file is among what was said
             assert any(text.startswith(f"{bad.path}: ") for _, text in rig.notices), bad
         json.loads((root / "pulse.json").read_text())  # what the next start reads
+
+
+def test_a_task_file_named_with_a_byte_not_utf8_does_not_end_the_runtime(tmp_path: Path) -> None:
+    # Found from here: with the real runtime, the pulse loop's notice about such a file (its
+    # name has a lone surrogate in Python) was stored with the next commit, which failed
+    # and ended the runtime; and the runtime's scheduler admitted the file's request before
+    # SQLite refused it, so its turn failed to start in the runtime's task group too.
+    room = tmp_path / "room"
+    (room / "tasks").mkdir(parents=True)
+    (room / "tasks" / os.fsdecode(b"bad\xff.md")).write_text("calc 1+1")
+    (room / "tasks" / os.fsdecode(b"worse\xfe.md")).write_text("---\nbogus: 1\n---\nx")
+    (room / "tasks" / "good.md").write_text("calc 2+2")
+    config = Config.model_validate({"pulse": {"interval": 0.05}})
+    said: list[str] = []
+
+    async def go() -> str:
+        with anyio.fail_after(30):
+            async with Runtime.open(room, kind="test", provider=OfflineModel(delay=0),
+                                    config=config) as rt:  # fmt: skip
+                rt.subscribe(lambda e: said.append(e.text) if isinstance(e, Notice) else None)
+                rt.start_loops()
+                while not (
+                    len(said) >= 2
+                    and (
+                        await rt.store.fetchall(
+                            "SELECT 1 FROM turns WHERE thread_id='task:good' AND status='done'", ()
+                        )
+                    )
+                ):
+                    await anyio.sleep(0.05)  # fmt: skip
+                await anyio.sleep(0.3)  # a few more ticks: nothing is said twice
+        return integrity(room / "execution.db")
+
+    assert anyio.run(go) == "ok"
+    assert sorted(said) == sorted(set(said)) and len(said) == 2, said
+    assert any("task:bad\\udcff" in text and "cannot be stored" in text for text in said), said
+    assert any("worse\\udcfe.md: unknown setting 'bogus'" in text for text in said), said

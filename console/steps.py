@@ -1,0 +1,78 @@
+"""The timeline's rows: a step as one immutable row, and the bounded ring that holds them.
+
+The state (`console.state`) keeps the live timeline's steps in a `StepLog`; the timeline
+and the history's turn detail draw `StepRow`s, whoever made them, so they live here,
+apart from the fold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, NamedTuple, overload
+
+
+class StepRow(NamedTuple):
+    """One timeline line (immutable: a finished step replaces its row)."""
+
+    seq: int  # position in the timeline, never reused
+    step_id: int
+    at: float
+    thread_id: str
+    turn_id: str
+    kind: str
+    status: str = "running"
+    duration: float | None = None
+    summary: str = ""
+
+
+class StepLog(Sequence[StepRow]):
+    """The newest `maxlen` steps, oldest first, as a ring of plain tuples.
+
+    Plain tuples of strings and numbers are not tracked by the cyclic garbage collector,
+    so holding thousands of rows adds nothing to its full collections (a pause the
+    operator would feel as a late key press); rows are made when read.
+    """
+
+    def __init__(self, maxlen: int) -> None:
+        self.maxlen = maxlen
+        self._ring: list[tuple[Any, ...]] = []
+        self._head = 0  # where the oldest row is, once the ring is full
+
+    def __len__(self) -> int:
+        return len(self._ring)
+
+    def _at(self, index: int) -> int:
+        n = len(self._ring)
+        if index < 0:
+            index += n
+        if not 0 <= index < n:
+            raise IndexError("step index out of range")
+        return (self._head + index) % self.maxlen
+
+    @overload
+    def __getitem__(self, index: int) -> StepRow: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[StepRow]: ...
+    def __getitem__(self, index: int | slice) -> StepRow | list[StepRow]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self._ring)))]
+        return StepRow._make(self._ring[self._at(index)])
+
+    def __setitem__(self, index: int, row: StepRow) -> None:
+        self._ring[self._at(index)] = tuple(row)
+
+    def __iter__(self) -> Iterator[StepRow]:
+        ring, head, make = self._ring, self._head, StepRow._make
+        for part in (ring[head:], ring[:head]):
+            yield from map(make, part)
+
+    def clear(self) -> None:
+        self._ring, self._head = [], 0
+
+    def append(self, row: StepRow) -> None:
+        """Add the newest row, dropping the oldest when full."""
+        if len(self._ring) < self.maxlen:
+            self._ring.append(tuple(row))
+        else:
+            self._ring[self._head] = tuple(row)
+            self._head = (self._head + 1) % self.maxlen
