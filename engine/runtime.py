@@ -76,6 +76,10 @@ class TurnHandle:
 
 
 _RANDOM = random.Random()  # seeded from os.urandom
+# A notice is one line whatever a file's name holds: line breaks and other control
+# characters are shown escaped, so a name cannot forge a line of the log.
+_ONE_LINE = {c: f"\\x{c:02x}" for c in [*range(32), 127, 0x85]} | {0x2028: "\\u2028",
+                                                                   0x2029: "\\u2029"}
 INDEX_EVERY = 1.0  # seconds between two full-text batches (History.search lags this much)
 
 
@@ -431,7 +435,7 @@ class Runtime:
         """Tell the operator something that is not a state change (a bad file, a retry)."""
         # A file name's bytes that are not UTF-8 (lone surrogates in Python) become escapes:
         # stored with the next commit, they made it fail, and ended the runtime.
-        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8").translate(_ONE_LINE)
         log = {"error": self.log.error, "warning": self.log.warning}.get(level, self.log.info)
         log("%s", text)
         self.publish(Notice(at=self.clock(), level=level, text=text))  # type: ignore[arg-type]
