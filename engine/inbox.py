@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections import defaultdict, deque
+from collections import Counter, defaultdict, deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from engine.decisions import Decision
@@ -21,13 +23,16 @@ class DecisionInbox:
     is `stale`. A full runtime applies those at once (`stale_turns`); should the operator
     decide the call again first, the newest decision wins and the stale one is superseded
     (`supersede`). Among the decisions of one run, the first applies and the rest are
-    duplicates.
+    duplicates; so are those still queued when their call ends (`ended`), and one still
+    being written when another took its call or it ended (`recording`).
     """
 
     def __init__(self, store: Store) -> None:
         self._store = store
         self._queued: dict[str, deque[Decision]] = defaultdict(deque)
         self._stale: set[str] = set()  # ids of decisions restored from an earlier run
+        self._recording: Counter[str] = Counter()  # calls a decision is being written for
+        self._settled: dict[str, str] = {}  # such a call -> how it was settled meanwhile
 
     async def load(self, decision_id: str | None) -> Decision:
         """A decision as stored (for replaying a call left `resuming`)."""
@@ -67,6 +72,31 @@ class DecisionInbox:
         return [(old, ("UPDATE decisions SET status='superseded', note=?, applied_at=? WHERE id=?",
                        (note, at, old.id))) for old in gone]  # fmt: skip
 
+    @contextmanager
+    def recording(self, call_id: str) -> Iterator[None]:
+        """While a decision on `call_id` is being written: another decision taking the
+        call, or the call ending, is remembered (`settled_meanwhile`), since the one being
+        written joins the queue only after its commit, too late to be made a duplicate."""
+        self._recording[call_id] += 1
+        try:
+            yield
+        finally:
+            self._recording[call_id] -= 1
+            if not self._recording[call_id]:
+                del self._recording[call_id]
+                self._settled.pop(call_id, None)
+
+    def settled_meanwhile(self, call_id: str) -> str | None:
+        """Why a decision being recorded for `call_id` can no longer apply ("call already
+        ..."), or None."""
+        return self._settled.get(call_id)
+
+    def ended(self, call: CallState) -> list[Decision]:
+        """`call` ended: the decisions still queued for it can never apply (duplicates)."""
+        if call.id in self._recording:
+            self._settled.setdefault(call.id, already(call))
+        return self.drop_rest(call.id)
+
     def add(self, decision: Decision) -> None:
         self._queued[decision.call_id].append(decision)
 
@@ -82,6 +112,8 @@ class DecisionInbox:
                 decision = queue.popleft()
                 self._stale.discard(decision.id)
                 taken.append((decision, call))
+                if call.id in self._recording:
+                    self._settled[call.id] = f"call already decided by {decision.id}"
         return taken
 
     def drop_rest(self, call_id: str) -> list[Decision]:
@@ -90,6 +122,12 @@ class DecisionInbox:
 
     def __len__(self) -> int:
         return sum(len(q) for q in self._queued.values())
+
+
+def already(call: CallState) -> str:
+    """The note of a decision that came too late for `call`."""
+    by = f" by {call.decision_id}" if call.decision_id else ""
+    return f"call already {call.status.value}{by}"
 
 
 def from_row(row: object) -> Decision:

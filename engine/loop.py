@@ -29,6 +29,7 @@ from engine import calls as callmod
 from engine.calls import ANSWERED, NO_MESSAGE, PLACEHOLDER, CallState
 from engine.decisions import Decision, Rule
 from engine.events import DecisionRecorded, StepFinished, StepStarted, TextDelta, TurnChanged
+from engine.inbox import already
 from engine.lifecycle import CallStatus, TurnStatus
 from engine.lifecycle import turn as turn_lifecycle
 from engine.messages import ConvMessage
@@ -166,6 +167,8 @@ class TurnLoop:
                 self.ops.append(row)
             self.events.extend(call.events)
             call.events.clear()
+            if call.status.terminal:  # a decision that arrived while it ran never applies
+                self._duplicates(call, self.rt.decisions.ended(call), already(call), now)
         if (row := self.turn.row_update(now)) is not None:
             self.ops.append(row)
         ops, events, self.ops, self.events = self.ops, self.events, [], []
@@ -415,16 +418,8 @@ class TurnLoop:
                                  decision_id=decision.id, call_id=call.id,
                                  action=decision.action, status="applied", reason=decision.reason)
             )  # fmt: skip
-            for dup in self.rt.decisions.drop_rest(call.id):
-                note = f"call already decided by {decision.id}"
-                self.ops.append(
-                    ("UPDATE decisions SET status='duplicate', note=? WHERE id=?", (note, dup.id))
-                )
-                self.events.append(  # its operator learns which decision won
-                    DecisionRecorded(at=now, thread_id=call.thread_id, turn_id=call.turn_id,
-                                     decision_id=dup.id, call_id=call.id, action=dup.action,
-                                     status="duplicate", reason=dup.reason, note=note)
-                )  # fmt: skip
+            rest = self.rt.decisions.drop_rest(call.id)
+            self._duplicates(call, rest, f"call already decided by {decision.id}", now)
             if decision.remember:
                 rule = Rule(
                     tool=call.tool, effect="allow" if decision.action == "resume" else "deny",
@@ -438,6 +433,18 @@ class TurnLoop:
                 )  # fmt: skip
         await self.commit(None, [call for _, call in taken])  # `resuming` is durable first
         return taken
+
+    def _duplicates(self, call: CallState, late: list[Decision], note: str, now: float) -> None:
+        """Record decisions that came too late for `call` as duplicates."""
+        for dup in late:
+            self.ops.append(
+                ("UPDATE decisions SET status='duplicate', note=? WHERE id=?", (note, dup.id))
+            )
+            self.events.append(  # its operator learns which decision won
+                DecisionRecorded(at=now, thread_id=call.thread_id, turn_id=call.turn_id,
+                                 decision_id=dup.id, call_id=call.id, action=dup.action,
+                                 status="duplicate", reason=dup.reason, note=note)
+            )  # fmt: skip
 
     async def _replay(self, decision: Decision, call: CallState) -> None:
         """Carry out a committed decision on a `resuming` call."""

@@ -36,7 +36,7 @@ from engine.events import (
     TurnStarted,
 )
 from engine.inbox import INSERT as INSERT_DECISION
-from engine.inbox import DecisionInbox, to_row
+from engine.inbox import DecisionInbox, already, to_row
 from engine.lifecycle import CallStatus, TurnStatus
 from engine.lifecycle import turn as turn_lifecycle
 from engine.loop import TurnLoop, TurnState
@@ -615,16 +615,17 @@ class Runtime:
         Returns `queued` (accepted; applied as soon as the call is suspended) or
         `duplicate` (this decision, or another for the same call, was already applied).
         """
+        with self.decisions.recording(decision.call_id):  # from before the call is read
+            return await self._decide(decision)
+
+    async def _decide(self, decision: Decision) -> str:
         now = self.clock()
         if await self.store.scalar("SELECT 1 FROM decisions WHERE id=?", (decision.id,)):
             return "duplicate"
         call = await self.call_state(decision.call_id)
         decided = call is not None and (call.status.terminal or call.status is CallStatus.RESUMING)
         status = "duplicate" if decided else "queued"
-        note = None
-        if decided and call:
-            by = f" by {call.decision_id}" if call.decision_id else ""
-            note = f"call already {call.status.value}{by}"
+        note = already(call) if decided and call else None
         event = DecisionRecorded(
             at=now, thread_id=call.thread_id if call else "", turn_id=call.turn_id if call else "",
             decision_id=decision.id, call_id=decision.call_id, action=decision.action,
@@ -642,7 +643,19 @@ class Runtime:
                 ))  # fmt: skip
         await self.commit(ops, events, checkpoint=None, turn_id=event.turn_id)
         if decided:
+            if call and call.turn_id in self._interrupted and call.turn_id not in self.live:
+                # a one-off's: its caller waits for the turn, which nothing else resumes
+                self._spawn_resume(call.turn_id)
             return status
+        if (note := self.decisions.settled_meanwhile(decision.call_id)) is not None:
+            # another decision took the call, or it ended, while this one was written
+            lost = event.model_copy(update={"at": self.clock(), "status": "duplicate",
+                                            "note": note})  # fmt: skip
+            await self.commit(
+                [("UPDATE decisions SET status='duplicate', note=? WHERE id=?", (note, decision.id))],
+                [lost], checkpoint=None, turn_id=event.turn_id,
+            )  # fmt: skip
+            return "duplicate"
         self.decisions.add(decision)
         if call is not None:
             self._wake(call.turn_id)

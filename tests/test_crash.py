@@ -12,6 +12,7 @@ choices (kill delays, worker seeds), not the timing.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -342,3 +343,108 @@ async def test_queued_request_starts_after_restart(tmp_path: Path) -> None:
         with anyio.fail_after(5):
             out = await rt.wait_turn(handle.turn_id)
     assert (out.status, out.reason) == ("done", "natural")
+
+
+@pytest.mark.anyio
+async def test_a_decision_recorded_while_another_is_applied_ends_duplicate(tmp_path: Path) -> None:
+    # Found by the crash soak: a decision whose row was being written while another
+    # decision on the same call was applied joined the inbox after the winner had taken
+    # the call, so it stayed `queued` for ever (in execution.db too), never a duplicate.
+    @tool(approval="always")
+    def ask(n: int) -> str:
+        """Needs approval."""
+        return f"ok {n}"
+
+    model = ScriptedModel(random.Random(0), tools=("ask",), max_calls=1)
+    async with Runtime.open(tmp_path / "room", provider=model, tools=[ask]) as rt:
+        out = await rt.run_turn(Message(origin="invoke", sender="t", thread_id="t", text="go"))
+        [call_id] = [p["call_id"] for p in out.pending]
+        first, late = Decision.approve(call_id), Decision.cancel(call_id, "too late")
+        held, release, answers = anyio.Event(), anyio.Event(), []
+        write = rt.store.write
+
+        async def held_write(ops: list) -> None:  # hold the late decision's INSERT
+            if any(params and params[0] == late.id for _, params in ops):
+                held.set()
+                await release.wait()
+            await write(ops)
+
+        rt.store.write = held_write  # type: ignore[method-assign]
+
+        async def decide_late() -> None:
+            answers.append(await rt.decide(late))
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(decide_late)
+                await held.wait()  # it found the call suspended and is being recorded
+                assert await rt.decide(first) == "queued"
+                out = await rt.wait_turn(out.turn_id)
+                assert out.status == "done"
+                release.set()
+        statuses = dict(await rt.store.fetchall("SELECT id, status FROM decisions"))
+    assert answers == ["duplicate"]
+    assert statuses == {first.id: "applied", late.id: "duplicate"}
+
+
+@pytest.mark.anyio
+async def test_decide_on_a_free_room_finishes_a_turn_a_crash_left_running(tmp_path: Path) -> None:
+    # Found by the crash soak: `agentdeck decide` on a room nobody owned, for a call already
+    # decided in a turn that a kill left `running`, was a duplicate, so nothing resumed the
+    # turn; the command then waited for it to stop running, for ever (a busy loop).
+    room = tmp_path / "room"
+    model = GatedModel()
+
+    @tool(approval="always")
+    def ask(n: int) -> str:
+        """Needs approval."""
+        return f"ok {n}"
+
+    async with Runtime.open(room, kind="run", provider=model, tools=[ask]) as rt:
+        out = await rt.run_turn(Message(origin="invoke", sender="t", thread_id="t", text="go"))
+        first, second = (p["call_id"] for p in out.pending)
+        model.hold = True  # the turn goes on, then stops mid-inference as the runtime closes
+        await rt.decide(Decision.cancel(first, "no"))
+        await rt.decide(Decision.cancel(second, "no"))
+        with anyio.fail_after(10):
+            await model.entered.wait()
+    assert snapshot(room / "execution.db").turns[out.turn_id][0] == "running"
+
+    # the offline model answers the resumed turn; the room is free, so decide opens it
+    argv = [sys.executable, "-m", "engine.cli", "--room", str(room), "decide", first, "approve",
+            "--json"]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if "API_KEY" not in k and "BASE_URL" not in k}
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=20, env=env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["status"] == "done"
+    assert snapshot(room / "execution.db").turns[out.turn_id][0] == "done"
+
+
+@pytest.mark.anyio
+async def test_a_decision_on_a_call_running_its_replay_ends_duplicate(tmp_path: Path) -> None:
+    # Found by the crash soak: a decision on a call approved and running its replay is
+    # queued (the call may still suspend again), but when the call ended it stayed queued
+    # for ever, in execution.db too, never a duplicate.
+    entered, release = anyio.Event(), anyio.Event()
+
+    @tool(approval="always")
+    async def ask(n: int) -> str:
+        """Needs approval; holds while it runs."""
+        entered.set()
+        await release.wait()
+        return f"ok {n}"
+
+    model = ScriptedModel(random.Random(0), tools=("ask",), max_calls=1)
+    async with Runtime.open(tmp_path / "room", provider=model, tools=[ask]) as rt:
+        out = await rt.run_turn(Message(origin="invoke", sender="t", thread_id="t", text="go"))
+        [call_id] = [p["call_id"] for p in out.pending]
+        first, late = Decision.approve(call_id), Decision.cancel(call_id, "too late")
+        assert await rt.decide(first) == "queued"
+        with anyio.fail_after(10):
+            await entered.wait()
+            assert await rt.decide(late) == "queued"  # for if the call suspends again
+            release.set()
+            out = await rt.wait_turn(out.turn_id)
+        statuses = dict(await rt.store.fetchall("SELECT id, status FROM decisions"))
+    assert out.status == "done"
+    assert statuses == {first.id: "applied", late.id: "duplicate"}
