@@ -78,8 +78,10 @@ class TurnHandle:
 _RANDOM = random.Random()  # seeded from os.urandom
 # A notice is one line whatever a file's name holds: line breaks and other control
 # characters are shown escaped, so a name cannot forge a line of the log.
-_ONE_LINE = {c: f"\\x{c:02x}" for c in [*range(32), 127, 0x85]} | {0x2028: "\\u2028",
-                                                                   0x2029: "\\u2029"}
+_ONE_LINE = {c: f"\\x{c:02x}" for c in [*range(32), 127, 0x85]} | {
+    0x2028: "\\u2028",
+    0x2029: "\\u2029",
+}
 INDEX_EVERY = 1.0  # seconds between two full-text batches (History.search lags this much)
 
 
