@@ -8,16 +8,22 @@ however fast the runtime produces events. Operator actions (send, decide, cancel
 other way through the same object to the room's client (in-process when this console
 hosts the runtime, the owner's API when it is attached), so no widget holds either.
 
-Two rules keep key presses quick under a flood. A frame folds as many events as arrive
+Three rules keep key presses quick under a flood, and all the pacing is here: the screen
+draws the panes `take` says are due, nothing more. A frame folds as many events as arrive
 in a frame on average (a little more, so a backlog never grows) and then more for at most
 `FOLD_BUDGET` seconds: a burst is caught up over a few short frames instead of one long
-one. And while the screen has not drawn the last `Changed`, later frames add to the same
-`Changes` instead of posting another message.
+one. While the screen has not drawn the last `Changed`, later frames add to the same
+`Changes` instead of posting another message. And in a flood (`BUSY_EVENTS` in a frame)
+the right column (timeline, calls) and the chat take turns, one per frame, and the status
+bar waits `STATUS_EVERY`: a frame that repaints panes far apart repaints the whole screen,
+and that one long paint is what a key press would wait behind. What a flood leaves undrawn
+is drawn by a later frame, or `CATCH_UP` seconds after the last events.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +43,14 @@ if TYPE_CHECKING:  # (the client's modules load with the runtime, after the firs
 FPS = 20  # frames a second for runtime changes (keys repaint at once, not at this rate)
 FOLD_BUDGET = 0.004  # seconds of folding a backlog per frame, so a key never waits long
 FOLD_SLICE = 256  # events folded between looks at the clock
+BUSY_EVENTS = 500  # changes that folded this many events are a flood
+STATUS_EVERY = 0.5  # seconds between status bar draws in a flood
+CATCH_UP = 0.15  # seconds after the last events, what a flood left undrawn is drawn
+
+# The panes the bridge paces (the screen draws each from the state); in a flood the sides
+# take turns.
+TIMELINE, CALLS, CHAT, STATUS = "timeline", "calls", "chat", "status"
+SIDES = (frozenset({TIMELINE, CALLS}), frozenset({CHAT}))
 
 
 @dataclass(frozen=True)
@@ -78,9 +92,11 @@ class Bridge:
             super().__init__()
             self.why, self.free = why, free
 
-    def __init__(self, state: DeckState | None = None, fps: int = FPS) -> None:
+    def __init__(self, state: DeckState | None = None, fps: int = FPS,
+                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
         self.state = state or DeckState()
         self.fps = fps
+        self.clock = clock  # for pacing (seconds); tests pass their own
         self.client: RoomClient | None = None
         self.target: MessagePump | None = None
         self._buffer: list[Event] = []
@@ -91,6 +107,11 @@ class Bridge:
         self._posted = False
         self._timer: Timer | None = None
         self.frames = 0
+        self._due: set[str] = set()  # panes whose data changed and are not drawn yet
+        self._wanted = False  # a pane was asked for (`want`): the next frame posts
+        self._side = 0  # the side of SIDES the next flood frame draws
+        self._status_at = 0.0  # when the status bar was last due
+        self._events_at = 0.0  # when a frame last folded events
 
     # -- runtime -> widgets -----------------------------------------------------------------
 
@@ -103,7 +124,7 @@ class Bridge:
         frame (the host hands `receive` to the client's event stream)."""
         self.client, self.target = client, target
         if self._timer is None:
-            self._timer = target.set_interval(1 / self.fps, self._tick, name="bridge")
+            self._timer = target.set_interval(1 / self.fps, self.tick, name="bridge")
 
     def disconnect(self) -> None:
         if self._timer is not None:
@@ -150,18 +171,59 @@ class Bridge:
         self._seen = len(self._buffer)
         self._changes = changes
         self.frames += 1
-        if self.target is not None and not self._posted:
-            self._posted = True
-            self.target.post_message(self.Changed(changes))
+        self._events_at = self.clock()
+        self._post()
         return changes
 
-    def _tick(self) -> None:
-        self.flush(FOLD_BUDGET)
+    def _post(self) -> None:
+        if self.target is not None and not self._posted:
+            self._posted = True
+            if self._changes is None:
+                self._changes = Changes()
+            self.target.post_message(self.Changed(self._changes))
 
-    def take(self) -> Changes:
-        """The changes folded since the last take; the next frame posts `Changed` again."""
+    def tick(self) -> None:
+        """One frame (the timer's): fold what arrived, and tell the screen if anything is
+        to draw."""
+        if self.flush(FOLD_BUDGET) is None and self._due:
+            # No events this frame, panes still due: a key asked for one, or a flood is over.
+            if self._wanted or self.clock() - self._events_at >= CATCH_UP:
+                self._post()
+
+    def want(self, pane: str) -> None:
+        """Draw `pane` with the next frame (a key changed what it shows): once a frame,
+        however fast the keys come."""
+        self._due.add(pane)
+        self._wanted = True
+
+    def take(self, thread_id: str = "", turn_id: str = "") -> tuple[Changes, frozenset[str]]:
+        """The changes folded since the last take, and the panes to draw now (the chat if
+        it shows `thread_id`, the calls pane if it shows `turn_id`); the next frame posts
+        `Changed` again."""
         changes, self._changes, self._posted = self._changes, None, False
-        return changes if changes is not None else Changes()
+        ch = changes if changes is not None else Changes()
+        due = self._due
+        if ch.steps:
+            due.add(TIMELINE)
+        if thread_id in ch.threads:
+            due.add(CHAT)
+        if turn_id in ch.turns:
+            due.add(CALLS)
+        if ch.turns:
+            due.add(STATUS)
+        now = self.clock()
+        if ch.events >= BUSY_EVENTS:
+            draw = due & SIDES[self._side]
+            self._side = 1 - self._side
+            if STATUS in due and now - self._status_at >= STATUS_EVERY:
+                draw.add(STATUS)
+        else:
+            draw = set(due)
+        if STATUS in draw:
+            self._status_at = now
+        due -= draw
+        self._wanted = False
+        return ch, frozenset(draw)
 
     @property
     def backlog(self) -> int:

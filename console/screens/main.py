@@ -2,13 +2,13 @@
 
 Widgets post what the operator asked for; this screen asks the questions (reason, diff,
 confirmation) and hands the answer to the bridge. It redraws panes from the bridge's
-state when `Bridge.Changed` arrives, at most once a frame.
+state when `Bridge.Changed` arrives, at most once a frame: the panes the bridge says are
+due (its pacing keeps keys quick in a flood).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from time import monotonic
 from typing import Any
 
 from textual import on, work
@@ -17,10 +17,9 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import Screen
-from textual.timer import Timer
 from textual.widgets import Input
 
-from console.bridge import Bridge
+from console.bridge import CALLS, CHAT, STATUS, TIMELINE, Bridge
 from console.format import short_id
 from console.groups import next_filter
 from console.screens.call_detail import CallDetailScreen
@@ -38,9 +37,6 @@ from console.widgets.timeline import Timeline
 
 DEFAULT_THREAD = "chat:main"
 MAX_NOTICES = 3  # toasts per frame; a flood of notices is summed up, not shown one by one
-BUSY_EVENTS = 500  # a frame that folded this many events is a flood (see `_draw_due`)
-STATUS_EVERY = 0.5  # seconds between status bar redraws in a flood
-CATCH_UP = 0.15  # seconds after the last frame, what a flood left undrawn is drawn
 
 
 class MainScreen(Screen[None]):
@@ -72,11 +68,6 @@ class MainScreen(Screen[None]):
         self.state = bridge.state
         self.thread_id = DEFAULT_THREAD
         self.selected_turn = ""
-        self._calls_timer: Timer | None = None
-        self._due: set[str] = set()  # panes whose data changed and are not redrawn yet
-        self._right_turn = True
-        self._status_at = self._changed_at = 0.0
-        self._catch_up: Timer | None = None
         self._mine: set[str] = set()  # ids of the decisions taken in this console
 
     def compose(self) -> ComposeResult:
@@ -139,18 +130,16 @@ class MainScreen(Screen[None]):
 
     @on(Bridge.Changed)
     def changed(self, event: Bridge.Changed) -> None:
-        ch = self.bridge.take()  # everything folded since the last draw, at most once a frame
-        self._changed_at = monotonic()
-        due = self._due
-        if ch.steps:
-            due.add("timeline")
-        if self.thread_id in ch.threads:
-            due.add("chat")
-        if self.selected_turn in ch.turns:
-            due.add("calls")
-        if ch.turns:
-            due.add("status")
-        self._draw_due(busy=ch.events >= BUSY_EVENTS)
+        # everything folded since the last draw, at most once a frame, and the panes due now
+        ch, due = self.bridge.take(self.thread_id, self.selected_turn)
+        if TIMELINE in due:
+            self.query_one(Timeline).refresh_rows()
+        if CHAT in due:
+            self.query_one(ChatPane).redraw()
+        if CALLS in due:
+            self._redraw_calls()
+        if STATUS in due:
+            self._count()
         if ch.pending:
             self._redraw_pending()
         if ch.new_pending and not isinstance(self.focused, DecisionQueue):
@@ -172,46 +161,9 @@ class MainScreen(Screen[None]):
         if len(ch.notices) > MAX_NOTICES:
             self.notify(f"{len(ch.notices) - MAX_NOTICES} more notices", severity="warning")
 
-    def _draw_due(self, busy: bool = False) -> None:
-        """Redraw the panes whose data changed.
-
-        In a flood the right column (timeline, calls) and the chat take turns, one per
-        frame, and the status bar waits `STATUS_EVERY`: a frame that repaints panes far
-        apart repaints the whole screen, and that one long paint is what a key press would
-        wait behind. What is left is drawn by the next frame, or by a timer once the flood
-        stops.
-        """
-        due = self._due
-        if busy:
-            draw = due & ({"timeline", "calls"} if self._right_turn else {"chat"})
-            self._right_turn = not self._right_turn
-            if "status" in due and monotonic() - self._status_at >= STATUS_EVERY:
-                draw.add("status")
-        else:
-            draw = set(due)
-        due -= draw
-        if "timeline" in draw:
-            self.query_one(Timeline).refresh_rows()
-        if "chat" in draw:
-            self.query_one(ChatPane).redraw()
-        if "calls" in draw:
-            self._redraw_calls()
-        if "status" in draw:
-            self._count()
-        if due and self._catch_up is None:
-            self._catch_up = self.set_timer(CATCH_UP, self._caught_up)
-
-    def _caught_up(self) -> None:
-        self._catch_up = None
-        if monotonic() - self._changed_at < CATCH_UP:  # frames still come: they draw it
-            self._catch_up = self.set_timer(CATCH_UP, self._caught_up)
-        else:
-            self._draw_due()
-
     def _count(self) -> None:
         status = self.query_one(StatusBar)
         status.running, status.waiting = self.state.counts()
-        self._status_at = monotonic()
 
     def _redraw_pending(self) -> None:
         self.query_one(DecisionQueue).show_pending(self.state.pending)
@@ -255,15 +207,10 @@ class MainScreen(Screen[None]):
 
     @on(Timeline.Selected)
     def timeline_selected(self, event: Timeline.Selected) -> None:
-        # Moving through the timeline redraws the calls pane at most once a frame, not
-        # once per key, so a held j/k goes as fast as the keys come.
+        # Moving through the timeline redraws the calls pane with the bridge's next frame,
+        # not once per key, so a held j/k goes as fast as the keys come.
         self.selected_turn = event.turn_id
-        if self._calls_timer is None:
-            self._calls_timer = self.set_timer(1 / self.bridge.fps, self._calls_due)
-
-    def _calls_due(self) -> None:
-        self._calls_timer = None
-        self._redraw_calls()
+        self.bridge.want(CALLS)
 
     @on(Timeline.OpenTurn)
     def timeline_open(self, event: Timeline.OpenTurn) -> None:

@@ -125,3 +125,71 @@ def test_bridge_spreads_a_burst_but_never_falls_behind() -> None:
         backlogs.append(bridge.backlog)
     assert backlogs == sorted(backlogs, reverse=True) and backlogs[-1] == 0
     assert bridge.state.events_folded == 20_000 + 400 * 10
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _paced() -> tuple[Bridge, _Target, _Clock]:
+    clock = _Clock()
+    bridge = Bridge(clock=clock)
+    target = _Target()
+    bridge.target = target  # type: ignore[assignment]
+    return bridge, target, clock
+
+
+def test_in_a_flood_the_bridge_draws_one_side_a_frame_then_catches_up() -> None:
+    bridge, target, clock = _paced()
+
+    def flood() -> None:  # a frame of 1,000 events: steps, chat:0..2, turns t_0..t_199
+        for i in range(200):
+            for event in _turn(i):
+                bridge.receive(event)
+        bridge.flush()
+
+    flood()
+    ch, due = bridge.take("chat:1", "t_1")
+    assert ch.events == 1_000 and due == {"timeline", "calls", "status"}  # the right side
+    flood()
+    assert bridge.take("chat:1", "t_1")[1] == {"chat"}  # then the chat; the status waits
+    clock.now += 0.2
+    flood()
+    assert bridge.take("chat:1", "t_1")[1] == {"timeline", "calls"}  # the status waits
+    clock.now += 0.3
+    flood()
+    assert bridge.take("chat:1", "t_1")[1] == {"chat", "status"}  # STATUS_EVERY later
+    flood()  # the flood's last frame, another thread and turn shown: the right side, with
+    assert bridge.take("chat:9", "t_9999")[1] == {"timeline", "calls"}  # what it left before
+    # The flood is over; what it left (the status) is drawn once no events came for
+    # CATCH_UP seconds, not before.
+    posted = len(target.posted)
+    clock.now += 0.05
+    bridge.tick()
+    assert len(target.posted) == posted
+    clock.now += 0.15
+    bridge.tick()
+    assert len(target.posted) == posted + 1
+    ch, due = bridge.take("chat:1", "t_1")
+    assert ch.events == 0 and due == {"status"}
+    bridge.tick()
+    assert len(target.posted) == posted + 1  # nothing left to draw: nothing posted
+
+
+def test_a_key_asks_for_a_pane_and_the_next_frame_draws_it() -> None:
+    bridge, target, _ = _paced()
+    bridge.tick()
+    assert target.posted == []  # nothing due
+    for _ in range(5):  # keys faster than frames
+        bridge.want("calls")
+    assert target.posted == []  # not once per key
+    bridge.tick()
+    assert len(target.posted) == 1
+    ch, due = bridge.take("chat:1", "t_1")
+    assert ch.events == 0 and due == {"calls"}
+    bridge.tick()
+    assert len(target.posted) == 1
