@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, assert_never
 
 from console.steps import StepLog, StepRow
 from engine.events import (
@@ -321,6 +321,8 @@ class DeckState:
                     ch.decisions.append(event)
                 case Notice():
                     ch.notices.append(event)
+                case _:  # a kind the engine added and the console does not fold yet
+                    assert_never(event)
         self.events_folded += folded
         ch.events += folded
         if len(self.turns) > MAX_TURNS:

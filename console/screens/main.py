@@ -226,6 +226,18 @@ class MainScreen(Screen[None]):
     def chat_send(self, event: ChatPane.Send) -> None:
         self._act("send", event.thread_id, self.bridge.send(event.thread_id, event.text))
 
+    @on(ChatPane.Compose)
+    def chat_compose(self, event: ChatPane.Compose) -> None:
+        self._write_in_editor(event.thread_id, event.text, event.recalled)
+
+    @work(group="compose")
+    async def _write_in_editor(self, thread_id: str, text: str, recalled: bool) -> None:
+        from console.screens.compose import ComposeScreen  # opened by a paste, not at start
+
+        sent = await self.app.push_screen_wait(ComposeScreen(thread_id, text))
+        if sent is not None:
+            self.query_one(ChatPane).composed(thread_id, sent, recalled)
+
     @on(DecisionQueue.Decide)
     def decide(self, event: DecisionQueue.Decide) -> None:
         self.select_turn(event.call.turn_id)

@@ -1,8 +1,11 @@
-"""The chat pane: the selected thread's conversation and the input that talks to it."""
+"""The chat pane: the selected thread's conversation and the input that talks to it.
+
+A message of several lines is written in an editor, a screen: the pane asks for it
+(`Compose`) and the screen opens it, then hands back what was written (`composed`).
+"""
 
 from __future__ import annotations
 
-from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -40,6 +43,16 @@ class ChatPane(Vertical):
         def __init__(self, thread_id: str, text: str) -> None:
             super().__init__()
             self.thread_id, self.text = thread_id, text
+
+    class Compose(Message):
+        """`text`, of several lines, is to be written in the editor and then sent to
+        `thread_id`: the input's text with a paste put in (`recalled` False: once sent,
+        the input is empty), or an earlier message brought back (`recalled` True: the
+        input keeps what it holds). The screen opens the editor and calls `composed`."""
+
+        def __init__(self, thread_id: str, text: str, recalled: bool) -> None:
+            super().__init__()
+            self.thread_id, self.text, self.recalled = thread_id, text, recalled
 
     def __init__(self, thread_id: str, **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]
@@ -98,24 +111,23 @@ class ChatPane(Vertical):
         self._recalled = None if to == len(sent) else to
         text = self._drafts[self.thread_id] if self._recalled is None else sent[to]
         if "\n" in text:  # only sent messages have several lines: the draft is typed here
-            self.post_message(ChatInput.SeveralLines(text, recalled=True))
+            self.post_message(self.Compose(self.thread_id, text, recalled=True))
             return
         self._on_draft = self._recalled is None
         field.value = text
         field.cursor_position = len(text)
 
-    @work
-    async def on_chat_input_several_lines(self, event: ChatInput.SeveralLines) -> None:
-        from console.screens.compose import ComposeScreen  # opened by a paste, not at start
+    def on_chat_input_several_lines(self, event: ChatInput.SeveralLines) -> None:
+        event.stop()
+        self.post_message(self.Compose(self.thread_id, event.text, recalled=False))
 
-        thread = self.thread_id
-        text = await self.app.push_screen_wait(ComposeScreen(thread, event.text))
-        if text is None:  # back without sending: the input and the history stay as they are
-            return
-        if not event.recalled:  # the paste held the input's text: it is sent
+    def composed(self, thread_id: str, text: str, recalled: bool) -> None:
+        """The editor asked for by `Compose` sent `text` (going back without sending
+        leaves the input and the history as they are)."""
+        if not recalled:  # the paste held the input's text: it is sent
             self.query_one(ChatInput).clear()
         self._back_to_draft()  # sent from the history: what was being typed comes back
-        self.post_message(self.Send(thread, text))
+        self.post_message(self.Send(thread_id, text))
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()

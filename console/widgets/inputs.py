@@ -27,13 +27,12 @@ class ChatInput(Input):
     where the message keeps its lines."""
 
     class SeveralLines(Message):
-        """A message of several lines to write in the editor: the input's text with a paste
-        put in (`recalled` False: sent, the input is empty), or an earlier message brought
-        back (`recalled` True: the input keeps what it holds)."""
+        """A paste of several lines: `text` is the input's text with the paste put in, a
+        message to write in the editor."""
 
-        def __init__(self, text: str, *, recalled: bool = False) -> None:
+        def __init__(self, text: str) -> None:
             super().__init__()
-            self.text, self.recalled = text, recalled
+            self.text = text
 
     def _on_paste(self, event: events.Paste) -> None:
         text = LINE_BREAK.sub("\n", event.text)

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple, get_args
+
+import pytest
+
 from console import state as state_mod
 from console.bridge import Bridge
 from console.state import DeckState
 from engine.events import (
     CallChanged,
+    Event,
     StepFinished,
     StepStarted,
     TextDelta,
@@ -58,6 +63,30 @@ def test_fold_tracks_steps_calls_and_pending() -> None:
     ])  # fmt: skip
     assert ch.pending and not s.pending and ch.new_pending == 0
     assert s.thread("chat:1").streaming == "" and s.counts() == (0, 0)
+
+
+def _sample(kind: type) -> object:
+    """An event of `kind` with a plain value in every field it requires."""
+    plain = {str: "x", int: 1, float: 1.0}
+    return kind(**{name: plain.get(f.annotation, None)
+                   for name, f in kind.model_fields.items() if f.is_required()})  # fmt: skip
+
+
+def test_fold_takes_every_kind_of_the_engines_events_and_fails_loudly_on_others() -> None:
+    """The fold matches every kind of `engine.events.Event`, and one it does not know (a
+    kind the engine added, not folded yet) is an error, never dropped silently."""
+    [union, _] = get_args(Event)  # Annotated[A | B | ..., Discriminator("kind")]
+    kinds = get_args(union)
+    assert len(kinds) >= 9
+    s = DeckState()
+    ch = s.fold([_sample(kind) for kind in kinds])  # type: ignore[misc]
+    assert ch.events == len(kinds) and s.events_folded == len(kinds)
+
+    class Surprise(NamedTuple):
+        kind: str = "surprise"
+
+    with pytest.raises(AssertionError, match="surprise"):
+        s.fold([Surprise()])  # type: ignore[list-item]
 
 
 def test_the_thread_list_is_most_recently_used_first() -> None:
