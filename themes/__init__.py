@@ -12,8 +12,6 @@ from importlib.resources import files
 
 from textual.theme import Theme
 
-STYLESHEET = files(__name__).joinpath("app.tcss")
-
 # Fallbacks for themes without the state variables (Textual's built-ins): the name of
 # the base colour variable each one borrows.
 STATE_DEFAULTS = {

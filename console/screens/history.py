@@ -75,13 +75,6 @@ class HistoryScreen(Screen[None]):
             super().__init__()
             self.what, self.rows, self.more = what, rows, more
 
-    class TurnShown(Message):
-        """The turn pane, steps and calls now show `turn_id`."""
-
-        def __init__(self, turn_id: str) -> None:
-            super().__init__()
-            self.turn_id = turn_id
-
     class Jumped(Message):
         """`w` selected the step and call where `turn_id` suspended."""
 
@@ -206,14 +199,10 @@ class HistoryScreen(Screen[None]):
     # -- one turn ---------------------------------------------------------------------------
 
     async def _load_turn(self, turn_id: str, call_id: str | None) -> None:
-        detail = await self.reader.turn(turn_id)
-        self._show(detail)
+        pane = self.query_one(TurnDetail)
+        pane.show(await self.reader.turn(turn_id))
         if call_id is not None:
-            self.query_one(TurnDetail).select_call(call_id)
-
-    def _show(self, detail: dict[str, Any]) -> None:
-        self.query_one(TurnDetail).show(detail)
-        self.post_message(self.TurnShown(detail["turn"]["turn_id"]))
+            pane.select_call(call_id)
 
     def selected_turn(self) -> str | None:
         """The turn the keys act on: the one under the turns list's cursor."""
@@ -395,7 +384,7 @@ class HistoryScreen(Screen[None]):
         pane = self.query_one(TurnDetail)
         if pane.turn_id != turn_id:
             self.reader.cancel("detail")  # this turn is the one to show
-            self._show(await self.reader.turn(turn_id))
+            pane.show(await self.reader.turn(turn_id))
         pane.jump(where["step_id"], where["call_id"])
         assert pane.detail is not None
         self.notify(suspension_notice(pane.detail), title="Where it suspended")

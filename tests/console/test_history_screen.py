@@ -319,7 +319,7 @@ def test_the_pure_helpers() -> None:
 
 @pytest.mark.anyio
 async def test_search_lists_hits_with_the_matching_text(seeded: Path) -> None:
-    rec = Recorder(HistoryScreen.Listed, HistoryScreen.TurnShown)
+    rec = Recorder(HistoryScreen.Listed)
     app = build(seeded)
     async with app.run_test(size=SIZE, message_hook=rec) as pilot:
         screen = await open_history(pilot)
