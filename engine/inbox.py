@@ -12,8 +12,8 @@ from engine.decisions import Decision
 from engine.lifecycle import CallStatus
 
 if TYPE_CHECKING:
-    from engine.calls import CallState
     from engine.store import Op, Store
+    from engine.turn.call import CallState
 
 
 class DecisionInbox:

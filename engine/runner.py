@@ -20,19 +20,34 @@ gates: a suspended call shows in `pending` and is decided with `decide`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from engine.decisions import Decision, PendingCall
 from engine.lifecycle import CallStatus, TurnStatus
 from engine.lifecycle import turn as turn_lifecycle
-from engine.loop import Inference
 from engine.messages import ConvMessage, Message
 from engine.providers.base import AssistantAccumulator, ModelRequest
+from engine.scheduler import Request
+from engine.turn.context import TurnContext
+from engine.turn.loop import TurnLoop
+from engine.turn.state import Inference
 
 if TYPE_CHECKING:
-    from engine.calls import CallState
-    from engine.loop import TurnLoop
-    from engine.runtime import Runtime
+    from engine.turn.call import CallState
+
+
+class RunnerHost(Protocol):
+    """What a runner needs of the runtime that made it: its turns' context, a new turn,
+    decisions, and the routing of decisions to a loop it drives itself."""
+
+    ctx: TurnContext
+
+    async def open_turn(
+        self, req: Request, strategy: str, *, user_message: bool = True
+    ) -> TurnLoop: ...
+    async def decide(self, decision: Decision) -> str: ...
+    def listen(self, loop: TurnLoop) -> None: ...
+    def unlisten(self, loop: TurnLoop) -> None: ...
 
 
 class ToolRunner:
@@ -40,7 +55,7 @@ class ToolRunner:
 
     def __init__(
         self,
-        rt: Runtime,
+        rt: RunnerHost,
         messages: list[ConvMessage],
         *,
         thread_id: str | None = None,
@@ -51,7 +66,7 @@ class ToolRunner:
         self.messages: list[ConvMessage] = list(messages)
         self.system = system
         self.max_iterations = max_iterations
-        self.thread_id = thread_id or rt.new_id("runner")
+        self.thread_id = thread_id or rt.ctx.new_id("runner")
         self.iterations = 0
         self.status = "ready"  # ready | running | done | waiting | stopped
         self.stopped_reason: str | None = None
@@ -179,12 +194,11 @@ class ToolRunner:
 
     async def _turn(self) -> TurnLoop:
         if self._loop is None:
-            from engine.scheduler import Request
-
             first_user = next((m.text for m in self.messages if m.role == "user"), "")
             message = Message(origin="invoke", sender="runner", thread_id=self.thread_id,
                               text=first_user)  # fmt: skip
-            req = Request(self.rt.new_id("t"), message, "chat", self.rt.clock(), "runner")
+            ctx = self.rt.ctx
+            req = Request(ctx.new_id("t"), message, "chat", ctx.clock(), "runner")
             self._loop = await self.rt.open_turn(req, "runner", user_message=False)
             self.rt.listen(self._loop)  # decisions for our calls reach us
             for msg in self.messages:
@@ -195,7 +209,7 @@ class ToolRunner:
 
     async def _request(self, with_tools: bool) -> ConvMessage:
         loop = await self._turn()
-        tools = self.rt.tools.schemas() if with_tools else []
+        tools = self.rt.ctx.tools.schemas() if with_tools else []
         request = ModelRequest(messages=list(self.messages), tools=tools, system=self.system)
         inf = await loop.infer(request)
         message = inf.acc.message()

@@ -22,7 +22,6 @@ from typing import Any, Literal
 import anyio
 from anyio.abc import TaskGroup
 
-from engine.calls import CallState
 from engine.config import Config, load_config
 from engine.conversation import Conversation
 from engine.decisions import Decision, PendingCall, Rule, storable
@@ -39,10 +38,9 @@ from engine.inbox import INSERT as INSERT_DECISION
 from engine.inbox import DecisionInbox, already, to_row
 from engine.lifecycle import CallStatus, TurnStatus
 from engine.lifecycle import turn as turn_lifecycle
-from engine.loop import TurnLoop, TurnState
 from engine.messages import ConvMessage, InvalidMessage, Message
 from engine.outcome import TurnOutcome, read_outcome, read_pending
-from engine.plugins import ConsecutiveErrors, MaxRounds, Phase, Plugin, Timeout
+from engine.plugins import ConsecutiveErrors, MaxRounds, Plugin, Timeout
 from engine.providers.base import Provider
 from engine.room import Ownership, Room
 from engine.runner import ToolRunner
@@ -57,9 +55,13 @@ from engine.scheduler import (
 )
 from engine.store import Op, Store
 from engine.store.schedule import group_row, key_row, keyed_request, request_row, restore_schedule
-from engine.strategies import strategy_for
+from engine.strategies import strategy_for, strategy_of_turn
 from engine.summary import SummaryFile
 from engine.tools import Tool, ToolRegistry
+from engine.turn.call import CallState
+from engine.turn.context import TurnContext
+from engine.turn.loop import TurnLoop
+from engine.turn.state import TurnState
 
 Subscriber = Callable[[Event], None]
 
@@ -119,9 +121,12 @@ class Runtime:
         self._unstored: list[Event] = []
         self._step_id = 0
         self._tg: TaskGroup | None = None
-        self._plugins_at = {  # the plugins listening at each phase, in order
-            phase: [p for p in plugins if p.phases is None or phase in p.phases] for phase in Phase
-        }
+        self.ctx = TurnContext(  # what its turns get of this run: never the runtime itself
+            run_id=self.run_id, clock=clock, new_id=self.new_id, next_step_id=self.next_step_id,
+            publish=self.publish, commit=self.commit, provider=provider, tools=tools,
+            plugins=plugins, decisions=self.decisions, rules=self.rules, config=config,
+            workspace=room.workspace, log=self.log,
+        )  # fmt: skip
         self.summary_file = SummaryFile(room, self._summary)
         self.api: dict[str, str] = {}  # where the server loop serves (agent.run says so)
         self.serves_queue = True  # False: a one-off that starts only what it submits
@@ -244,10 +249,6 @@ class Runtime:
     def next_step_id(self) -> int:
         self._step_id += 1
         return self._step_id
-
-    def plugins_at(self, phase: Phase) -> list[Plugin]:
-        """The plugins listening at `phase`, in order."""
-        return self._plugins_at[phase]
 
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
         """Call `callback` (sync, quick) with every event; returns the unsubscribe function."""
@@ -496,7 +497,7 @@ class Runtime:
         conv = await self.conversation(message.thread_id)
         turn = TurnState(req.id, message.thread_id, TurnStatus.RUNNING, now, strategy,
                          group=req.group)  # fmt: skip
-        loop = TurnLoop(self, turn, conv)
+        loop = TurnLoop(self.ctx, turn, conv, strategy_of_turn(strategy))
         loop.ops += [
             ("UPDATE turn_requests SET status='admitted', updated_at=? WHERE id=?", (now, req.id)),
             ("INSERT INTO threads(id, group_name, created_at, updated_at, last_turn_id, turn_count)"
@@ -560,7 +561,8 @@ class Runtime:
             CallState.from_row(crow) for crow in await self.store.fetchall(
                 "SELECT * FROM tool_calls WHERE turn_id=? ORDER BY step_id, idx", (turn_id,))
         ])  # fmt: skip
-        return TurnLoop(self, turn, await self.conversation(turn.thread_id))
+        conv = await self.conversation(turn.thread_id)
+        return TurnLoop(self.ctx, turn, conv, strategy_of_turn(turn.strategy))
 
     async def _drive(self, loop: TurnLoop, handle: TurnHandle) -> None:
         """Run the loop; an operator's cancel ends the turn `done/cancelled`."""

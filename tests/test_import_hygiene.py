@@ -62,7 +62,7 @@ def _file_param(path: Path) -> object:
 
 def test_engine_files_found() -> None:
     rels = {p.relative_to(ROOT).as_posix() for p in ENGINE_FILES}
-    assert {"engine/__init__.py", "engine/loop.py", "engine/cli/__init__.py"} <= rels
+    assert {"engine/__init__.py", "engine/turn/loop.py", "engine/cli/__init__.py"} <= rels
     assert any(r.startswith("engine/store/") for r in rels)
     assert any(r.startswith("engine/lifecycle/") for r in rels)
 
@@ -139,7 +139,7 @@ def probe(modules: list[str], block: tuple[str, ...] = ()) -> tuple[int, dict[st
 
 def test_engine_modules_discovered() -> None:
     mods = engine_modules()
-    for expected in ("engine.cli", "engine.loop", "engine.runtime", "engine.store.sqlite",
+    for expected in ("engine.cli", "engine.turn.loop", "engine.runtime", "engine.store.sqlite",
                      "engine.lifecycle.call", "engine.providers.offline", "engine.tools"):  # fmt: skip
         assert expected in mods
     # every engine/*.py file is a discovered module

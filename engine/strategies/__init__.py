@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from engine.loop import TurnLoop
+    from engine.turn.loop import TurnLoop
 
 Strategy = Callable[["TurnLoop"], Awaitable[None]]
 NAMES = ("react", "direct", "plan_execute")
@@ -36,3 +36,17 @@ def strategy_for(name: str) -> Strategy:
     if name not in table:
         raise UnknownStrategy(f"unknown strategy {name!r}; choose one of {', '.join(NAMES)}")
     return table[name]
+
+
+def strategy_of_turn(name: str) -> Strategy:
+    """The strategy a recorded turn names; one agentdeck no longer has ends it in error
+    (when it runs, as any failure does) instead of failing its resumption."""
+    try:
+        return strategy_for(name)
+    except UnknownStrategy as exc:
+        problem = str(exc)
+
+        async def unknown(loop: TurnLoop) -> None:
+            await loop.finish("error", problem)
+
+        return unknown

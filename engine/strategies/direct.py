@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from engine.lifecycle import turn as turn_lifecycle
 
 if TYPE_CHECKING:
-    from engine.loop import TurnLoop
+    from engine.turn.loop import TurnLoop
 
 
 async def run(loop: TurnLoop) -> None:

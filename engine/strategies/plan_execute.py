@@ -13,7 +13,6 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from engine.calls import CallState
 from engine.lifecycle import CallStatus
 from engine.lifecycle import turn as turn_lifecycle
 from engine.messages import ConvMessage, ToolCallPart
@@ -26,9 +25,10 @@ from engine.strategies.plan_normalize import (
     normalize,
     parse_planner_text,
 )
+from engine.turn.call import CallState
 
 if TYPE_CHECKING:
-    from engine.loop import TurnLoop
+    from engine.turn.loop import TurnLoop
 
 PLANNER_SYSTEM = """You plan tool use for an agent. Answer with one JSON object only:
 {"next_action": "execute" | "response",
@@ -82,7 +82,7 @@ def planner_request(
     state = {
         "user_input": user_input(loop),
         "user_extra_requirement": loop.turn.record.get("extra_requirement", ""),
-        "available_tools": loop.rt.tools.schemas(),
+        "available_tools": loop.ctx.tools.schemas(),
         "done_plans": [r for rnd in done for r in rnd],
         "last_round_result": done[-1] if done else [],
         "round_index": len(done),
@@ -120,7 +120,7 @@ def as_assistant(decision: PlanDecision, round_index: int) -> tuple[ConvMessage,
 
 
 async def run(loop: TurnLoop) -> None:
-    max_rounds = loop.rt.config.runtime.plan_max_rounds
+    max_rounds = loop.ctx.config.runtime.plan_max_rounds
     while True:
         await loop.resume_tool_calls()
         done = rounds(loop)

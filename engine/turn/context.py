@@ -1,0 +1,62 @@
+"""What a turn needs from whoever runs it, and nothing more.
+
+The runtime builds one `TurnContext` for its run and hands it to every turn's loop; the
+loop, its calls and the strategies reach the model, the tools, the truth layer and the
+event bus only through it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from engine.config import Config
+from engine.decisions import Rule
+from engine.events import Event
+from engine.inbox import DecisionInbox
+from engine.plugins import Phase, Plugin
+from engine.providers.base import Provider
+from engine.store import Op
+from engine.tools import ToolRegistry
+
+
+class Commit(Protocol):
+    """Write `ops` and the events as one transaction (with a checkpoint row), then
+    publish the events."""
+
+    def __call__(
+        self, ops: list[Op], events: list[Event], *, checkpoint: str | None, turn_id: str
+    ) -> Awaitable[None]: ...
+
+
+@dataclass
+class TurnContext:
+    """The services of one run that its turns use."""
+
+    run_id: str
+    clock: Callable[[], float]
+    new_id: Callable[[str], str]
+    next_step_id: Callable[[], int]
+    publish: Callable[[Event], None]
+    commit: Commit
+    provider: Provider
+    tools: ToolRegistry
+    plugins: list[Plugin]
+    decisions: DecisionInbox
+    rules: list[Rule]
+    config: Config
+    workspace: Path
+    log: logging.Logger = field(default_factory=lambda: logging.getLogger("agentdeck"))
+
+    def __post_init__(self) -> None:
+        self._at = {  # the plugins listening at each phase, in order
+            phase: [p for p in self.plugins if p.phases is None or phase in p.phases]
+            for phase in Phase
+        }
+
+    def plugins_at(self, phase: Phase) -> list[Plugin]:
+        """The plugins listening at `phase`, in order."""
+        return self._at[phase]

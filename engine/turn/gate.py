@@ -1,0 +1,106 @@
+"""A call at the gate and in execution: BeforeToolExecute, the tool run, AfterToolExecute.
+
+`admit` decides whether a `new` or `resuming` call runs, waits for a decision or fails
+(unknown tool, unusable arguments, a block); `execute` runs an admitted call within its
+time limit and applies its result. Both work on a `Site`: the turn the call belongs to,
+as far as they need it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from engine.decisions import pick_rule
+from engine.lifecycle import CallStatus
+from engine.plugins import Gate, Phase
+from engine.providers.base import parse_arguments
+from engine.redact import Secrets
+from engine.tools import ToolArgsError, ToolContext, cut_to
+from engine.turn.call import CallState
+from engine.turn.context import TurnContext
+
+
+class Site(Protocol):
+    """Where a call is admitted and run: its turn's context and plugin phases."""
+
+    ctx: TurnContext
+
+    async def phase(self, phase: Phase, **kw: Any) -> list[Gate | None]: ...
+
+
+async def admit(
+    loop: Site, call: CallState, *, approved: bool = False
+) -> dict[str, Any] | None:
+    """BeforeToolExecute: move a `new` or `resuming` call to running, suspended or failed.
+
+    Returns the validated keyword arguments when the call may run. Unknown tools, invalid
+    arguments and blocks become failed calls the model sees.
+    """
+    rt, now = loop.ctx, loop.ctx.clock()
+    tool = rt.tools.get(call.tool)
+    if tool is None:
+        call.fail(f"unknown tool {call.tool!r}; available: {', '.join(rt.tools.names())}", now)
+        return None
+    if isinstance(call.args, str):  # the model's text, kept because it is not usable
+        _, problem = parse_arguments(call.args)
+        call.fail(f"invalid arguments for {call.tool}: {problem or 'not a JSON object'}", now)
+        return None
+    try:
+        kwargs = tool.validate(call.args)
+    except ToolArgsError as exc:
+        call.fail(str(exc), now)
+        return None
+    gate = Gate.allow()
+    if not approved:
+        rule = pick_rule(rt.rules, call.tool, call.thread_id)
+        if rule is not None and rule.effect == "deny":
+            gate = Gate.block(f"denied by a remembered {rule.scope} rule for {call.tool}")
+        elif rule is None and tool.needs_approval(call.args):
+            gate = Gate.suspend(f"{call.tool} needs approval")
+    if gate.action != "block":
+        for answer in await loop.phase(
+            Phase.BEFORE_TOOL_EXECUTE, tool=call.tool, args=call.args, approved=approved
+        ):
+            if answer is not None and answer.action == "block":
+                gate = answer
+                break
+            if answer is not None and answer.action == "suspend":
+                gate = answer
+    match gate.action:
+        case "block":
+            call.fail(f"blocked: {gate.reason}", now)
+            return None
+        case "suspend":
+            call.move(CallStatus.SUSPENDED, now, suspend_reason=gate.reason)
+            return None
+    call.move(CallStatus.RUNNING, now)
+    return kwargs
+
+
+async def execute(loop: Site, call: CallState, kwargs: dict[str, Any]) -> None:
+    """Run a `running` call's tool within its time limit, without the secret variables in
+    its processes' environment, and apply its result, secrets masked and cut to the result
+    cap, then AfterToolExecute."""
+    rt, limits = loop.ctx, loop.ctx.config.runtime
+    tool = rt.tools.get(call.tool)
+    assert tool is not None
+    secrets = Secrets.from_env(limits.secret_env)
+    ctx = ToolContext(
+        rt.workspace, call.id, call.thread_id, call.turn_id,
+        time_limit=limits.tool_timeouts.get(call.tool, limits.tool_timeout),
+        max_result_bytes=limits.max_result_bytes, env=secrets.tool_env(),
+    )  # fmt: skip
+    result = await tool.call(kwargs, ctx)
+    call.finish(result, rt.clock(), cleaner(loop, secrets))
+    await loop.phase(
+        Phase.AFTER_TOOL_EXECUTE, tool=call.tool, args=call.args, outcome=call.status.value
+    )
+
+
+def cleaner(loop: Site, secrets: Secrets | None = None) -> Callable[[str], str]:
+    """What a result's text goes through before it is committed: the configured secrets'
+    values masked, then cut to the result cap (with a note the model reads)."""
+    limits = loop.ctx.config.runtime
+    secrets = secrets or Secrets.from_env(limits.secret_env)
+    return lambda text: cut_to(secrets.mask(text), limits.max_result_bytes)

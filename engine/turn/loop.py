@@ -1,0 +1,366 @@
+"""The canonical turn loop (react): inference, tool rounds, RESUME_TOOL_CALL, checkpoints.
+
+    RunStart, [commit user_message]
+    loop: RESUME_TOOL_CALL
+          StepStart, BeforeInference, LLM_CALL, AfterInference, StepEnd,
+          BeforeToolExecute (per call), commit assistant_turn_committed
+          tool round (decisions applied as they arrive), AfterToolExecute,
+          commit tool_results_committed
+    RunEnd, commit run_finished
+
+Each call's gate answer is committed with the assistant turn, so a call is durably
+`running` before its tool starts: a crash then leaves an unknown outcome, never a
+silent double execution. How decisions reach the calls is in `engine.turn.replay`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable
+from contextlib import aclosing
+from typing import Any
+
+import anyio
+
+from engine.conversation import Conversation
+from engine.events import StepFinished, StepStarted, TextDelta, TurnChanged
+from engine.inbox import already
+from engine.lifecycle import CallStatus, TurnStatus
+from engine.lifecycle import turn as turn_lifecycle
+from engine.messages import ConvMessage
+from engine.plugins import Gate, Phase, PhaseContext, StopRequest
+from engine.providers.base import AssistantAccumulator, ModelRequest, ProviderError
+from engine.providers.base import TextDelta as ModelTextDelta
+from engine.store import Op
+from engine.turn import gate as gates
+from engine.turn.call import ANSWERED, NO_MESSAGE, PLACEHOLDER, CallState
+from engine.turn.context import TurnContext
+from engine.turn.replay import Replay
+from engine.turn.state import (
+    Inference,
+    TurnState,
+    TurnStopped,
+    calls_summary,
+    message_summary,
+    one_line,
+)
+
+Strategy = Callable[["TurnLoop"], Awaitable[None]]
+
+
+class TurnLoop(Replay):
+    """Drives one turn from its loop top to `waiting` or `done`."""
+
+    def __init__(
+        self, ctx: TurnContext, turn: TurnState, conv: Conversation, strategy: Strategy
+    ) -> None:
+        self.ctx, self.turn, self.conv, self.strategy = ctx, turn, conv, strategy
+        self.ops: list[Op] = []
+        self.events: list[Any] = []
+        self.stop: StopRequest | None = None
+        self.consecutive_errors = 0
+        self.decided = anyio.Event()  # set by the runtime when a decision for us arrives
+        self.pending_kwargs: dict[str, dict[str, Any]] = {}  # admitted calls of this round
+        self.open_step: tuple[int, str, float] | None = None  # (id, kind, started) until it ends
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    async def phase(self, phase: Phase, **kw: Any) -> list[Gate | None]:
+        """Run every plugin listening at `phase`; remember a stop request."""
+        plugins = self.ctx.plugins_at(phase)
+        if not plugins:
+            return []
+        ctx = PhaseContext(
+            phase=phase,
+            turn_id=self.turn.id,
+            thread_id=self.turn.thread_id,
+            round_index=self.turn.rounds,
+            started_at=self.turn.started_at,
+            now=self.ctx.clock(),
+            consecutive_errors=self.consecutive_errors,
+            **kw,
+        )
+        answers = [await p.on_phase(ctx) for p in plugins]
+        if ctx.stop is not None and self.stop is None:
+            self.stop = ctx.stop
+        return answers
+
+    def append(self, msg: ConvMessage) -> None:
+        op, event = self.conv.append(msg, self.turn.id, self.ctx.clock())
+        self.ops.append(op)
+        self.events.append(event)
+
+    def answer(self, call: CallState) -> None:
+        """Put a call's outcome (or its pending placeholder) into the conversation."""
+        self.append(call.message())
+        call.has_message = PLACEHOLDER if call.status is CallStatus.SUSPENDED else ANSWERED
+
+    async def commit(self, checkpoint: str | None, touched: list[CallState] = ()) -> None:
+        """Write everything gathered since the last commit as one transaction."""
+        now = self.ctx.clock()
+        before = [(call, call.written) for call in touched]
+        for call in touched:
+            if (row := call.row()) is not None:
+                self.ops.append(row)
+            self.events.extend(call.events)
+            call.events.clear()
+            if call.status.terminal:  # a decision that arrived while it ran never applies
+                self._duplicates(call, self.ctx.decisions.ended(call), already(call), now)
+        if (row := self.turn.row_update(now)) is not None:
+            self.ops.append(row)
+        ops, events, self.ops, self.events = self.ops, self.events, [], []
+        try:
+            with anyio.CancelScope(shield=True):  # a checkpoint is written whole or not at all
+                await self.ctx.commit(ops, events, checkpoint=checkpoint, turn_id=self.turn.id)
+        except BaseException:  # nothing was written: the next commit writes it all again
+            for call, written in before:
+                call.written = written
+            self.turn.written = None
+            raise
+
+    def step_start(self, kind: str) -> int:
+        """Open a step (one at a time: `step_end` closes it); returns its id."""
+        step_id, at = self.ctx.next_step_id(), self.ctx.clock()
+        self.ctx.publish(
+            StepStarted(
+                at=at, thread_id=self.turn.thread_id, turn_id=self.turn.id, step_id=step_id,
+                step_kind=kind,
+            )
+        )  # fmt: skip
+        self.open_step = (step_id, kind, at)
+        return step_id
+
+    def step_end(self, status: str, summary: str, **usage: int) -> None:
+        """Close the open step: its row goes into the next commit, its event with it."""
+        if self.open_step is None:
+            raise RuntimeError("step_end without an open step")
+        (step_id, kind, started), self.open_step = self.open_step, None
+        now = self.ctx.clock()
+        self.ops.append(
+            (
+                "INSERT INTO steps(id, turn_id, run_id, idx, kind, status, summary, started_at,"
+                " ended_at) VALUES (?,?,?,?,?,?,?,?,?)",
+                (step_id, self.turn.id, self.ctx.run_id, self.turn.rounds, kind, status,
+                 summary, started, now),
+            )
+        )  # fmt: skip
+        self.events.append(
+            StepFinished(
+                at=now, thread_id=self.turn.thread_id, turn_id=self.turn.id, step_id=step_id,
+                step_kind=kind, status=status, summary=summary, duration=now - started, **usage,
+            )
+        )  # fmt: skip
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """From the loop top to waiting or done. Cancellation is handled by the caller."""
+        try:
+            await self.phase(Phase.RUN_START)
+            await self.recover()
+            await self.strategy(self)
+        except anyio.get_cancelled_exc_class():
+            raise
+        except TurnStopped as cut:
+            await self.finish(cut.stop.reason, cut.stop.detail)
+        except Exception as exc:  # a failure ends the turn with `error`
+            if isinstance(exc, ProviderError):  # the model's side: its message says how
+                self.ctx.log.error("turn %s failed: %s", self.turn.id, exc)
+                detail = str(exc)
+            else:
+                self.ctx.log.exception("turn %s failed", self.turn.id)
+                detail = f"{type(exc).__name__}: {exc}"
+            await self.finish(turn_lifecycle.ERROR, detail)
+
+    async def before_inference(self) -> bool:
+        """StepStart and BeforeInference; False when a plugin asked the turn to stop."""
+        await self.phase(Phase.STEP_START)
+        await self.phase(Phase.BEFORE_INFERENCE)
+        return self.stop is None
+
+    def conversation_request(self, with_tools: bool = True) -> ModelRequest:
+        """The request react and direct send: the thread's conversation (and the tools)."""
+        tools = self.ctx.tools.schemas() if with_tools else []
+        return ModelRequest(messages=list(self.conv.messages), tools=tools)
+
+    async def infer(
+        self,
+        request: ModelRequest | None = None,
+        *,
+        kind: str = "inference",
+        publish_text: bool = True,
+        stop_when: Callable[[AssistantAccumulator], bool] | None = None,
+    ) -> Inference:
+        """LLM_CALL, AfterInference, StepEnd. `stop_when` may close the stream early."""
+        for call in self.turn.suspended():
+            if call.has_message == NO_MESSAGE:
+                self.answer(call)  # a pending placeholder, so the model knows it waits
+        request = request or self.conversation_request()
+        step_id = self.step_start(kind)
+        acc, closed_early = AssistantAccumulator(), False
+        deadline, stop = self.deadline()
+        async with aclosing(self.ctx.provider.stream(request)) as stream:
+            with anyio.CancelScope(deadline=deadline) as cut:  # the stream closes uncancelled
+                async for event in stream:
+                    acc.add(event)
+                    if publish_text and isinstance(event, ModelTextDelta):
+                        self.ctx.publish(
+                            TextDelta(at=self.ctx.clock(), thread_id=self.turn.thread_id,
+                                      turn_id=self.turn.id, text=event.text)
+                        )  # fmt: skip
+                    if stop_when is not None and stop_when(acc):
+                        closed_early = True
+                        break  # aclosing closes the provider's stream (and its HTTP response)
+        if cut.cancelled_caught and stop is not None:
+            raise TurnStopped(stop)
+        self.turn.rounds += 1
+        self.turn.input_tokens += acc.input_tokens
+        self.turn.output_tokens += acc.output_tokens
+        await self.phase(Phase.AFTER_INFERENCE)
+        await self.phase(Phase.STEP_END)
+        return Inference(acc, step_id, closed_early)
+
+    def deadline(self) -> tuple[float, StopRequest | None]:
+        """The earliest deadline a plugin gives the turn, on anyio's clock (inf: none)."""
+        found = [d for p in self.ctx.plugins if (d := p.turn_deadline(self.turn.started_at))]
+        if not found:
+            return math.inf, None
+        at, stop = min(found, key=lambda d: d[0])
+        return anyio.current_time() + (at - self.ctx.clock()), stop
+
+    async def commit_assistant(
+        self, inf: Inference, assistant: ConvMessage, metas: list[dict[str, Any]] | None = None
+    ) -> list[CallState]:
+        """Append the answer, gate its calls (BeforeToolExecute), commit
+        assistant_turn_committed; return the calls."""
+        self.append(assistant)
+        now = self.ctx.clock()
+        new_calls = [
+            CallState(
+                id=self.ctx.new_id("c"), model_call_id=tc.id or f"call_{i}", turn_id=self.turn.id,
+                thread_id=self.turn.thread_id, step_id=inf.step_id, idx=i, tool=tc.name,
+                args=tc.arguments, meta=metas[i] if metas else {}, created_at=now, updated_at=now,
+            )
+            for i, tc in enumerate(assistant.tool_calls)
+        ]  # fmt: skip
+        self.turn.add_calls(new_calls)
+        self.step_end("succeeded", message_summary(assistant), input_tokens=inf.acc.input_tokens,
+                      output_tokens=inf.acc.output_tokens)  # fmt: skip
+        for call in new_calls:
+            kwargs = await gates.admit(self, call)
+            if kwargs is not None:
+                self.pending_kwargs[call.id] = kwargs
+        await self.commit("assistant_turn_committed", new_calls)
+        return new_calls
+
+    async def answered(self, assistant: ConvMessage) -> None:
+        """The model answered without calls: the turn ends, or waits while a call does."""
+        self.turn.final_text = assistant.text
+        if self.turn.suspended():
+            return await self.finish_waiting()
+        await self.finish(turn_lifecycle.NATURAL, "refusal" if assistant.refusal else None)
+
+    async def tool_round(self, new_calls: list[CallState]) -> None:
+        """Run the round's admitted calls concurrently; apply decisions as they arrive."""
+        self.step_start("tool_round")
+        limiter = anyio.CapacityLimiter(self.ctx.config.runtime.tool_concurrency)
+        touched: list[CallState] = list(new_calls)
+        outstanding = 0
+
+        async def track(work: Any, *args: Any) -> None:
+            nonlocal outstanding
+            try:
+                await work(*args)
+            finally:
+                outstanding -= 1
+                if outstanding == 0:
+                    self.decided.set()  # wake the watcher so it sees the round is over
+
+        async def run_one(call: CallState, kwargs: dict[str, Any]) -> None:
+            async with limiter:
+                await gates.execute(self, call, kwargs)
+            if call.status is CallStatus.SUSPENDED:
+                self.decided.set()  # a decision may already be queued for it
+
+        async def watch_decisions(tg: Any) -> None:
+            """Stream mode: a decision that arrives while tools run is applied at once."""
+            nonlocal outstanding
+            while True:
+                await self.decided.wait()
+                self.decided = anyio.Event()
+                if outstanding == 0:
+                    return
+                for decision, call in await self._take_decisions():
+                    if call not in touched:
+                        touched.append(call)
+                    outstanding += 1
+                    tg.start_soon(track, self._replay, decision, call)
+
+        runnable = [
+            (c, self.pending_kwargs.pop(c.id)) for c in new_calls if c.id in self.pending_kwargs
+        ]
+        if len(runnable) == 1 and not self.turn.suspended():
+            # One call and no suspended call a decision could be for: nothing runs beside
+            # it, so it runs here, without a task group, a limiter or a decision watcher.
+            await gates.execute(self, *runnable[0])
+        elif runnable:
+            async with anyio.create_task_group() as tg:
+                for call, kwargs in runnable:
+                    outstanding += 1
+                    tg.start_soon(track, run_one, call, kwargs)
+                tg.start_soon(watch_decisions, tg)
+        for call in touched:
+            if call.status.terminal and call.has_message != ANSWERED:
+                self.answer(call)
+        self._count_errors(touched)
+        self.step_end("succeeded", calls_summary(new_calls))
+        await self.commit("tool_results_committed", touched)
+
+    def _count_errors(self, calls: list[CallState]) -> None:
+        for call in calls:
+            if call.status is CallStatus.FAILED:
+                self.consecutive_errors += 1
+            elif call.status is CallStatus.SUCCEEDED:
+                self.consecutive_errors = 0
+
+    # -- endings ----------------------------------------------------------------------------
+
+    async def reopen(self) -> None:
+        """A waiting turn runs again (a decision arrived): `waiting -> running`, committed."""
+        self._set(TurnStatus.RUNNING, None, None)
+        await self.commit(None)
+
+    async def finish_waiting(self) -> None:
+        """Every outcome is suspended: the turn waits for a decision."""
+        self._set(TurnStatus.WAITING, turn_lifecycle.SUSPENDED, None)
+        await self.phase(Phase.RUN_END)
+        await self.commit("run_finished")
+
+    async def finish(self, reason: str, detail: str | None = None) -> None:
+        """End the turn `done`; an open step ends with it, and open calls are cancelled
+        and answered, so nothing dangles."""
+        now = self.ctx.clock()
+        if self.open_step is not None:  # an error or a cancel cut the step short
+            status = "cancelled" if reason == turn_lifecycle.CANCELLED else "failed"
+            self.step_end(status, one_line(detail or reason, 200))
+        calls = list(self.turn.calls.values())
+        for call in calls:
+            if call.status is CallStatus.NEW:
+                call.move(CallStatus.RUNNING, now)
+            if not call.status.terminal:
+                call.move(CallStatus.CANCELLED, now, error=f"turn ended: {reason}")
+            if call.has_message != ANSWERED:
+                self.answer(call)
+        self._set(TurnStatus.DONE, reason, detail)
+        await self.phase(Phase.RUN_END)
+        await self.commit("run_finished", calls)
+
+    def _set(self, status: TurnStatus, reason: str, detail: str | None) -> None:
+        turn_lifecycle.check(self.turn.status, status)
+        self.turn.status, self.turn.reason, self.turn.detail = status, reason, detail
+        self.events.append(
+            TurnChanged(at=self.ctx.clock(), thread_id=self.turn.thread_id, turn_id=self.turn.id,
+                        status=status.value, reason=reason, detail=detail)
+        )  # fmt: skip
+
+

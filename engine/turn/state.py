@@ -1,0 +1,110 @@
+"""A turn as its loop drives it, and the small records of one inference."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.lifecycle import CallStatus, TurnStatus
+from engine.messages import ConvMessage
+from engine.plugins import StopRequest
+from engine.providers.base import AssistantAccumulator
+from engine.store import Op
+from engine.turn.call import CallState
+
+SUMMARY_NAMES = 3  # calls a round's step summary names one by one; more are counted
+
+
+@dataclass
+class TurnState:
+    """One turn as the loop drives it."""
+
+    id: str
+    thread_id: str
+    status: TurnStatus
+    started_at: float
+    strategy: str = "react"
+    reason: str | None = None
+    detail: str | None = None
+    rounds: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    final_text: str | None = None
+    group: str = "chat"
+    record: dict[str, Any] = field(default_factory=dict)  # strategy data, e.g. tool_logs
+    calls: dict[str, CallState] = field(default_factory=dict)
+    # Calls not yet seen settled, so that suspended() costs the same late in a long turn.
+    _open: dict[str, CallState] = field(default_factory=dict, repr=False)
+    written: tuple[Any, ...] | None = field(default=None, repr=False)  # the row as last written
+
+    def add_calls(self, calls: list[CallState]) -> None:
+        for call in calls:
+            self.calls[call.id] = call
+            if not call.status.terminal:
+                self._open[call.id] = call
+
+    def suspended(self) -> list[CallState]:
+        settled = [i for i, c in self._open.items() if c.status.terminal]
+        for call_id in settled:
+            del self._open[call_id]
+        return [c for c in self._open.values() if c.status is CallStatus.SUSPENDED]
+
+    def row_update(self, at: float) -> Op | None:
+        """The turn's row, when it changed since it was last written (a tool round's
+        checkpoint changes nothing in it)."""
+        fields = (
+            self.status.value, self.reason, self.detail, self.rounds, self.input_tokens,
+            self.output_tokens, self.final_text, json.dumps(self.record),
+        )  # fmt: skip
+        if fields == self.written:
+            return None
+        self.written = fields
+        return (
+            "UPDATE turns SET status=?, reason=?, detail=?, rounds=?, input_tokens=?,"
+            " output_tokens=?, final_text=?, record=?, updated_at=?, ended_at=? WHERE id=?",
+            (*fields, at, at if self.status is TurnStatus.DONE else None, self.id),
+        )
+
+
+class TurnStopped(Exception):
+    """A plugin's deadline passed while the model was answering: the turn ends as asked."""
+
+    def __init__(self, stop: StopRequest) -> None:
+        super().__init__(stop.detail)
+        self.stop = stop
+
+
+@dataclass
+class Inference:
+    """One model call's outcome, before its answer is committed."""
+
+    acc: AssistantAccumulator
+    step_id: int  # the step it opened, which committing the answer ends
+    closed_early: bool = False
+
+
+def as_json(value: Any) -> str:
+    return json.dumps(value, default=str)
+
+
+def calls_summary(calls: list[CallState]) -> str:
+    """A round's calls for a one-line step summary: each named while there are few
+    ("shell suspended, calc succeeded"), counted by state when there are many."""
+    if len(calls) <= SUMMARY_NAMES:
+        return ", ".join(f"{c.tool} {c.status.value}" for c in calls)
+    counts = Counter(c.status.value for c in calls)
+    return f"{len(calls)} calls: " + ", ".join(f"{n} {status}" for status, n in counts.items())
+
+
+def message_summary(msg: ConvMessage) -> str:
+    if msg.tool_calls:
+        return "calls " + ", ".join(c.name for c in msg.tool_calls)
+    return one_line(msg.text, 80)
+
+
+def one_line(text: str, limit: int) -> str:
+    """`text` on one line, its first `limit` characters and "…" when it is longer."""
+    text = " ".join(text.split())
+    return text[:limit] + ("…" if len(text) > limit else "")
