@@ -13,11 +13,13 @@ draws the panes `take` says are due, nothing more. A frame folds as many events 
 in a frame on average (a little more, so a backlog never grows) and then more for at most
 `FOLD_BUDGET` seconds: a burst is caught up over a few short frames instead of one long
 one. While the screen has not drawn the last `Changed`, later frames add to the same
-`Changes` instead of posting another message. And in a flood (`BUSY_EVENTS` in a frame)
+`Changes` instead of posting another message. And in a flood (changes of `BUSY_EVENTS`
+events, and until `CATCH_UP` seconds passed without such changes: a frame that caught
+only a few events, because the loop was busy or a key asked for a pane, is still in it)
 the right column (timeline, calls) and the chat take turns, one per frame, and the status
 bar waits `STATUS_EVERY`: a frame that repaints panes far apart repaints the whole screen,
 and that one long paint is what a key press would wait behind. What a flood leaves undrawn
-is drawn by a later frame, or `CATCH_UP` seconds after the last events.
+is drawn by a later frame of its side, and all of it once the flood is over.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ if TYPE_CHECKING:  # (the client's modules load with the runtime, after the firs
 FPS = 20  # frames a second for runtime changes (keys repaint at once, not at this rate)
 FOLD_BUDGET = 0.004  # seconds of folding a backlog per frame, so a key never waits long
 FOLD_SLICE = 256  # events folded between looks at the clock
-BUSY_EVENTS = 500  # changes that folded this many events are a flood
+BUSY_EVENTS = 500  # changes that folded this many events are a flood (for CATCH_UP more)
 STATUS_EVERY = 0.5  # seconds between status bar draws in a flood
 CATCH_UP = 0.15  # seconds after the last events, what a flood left undrawn is drawn
 
@@ -112,6 +114,7 @@ class Bridge:
         self._side = 0  # the side of SIDES the next flood frame draws
         self._status_at = 0.0  # when the status bar was last due
         self._events_at = 0.0  # when a frame last folded events
+        self._flood_at = float("-inf")  # when changes were last a flood
 
     # -- runtime -> widgets -----------------------------------------------------------------
 
@@ -187,7 +190,8 @@ class Bridge:
         to draw."""
         if self.flush(FOLD_BUDGET) is None and self._due:
             # No events this frame, panes still due: a key asked for one, or a flood is over.
-            if self._wanted or self.clock() - self._events_at >= CATCH_UP:
+            quiet = self.clock() - max(self._events_at, self._flood_at)
+            if self._wanted or quiet >= CATCH_UP:
                 self._post()
 
     def want(self, pane: str) -> None:
@@ -213,6 +217,8 @@ class Bridge:
             due.add(STATUS)
         now = self.clock()
         if ch.events >= BUSY_EVENTS:
+            self._flood_at = now
+        if now - self._flood_at < CATCH_UP:
             draw = due & SIDES[self._side]
             self._side = 1 - self._side
             if STATUS in due and now - self._status_at >= STATUS_EVERY:

@@ -192,10 +192,14 @@ def test_in_a_flood_the_bridge_draws_one_side_a_frame_then_catches_up() -> None:
     clock.now += 0.3
     flood()
     assert bridge.take("chat:1", "t_1")[1] == {"chat", "status"}  # STATUS_EVERY later
-    flood()  # the flood's last frame, another thread and turn shown: the right side, with
-    assert bridge.take("chat:9", "t_9999")[1] == {"timeline", "calls"}  # what it left before
-    # The flood is over; what it left (the status) is drawn once no events came for
-    # CATCH_UP seconds, not before.
+    flood()  # another thread and turn shown: the right side, with what the last frame left
+    assert bridge.take("chat:9", "t_9999")[1] == {"timeline", "calls"}
+    for event in _turn(1):  # the flood's last frame caught only a few events: still paced
+        bridge.receive(event)
+    bridge.flush()
+    assert bridge.take("chat:1", "t_1")[1] == {"chat"}
+    # The flood is over; what it left is drawn once no events came for CATCH_UP seconds,
+    # not before.
     posted = len(target.posted)
     clock.now += 0.05
     bridge.tick()
@@ -204,7 +208,7 @@ def test_in_a_flood_the_bridge_draws_one_side_a_frame_then_catches_up() -> None:
     bridge.tick()
     assert len(target.posted) == posted + 1
     ch, due = bridge.take("chat:1", "t_1")
-    assert ch.events == 0 and due == {"status"}
+    assert ch.events == 0 and due == {"timeline", "calls", "status"}  # all it left
     bridge.tick()
     assert len(target.posted) == posted + 1  # nothing left to draw: nothing posted
 
@@ -222,3 +226,13 @@ def test_a_key_asks_for_a_pane_and_the_next_frame_draws_it() -> None:
     assert ch.events == 0 and due == {"calls"}
     bridge.tick()
     assert len(target.posted) == 1
+    # In a flood, the pane a key asked for waits for its side's frame like the others.
+    for i in range(200):
+        for event in _turn(i):
+            bridge.receive(event)
+    bridge.flush()
+    assert bridge.take("chat:1", "t_1")[1] == {"timeline", "calls", "status"}
+    bridge.want("calls")
+    bridge.tick()  # no events: posted for the key
+    assert len(target.posted) == 3
+    assert bridge.take("chat:1", "t_1")[1] == {"chat"}  # the chat's turn; the calls wait
