@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from engine.events import MessageAppended
 from engine.messages import ConvMessage
 from engine.store import Op
+from engine.store import turns as rows
 
 
 @dataclass
@@ -28,11 +29,8 @@ class Conversation:
         """Append `msg`; return the INSERT to commit and the event to publish."""
         seq = self.next_seq
         self.messages.append(msg)
-        op: Op = (
-            "INSERT INTO messages(thread_id, turn_id, seq, role, text, body, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (self.thread_id, turn_id, seq, msg.role, msg.text, msg.model_dump_json(), at),
-        )
+        op = rows.message_appended(self.thread_id, turn_id, seq, msg.role, msg.text,
+                                   msg.model_dump_json(), at)  # fmt: skip
         event = MessageAppended(
             at=at, thread_id=self.thread_id, turn_id=turn_id, role=msg.role, text=msg.text, seq=seq
         )

@@ -118,6 +118,21 @@ Event = Annotated[
 ]
 
 
+# A notice is one line whatever a file's name holds: line breaks and other control
+# characters are shown escaped, so a name cannot forge a line of the log.
+_ONE_LINE = {c: f"\\x{c:02x}" for c in [*range(32), 127, 0x85]} | {
+    0x2028: "\\u2028",
+    0x2029: "\\u2029",
+}
+
+
+def one_line(text: str) -> str:
+    """`text` as one line of valid UTF-8: control characters and line separators escaped,
+    and a file name's bytes that are not UTF-8 (lone surrogates) too (stored, those made
+    the next commit fail and ended the runtime)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8").translate(_ONE_LINE)
+
+
 @functools.cache
 def _adapter() -> TypeAdapter[Event]:
     """Built on first use: its schema builds every event model, which a start need not."""

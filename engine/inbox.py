@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter, defaultdict, deque
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -10,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from engine.decisions import Decision
 from engine.lifecycle import CallStatus
+from engine.store import decisions as recorded
 
 if TYPE_CHECKING:
     from engine.store import Op, Store
@@ -36,27 +36,20 @@ class DecisionInbox:
 
     async def load(self, decision_id: str | None) -> Decision:
         """A decision as stored (for replaying a call left `resuming`)."""
-        row = await self._store.fetchone("SELECT * FROM decisions WHERE id=?", (decision_id,))
-        if row is None:
+        decision = await recorded.load(self._store, decision_id)
+        if decision is None:
             raise LookupError(f"decision {decision_id} is not in execution.db")
-        return from_row(row)
+        return decision
 
     async def restore(self) -> None:
         """Reload the decisions a previous run queued and did not apply (stale ones)."""
-        rows = await self._store.fetchall(
-            "SELECT * FROM decisions WHERE status='queued' ORDER BY created_at"
-        )
-        for row in rows:
-            self.add(from_row(row))
-            self._stale.add(row["id"])
+        for decision in await recorded.queued(self._store):
+            self.add(decision)
+            self._stale.add(decision.id)
 
     async def stale_turns(self) -> list[str]:
         """The waiting turns a restored decision is for: resume them to apply it."""
-        rows = await self._store.fetchall(
-            "SELECT DISTINCT c.turn_id FROM decisions d JOIN tool_calls c ON c.id = d.call_id"
-            " WHERE d.status='queued' AND c.status='suspended' ORDER BY c.turn_id"
-        )
-        return [row[0] for row in rows]
+        return await recorded.turns_with_queued(self._store)
 
     def supersede(self, decision: Decision, at: float) -> list[tuple[Decision, Op]]:
         """`decision` is newer than the stale decisions queued for its call: take those
@@ -69,8 +62,7 @@ class DecisionInbox:
             queue.remove(old)
             self._stale.discard(old.id)
         note = f"superseded by {decision.id}"
-        return [(old, ("UPDATE decisions SET status='superseded', note=?, applied_at=? WHERE id=?",
-                       (note, at, old.id))) for old in gone]  # fmt: skip
+        return [(old, recorded.superseded(old.id, note, at)) for old in gone]
 
     @contextmanager
     def recording(self, call_id: str) -> Iterator[None]:
@@ -128,41 +120,3 @@ def already(call: CallState) -> str:
     """The note of a decision that came too late for `call`."""
     by = f" by {call.decision_id}" if call.decision_id else ""
     return f"call already {call.status.value}{by}"
-
-
-def from_row(row: object) -> Decision:
-    return Decision(
-        id=row["id"],
-        call_id=row["call_id"],
-        action=row["action"],
-        args=json.loads(row["args"]) if row["args"] else None,
-        result=json.loads(row["result"]) if row["result"] else None,
-        use_result=bool(row["use_result"]),
-        reason=row["reason"],
-        remember=row["remember"],
-        decided_by=row["decided_by"],
-    )
-
-
-def to_row(decision: Decision, status: str, at: float, note: str | None = None) -> tuple:
-    """Parameters of an INSERT INTO decisions."""
-    return (
-        decision.id,
-        decision.call_id,
-        decision.action,
-        json.dumps(decision.args) if decision.args is not None else None,
-        json.dumps(decision.result) if decision.use_result else None,
-        int(decision.use_result),
-        decision.reason,
-        decision.remember,
-        decision.decided_by,
-        status,
-        note,
-        at,
-    )
-
-
-INSERT = (
-    "INSERT INTO decisions(id, call_id, action, args, result, use_result, reason, remember,"
-    " decided_by, status, note, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
-)

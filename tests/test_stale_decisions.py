@@ -28,11 +28,12 @@ import anyio
 from engine.decisions import Decision
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime
+from engine.supervisor import TurnSupervisor
 
 def die(self, turn_id):
     os.kill(os.getpid(), signal.SIGKILL)
 
-Runtime._wake = die
+TurnSupervisor.wake = die  # the decision is committed; the turn never hears of it
 
 async def main(room, call_id, action):
     async with Runtime.open(room, kind="decide", resume="none",

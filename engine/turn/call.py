@@ -16,6 +16,7 @@ from engine.lifecycle import CallStatus
 from engine.lifecycle import call as call_lifecycle
 from engine.messages import ConvMessage
 from engine.store import Op, json_or_text
+from engine.store import turns as rows
 from engine.tools import ToolResult
 
 NO_MESSAGE, PLACEHOLDER, ANSWERED = 0, 1, 2
@@ -119,18 +120,10 @@ class CallState:
             return None
         insert, self.written = self.written is None, fields
         if not insert:
-            return (
-                "UPDATE tool_calls SET args=?, status=?, result=?, error=?, suspend_reason=?,"
-                " decision_id=?, has_message=?, updated_at=?, ended_at=? WHERE id=?",
-                (*fields, self.id),
-            )
-        return (
-            "INSERT INTO tool_calls(id, model_call_id, turn_id, thread_id, step_id, idx, tool,"
-            " meta, created_at, args, status, result, error, suspend_reason, decision_id,"
-            " has_message, updated_at, ended_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (self.id, self.model_call_id, self.turn_id, self.thread_id, self.step_id, self.idx,
-             self.tool, json.dumps(self.meta), self.created_at, *fields),
-        )  # fmt: skip
+            return rows.call_changed(self.id, fields)
+        return rows.call_inserted((self.id, self.model_call_id, self.turn_id, self.thread_id,
+                                   self.step_id, self.idx, self.tool, json.dumps(self.meta),
+                                   self.created_at), fields)  # fmt: skip
 
     @classmethod
     def from_row(cls, row: Any) -> CallState:

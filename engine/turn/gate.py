@@ -29,9 +29,7 @@ class Site(Protocol):
     async def phase(self, phase: Phase, **kw: Any) -> list[Gate | None]: ...
 
 
-async def admit(
-    loop: Site, call: CallState, *, approved: bool = False
-) -> dict[str, Any] | None:
+async def admit(loop: Site, call: CallState, *, approved: bool = False) -> dict[str, Any] | None:
     """BeforeToolExecute: move a `new` or `resuming` call to running, suspended or failed.
 
     Returns the validated keyword arguments when the call may run. Unknown tools, invalid

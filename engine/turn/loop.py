@@ -32,6 +32,7 @@ from engine.plugins import Gate, Phase, PhaseContext, StopRequest
 from engine.providers.base import AssistantAccumulator, ModelRequest, ProviderError
 from engine.providers.base import TextDelta as ModelTextDelta
 from engine.store import Op
+from engine.store import turns as rows
 from engine.turn import gate as gates
 from engine.turn.call import ANSWERED, NO_MESSAGE, PLACEHOLDER, CallState
 from engine.turn.context import TurnContext
@@ -136,14 +137,8 @@ class TurnLoop(Replay):
             raise RuntimeError("step_end without an open step")
         (step_id, kind, started), self.open_step = self.open_step, None
         now = self.ctx.clock()
-        self.ops.append(
-            (
-                "INSERT INTO steps(id, turn_id, run_id, idx, kind, status, summary, started_at,"
-                " ended_at) VALUES (?,?,?,?,?,?,?,?,?)",
-                (step_id, self.turn.id, self.ctx.run_id, self.turn.rounds, kind, status,
-                 summary, started, now),
-            )
-        )  # fmt: skip
+        self.ops.append(rows.step_ended(step_id, self.turn.id, self.ctx.run_id, self.turn.rounds,
+                                        kind, status, summary, started, now))  # fmt: skip
         self.events.append(
             StepFinished(
                 at=now, thread_id=self.turn.thread_id, turn_id=self.turn.id, step_id=step_id,
@@ -362,5 +357,3 @@ class TurnLoop(Replay):
             TurnChanged(at=self.ctx.clock(), thread_id=self.turn.thread_id, turn_id=self.turn.id,
                         status=status.value, reason=reason, detail=detail)
         )  # fmt: skip
-
-

@@ -17,6 +17,7 @@ from engine.events import DecisionRecorded
 from engine.lifecycle import CallStatus
 from engine.plugins import Gate, Phase
 from engine.store import Op
+from engine.store import decisions as recorded
 from engine.turn import gate as gates
 from engine.turn.call import ANSWERED, CallState
 from engine.turn.context import TurnContext
@@ -39,7 +40,9 @@ class _Loop(Protocol):
     def step_end(self, status: str, summary: str, **usage: int) -> None: ...
     def _count_errors(self, calls: list[CallState]) -> None: ...
     async def _take_decisions(self: _Loop) -> list[tuple[Decision, CallState]]: ...
-    def _duplicates(self: _Loop, call: CallState, late: list[Decision], note: str, now: float) -> None: ...
+    def _duplicates(
+        self: _Loop, call: CallState, late: list[Decision], note: str, now: float
+    ) -> None: ...
     async def _replay(self: _Loop, decision: Decision, call: CallState) -> None: ...
 
 
@@ -71,12 +74,7 @@ class Replay:
         now = self.ctx.clock()
         for decision, call in taken:
             call.move(CallStatus.RESUMING, now, decision_id=decision.id)
-            self.ops.append(
-                (
-                    "UPDATE decisions SET status='applied', applied_at=? WHERE id=?",
-                    (now, decision.id),
-                )
-            )
+            self.ops.append(recorded.applied(decision.id, now))
             self.events.append(
                 DecisionRecorded(at=now, thread_id=call.thread_id, turn_id=call.turn_id,
                                  decision_id=decision.id, call_id=call.id,
@@ -90,20 +88,16 @@ class Replay:
                     scope=decision.remember, thread_id=call.thread_id,
                 )  # fmt: skip
                 self.ctx.rules.append(rule)
-                self.ops.append(
-                    ("INSERT INTO rules(tool, effect, scope, thread_id, decision_id, created_at)"
-                     " VALUES (?,?,?,?,?,?)",
-                     (rule.tool, rule.effect, rule.scope, rule.thread_id, decision.id, now))
-                )  # fmt: skip
+                self.ops.append(recorded.rule_made(rule, decision.id, now))
         await self.commit(None, [call for _, call in taken])  # `resuming` is durable first
         return taken
 
-    def _duplicates(self: _Loop, call: CallState, late: list[Decision], note: str, now: float) -> None:
+    def _duplicates(
+        self: _Loop, call: CallState, late: list[Decision], note: str, now: float
+    ) -> None:
         """Record decisions that came too late for `call` as duplicates."""
         for dup in late:
-            self.ops.append(
-                ("UPDATE decisions SET status='duplicate', note=? WHERE id=?", (note, dup.id))
-            )
+            self.ops.append(recorded.duplicate(dup.id, note))
             self.events.append(  # its operator learns which decision won
                 DecisionRecorded(at=now, thread_id=call.thread_id, turn_id=call.turn_id,
                                  decision_id=dup.id, call_id=call.id, action=dup.action,
@@ -157,4 +151,3 @@ class Replay:
                 self.answer(call)
         self.step_end("succeeded", "recovered " + calls_summary(orphans))
         await self.commit("tool_results_committed", orphans)
-

@@ -12,6 +12,7 @@ from engine.messages import ConvMessage
 from engine.plugins import StopRequest
 from engine.providers.base import AssistantAccumulator
 from engine.store import Op
+from engine.store import turns as rows
 from engine.turn.call import CallState
 
 SUMMARY_NAMES = 3  # calls a round's step summary names one by one; more are counted
@@ -61,11 +62,7 @@ class TurnState:
         if fields == self.written:
             return None
         self.written = fields
-        return (
-            "UPDATE turns SET status=?, reason=?, detail=?, rounds=?, input_tokens=?,"
-            " output_tokens=?, final_text=?, record=?, updated_at=?, ended_at=? WHERE id=?",
-            (*fields, at, at if self.status is TurnStatus.DONE else None, self.id),
-        )
+        return rows.turn_changed(self.id, fields, at, done=self.status is TurnStatus.DONE)
 
 
 class TurnStopped(Exception):

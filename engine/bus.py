@@ -1,0 +1,55 @@
+"""The runtime's event bus: every change is published to subscribers after the truth.
+
+A commit writes its ops, the checkpoint row and the events of that change in one
+transaction, then hands the events to the subscribers (the console's bridge, the API's
+hub, the run log): truth first, everything that shows it second. Events published
+outside a commit (text deltas, step starts: a table holds what they say) go out at once;
+the others wait to be stored with the next commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from engine.events import Event, MessageAppended, StepStarted, TextDelta
+from engine.store import Op, Store
+from engine.store import turns as rows
+
+Subscriber = Callable[[Event], None]
+
+
+class EventBus:
+    """Subscribers, and the commit that stores events before they reach them."""
+
+    def __init__(self, store: Store, run_id: str, clock: Callable[[], float]) -> None:
+        self.store, self.run_id, self.clock = store, run_id, clock
+        self._subscribers: list[Subscriber] = []
+        self._unstored: list[Event] = []
+
+    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
+        """Call `callback` (sync, quick) with every event; returns the unsubscribe function."""
+        self._subscribers.append(callback)
+        return lambda: self._subscribers.remove(callback)
+
+    def publish(self, event: Event) -> None:
+        """Hand an event to subscribers now; it is stored with the next commit unless a
+        table already holds it (text deltas, step starts)."""
+        if not isinstance(event, TextDelta | StepStarted):
+            self._unstored.append(event)
+        for callback in list(self._subscribers):
+            callback(event)
+
+    async def commit(
+        self, ops: list[Op], events: list[Event], *, checkpoint: str | None, turn_id: str
+    ) -> None:
+        """One transaction: the ops, the checkpoint row, the events; then publish them."""
+        now = self.clock()
+        if checkpoint:
+            ops.append(rows.checkpoint(turn_id, self.run_id, checkpoint, now))
+        stored, self._unstored = [*self._unstored, *events], []
+        ops.extend(rows.event_stored(e, self.run_id) for e in stored
+                   if not isinstance(e, MessageAppended))  # (the messages table is the record)  # fmt: skip
+        await self.store.write(ops)
+        for event in events:
+            for callback in list(self._subscribers):
+                callback(event)

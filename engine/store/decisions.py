@@ -1,0 +1,92 @@
+"""Decisions and remembered rules in execution.db: the writes a decision makes on its way
+(recorded, applied, duplicate, superseded) and the reads a start and a replay need."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from engine.decisions import Decision, Rule
+from engine.store.sqlite import Op, Store
+
+_INSERT = (
+    "INSERT INTO decisions(id, call_id, action, args, result, use_result, reason, remember,"
+    " decided_by, status, note, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+)
+
+
+def recorded(decision: Decision, status: str, at: float, note: str | None = None) -> Op:
+    """A decision as it arrives: `queued`, or `duplicate` with why."""
+    return (_INSERT, (
+        decision.id, decision.call_id, decision.action,
+        json.dumps(decision.args) if decision.args is not None else None,
+        json.dumps(decision.result) if decision.use_result else None,
+        int(decision.use_result), decision.reason, decision.remember, decision.decided_by,
+        status, note, at,
+    ))  # fmt: skip
+
+
+def applied(decision_id: str, at: float) -> Op:
+    return ("UPDATE decisions SET status='applied', applied_at=? WHERE id=?", (at, decision_id))
+
+
+def duplicate(decision_id: str, note: str) -> Op:
+    return ("UPDATE decisions SET status='duplicate', note=? WHERE id=?", (note, decision_id))
+
+
+def superseded(decision_id: str, note: str, at: float) -> Op:
+    return (
+        "UPDATE decisions SET status='superseded', note=?, applied_at=? WHERE id=?",
+        (note, at, decision_id),
+    )
+
+
+def rule_made(rule: Rule, decision_id: str, at: float) -> Op:
+    """A rule a decision asked to remember."""
+    return (
+        "INSERT INTO rules(tool, effect, scope, thread_id, decision_id, created_at)"
+        " VALUES (?,?,?,?,?,?)",
+        (rule.tool, rule.effect, rule.scope, rule.thread_id, decision_id, at),
+    )
+
+
+def from_row(row: Any) -> Decision:
+    return Decision(
+        id=row["id"], call_id=row["call_id"], action=row["action"],
+        args=json.loads(row["args"]) if row["args"] else None,
+        result=json.loads(row["result"]) if row["result"] else None,
+        use_result=bool(row["use_result"]), reason=row["reason"], remember=row["remember"],
+        decided_by=row["decided_by"],
+    )  # fmt: skip
+
+
+async def exists(store: Store, decision_id: str) -> bool:
+    return bool(await store.scalar("SELECT 1 FROM decisions WHERE id=?", (decision_id,)))
+
+
+async def load(store: Store, decision_id: str | None) -> Decision | None:
+    row = await store.fetchone("SELECT * FROM decisions WHERE id=?", (decision_id,))
+    return from_row(row) if row is not None else None
+
+
+async def queued(store: Store) -> list[Decision]:
+    """The decisions recorded and not applied yet, oldest first."""
+    rows = await store.fetchall("SELECT * FROM decisions WHERE status='queued' ORDER BY created_at")
+    return [from_row(row) for row in rows]
+
+
+async def turns_with_queued(store: Store) -> list[str]:
+    """The turns whose suspended calls have a queued decision."""
+    rows = await store.fetchall(
+        "SELECT DISTINCT c.turn_id FROM decisions d JOIN tool_calls c ON c.id = d.call_id"
+        " WHERE d.status='queued' AND c.status='suspended' ORDER BY c.turn_id"
+    )
+    return [row[0] for row in rows]
+
+
+async def rules(store: Store) -> list[Rule]:
+    """The remembered rules, oldest first."""
+    return [
+        Rule(tool=r["tool"], effect=r["effect"], scope=r["scope"], thread_id=r["thread_id"])
+        for r in await store.fetchall("SELECT * FROM rules ORDER BY id")
+    ]

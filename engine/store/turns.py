@@ -1,0 +1,149 @@
+"""Runs, turns, steps, tool calls, messages, checkpoints and events in execution.db: the
+named writes a turn's checkpoints are made of, and the reads that load a turn again.
+
+Writes are `Op`s (SQL and its parameters) gathered into one checkpoint's transaction by
+the caller; reads take the store. Nothing outside `engine/store/` writes SQL.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from engine.events import Event
+from engine.messages import Message
+from engine.store.sqlite import Op, Store
+
+# -- runs -------------------------------------------------------------------------------------
+
+
+def run_started(run_id: str, kind: str, pid: int, at: float) -> list[Op]:
+    """A run begins; one a dead process left `active` is marked crashed."""
+    return [
+        ("UPDATE runs SET status='crashed', ended_at=? WHERE status='active'", (at,)),
+        ("INSERT INTO runs(id, kind, pid, started_at, status) VALUES (?,?,?,?,'active')",
+         (run_id, kind, pid, at)),
+    ]  # fmt: skip
+
+
+def run_ended(run_id: str, at: float) -> Op:
+    return ("UPDATE runs SET status='ended', ended_at=? WHERE id=?", (at, run_id))
+
+
+async def last_step_id(store: Store) -> int:
+    return int(await store.scalar("SELECT coalesce(max(id), 0) FROM steps"))
+
+
+# -- turns ------------------------------------------------------------------------------------
+
+
+def turn_opened(turn_id: str, message: Message, group: str, strategy: str, run_id: str,
+                at: float) -> list[Op]:  # fmt: skip
+    """A request becomes a turn: the request admitted, its thread noted, the turn row."""
+    return [
+        ("UPDATE turn_requests SET status='admitted', updated_at=? WHERE id=?", (at, turn_id)),
+        ("INSERT INTO threads(id, group_name, created_at, updated_at, last_turn_id, turn_count)"
+         " VALUES (?,?,?,?,?,1) ON CONFLICT(id) DO UPDATE SET updated_at=excluded.updated_at,"
+         " last_turn_id=excluded.last_turn_id, turn_count=threads.turn_count+1",
+         (message.thread_id, group, at, at, turn_id)),
+        ("INSERT INTO turns(id, thread_id, run_id, origin, channel, sender, text, meta,"
+         " strategy, status, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+         (turn_id, message.thread_id, run_id, message.origin, message.channel,
+          message.sender, message.text, json.dumps(message.meta), strategy, "running", at, at)),
+    ]  # fmt: skip
+
+
+def turn_changed(turn_id: str, fields: Sequence[Any], at: float, done: bool) -> Op:
+    """What a turn's loop changes: status, reason, detail, rounds, tokens, final text and
+    strategy record, in that order."""
+    return (
+        "UPDATE turns SET status=?, reason=?, detail=?, rounds=?, input_tokens=?,"
+        " output_tokens=?, final_text=?, record=?, updated_at=?, ended_at=? WHERE id=?",
+        (*fields, at, at if done else None, turn_id),
+    )
+
+
+async def turn_row(store: Store, turn_id: str) -> Any:
+    """A turn's row with its thread's group (None when there is no such turn)."""
+    return await store.fetchone(
+        "SELECT t.*, h.group_name FROM turns t JOIN threads h ON h.id = t.thread_id"
+        " WHERE t.id=?", (turn_id,)
+    )  # fmt: skip
+
+
+# -- steps, calls, messages -------------------------------------------------------------------
+
+
+def step_ended(step_id: int, turn_id: str, run_id: str, idx: int, kind: str, status: str,
+               summary: str, started: float, ended: float) -> Op:  # fmt: skip
+    return (
+        "INSERT INTO steps(id, turn_id, run_id, idx, kind, status, summary, started_at,"
+        " ended_at) VALUES (?,?,?,?,?,?,?,?,?)",
+        (step_id, turn_id, run_id, idx, kind, status, summary, started, ended),
+    )
+
+
+def call_inserted(fixed: Sequence[Any], fields: Sequence[Any]) -> Op:
+    """A new call: `fixed` (id, model call id, turn, thread, step, idx, tool, meta, created)
+    and the `fields` a call can change (see `call_changed`)."""
+    return (
+        "INSERT INTO tool_calls(id, model_call_id, turn_id, thread_id, step_id, idx, tool,"
+        " meta, created_at, args, status, result, error, suspend_reason, decision_id,"
+        " has_message, updated_at, ended_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        (*fixed, *fields),
+    )
+
+
+def call_changed(call_id: str, fields: Sequence[Any]) -> Op:
+    """What a call can change: args, status, result, error, suspend reason, decision,
+    has_message, updated_at, ended_at, in that order."""
+    return (
+        "UPDATE tool_calls SET args=?, status=?, result=?, error=?, suspend_reason=?,"
+        " decision_id=?, has_message=?, updated_at=?, ended_at=? WHERE id=?",
+        (*fields, call_id),
+    )
+
+
+async def call_rows(store: Store, turn_id: str) -> list[Any]:
+    return await store.fetchall(
+        "SELECT * FROM tool_calls WHERE turn_id=? ORDER BY step_id, idx", (turn_id,)
+    )
+
+
+async def call_row(store: Store, call_id: str) -> Any:
+    return await store.fetchone("SELECT * FROM tool_calls WHERE id=?", (call_id,))
+
+
+def message_appended(thread_id: str, turn_id: str, seq: int, role: str, text: str, body: str,
+                     at: float) -> Op:  # fmt: skip
+    return (
+        "INSERT INTO messages(thread_id, turn_id, seq, role, text, body, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (thread_id, turn_id, seq, role, text, body, at),
+    )
+
+
+async def message_bodies(store: Store, thread_id: str) -> list[str]:
+    """A thread's conversation as stored, in order (each a ConvMessage's JSON)."""
+    rows = await store.fetchall(
+        "SELECT body FROM messages WHERE thread_id=? ORDER BY seq", (thread_id,)
+    )
+    return [row[0] for row in rows]
+
+
+# -- checkpoints and events -------------------------------------------------------------------
+
+
+def checkpoint(turn_id: str, run_id: str, kind: str, at: float) -> Op:
+    return (
+        "INSERT INTO checkpoints(turn_id, run_id, kind, created_at) VALUES (?,?,?,?)",
+        (turn_id, run_id, kind, at),
+    )
+
+
+def event_stored(event: Event, run_id: str) -> Op:
+    return (
+        "INSERT INTO events(at, run_id, thread_id, turn_id, kind, body) VALUES (?,?,?,?,?,?)",
+        (event.at, run_id, event.thread_id, event.turn_id, event.kind, event.model_dump_json()),
+    )

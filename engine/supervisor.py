@@ -1,0 +1,275 @@
+"""The turn supervisor: which turns run in this process, and how each gets to an end.
+
+It starts the requests the scheduler admits, resumes waiting and interrupted turns from
+execution.db, drives each turn's loop to `waiting` or `done` in the runtime's task group,
+cancels turns, and routes decisions to the loop of their call. The runtime in front of it
+decides what is offered and answers the operator; the supervisor only runs turns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from engine.config import Config
+from engine.conversation import Conversation
+from engine.decisions import Decision
+from engine.events import DecisionRecorded, Event, TurnStarted
+from engine.inbox import already
+from engine.lifecycle import CallStatus, TurnStatus
+from engine.lifecycle import turn as turn_lifecycle
+from engine.messages import ConvMessage
+from engine.scheduler import Request, Scheduler
+from engine.store import Op, Store
+from engine.store import decisions as recorded
+from engine.store import turns as rows
+from engine.strategies import strategy_of_turn
+from engine.turn.call import CallState
+from engine.turn.context import TurnContext
+from engine.turn.loop import TurnLoop
+from engine.turn.state import TurnState
+
+
+@dataclass
+class TurnHandle:
+    """A turn the runtime is driving (or about to): wait on `done`, cancel via the runtime."""
+
+    turn_id: str
+    thread_id: str
+    done: anyio.Event = field(default_factory=anyio.Event)
+    scope: anyio.CancelScope | None = None
+    cancel_reason: str | None = None
+
+
+class TurnSupervisor:
+    """The turns of one run, from admission (or resumption) to their end."""
+
+    def __init__(self, ctx: TurnContext, store: Store, scheduler: Scheduler, config: Config,
+                 changed: Callable[[], None]) -> None:  # fmt: skip
+        self.ctx, self.store, self.scheduler, self.config = ctx, store, scheduler, config
+        self._changed = changed  # a turn started or settled (agent.run is rewritten)
+        self.live: dict[str, TurnHandle] = {}  # turns whose loop runs (or is about to)
+        self.loops: dict[str, TurnLoop] = {}  # loops that take decisions now
+        self.interrupted: set[str] = set()  # left `running` by a run that stopped
+        self.tg: TaskGroup | None = None
+        self._conversations: dict[str, Conversation] = {}
+
+    # -- starting ---------------------------------------------------------------------------
+
+    def spawn(self, fn: Callable[..., Any], *args: Any) -> None:
+        assert self.tg is not None, "the runtime is not open"
+        self.tg.start_soon(fn, *args)
+
+    def pump(self) -> None:
+        """Start every request the scheduler admits now."""
+        if self.tg is None:
+            return
+        for req in self.scheduler.admissions():
+            handle = self.live.setdefault(req.id, TurnHandle(req.id, req.thread_id))
+            self.spawn(self._start_turn, req, handle)
+
+    def spawn_resume(self, turn_id: str, thread_id: str = "") -> TurnHandle:
+        """Continue a waiting or interrupted turn (in the task group)."""
+        handle = TurnHandle(turn_id, thread_id)
+        self.live[turn_id] = handle
+        self.spawn(self._resume, handle)
+        return handle
+
+    async def conversation(self, thread_id: str) -> Conversation:
+        """A thread's conversation, loaded once per run and kept current in memory."""
+        conv = self._conversations.get(thread_id)
+        if conv is None:
+            bodies = await rows.message_bodies(self.store, thread_id)
+            conv = Conversation(thread_id, [ConvMessage.model_validate_json(b) for b in bodies])
+            self._conversations[thread_id] = conv
+        return conv
+
+    async def _start_turn(self, req: Request, handle: TurnHandle) -> None:
+        thread = self.config.threads.get(req.thread_id)
+        strategy = (
+            req.strategy
+            or (thread.strategy if thread else None)
+            or self.scheduler.group(req.group).strategy
+            or "react"
+        )
+        loop = await self.open_turn(req, strategy)
+        await self._drive(loop, handle)
+
+    async def open_turn(
+        self, req: Request, strategy: str, *, user_message: bool = True
+    ) -> TurnLoop:
+        """Record a new turn (checkpoint user_message) and return its loop, not yet run."""
+        now, message = self.ctx.clock(), req.message
+        conv = await self.conversation(message.thread_id)
+        turn = TurnState(req.id, message.thread_id, TurnStatus.RUNNING, now, strategy,
+                         group=req.group)  # fmt: skip
+        loop = TurnLoop(self.ctx, turn, conv, strategy_of_turn(strategy))
+        loop.ops += rows.turn_opened(turn.id, message, req.group, strategy, self.ctx.run_id, now)
+        loop.events.append(
+            TurnStarted(at=now, thread_id=turn.thread_id, turn_id=turn.id, origin=message.origin,
+                        sender=message.sender, text=message.text, strategy=strategy)
+        )  # fmt: skip
+        if user_message:
+            loop.append(ConvMessage(role="user", text=message.text))
+        await loop.commit("user_message")
+        return loop
+
+    async def _resume(self, handle: TurnHandle) -> None:
+        """Continue a waiting or interrupted turn from execution.db."""
+        loop = await self.load(handle.turn_id)
+        self.interrupted.discard(handle.turn_id)
+        handle.thread_id = loop.turn.thread_id
+        if loop.turn.status is TurnStatus.DONE:
+            handle.done.set()
+            self.live.pop(handle.turn_id, None)
+            return
+        if loop.turn.status is TurnStatus.WAITING:
+            await loop.reopen()
+        # turn_timeout bounds a stretch of running: the time the turn waited for a decision
+        # (or for a runtime, after a crash) does not count, or an approval given after
+        # turn_timeout would run its call and then stop the turn before it could answer
+        loop.turn.started_at = self.ctx.clock()
+        await self._drive(loop, handle)
+
+    async def load(self, turn_id: str) -> TurnLoop:
+        """A turn's loop as execution.db has it (LookupError: no such turn)."""
+        row = await rows.turn_row(self.store, turn_id)
+        if row is None:
+            raise LookupError(f"no turn {turn_id} in {self.store.path}")
+        turn = TurnState(
+            row["id"], row["thread_id"], TurnStatus(row["status"]), row["created_at"],
+            row["strategy"], row["reason"], row["detail"], row["rounds"], row["input_tokens"],
+            row["output_tokens"], row["final_text"], group=row["group_name"],
+        )  # fmt: skip
+        turn.add_calls([CallState.from_row(r) for r in await rows.call_rows(self.store, turn_id)])
+        conv = await self.conversation(turn.thread_id)
+        return TurnLoop(self.ctx, turn, conv, strategy_of_turn(turn.strategy))
+
+    # -- driving ----------------------------------------------------------------------------
+
+    async def _drive(self, loop: TurnLoop, handle: TurnHandle) -> None:
+        """Run the loop; an operator's cancel ends the turn `done/cancelled`."""
+        self.loops[handle.turn_id] = loop
+        self.scheduler.hold(loop.turn.thread_id, loop.turn.id, loop.turn.group, "running")
+        self._changed()
+        try:
+            with anyio.CancelScope() as scope:
+                handle.scope = scope
+                if handle.cancel_reason is not None:
+                    scope.cancel()
+                await loop.run()
+            if scope.cancelled_caught:
+                with anyio.CancelScope(shield=True):
+                    await loop.finish(turn_lifecycle.CANCELLED, handle.cancel_reason)
+        finally:
+            self.loops.pop(handle.turn_id, None)
+            self.live.pop(handle.turn_id, None)
+            self._settle(loop.turn)
+            handle.done.set()
+
+    def _settle(self, turn: TurnState) -> None:
+        """A turn's loop stopped: free or hold its thread, then start what may start."""
+        if turn.status is TurnStatus.DONE:
+            self.scheduler.release(turn.thread_id, turn.id)
+        elif turn.status is TurnStatus.WAITING:
+            self.scheduler.hold(turn.thread_id, turn.id, turn.group, "waiting")
+            if any(self.ctx.decisions.queued_for(c.id) for c in turn.suspended()):
+                self.spawn_resume(turn.id)  # a decision arrived while it was deciding to wait
+        self._changed()
+        if self.tg is not None and not self.tg.cancel_scope.cancel_called:
+            self.pump()
+
+    async def cancel_turn(self, turn_id: str, reason: str) -> bool:
+        """Cancel a running or waiting turn: it ends `done/cancelled`. False if already done."""
+        handle = self.live.get(turn_id)
+        if handle is not None:
+            handle.cancel_reason = reason
+            if handle.scope is not None:
+                handle.scope.cancel()
+            return True
+        loop = await self.load(turn_id)
+        if loop.turn.status is TurnStatus.DONE:
+            return False
+        await loop.finish(turn_lifecycle.CANCELLED, reason)
+        self._settle(loop.turn)
+        return True
+
+    # -- decisions --------------------------------------------------------------------------
+
+    def wake(self, turn_id: str) -> None:
+        """A decision for one of the turn's calls is queued: its loop takes it now, or the
+        turn is resumed to take it."""
+        loop = self.loops.get(turn_id)
+        if loop is not None:
+            loop.decided.set()
+        elif turn_id not in self.live:
+            self.spawn_resume(turn_id)
+
+    def live_call(self, call_id: str) -> CallState | None:
+        """A call of a turn whose loop runs now, as that loop holds it."""
+        for loop in self.loops.values():
+            if call_id in loop.turn.calls:
+                return loop.turn.calls[call_id]
+        return None
+
+    async def decide(self, decision: Decision) -> str:
+        """Record a decision; it is applied now if its call waits, else when it can be.
+
+        Returns `queued` (accepted; applied as soon as the call is suspended) or
+        `duplicate` (this decision, or another for the same call, was already applied).
+        """
+        with self.ctx.decisions.recording(decision.call_id):  # from before the call is read
+            return await self._decide(decision)
+
+    async def _decide(self, decision: Decision) -> str:
+        now = self.ctx.clock()
+        if await recorded.exists(self.store, decision.id):
+            return "duplicate"
+        call = await self.call_state(decision.call_id)
+        decided = call is not None and (call.status.terminal or call.status is CallStatus.RESUMING)
+        status = "duplicate" if decided else "queued"
+        note = already(call) if decided and call else None
+        event = DecisionRecorded(
+            at=now, thread_id=call.thread_id if call else "", turn_id=call.turn_id if call else "",
+            decision_id=decision.id, call_id=decision.call_id, action=decision.action,
+            status=status, reason=decision.reason, note=note,
+        )  # fmt: skip
+        ops: list[Op] = [recorded.recorded(decision, status, now, note)]
+        events: list[Event] = [event]
+        if not decided:  # a decision a dead run left unapplied gives way to this newer one
+            for old, op in self.ctx.decisions.supersede(decision, now):
+                ops.append(op)
+                events.append(DecisionRecorded(
+                    at=now, thread_id=event.thread_id, turn_id=event.turn_id,
+                    decision_id=old.id, call_id=old.call_id, action=old.action,
+                    status="superseded", reason=old.reason, note=f"superseded by {decision.id}",
+                ))  # fmt: skip
+        await self.ctx.commit(ops, events, checkpoint=None, turn_id=event.turn_id)
+        if decided:
+            if call and call.turn_id in self.interrupted and call.turn_id not in self.live:
+                # a one-off's: its caller waits for the turn, which nothing else resumes
+                self.spawn_resume(call.turn_id)
+            return status
+        if (note := self.ctx.decisions.settled_meanwhile(decision.call_id)) is not None:
+            # another decision took the call, or it ended, while this one was written
+            lost = event.model_copy(update={"at": self.ctx.clock(), "status": "duplicate",
+                                            "note": note})  # fmt: skip
+            await self.ctx.commit([recorded.duplicate(decision.id, note)], [lost], checkpoint=None,
+                              turn_id=event.turn_id)  # fmt: skip
+            return "duplicate"
+        self.ctx.decisions.add(decision)
+        if call is not None:
+            self.wake(call.turn_id)
+        return status
+
+    async def call_state(self, call_id: str) -> CallState | None:
+        """A tool call as it stands now (in a running turn, else as committed)."""
+        call = self.live_call(call_id)
+        if call is None:
+            row = await rows.call_row(self.store, call_id)
+            call = CallState.from_row(row) if row is not None else None
+        return call
