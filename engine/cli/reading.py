@@ -15,8 +15,8 @@ from engine.room import Room, owner_of
 
 
 async def history(room: Room, args: argparse.Namespace) -> int:
+    from engine.cli.history_text import hit_line, turn_line
     from engine.history import Filters, History, HistoryError, parse_time
-    from engine.history_text import hit_line, turn_line
 
     if args.limit < 1:
         raise UsageError("--limit must be at least 1")
@@ -49,7 +49,7 @@ async def history(room: Room, args: argparse.Namespace) -> int:
 
 
 def _print_turn(detail: dict[str, Any], as_json: bool) -> int:
-    from engine.history_text import turn_lines
+    from engine.cli.history_text import turn_lines
 
     print(json.dumps(detail) if as_json else "\n".join(turn_lines(detail)))
     return EXIT_OK

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.history import connect_readonly
 from engine.room import Room
+from engine.store.history import connect_readonly
 from engine.store.sqlite import json_or_text
 
 RECENT_STEPS = 500

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.history_filters import search_cursor, turn_cursor
 from engine.store import json_or_text
+from engine.store.history.filters import search_cursor, turn_cursor
 
 
 @dataclass(frozen=True)

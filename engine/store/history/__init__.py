@@ -1,0 +1,328 @@
+"""Reading execution.db without owning the room: runs, threads, turns, search, one turn.
+
+    async with History(room) as h:
+        page = await h.turns(Filters(status="failed", group="chat"), limit=50)
+        older = await h.turns(Filters(status="failed", group="chat"), after=page.next)
+        detail = await h.turn(page.items[0]["turn_id"])
+
+History reads through its own read-only connection (`mode=ro`): it never needs the room's
+ownership and never blocks its owner (WAL readers don't). Lists are keyset-paged, newest
+first (`after` = the `cursor` of the last row seen; no OFFSET), by index only; totals come
+from counters the writer's triggers keep in its own transaction, never from count(*).
+
+Shapes (also what `agentdeck history --json` prints; keys are only ever added):
+- a turn row: `turn_id thread_id origin status reason text answer created_at ended_at
+  calls` (call count), `steps group run_id channel sender strategy detail rounds
+  input_tokens output_tokens updated_at cursor`. Times are Unix seconds.
+- a search hit: `kind` (message|call) `turn_id thread_id message_id role call_id tool
+  status created_at snippet` (matches in [brackets]) `cursor`.
+- a turn (`turn()`, `--turn ID`): `{"turn": <turn row>, "steps": [step_id idx kind status
+  summary run_id started_at ended_at], "messages": [message_id seq role text created_at
+  body], "calls": [call_id model_call_id step_id idx tool args status result error
+  suspend_reason decision_id created_at updated_at ended_at], "decisions": [decision_id
+  call_id tool action args result use_result reason remember decided_by status note
+  created_at applied_at then], "suspended": null | {turn_id waiting step_id step_idx call_id
+  calls: [call_id tool args reason status waiting step_id step_idx since decision_id]}}`.
+  A decision's `then` (once applied): the call's `status args result error ended_at`.
+  The turn row there also has `meta`.
+- `runs()` rows: `run_id kind pid status started_at ended_at turns cursor`; `threads()`
+  rows: `thread_id group created_at updated_at last_turn_id turns cursor`.
+- `counts()`: `turns threads runs decisions steps calls messages suspended_calls`, and
+  `status` (each status filter), `groups`, `origins`, `tools` (turns per name).
+
+Status filters: running, waiting, done (the lifecycle's), failed (a call failed or the
+turn ended with `error`), denied (a call was cancelled by a decision), cancelled (the turn
+was cancelled).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+import anyio
+
+from engine.room import Room
+from engine.store.history.filters import (
+    STATUSES,
+    TURN_SQL,
+    Filters,
+    HistoryError,
+    UnknownTurn,
+    check_limit,
+    fts_query,
+    hit_filter_sql,
+    legacy_thread_sql,
+    parse_search_cursor,
+    parse_time,
+    parse_turn_cursor,
+    search_sql,
+    turns_sql,
+)
+from engine.store.history.rows import (
+    Page,
+    merge_hits,
+    page,
+    run_item,
+    thread_item,
+    turn_detail,
+    turn_item,
+    write_json,
+)
+
+__all__ = ["READ_ERRORS", "STATUSES", "Filters", "History", "HistoryError", "Page",
+           "UnknownTurn", "connect_readonly", "parse_time", "recent_turns"]  # fmt: skip
+
+# What reading a room's history can raise: bad input, a database that cannot be read
+# (locked past the timeout, damaged), or a file that cannot be opened.
+READ_ERRORS = (HistoryError, sqlite3.Error, OSError)
+
+
+async def connect_readonly(room: Room) -> aiosqlite.Connection:
+    """A read-only connection that never blocks the room's owner (WAL readers don't)."""
+    db = await aiosqlite.connect(f"file:{room.db}?mode=ro", uri=True)
+    db.row_factory = sqlite3.Row
+    await db.execute("PRAGMA busy_timeout=2000")
+    return db
+
+
+class History:
+    """Read-only history of a room; an async context manager that holds one connection."""
+
+    def __init__(self, room: Room) -> None:
+        self.room = room
+        self._db: aiosqlite.Connection | None = None
+        self.indexed = False  # the room's database has the history tables
+
+    async def __aenter__(self) -> History:
+        if self.room.db.exists():
+            self._db = await connect_readonly(self.room)
+            row = await self._one("SELECT 1 FROM sqlite_master WHERE name = 'turn_marks'")
+            self.indexed = row is not None
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._db is not None:
+            await self._db.close()
+            self._db = None
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    async def _all(self, sql: str, params: Any = ()) -> list[sqlite3.Row]:
+        if self._db is None:
+            return []
+        try:
+            return list(await self._db.execute_fetchall(sql, params))
+        except sqlite3.OperationalError as exc:
+            if "fts5" in str(exc) or "unterminated" in str(exc):
+                raise HistoryError(f"bad search query: {exc}") from None
+            raise
+
+    async def _one(self, sql: str, params: Any = ()) -> sqlite3.Row | None:
+        rows = await self._all(sql, params)
+        return rows[0] if rows else None
+
+    def _need_index(self) -> None:
+        if self._db is not None and not self.indexed:
+            raise HistoryError(
+                f"{self.room.db} predates the history indexes; open the room once with the "
+                "runtime (any agentdeck command but history) to add them"
+            )
+
+    async def _counter(self, names: list[str]) -> dict[str, int]:
+        marks = ",".join("?" * len(names))
+        rows = await self._all(f"SELECT name, value FROM counters WHERE name IN ({marks})", names)
+        found = {r["name"]: r["value"] for r in rows}
+        return {n: found.get(n, 0) for n in names}
+
+    # -- lists ------------------------------------------------------------------------------
+
+    async def turns(
+        self, filters: Filters | None = None, *, after: str | None = None, limit: int = 50
+    ) -> Page:
+        """Turns, newest first, that pass every filter; `after` a row's `cursor`."""
+        filters, limit = filters or Filters(), check_limit(limit)
+        cursor = parse_turn_cursor(after) if after else None
+        marks = filters.marks()
+        if not self.indexed and filters.marks() == [f"thread:{filters.thread}"]:
+            sql, params = legacy_thread_sql(filters, cursor, limit + 1)  # a room not upgraded
+            return page(await self._all(sql, params), limit, turn_item)
+        if not filters.empty:
+            self._need_index()
+        driver = None
+        if marks:  # walk the rarest facet; check the others by key
+            sizes = await self._counter(marks)
+            driver = min(marks, key=lambda m: sizes[m])
+        sql, params = turns_sql(filters, driver, cursor, limit + 1)
+        return page(await self._all(sql, params), limit, turn_item)
+
+    async def runs(self, *, after: str | None = None, limit: int = 50) -> Page:
+        """Runs (console sessions, `run`, `invoke`...), newest first, with their turn counts."""
+        limit = check_limit(limit)
+        where, params = ("WHERE (r.started_at, r.id) < (?, ?)", [*parse_turn_cursor(after)]) \
+            if after else ("", [])  # fmt: skip
+        turns = "(SELECT value FROM counters WHERE name = 'run:' || r.id)" if self.indexed else "0"
+        rows = await self._all(
+            f"SELECT r.*, {turns} AS turns FROM runs r {where}"
+            " ORDER BY r.started_at DESC, r.id DESC LIMIT ?",
+            (*params, limit + 1),
+        )
+        return page(rows, limit, run_item)
+
+    async def threads(
+        self, *, group: str | None = None, after: str | None = None, limit: int = 50
+    ) -> Page:
+        """Threads, most recently used first (a thread that runs again moves to the top)."""
+        limit = check_limit(limit)
+        where, params = ["1"], []
+        if group is not None:
+            where.append("h.group_name = ?")
+            params.append(group)
+        if after:
+            where.append("(h.updated_at, h.id) < (?, ?)")
+            params.extend(parse_turn_cursor(after))
+        rows = await self._all(
+            f"SELECT h.* FROM threads h WHERE {' AND '.join(where)}"
+            " ORDER BY h.updated_at DESC, h.id DESC LIMIT ?",
+            (*params, limit + 1),
+        )
+        return page(rows, limit, thread_item)
+
+    async def search(
+        self, query: str, filters: Filters | None = None, *, after: str | None = None,
+        limit: int = 50, raw: bool = False,
+    ) -> Page:  # fmt: skip
+        """Full-text hits in message text and tool-call arguments, results and errors, newest
+        first. Words are matched as given (all of them; `word*` for a prefix); quotes and
+        operators are plain text. `raw=True` passes FTS5 syntax (a bad one: HistoryError)."""
+        filters, limit = filters or Filters(), check_limit(limit)
+        self._need_index()
+        match = query.strip() if raw else fts_query(query)
+        if not match:
+            raise HistoryError("nothing to search for")
+        bounds = parse_search_cursor(after) if after else (None, None)
+        found: list[list[sqlite3.Row]] = []
+        for kind, bound in zip(("message", "call"), bounds, strict=True):
+            at, turn = ("m.created_at", "m.turn_id") if kind == "message" else \
+                ("c.created_at", "c.turn_id")  # fmt: skip
+            where, params = hit_filter_sql(filters, at, turn)
+            sql = search_sql(kind, where, bound is not None)
+            args = [match, *([bound] if bound is not None else []), *params, limit + 1]
+            found.append(await self._all(sql, args))
+        items, more = merge_hits(*found, bounds, limit)
+        return Page(items, items[-1]["cursor"] if more and items else None)
+
+    # -- one turn ---------------------------------------------------------------------------
+
+    async def turn(self, turn_id: str) -> dict[str, Any]:
+        """The turn with its steps, messages, tool calls and decisions (one snapshot)."""
+        if self._db is None:
+            raise UnknownTurn(f"no turn {turn_id}: {self.room.db} does not exist")
+
+        gone = threading.Event()  # the caller stopped waiting: a queued read is skipped
+
+        def read(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
+            # One hop to the connection's thread: BEGIN..COMMIT run together, so no
+            # cancel can leave the read transaction open between them.
+            if gone.is_set():
+                return None
+            conn.execute("BEGIN")
+            try:
+                row = conn.execute(TURN_SQL, (turn_id,)).fetchone()
+                if row is None:
+                    return None
+                q = "SELECT * FROM {} WHERE turn_id = ? ORDER BY {}"
+                return (
+                    row,
+                    conn.execute(q.format("steps", "idx, id"), (turn_id,)).fetchall(),
+                    conn.execute(q.format("messages", "seq"), (turn_id,)).fetchall(),
+                    conn.execute(q.format("tool_calls", "step_id, idx"), (turn_id,)).fetchall(),
+                    conn.execute(
+                        "SELECT d.* FROM tool_calls c JOIN decisions d ON d.call_id = c.id"
+                        " WHERE c.turn_id = ? ORDER BY d.created_at, d.id",
+                        (turn_id,),
+                    ).fetchall(),
+                )
+            finally:
+                conn.execute("COMMIT")
+
+        db = self._db
+        try:
+            found = await db._execute(lambda: read(db._conn))  # noqa: SLF001 - see Store.write
+        finally:
+            # Cancelled (the console cancels the read of a turn the cursor has left): the
+            # read still waiting behind others on the connection's thread never begins, so
+            # a fast cursor queues no work; one already running ends, COMMIT included.
+            gone.set()
+        if found is None:
+            raise UnknownTurn(f"no turn {turn_id} in {self.room.db}")
+        return turn_detail(*found)
+
+    async def where_suspended(self, turn_id: str) -> dict[str, Any] | None:
+        """The step and calls where the turn suspended (still waiting first); None if it
+        never did."""
+        return (await self.turn(turn_id))["suspended"]
+
+    async def export_turn(self, turn_id: str, path: str | os.PathLike[str] | None = None) -> Path:
+        """Write the turn as JSON (default: `exports/turn-<id>.json` in the room)."""
+        detail = await self.turn(turn_id)
+        doc = {"format": "agentdeck.turn/1", "exported_at": time.time(),
+               "room": str(self.room.path), **detail}  # fmt: skip
+        target = (
+            Path(path) if path is not None else self.room.path / "exports" / f"turn-{turn_id}.json"
+        )
+        await anyio.to_thread.run_sync(write_json, target, doc)
+        return target
+
+    # -- totals -----------------------------------------------------------------------------
+
+    async def counts(self) -> dict[str, Any]:
+        """Totals, none of them a count of a big table: turns, threads, runs, decisions and
+        the facets from counters; steps, calls and messages (append-only tables) by their
+        last rowid; calls waiting for a decision from the index of open calls."""
+        self._need_index()
+        out: dict[str, Any] = await self._counter(["turns", "threads", "runs", "decisions"])
+        for key, table in (("steps", "steps"), ("calls", "tool_calls"), ("messages", "messages")):
+            row = await self._one(f"SELECT coalesce(max(rowid), 0) FROM {table}")
+            out[key] = row[0] if row else 0
+        row = await self._one(  # the open-calls index names its condition: repeat it
+            "SELECT count(*) FROM tool_calls WHERE status = 'suspended'"
+            " AND status IN ('new', 'running', 'suspended', 'resuming')"
+        )
+        out["suspended_calls"] = row[0] if row else 0
+        status_marks = {s: Filters(status=s).marks()[0] for s in STATUSES}
+        sizes = await self._counter(list(status_marks.values()))
+        out["status"] = {s: sizes[m] for s, m in status_marks.items()}
+        for key, prefix in (("groups", "group:"), ("origins", "origin:"), ("tools", "tool:")):
+            rows = await self._all(
+                "SELECT name, value FROM counters WHERE name >= ? AND name < ? ORDER BY name",
+                (prefix, prefix[:-1] + ";"),
+            )
+            out[key] = {r["name"][len(prefix) :]: r["value"] for r in rows if r["value"]}
+        return out
+
+    async def count(self, filters: Filters | None = None) -> int | None:
+        """The exact size of a turn list when a counter holds it (no filter, or one facet
+        and no time range); None otherwise."""
+        filters = filters or Filters()
+        marks = filters.marks()
+        if filters.since is not None or filters.until is not None or len(marks) > 1:
+            return None
+        if self._db is None:
+            return 0
+        self._need_index()
+        name = marks[0] if marks else "turns"
+        return (await self._counter([name]))[name]
+
+
+async def recent_turns(
+    room: Room, *, thread: str | None = None, limit: int = 20
+) -> list[dict[str, Any]]:
+    """Turns, newest first, with their call counts (the first page of `History.turns`)."""
+    async with History(room) as h:
+        return (await h.turns(Filters(thread=thread), limit=limit)).items
