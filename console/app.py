@@ -156,7 +156,7 @@ class AgentDeck(App[int]):
                                      for t, bs in sections]))  # fmt: skip
 
     @work(group="quit", exclusive=True)
-    async def action_quit(self) -> None:
+    async def action_quit(self) -> None:  # type: ignore[override]  # (a worker: it may ask)
         running, _ = self.bridge.state.counts()
         if running and self.host.hosted:  # attached: the runtime goes on without this console
             ok = await self.push_screen_wait(ConfirmScreen(

@@ -18,6 +18,7 @@ import random
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any, Literal
 
 import anyio
@@ -117,7 +118,7 @@ class Runtime:
     @asynccontextmanager
     async def open(
         cls,
-        room: Room | str | os.PathLike[str] | None = None,
+        room: Room | str | Path | None = None,
         *,
         kind: str = "console",
         provider: Provider | None = None,
@@ -303,7 +304,7 @@ class Runtime:
                 self.notice("warning", f"{r.thread_id}: queued request {r.id} {r.reason}")
         if req.status == "rejected":
             raise Rejected(req.reason or "rejected")
-        target = req.coalesced_into if req.status == "coalesced" else req.id
+        target = (req.coalesced_into or req.id) if req.status == "coalesced" else req.id
         handle = self.live.setdefault(target, TurnHandle(target, message.thread_id))
         holder = self.scheduler.holder(message.thread_id)
         sv = self.supervisor

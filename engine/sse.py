@@ -14,7 +14,7 @@ A stream is input from another process, so a line and an event have a size limit
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterable
 from dataclasses import dataclass
 
 DEFAULT_LIMIT = 8 * 1024 * 1024  # bytes of one line, and of one event's data
@@ -33,7 +33,9 @@ class SSEEvent:
     id: str = ""  # the last event id in effect when it was dispatched
 
 
-async def sse_lines(chunks: AsyncIterable[bytes], limit: int = DEFAULT_LIMIT) -> AsyncIterator[str]:
+async def sse_lines(
+    chunks: AsyncIterable[bytes], limit: int = DEFAULT_LIMIT
+) -> AsyncGenerator[str, None]:
     """The lines in `chunks` (as from `httpx.Response.aiter_bytes()`), without their ends.
 
     CRLF, LF or CR ends a line, also when a read splits a CRLF. A line longer than
@@ -59,7 +61,7 @@ async def sse_lines(chunks: AsyncIterable[bytes], limit: int = DEFAULT_LIMIT) ->
 
 async def parse_sse(
     lines: AsyncIterable[str], limit: int = DEFAULT_LIMIT
-) -> AsyncIterator[SSEEvent]:
+) -> AsyncGenerator[SSEEvent, None]:
     """Yield the events in `lines` (from `sse_lines`, or `httpx.Response.aiter_lines()`).
 
     A line, or an event's data, longer than `limit` raises SSEError.

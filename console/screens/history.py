@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +43,7 @@ from console.widgets.history_list import HistoryList
 from console.widgets.key_bar import KeyBar
 from console.widgets.timeline import Timeline
 from console.widgets.turn_detail import TurnDetail
-from engine.history import HistoryError
-from engine.history_filters import fts_query
+from engine.history import HistoryError, fts_query
 from engine.room import Room
 
 CYCLED = {"origin": "origins", "group": "groups", "tool": "tools"}  # filter -> counts() key
@@ -421,5 +421,5 @@ class HistoryScreen(Screen[None]):
         for b in self.BINDINGS:
             if isinstance(b, Binding) and b.description and b.action != "close":
                 yield (f"History: {b.description}", f"key {b.key}",
-                       lambda action=b.action: self.run_action(action))  # fmt: skip
+                       partial(self.run_action, b.action))  # fmt: skip
         yield "Close history", "Back to the main screen (q)", self.action_close

@@ -76,7 +76,8 @@ class SchedulerScreen(Screen[None]):
     def refresh_stats(self) -> None:
         """Take one snapshot (in a worker: an attached console asks the owner) and redraw
         what changed in it."""
-        self.run_worker(self._refresh, group="stats", exclusive=True)  # (made when it runs)
+        # the coroutine is made when the worker runs (Textual types it as returning Never)
+        self.run_worker(self._refresh, group="stats", exclusive=True)  # type: ignore[arg-type]
 
     async def _refresh(self) -> None:
         try:

@@ -58,7 +58,7 @@ class CallsTable(LineView, can_focus=True):
     def show(self, turn_id: str, calls: list[CallRow]) -> None:
         """Draw the calls of `turn_id`, keeping the cursor on the same call; nothing is
         redrawn when they did not change."""
-        rows = [
+        rows: list[tuple[str, tuple[str, ...]]] = [
             (call.call_id, (call.tool, call.status, one_line(call.args, 40),
                             one_line(_outcome(call) or "", 50), duration(_took(call))))
             for call in calls

@@ -7,6 +7,7 @@ says what the operator asked for (`Configure`); the screen applies it through th
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from textual.binding import Binding
 from textual.message import Message
@@ -34,7 +35,7 @@ class GroupsTable(KeyedTable):
             super().__init__()
             self.group, self.toggle_pause, self.delta = group, toggle_pause, delta
 
-    def __init__(self, **kw: object) -> None:
+    def __init__(self, **kw: Any) -> None:
         super().__init__(COLUMNS, state_columns=("state",), **kw)
 
     def show_groups(self, groups: Iterable[GroupStats]) -> None:

@@ -55,7 +55,8 @@ class EventHub:
             return []
         if seq + 1 < self.oldest:
             return None
-        ring, size, out, total = self._ring, self.size, [], 0
+        ring, size, total = self._ring, self.size, 0
+        out: list[str] = []
         for n in range(seq + 1, min(self.head, seq + limit) + 1):
             slot = ring[n % size]
             if slot[2] is None:

@@ -43,6 +43,7 @@ import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from engine.config import PulseConfig
 from engine.loops.pulse_schedule import Schedule, ScheduleError, make_schedule, parse_zone
@@ -97,7 +98,7 @@ class ChoreFile:
     text: str
     schedule: Schedule
     enabled: bool
-    settings: dict[str, str]
+    settings: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -201,7 +202,7 @@ def parse_chore(path: Path, raw: bytes, now: float) -> ChoreFile:
     enabled = data.get("enabled", True)
     if not isinstance(enabled, bool):
         raise FileError(f"enabled: expected true or false, got {enabled!r}")
-    settings = {k: data[k] for k in ("strategy", "group") if k in data}
+    settings: dict[str, Any] = {k: data[k] for k in ("strategy", "group") if k in data}
     for name, value in settings.items():
         if not isinstance(value, str) or not value:
             raise FileError(f"{name}: expected a non-empty string, got {value!r}")

@@ -10,7 +10,7 @@ live in `engine.providers.http`.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, Iterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -141,7 +141,7 @@ class AnthropicProvider(HTTPProvider):
             body["tools"] = anthropic_tools(request.tools)
         return body
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         """Text, tool-call pieces, usage, then one StopEvent at message_stop."""
         seen = _Seen()
         async with aclosing(self.events(self.url, self.body(request))) as events:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Protocol
 
@@ -73,7 +73,7 @@ class Provider(Protocol):
     name: str
     model: str
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]: ...
+    def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]: ...
 
 
 @dataclass

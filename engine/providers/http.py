@@ -18,7 +18,6 @@ import re
 from collections.abc import (
     AsyncGenerator,
     AsyncIterable,
-    AsyncIterator,
     Awaitable,
     Callable,
     Iterable,
@@ -174,7 +173,7 @@ class HTTPProvider:
         """Full jitter: uniform in [0, min(max_backoff, backoff * 2**attempt)]."""
         return random.uniform(0.0, min(self.max_backoff, self.backoff * 2**attempt))
 
-    async def events(self, url: str, body: dict[str, Any]) -> AsyncIterator[SSEEvent]:
+    async def events(self, url: str, body: dict[str, Any]) -> AsyncGenerator[SSEEvent, None]:
         """POST `body` to `url` and yield the response's events, retrying what may be.
 
         Leaving the iteration (cancellation, an error, `aclose()`) closes the response.

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import anyio
@@ -137,7 +137,7 @@ class OfflineModel:
         self.delay = delay
         self.chunk_chars = chunk_chars
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         for i, event in enumerate(self.events(request)):
             if i and self.delay > 0 and isinstance(event, TextDelta | ToolCallDelta):
                 await anyio.sleep(self.delay)

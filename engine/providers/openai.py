@@ -9,7 +9,7 @@ live in `engine.providers.http`.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, Iterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -147,7 +147,7 @@ class OpenAIProvider(HTTPProvider):
             body["max_tokens"] = self.max_tokens
         return body
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         """Text, tool-call pieces (parallel calls by index), usage, then one StopEvent."""
         url = f"{self.base_url}/chat/completions"
         seen = _Seen()

@@ -145,6 +145,6 @@ async def read_conversation(room: Room, thread_id: str, limit: int) -> Conversat
     finally:
         await db.close()
     return Conversation(
-        [ChatRecord(r["role"], r["text"], r["turn_id"]) for r in reversed(rows)],
+        [ChatRecord(r["role"], r["text"], r["turn_id"]) for r in reversed(list(rows))],
         {r["id"]: (r["reason"], r["detail"]) for r in ends},
     )

@@ -136,7 +136,7 @@ async def run(loop: TurnLoop) -> None:
             loop.turn.record["max_rounds_reached"] = max_rounds
             break
         if not await loop.before_inference():
-            return await loop.finish(loop.stop.reason, loop.stop.detail)
+            return await loop.finish_stopped()
         inf = await loop.infer(
             planner_request(loop, done, max_rounds), kind="plan", publish_text=False,
             stop_when=short_circuit(),
@@ -151,7 +151,7 @@ async def run(loop: TurnLoop) -> None:
         assistant, metas = as_assistant(decision, len(done))
         calls = await loop.commit_assistant(inf, assistant, metas)
         if loop.stop:
-            return await loop.finish(loop.stop.reason, loop.stop.detail)
+            return await loop.finish_stopped()
         await loop.tool_round(calls)
         if all(c.status is CallStatus.SUSPENDED for c in calls):
             await loop.resume_tool_calls()
@@ -174,7 +174,7 @@ async def final_answer(loop: TurnLoop) -> None:
     assistant = inf.acc.message().model_copy(update={"tool_calls": []})
     await loop.commit_assistant(inf, assistant)
     if loop.stop:
-        return await loop.finish(loop.stop.reason, loop.stop.detail)
+        return await loop.finish_stopped()
     if loop.turn.record.get("max_rounds_reached"):
         loop.turn.final_text = assistant.text
         detail = f"plan_execute reached max_rounds ({loop.turn.record['max_rounds_reached']})"

@@ -18,14 +18,14 @@ async def run(loop: TurnLoop) -> None:
                 return await loop.finish_waiting()
             return await loop.finish(turn_lifecycle.NATURAL)
         if not await loop.before_inference():
-            return await loop.finish(loop.stop.reason, loop.stop.detail)
+            return await loop.finish_stopped()
         inf = await loop.infer()
         assistant = inf.acc.message()
         if assistant.refusal:
             assistant = assistant.model_copy(update={"tool_calls": []})  # refusals run nothing
         calls = await loop.commit_assistant(inf, assistant)
         if loop.stop:
-            return await loop.finish(loop.stop.reason, loop.stop.detail)
+            return await loop.finish_stopped()
         if not calls:
             return await loop.answered(assistant)
         await loop.tool_round(calls)  # then RESUME_TOOL_CALL again, at the loop top

@@ -16,7 +16,7 @@ silent double execution. How decisions reach the calls is in `engine.turn.replay
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import aclosing
 from typing import Any
 
@@ -96,7 +96,7 @@ class TurnLoop(Replay):
         self.append(call.message())
         call.has_message = PLACEHOLDER if call.status is CallStatus.SUSPENDED else ANSWERED
 
-    async def commit(self, checkpoint: str | None, touched: list[CallState] = ()) -> None:
+    async def commit(self, checkpoint: str | None, touched: Sequence[CallState] = ()) -> None:
         """Write everything gathered since the last commit as one transaction."""
         now = self.ctx.clock()
         before = [(call, call.written) for call in touched]
@@ -325,6 +325,11 @@ class TurnLoop(Replay):
         self._set(TurnStatus.RUNNING, None, None)
         await self.commit(None)
 
+    async def finish_stopped(self) -> None:
+        """End the turn as the plugin that asked it to stop said (`self.stop`)."""
+        assert self.stop is not None, "no plugin asked the turn to stop"
+        await self.finish(self.stop.reason, self.stop.detail)
+
     async def finish_waiting(self) -> None:
         """Every outcome is suspended: the turn waits for a decision."""
         self._set(TurnStatus.WAITING, turn_lifecycle.SUSPENDED, None)
@@ -350,7 +355,7 @@ class TurnLoop(Replay):
         await self.phase(Phase.RUN_END)
         await self.commit("run_finished", calls)
 
-    def _set(self, status: TurnStatus, reason: str, detail: str | None) -> None:
+    def _set(self, status: TurnStatus, reason: str | None, detail: str | None) -> None:
         turn_lifecycle.check(self.turn.status, status)
         self.turn.status, self.turn.reason, self.turn.detail = status, reason, detail
         self.events.append(

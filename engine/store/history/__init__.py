@@ -179,7 +179,8 @@ class History:
     ) -> Page:
         """Threads, most recently used first (a thread that runs again moves to the top)."""
         limit = check_limit(limit)
-        where, params = ["1"], []
+        where: list[str] = ["1"]
+        params: list[Any] = []
         if group is not None:
             where.append("h.group_name = ?")
             params.append(group)
@@ -214,7 +215,7 @@ class History:
             sql = search_sql(kind, where, bound is not None)
             args = [match, *([bound] if bound is not None else []), *params, limit + 1]
             found.append(await self._all(sql, args))
-        items, more = merge_hits(*found, bounds, limit)
+        items, more = merge_hits(found[0], found[1], bounds, limit)
         return Page(items, items[-1]["cursor"] if more and items else None)
 
     # -- one turn ---------------------------------------------------------------------------

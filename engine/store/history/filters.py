@@ -196,7 +196,8 @@ def legacy_thread_sql(
 ) -> tuple[str, list[Any]]:
     """A thread's turns in a room whose database predates `turn_marks` (read-only: it
     cannot be upgraded from here)."""
-    where, params = ["t.thread_id = ?"], [filters.thread]
+    where: list[str] = ["t.thread_id = ?"]
+    params: list[Any] = [filters.thread]
     if after is not None:
         where.append("(t.created_at, t.id) < (?, ?)")
         params.extend(after)
