@@ -7,10 +7,9 @@ from execution records starts with "action_results:").
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 import anyio
@@ -18,7 +17,6 @@ import pytest
 
 from engine.config import Config
 from engine.decisions import Decision
-from engine.messages import Message
 from engine.providers.base import ModelEvent, ModelRequest, StopEvent, TextDelta, UsageEvent
 from engine.runtime import Runtime, TurnOutcome
 from engine.strategies.plan_normalize import (
@@ -31,6 +29,8 @@ from engine.strategies.plan_normalize import (
     parse_planner_text,
 )
 from engine.tools import tool
+from tests import helpers
+from tests.helpers import msg, rows
 from tests.scripted import Reply, ScriptedModel, add, shell
 
 RECORD_KEYS = {"purpose", "tool_name", "kwargs", "todo_suggestion", "next", "success", "result",
@@ -242,32 +242,13 @@ def test_action_results_never_overwrite_a_literal_numbered_purpose():
 # -- scenarios ----------------------------------------------------------------------------
 
 
-def msg(text: str, thread: str = "t1") -> Message:
-    return Message(origin="invoke", sender="test", thread_id=thread, text=text)
-
-
-@asynccontextmanager
-async def runtime(tmp_path, provider, tools=(add, shell), config=None, **kw):
-    counter = itertools.count(1)
-    async with Runtime.open(
-        tmp_path / "room",
-        kind="test",
-        provider=provider,
-        tools=list(tools),
-        config=config,
-        ids=lambda prefix: f"{prefix}{next(counter)}",
-        **kw,
-    ) as rt:
-        yield rt
+# The planner is shown the tools it may call: add and shell (a test lists them).
+runtime = partial(helpers.runtime, tools=(add, shell))
 
 
 async def run_plan(rt: Runtime, text: str = "go", strategy: str = "plan_execute") -> TurnOutcome:
     handle = await rt.submit(msg(text), strategy=strategy)
     return await rt.wait_turn(handle.turn_id)
-
-
-async def rows(rt: Runtime, sql: str, *params: Any) -> list[tuple]:
-    return [tuple(r) for r in await rt.store.fetchall(sql, params)]
 
 
 async def turn_record(rt: Runtime, turn_id: str) -> dict[str, Any]:

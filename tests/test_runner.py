@@ -7,8 +7,6 @@ message are always handled; `generate_tool_response` is cached per iteration.
 
 from __future__ import annotations
 
-import itertools
-from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -19,7 +17,8 @@ from engine.messages import ConvMessage, ToolCallPart
 from engine.providers.base import ModelRequest
 from engine.runtime import Runtime
 from engine.tools import tool
-from tests.scripted import Reply, ScriptedModel, first_then
+from tests.helpers import rows, runtime
+from tests.scripted import Reply, first_then
 
 pytestmark = pytest.mark.anyio
 
@@ -49,23 +48,6 @@ class Counted:
         return [self.add, self.shell]
 
 
-@asynccontextmanager
-async def runtime(tmp_path, script, counted: Counted):
-    counter = itertools.count(1)
-    async with Runtime.open(
-        tmp_path / "room",
-        kind="test",
-        provider=ScriptedModel(script),
-        tools=counted.tools,
-        ids=lambda prefix: f"{prefix}{next(counter)}",
-    ) as rt:
-        yield rt
-
-
-async def rows(rt: Runtime, sql: str, *params: Any) -> list[tuple]:
-    return [tuple(r) for r in await rt.store.fetchall(sql, params)]
-
-
 def user(text: str) -> ConvMessage:
     return ConvMessage(role="user", text=text)
 
@@ -76,7 +58,7 @@ def roles(messages: list[ConvMessage]) -> list[str]:
 
 async def test_unchanged_state_appends_message_and_results(tmp_path):
     counted = Counted()
-    async with runtime(tmp_path, first_then([("add", {"a": 2, "b": 3})]), counted) as rt:
+    async with runtime(tmp_path, first_then([("add", {"a": 2, "b": 3})]), counted.tools) as rt:
         runner = rt.tool_runner([user("add")], thread_id="r")
         seen = [m async for m in runner]
         assert [bool(m.tool_calls) for m in seen] == [True, False]
@@ -95,7 +77,7 @@ async def test_unchanged_state_appends_message_and_results(tmp_path):
 
 async def test_push_messages_replaces_the_auto_append(tmp_path):
     counted = Counted()
-    async with runtime(tmp_path, first_then([("add", {"a": 1, "b": 2})]), counted) as rt:
+    async with runtime(tmp_path, first_then([("add", {"a": 1, "b": 2})]), counted.tools) as rt:
         runner = rt.tool_runner([user("add")], thread_id="r")
         first = await runner.__anext__()
         note = ConvMessage(role="assistant", text="(noted)", tool_calls=first.tool_calls)
@@ -119,7 +101,7 @@ async def test_push_yielded_message_and_user_note(tmp_path):
         return Reply(text=f"saw {last.role}: {last.text}")
 
     counted = Counted()
-    async with runtime(tmp_path, script, counted) as rt:
+    async with runtime(tmp_path, script, counted.tools) as rt:
         runner = rt.tool_runner([user("add")], thread_id="r")
         first = await runner.__anext__()
         runner.push_messages(first, user("also: be brief"))
@@ -135,7 +117,7 @@ async def test_push_yielded_message_and_user_note(tmp_path):
 
 async def test_push_yielded_message_and_generated_results_only_sends_next_request(tmp_path):
     counted = Counted()
-    async with runtime(tmp_path, first_then([("add", {"a": 2, "b": 5})]), counted) as rt:
+    async with runtime(tmp_path, first_then([("add", {"a": 2, "b": 5})]), counted.tools) as rt:
         runner = rt.tool_runner([user("add")], thread_id="r")
         async for message in runner:
             if message.tool_calls:
@@ -159,7 +141,7 @@ async def test_set_messages_params_replaces_the_state(tmp_path, form):
         return Reply(text=f"answering {last.text!r} after {len(request.messages)} message(s)")
 
     counted = Counted()
-    async with runtime(tmp_path, script, counted) as rt:
+    async with runtime(tmp_path, script, counted.tools) as rt:
         runner = rt.tool_runner([user("add")], thread_id="r")
         first = await runner.__anext__()
         assert first.tool_calls
@@ -177,7 +159,7 @@ async def test_set_messages_params_replaces_the_state(tmp_path, form):
 
 async def test_generate_tool_response_is_cached_and_leaves_the_state(tmp_path):
     counted = Counted()
-    async with runtime(tmp_path, first_then([("add", {"a": 3, "b": 4})]), counted) as rt:
+    async with runtime(tmp_path, first_then([("add", {"a": 3, "b": 4})]), counted.tools) as rt:
         runner = rt.tool_runner([user("add")], thread_id="r")
         first = await runner.__anext__()
         runner.push_messages(first)
@@ -197,7 +179,7 @@ async def test_generate_tool_response_is_cached_and_leaves_the_state(tmp_path):
 
 async def test_generate_tool_response_none_without_tool_calls(tmp_path):
     counted = Counted()
-    async with runtime(tmp_path, lambda r: Reply(text="hello"), counted) as rt:
+    async with runtime(tmp_path, lambda r: Reply(text="hello"), counted.tools) as rt:
         runner = rt.tool_runner([user("hi")], thread_id="r")
         assert await runner.generate_tool_response() is None  # before any request
         message = await runner.__anext__()
@@ -211,7 +193,7 @@ async def test_generate_tool_response_none_without_tool_calls(tmp_path):
 
 async def test_generate_tool_response_sees_the_yielded_message(tmp_path):
     counted = Counted()
-    async with runtime(tmp_path, first_then([("add", {"a": 3, "b": 4})]), counted) as rt:
+    async with runtime(tmp_path, first_then([("add", {"a": 3, "b": 4})]), counted.tools) as rt:
         runner = rt.tool_runner([user("add")], thread_id="r")
         await runner.__anext__()
         results = await runner.generate_tool_response()  # state unchanged
@@ -224,7 +206,7 @@ async def test_generate_tool_response_sees_the_yielded_message(tmp_path):
 
 async def test_generate_tool_response_cleared_when_the_state_changes(tmp_path):
     counted = Counted()
-    async with runtime(tmp_path, first_then([("add", {"a": 1, "b": 2})]), counted) as rt:
+    async with runtime(tmp_path, first_then([("add", {"a": 1, "b": 2})]), counted.tools) as rt:
         runner = rt.tool_runner([user("add")], thread_id="r")
         first = await runner.__anext__()
         runner.push_messages(first)
@@ -257,7 +239,7 @@ async def test_generate_tool_response_cleared_when_the_state_changes(tmp_path):
 async def test_refusal_stops_without_running_tools(tmp_path):
     counted = Counted()
     script = lambda r: Reply(text="I won't", calls=[("add", {"a": 1, "b": 1})], refusal=True)  # noqa: E731
-    async with runtime(tmp_path, script, counted) as rt:
+    async with runtime(tmp_path, script, counted.tools) as rt:
         runner = rt.tool_runner([user("add")], thread_id="r")
         seen = [m async for m in runner]
         assert len(seen) == 1 and seen[0].refusal and seen[0].tool_calls == []
@@ -271,7 +253,7 @@ async def test_refusal_stops_without_running_tools(tmp_path):
 async def test_max_iterations_sends_last_results_then_stops(tmp_path):
     counted = Counted()
     always = lambda r: Reply(text="more", calls=[("add", {"a": 1, "b": 1})])  # noqa: E731
-    async with runtime(tmp_path, always, counted) as rt:
+    async with runtime(tmp_path, always, counted.tools) as rt:
         runner = rt.tool_runner([user("loop")], thread_id="r", max_iterations=3)
         seen = [m async for m in runner]
         requests = rt.provider.requests
@@ -298,7 +280,7 @@ async def turn_of(rt: Runtime) -> str:
 
 async def test_runner_turn_is_recorded_like_any_turn(tmp_path):
     counted = Counted()
-    async with runtime(tmp_path, first_then([("add", {"a": 2, "b": 2})]), counted) as rt:
+    async with runtime(tmp_path, first_then([("add", {"a": 2, "b": 2})]), counted.tools) as rt:
         runner = rt.tool_runner([user("add")], thread_id="r")
         await runner.until_done()
         turn_id = await turn_of(rt)
@@ -329,7 +311,7 @@ async def test_runner_turn_is_recorded_like_any_turn(tmp_path):
 
 async def test_gate_suspends_and_the_runner_waits(tmp_path):
     counted = Counted()
-    async with runtime(tmp_path, first_then([("shell", {"command": "ls"})]), counted) as rt:
+    async with runtime(tmp_path, first_then([("shell", {"command": "ls"})]), counted.tools) as rt:
         runner = rt.tool_runner([user("go")], thread_id="r")
         last = await runner.until_done()
         assert runner.status == "waiting"
@@ -348,7 +330,7 @@ async def test_gate_suspends_and_the_runner_waits(tmp_path):
 
 async def test_gate_approved_from_the_runner(tmp_path):
     counted = Counted()
-    async with runtime(tmp_path, first_then([("shell", {"command": "ls"})]), counted) as rt:
+    async with runtime(tmp_path, first_then([("shell", {"command": "ls"})]), counted.tools) as rt:
         runner = rt.tool_runner([user("go")], thread_id="r")
         await runner.until_done()
         [pending] = runner.pending
@@ -366,7 +348,9 @@ async def test_gate_approved_from_the_runner(tmp_path):
 
 async def test_gate_cancel_decision_is_seen_by_the_model(tmp_path):
     counted = Counted()
-    async with runtime(tmp_path, first_then([("shell", {"command": "rm -rf /"})]), counted) as rt:
+    async with runtime(
+        tmp_path, first_then([("shell", {"command": "rm -rf /"})]), counted.tools
+    ) as rt:
         runner = rt.tool_runner([user("go")], thread_id="r")
         await runner.until_done()
         [pending] = runner.pending
@@ -383,7 +367,7 @@ async def test_gate_cancel_decision_is_seen_by_the_model(tmp_path):
 @pytest.mark.parametrize("action", ["approve", "cancel"])
 async def test_decided_runner_turn_runs_once_and_ends_natural(tmp_path, action):
     counted = Counted()
-    async with runtime(tmp_path, first_then([("shell", {"command": "ls"})]), counted) as rt:
+    async with runtime(tmp_path, first_then([("shell", {"command": "ls"})]), counted.tools) as rt:
         runner = rt.tool_runner([user("go")], thread_id="r")
         await runner.until_done()
         [pending] = runner.pending
@@ -412,7 +396,7 @@ async def wait_settled(rt: Runtime) -> None:
 async def test_decided_mid_iteration_joins_the_tool_response_once(tmp_path):
     counted = Counted()
     script = first_then([("add", {"a": 1, "b": 2}), ("shell", {"command": "ls"})])
-    async with runtime(tmp_path, script, counted) as rt:
+    async with runtime(tmp_path, script, counted.tools) as rt:
         runner = rt.tool_runner([user("go")], thread_id="r")
         async for _message in runner:
             for call in runner.pending:

@@ -6,7 +6,6 @@ call's arguments, so the room (history, export, a restart) reads it back as text
 
 from __future__ import annotations
 
-import itertools
 import json
 
 import pytest
@@ -15,8 +14,8 @@ from engine.decisions import Decision
 from engine.history import History
 from engine.messages import Message
 from engine.providers.base import AssistantAccumulator, ToolCallDelta
-from engine.runtime import Runtime
-from tests.scripted import Reply, ScriptedModel, add, echo_results, first_then, shell
+from tests.helpers import runtime
+from tests.scripted import Reply, add, echo_results, first_then, shell
 
 pytestmark = pytest.mark.anyio
 
@@ -42,9 +41,7 @@ async def test_unusable_arguments_fail_the_call_and_the_turn_goes_on(tmp_path, r
             return Reply(calls=[("add", raw), ("add", {"a": 1, "b": 2})])
         return echo_results(request)
 
-    counter = itertools.count(1)
-    async with Runtime.open(tmp_path / "room", kind="test", provider=ScriptedModel(script),
-                            tools=[add], ids=lambda p: f"{p}{next(counter)}") as rt:  # fmt: skip
+    async with runtime(tmp_path, script, [add]) as rt:
         out = await rt.run_turn(Message(origin="invoke", sender="t", thread_id="t", text="go"))
         assert (out.status, out.reason) == ("done", "natural")
         assert [c["status"] for c in out.calls] == ["failed", "succeeded"]
@@ -79,14 +76,11 @@ async def test_a_waiting_turn_with_unusable_arguments_survives_a_restart(tmp_pat
     raw, _ = BAD["5000-digit-int"]
     script = first_then([("add", raw), ("shell", {"command": "ls"})])
     go = Message(origin="invoke", sender="t", thread_id="t", text="go")
-    ids = itertools.count(1)
-    async with Runtime.open(tmp_path / "room", kind="test", provider=ScriptedModel(script),
-                            tools=[add, shell], ids=lambda p: f"{p}{next(ids)}") as rt:  # fmt: skip
+    async with runtime(tmp_path, script, [add, shell]) as rt:
         out = await rt.run_turn(go)
         assert out.status == "waiting" and [c["status"] for c in out.calls] == [
             "failed", "suspended"]  # fmt: skip
-    async with Runtime.open(tmp_path / "room", kind="test", provider=ScriptedModel(script),
-                            tools=[add, shell], ids=lambda p: f"{p}{next(ids)}") as rt:  # fmt: skip
+    async with runtime(tmp_path, script, [add, shell], first_id=100) as rt:
         await rt.decide(Decision.approve(out.pending[0]["call_id"]))
         out = await rt.wait_turn(out.turn_id)
         assert (out.status, out.reason) == ("done", "natural") and "ran ls" in out.text

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
-from contextlib import asynccontextmanager
-from typing import Any
 
 import anyio
 import pytest
@@ -14,35 +11,12 @@ import pytest
 from engine import builtin_tools as bt
 from engine.config import Config
 from engine.decisions import Decision
-from engine.messages import Message
 from engine.redact import Secrets
-from engine.runtime import Runtime
 from engine.tools import ToolError, tool
-from tests.scripted import ScriptedModel, first_then
+from tests.helpers import msg, rows, runtime
+from tests.scripted import first_then
 
 pytestmark = pytest.mark.anyio
-
-
-def msg(text: str) -> Message:
-    return Message(origin="invoke", sender="test", thread_id="t1", text=text)
-
-
-@asynccontextmanager
-async def runtime(tmp_path, script, tools, config=None):  # noqa: ANN001, ANN202
-    counter = itertools.count(1)
-    async with Runtime.open(
-        tmp_path / "room",
-        kind="test",
-        provider=ScriptedModel(script),
-        tools=list(tools),
-        config=config,
-        ids=lambda prefix: f"{prefix}{next(counter)}",
-    ) as rt:
-        yield rt
-
-
-async def rows(rt: Runtime, sql: str, *params: Any) -> list[tuple]:
-    return [tuple(r) for r in await rt.store.fetchall(sql, params)]
 
 
 # --- time limit ----------------------------------------------------------------------------
@@ -59,7 +33,7 @@ async def test_the_configured_time_limit_ends_a_stuck_call_with_an_error_the_mod
     tmp_path,
 ):
     config = Config.model_validate({"runtime": {"tool_timeouts": {"stuck": 0.1}}})
-    async with runtime(tmp_path, first_then([("stuck", {})]), [stuck], config) as rt:
+    async with runtime(tmp_path, first_then([("stuck", {})]), [stuck], config=config) as rt:
         with anyio.fail_after(30):  # the guard: without a limit the turn never ends
             out = await rt.run_turn(msg("go"))
         assert (out.status, out.reason) == ("done", "natural")
@@ -87,7 +61,7 @@ def shout() -> str:
 async def test_every_result_and_error_is_cut_to_the_cap_before_it_is_stored(tmp_path):
     config = Config.model_validate({"runtime": {"max_result_bytes": 2048}})
     script = first_then([("flood", {}), ("shout", {})])
-    async with runtime(tmp_path, script, [flood, shout], config) as rt:
+    async with runtime(tmp_path, script, [flood, shout], config=config) as rt:
         out = await rt.run_turn(msg("go"))
         assert (out.status, out.reason) == ("done", "natural")
         stored = await rows(
@@ -131,7 +105,7 @@ async def test_an_approved_env_leaves_no_key_anywhere_in_execution_db(tmp_path, 
     config = Config.model_validate({"runtime": {"secret_env": ["MY_TOKEN"]}})
     command = 'env; echo "key=$OPENAI_API_KEY token=$MY_TOKEN"'
     script = first_then([("shell", {"command": command}), ("leak", {}), ("leak_error", {})])
-    async with runtime(tmp_path, script, [bt.shell, leak, leak_error], config) as rt:
+    async with runtime(tmp_path, script, [bt.shell, leak, leak_error], config=config) as rt:
         out = await rt.run_turn(msg("go"))
         assert out.status == "waiting"
         await rt.decide(Decision.approve(out.pending[0]["call_id"]))

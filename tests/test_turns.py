@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import itertools
 import json
-from contextlib import asynccontextmanager
-from typing import Any
 
 import anyio
 import pytest
@@ -13,39 +10,13 @@ import pytest
 from engine.config import Config
 from engine.decisions import Decision
 from engine.events import StepFinished
-from engine.messages import Message
 from engine.plugins import Gate, Phase, PhaseContext, Plugin
 from engine.providers.base import ModelRequest, ProviderError
-from engine.runtime import Runtime
 from engine.tools import ToolResult, tool
-from tests.scripted import Reply, ScriptedModel, add, boom, echo_results, first_then, shell
+from tests.helpers import msg, rows, runtime
+from tests.scripted import Reply, add, echo_results, first_then
 
 pytestmark = pytest.mark.anyio
-
-
-def msg(text: str, thread: str = "t1") -> Message:
-    return Message(origin="invoke", sender="test", thread_id=thread, text=text)
-
-
-@asynccontextmanager
-async def runtime(tmp_path, script, tools=(add, shell, boom), plugins=None, config=None,
-                  first_id=1, **kw):  # fmt: skip
-    counter = itertools.count(first_id)
-    async with Runtime.open(
-        tmp_path / "room",
-        kind="test",
-        provider=ScriptedModel(script),
-        tools=list(tools),
-        plugins=plugins,
-        config=config,
-        ids=lambda prefix: f"{prefix}{next(counter)}",
-        **kw,
-    ) as rt:
-        yield rt
-
-
-async def rows(rt: Runtime, sql: str, *params: Any) -> list[tuple]:
-    return [tuple(r) for r in await rt.store.fetchall(sql, params)]
 
 
 async def test_plain_turn_runs_tools_and_answers(tmp_path):

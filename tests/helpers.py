@@ -1,0 +1,64 @@
+"""Helpers for engine tests: a runtime on a scripted model with counted ids, a message to
+submit, and rows of the room's execution.db.
+
+Every engine test that opens a room the same way uses `runtime`, so a change to how a
+test room is opened (a new `Runtime.open` argument, another id scheme) is made once.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from engine.messages import Message
+from engine.providers.base import ModelRequest, Provider
+from engine.runtime import Runtime
+from engine.tools import Tool
+from tests.scripted import Reply, ScriptedModel, add, boom, shell
+
+
+def counted_ids(first: int = 1) -> Callable[[str], str]:
+    """Ids that are the prefix and a count: `t1`, `s2`, `c3`, … (one count for all)."""
+    counter = itertools.count(first)
+    return lambda prefix: f"{prefix}{next(counter)}"
+
+
+@asynccontextmanager
+async def runtime(
+    tmp_path: Path,
+    model: Callable[[ModelRequest], Reply] | Provider,
+    tools: Iterable[Tool] = (add, shell, boom),
+    *,
+    kind: str = "test",
+    first_id: int = 1,
+    **kw: Any,
+) -> AsyncIterator[Runtime]:
+    """A runtime on the room `tmp_path/room` with counted ids from `first_id`.
+
+    `model` is a script (a request in, a `Reply` out) that a `ScriptedModel` answers
+    with, or a provider used as it is. Other keywords go to `Runtime.open` (`plugins`,
+    `config`, `clock`, `resume`, …).
+    """
+    provider = model if hasattr(model, "stream") else ScriptedModel(model)
+    async with Runtime.open(
+        tmp_path / "room",
+        kind=kind,
+        provider=provider,
+        tools=list(tools),
+        ids=counted_ids(first_id),
+        **kw,
+    ) as rt:
+        yield rt
+
+
+def msg(text: str, thread: str = "t1") -> Message:
+    """A message from the command line (origin `invoke`) on `thread`."""
+    return Message(origin="invoke", sender="test", thread_id=thread, text=text)
+
+
+async def rows(rt: Runtime, sql: str, *params: Any) -> list[tuple]:
+    """The rows a query of the room's database returns, as tuples."""
+    return [tuple(r) for r in await rt.store.fetchall(sql, params)]
