@@ -7,19 +7,17 @@ submits turns on several threads and decides some of the pending calls, forever.
 tool execution appends "<call_id>\\n" to ROOM/executions.log (O_APPEND, write, fsync)
 before it returns, so the test can count how often each call really ran.
 
-The model, the tools and the config are shared with tests/test_crash.py, which reopens
-the room with the same pieces after each kill.
+The model (tests/scripted.py's, on the `random_calls` script), the tools and the config are
+shared with tests/test_crash.py, which reopens the room with the same pieces after each kill.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import sys
 import time
-import uuid
-from collections.abc import AsyncIterator
+from collections.abc import Callable
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: make `engine` and `tests` importable
@@ -30,16 +28,10 @@ import anyio
 from engine.config import Config, StoreConfig
 from engine.decisions import Decision
 from engine.messages import Message
-from engine.providers.base import (
-    ModelEvent,
-    ModelRequest,
-    StopEvent,
-    TextDelta,
-    ToolCallDelta,
-    UsageEvent,
-)
+from engine.providers.base import ModelRequest
 from engine.runtime import Runtime
 from engine.tools import Tool, ToolContext, tool
+from tests.scripted import Reply, ScriptedModel, after_tools
 
 LOG = "executions.log"
 THREADS = 4
@@ -93,39 +85,21 @@ def make_tools(*, hang: bool = False) -> list[Tool]:
     return [approve_op, idem_op, plain_op]
 
 
-class ScriptedModel:
-    """Answers a user message with 1-3 tool calls, and tool results with text."""
+def random_calls(
+    rng: random.Random | None = None, tools: tuple[str, ...] = TOOL_NAMES, max_calls: int = 3
+) -> Callable[[ModelRequest], Reply]:
+    """The script of the crash test's model: a user message gets 1 to `max_calls` calls of
+    tools drawn from `tools` (argument `n`, the call's place), tool results a line of text."""
+    rng = rng or random.Random()
 
-    name = "scripted"
-    model = "crash-script-1"
-
-    def __init__(
-        self, rng: random.Random | None = None, tools: tuple[str, ...] = TOOL_NAMES,
-        max_calls: int = 3,
-    ) -> None:  # fmt: skip
-        self.rng = rng or random.Random()
-        self.tools, self.max_calls = tools, max_calls
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+    def script(request: ModelRequest) -> Reply:
         msgs = request.messages
         if msgs and msgs[-1].role == "user":
-            for i in range(self.rng.randint(1, self.max_calls)):
-                name = self.rng.choice(self.tools)
-                yield ToolCallDelta(
-                    index=i, id=f"m_{uuid.uuid4().hex[:8]}", name=name,
-                    arguments=json.dumps({"n": i}),
-                )  # fmt: skip
-            yield UsageEvent(input_tokens=len(msgs), output_tokens=3)
-            yield StopEvent(reason="tool_use")
-            return
-        results = 0
-        for m in reversed(msgs):
-            if m.role != "tool":
-                break
-            results += 1
-        yield TextDelta(text=f"done after {results} tool result(s)")
-        yield UsageEvent(input_tokens=len(msgs), output_tokens=4)
-        yield StopEvent(reason="end_turn")
+            count = rng.randint(1, max_calls)
+            return Reply(calls=[(rng.choice(tools), {"n": i}) for i in range(count)])
+        return Reply(text=f"done after {len(after_tools(msgs))} tool result(s)")
+
+    return script
 
 
 def config_for(seed: int) -> Config:
@@ -159,8 +133,8 @@ async def _decider(rt: Runtime) -> None:
 async def main(room: str, seed: int) -> None:
     _rng.seed(seed)
     async with Runtime.open(
-        room, kind="run", provider=ScriptedModel(random.Random(seed)), tools=make_tools(),
-        config=config_for(seed), resume="all",
+        room, kind="run", provider=ScriptedModel(random_calls(random.Random(seed))),
+        tools=make_tools(), config=config_for(seed), resume="all",
     ) as rt:  # fmt: skip
         print("ready", flush=True)
         async with anyio.create_task_group() as tg:
@@ -172,7 +146,7 @@ async def main(room: str, seed: int) -> None:
 async def approve_and_hang(room: str) -> None:
     """Approve every pending call; the approval tool records its run, then hangs."""
     async with Runtime.open(
-        room, kind="decide", provider=ScriptedModel(), tools=make_tools(hang=True),
+        room, kind="decide", provider=ScriptedModel(random_calls()), tools=make_tools(hang=True),
         resume="none",
     ) as rt:  # fmt: skip
         for p in await rt.pending():

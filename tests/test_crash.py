@@ -45,11 +45,12 @@ from tests.crash_worker import (
     IDEMPOTENT,
     LOG,
     PLAIN_TOOL,
-    ScriptedModel,
     config_for,
     make_tools,
+    random_calls,
 )
 from tests.history_seed import fts_unsound
+from tests.scripted import ScriptedModel
 
 ROOT = Path(__file__).resolve().parent.parent
 ITERATIONS = int(os.environ.get("CRASH_ITERATIONS", "25"))
@@ -190,8 +191,8 @@ async def test_sigkill_at_random_points_loses_nothing_and_runs_nothing_twice(
 
         # Restart: resume interrupted turns, then decide every waiting call.
         async with Runtime.open(
-            room, kind="run", provider=ScriptedModel(random.Random(seed)), tools=make_tools(),
-            config=config_for(seed), resume="all",
+            room, kind="run", provider=ScriptedModel(random_calls(random.Random(seed))),
+            tools=make_tools(), config=config_for(seed), resume="all",
         ) as rt:  # fmt: skip
             with anyio.fail_after(30):
                 for turn_id in crashed.turns_in("running"):
@@ -256,7 +257,7 @@ async def test_sigkill_at_random_points_loses_nothing_and_runs_nothing_twice(
 @pytest.mark.anyio
 async def test_a_call_killed_mid_replay_does_not_run_again(tmp_path: Path) -> None:
     room = tmp_path / "room"
-    model = ScriptedModel(random.Random(0), tools=(APPROVAL_TOOL,), max_calls=1)
+    model = ScriptedModel(random_calls(random.Random(0), (APPROVAL_TOOL,), max_calls=1))
     async with Runtime.open(room, kind="invoke", provider=model, tools=make_tools()) as rt:
         out = await rt.run_turn(Message(origin="invoke", sender="t", thread_id="t", text="go"))
     assert out.status == "waiting"
@@ -334,7 +335,7 @@ async def test_a_decision_arriving_during_inference_is_applied(tmp_path: Path) -
 async def test_queued_request_starts_after_restart(tmp_path: Path) -> None:
     room = tmp_path / "room"
     room.mkdir()
-    model = ScriptedModel(random.Random(0), tools=(PLAIN_TOOL,), max_calls=1)
+    model = ScriptedModel(random_calls(random.Random(0), (PLAIN_TOOL,), max_calls=1))
     (room / "agentdeck.toml").write_text("[groups.chat]\nmax_running_turns = 0\n")
     async with Runtime.open(room, provider=model, tools=make_tools()) as rt:
         handle = await rt.submit(Message(origin="invoke", sender="t", thread_id="t", text="go"))
@@ -355,7 +356,7 @@ async def test_a_decision_recorded_while_another_is_applied_ends_duplicate(tmp_p
         """Needs approval."""
         return f"ok {n}"
 
-    model = ScriptedModel(random.Random(0), tools=("ask",), max_calls=1)
+    model = ScriptedModel(random_calls(random.Random(0), ("ask",), max_calls=1))
     async with Runtime.open(tmp_path / "room", provider=model, tools=[ask]) as rt:
         out = await rt.run_turn(Message(origin="invoke", sender="t", thread_id="t", text="go"))
         [call_id] = [p["call_id"] for p in out.pending]
@@ -434,7 +435,7 @@ async def test_a_decision_on_a_call_running_its_replay_ends_duplicate(tmp_path: 
         await release.wait()
         return f"ok {n}"
 
-    model = ScriptedModel(random.Random(0), tools=("ask",), max_calls=1)
+    model = ScriptedModel(random_calls(random.Random(0), ("ask",), max_calls=1))
     async with Runtime.open(tmp_path / "room", provider=model, tools=[ask]) as rt:
         out = await rt.run_turn(Message(origin="invoke", sender="t", thread_id="t", text="go"))
         [call_id] = [p["call_id"] for p in out.pending]
