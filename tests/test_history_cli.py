@@ -9,11 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import aiosqlite
 import anyio
 import pytest
 
+import engine.store.history as history_store
 from engine.cli import main
-from engine.history import Filters, History
+from engine.history import Filters, History, connect_readonly
 from engine.room import Room
 from tests.history_seed import STATUS_TRUTH, seed, turn_ids
 
@@ -122,14 +124,22 @@ def full_scan(line: str) -> bool:
 
 
 @pytest.mark.anyio
-async def test_history_queries_use_indexes(seeded):
+async def test_history_queries_use_indexes(seeded, monkeypatch):
     """EXPLAIN QUERY PLAN of every statement History runs: no full scan of a table; a list
     page is never sorted (keyset paging walks an index); filtered lists walk turn_marks.
     (Only the rows of one turn, in `turn()`, may be sorted.)"""
     room, ids = seeded
+    opened: list[aiosqlite.Connection] = []
+
+    async def connect(room: Room) -> aiosqlite.Connection:  # History's, kept to trace it
+        opened.append(await connect_readonly(room))
+        return opened[-1]
+
+    monkeypatch.setattr(history_store, "connect_readonly", connect)
     async with History(room) as h:
+        [db] = opened
         traced: list[str] = []
-        await h._db.set_trace_callback(traced.append)  # noqa: SLF001
+        await db.set_trace_callback(traced.append)
         first = await h.turns(limit=5)
         await h.turns(after=first.next, limit=5)
         filtered = [Filters(status="failed"), Filters(tool="shell", group="chat"),
@@ -143,7 +153,7 @@ async def test_history_queries_use_indexes(seeded):
         await h.counts()
         await h.runs(limit=2)
         await h.turn(ids["approved"])
-        await h._db.set_trace_callback(None)  # noqa: SLF001
+        await db.set_trace_callback(None)
     conn = sqlite3.connect(f"file:{room.db}?mode=ro", uri=True)
     try:
         checked = 0

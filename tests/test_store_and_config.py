@@ -340,7 +340,10 @@ def test_second_owner_is_refused_with_the_pid(room: Room) -> None:
         assert f"pid {os.getpid()}" in text
         assert str(room.path) in text
         assert "agentdeck console" in text
-        assert second._fd is None  # noqa: SLF001 - the refused claim holds nothing
+        second.release()  # the refused claim holds nothing: releasing it takes nothing
+        assert json.loads(room.owner_file.read_text())["kind"] == "console"
+        with pytest.raises(RoomBusy, match="agentdeck console"):
+            Ownership(room, "decide").acquire()
     finally:
         first.release()
 
