@@ -13,9 +13,11 @@ from engine.lifecycle import turn as turn_lifecycle
 C = CallStatus
 T = TurnStatus
 
-# The seed's diagram, written out independently of engine/lifecycle/call.py.
+# The seed's diagram, written out independently of engine/lifecycle/call.py, with the two
+# edges out of `new` its TOOL_CALL sub-state machine implies (issue 14): a call the gate
+# refuses fails, and one whose turn ends first is cancelled, without ever being `running`.
 CALL_EDGES: dict[CallStatus, set[CallStatus]] = {
-    C.NEW: {C.RUNNING, C.SUSPENDED},
+    C.NEW: {C.RUNNING, C.SUSPENDED, C.FAILED, C.CANCELLED},
     C.RUNNING: {C.SUSPENDED, C.SUCCEEDED, C.FAILED, C.CANCELLED},
     C.SUSPENDED: {C.RESUMING, C.CANCELLED},
     C.RESUMING: {C.RUNNING, C.SUSPENDED, C.SUCCEEDED, C.FAILED, C.CANCELLED},
@@ -57,12 +59,12 @@ def test_call_states_are_exactly_the_seed_states() -> None:
     ]
 
 
-def test_call_table_is_exactly_the_seed_diagram() -> None:
+def test_call_table_is_the_seed_diagram_and_the_gate_edges() -> None:
     assert {s: set(d) for s, d in call_lifecycle.TRANSITIONS.items()} == CALL_EDGES
 
 
 def test_call_pair_counts() -> None:
-    assert len(CALL_LEGAL) == 13
+    assert len(CALL_LEGAL) == 15
     assert len(CALL_LEGAL) + len(CALL_ILLEGAL) == len(CallStatus) ** 2
 
 

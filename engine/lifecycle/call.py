@@ -1,9 +1,14 @@
-"""Tool-call lifecycle, exactly the seed's diagram.
+"""Tool-call lifecycle: the seed's diagram, and two edges out of `new` it leaves implicit.
 
-new -> running | suspended
+new -> running | suspended | failed | cancelled
 running -> suspended | succeeded | failed | cancelled
 suspended -> resuming | cancelled
 resuming -> running | suspended | succeeded | failed | cancelled
+
+`new -> failed` is the seed's TOOL_CALL sub-state machine, where BeforeToolExecute ends a
+call Failed (tool missing, arguments invalid, blocked) without executing it; `new ->
+cancelled` is a call whose turn ended before its tool started. Without them such calls
+went through `running`, and their events said "running" for calls that never ran.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ TERMINAL = frozenset({CallStatus.SUCCEEDED, CallStatus.FAILED, CallStatus.CANCEL
 
 S = CallStatus
 TRANSITIONS: dict[CallStatus, frozenset[CallStatus]] = {
-    S.NEW: frozenset({S.RUNNING, S.SUSPENDED}),
+    S.NEW: frozenset({S.RUNNING, S.SUSPENDED, S.FAILED, S.CANCELLED}),
     S.RUNNING: frozenset({S.SUSPENDED, S.SUCCEEDED, S.FAILED, S.CANCELLED}),
     S.SUSPENDED: frozenset({S.RESUMING, S.CANCELLED}),
     S.RESUMING: frozenset({S.RUNNING, S.SUSPENDED, S.SUCCEEDED, S.FAILED, S.CANCELLED}),

@@ -83,9 +83,8 @@ class CallState:
                 self.move(CallStatus.SUSPENDED, at, suspend_reason=clean(result.message))
 
     def fail(self, error: str, at: float) -> None:
-        """End the call failed from whatever state it is in (through `running`)."""
-        if self.status in (CallStatus.NEW, CallStatus.RESUMING):
-            self.move(CallStatus.RUNNING, at)
+        """End the call failed from `new`, `running` or `resuming`: a call the gate refuses
+        fails where it stands, so no event says it ran."""
         self.move(CallStatus.FAILED, at, error=error)
 
     def model_text(self) -> str:

@@ -30,10 +30,12 @@ class Site(Protocol):
 
 
 async def admit(loop: Site, call: CallState, *, approved: bool = False) -> dict[str, Any] | None:
-    """BeforeToolExecute: move a `new` or `resuming` call to running, suspended or failed.
+    """BeforeToolExecute: end a `new` or `resuming` call at the gate (failed or suspended),
+    or let it run.
 
-    Returns the validated keyword arguments when the call may run. Unknown tools, invalid
-    arguments and blocks become failed calls the model sees.
+    Returns the validated keyword arguments when the call may run; the call stays where it
+    is until its caller moves it to `running`, right before committing that and starting
+    the tool. Unknown tools, invalid arguments and blocks become failed calls the model sees.
     """
     rt, now = loop.ctx, loop.ctx.clock()
     tool = rt.tools.get(call.tool)
@@ -72,7 +74,6 @@ async def admit(loop: Site, call: CallState, *, approved: bool = False) -> dict[
         case "suspend":
             call.move(CallStatus.SUSPENDED, now, suspend_reason=gate.reason)
             return None
-    call.move(CallStatus.RUNNING, now)
     return kwargs
 
 

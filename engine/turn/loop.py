@@ -227,7 +227,12 @@ class TurnLoop(Replay):
         self, inf: Inference, assistant: ConvMessage, metas: list[dict[str, Any]] | None = None
     ) -> list[CallState]:
         """Append the answer, gate its calls (BeforeToolExecute), commit
-        assistant_turn_committed; return the calls."""
+        assistant_turn_committed; return the calls.
+
+        A plugin's stop request (at AfterInference or StepEnd, or by a gate) ends the turn
+        before any call starts, as the seed's post-inference terminate does: the calls left
+        ungated and the admitted ones stay `new`, and the turn's end cancels them from there.
+        """
         self.append(assistant)
         now = self.ctx.clock()
         new_calls = [
@@ -241,10 +246,15 @@ class TurnLoop(Replay):
         self.turn.add_calls(new_calls)
         self.step_end("succeeded", message_summary(assistant), input_tokens=inf.acc.input_tokens,
                       output_tokens=inf.acc.output_tokens)  # fmt: skip
+        admitted = []
         for call in new_calls:
-            kwargs = await gates.admit(self, call)
-            if kwargs is not None:
-                self.pending_kwargs[call.id] = kwargs
+            if self.stop is not None:
+                break
+            if (kwargs := await gates.admit(self, call)) is not None:
+                admitted.append((call, kwargs))
+        for call, kwargs in admitted if self.stop is None else ():
+            call.move(CallStatus.RUNNING, self.ctx.clock())  # committed before the tool starts
+            self.pending_kwargs[call.id] = kwargs
         await self.commit("assistant_turn_committed", new_calls)
         return new_calls
 
@@ -345,9 +355,7 @@ class TurnLoop(Replay):
             self.step_end(status, one_line(detail or reason, 200))
         calls = list(self.turn.calls.values())
         for call in calls:
-            if call.status is CallStatus.NEW:
-                call.move(CallStatus.RUNNING, now)
-            if not call.status.terminal:
+            if not call.status.terminal:  # `new` ones never ran: cancelled from there
                 call.move(CallStatus.CANCELLED, now, error=f"turn ended: {reason}")
             if call.has_message != ANSWERED:
                 self.answer(call)

@@ -119,11 +119,18 @@ class Replay:
             call.args = decision.args
         kwargs = await gates.admit(self, call, approved=True)
         if kwargs is not None:
+            call.move(CallStatus.RUNNING, self.ctx.clock())
             await self.commit(None, [call])  # durably `running` first: never run twice
             await gates.execute(self, call, kwargs)
 
     async def recover(self: _Loop) -> None:
-        """After a crash: settle calls the last run left `new`, `running` or `resuming`."""
+        """After a crash: settle calls the last run left `new`, `running` or `resuming`.
+
+        A `new` call was never gated (its turn stopped, or the run died, first): the gate
+        decides now, and one it admits is committed `running` before its tool starts. A
+        `running` one ran with its outcome lost: run again only if its tool is idempotent.
+        A `resuming` one has a committed decision: replayed.
+        """
         orphans = [
             c for c in self.turn.calls.values()
             if c.status in (CallStatus.NEW, CallStatus.RUNNING, CallStatus.RESUMING)
@@ -132,21 +139,30 @@ class Replay:
             return
         self.step_start("replay")
         now = self.ctx.clock()
+        runs: list[tuple[CallState, dict[str, Any]]] = []
+        admitted = False
+        for call in orphans:
+            tool = self.ctx.tools.get(call.tool)
+            if call.status is CallStatus.NEW:
+                if (kwargs := await gates.admit(self, call)) is not None:
+                    call.move(CallStatus.RUNNING, now)
+                    runs.append((call, kwargs))
+                    admitted = True
+            elif call.status is CallStatus.RUNNING and tool is not None and tool.idempotent:
+                runs.append((call, tool.validate(call.args)))
+            elif call.status is CallStatus.RUNNING:
+                call.move(CallStatus.FAILED, now, error=(
+                    "outcome unknown: agentdeck stopped while this call was running; "
+                    "it was not run again because it is not idempotent"))  # fmt: skip
+        if admitted:  # durably `running` before its tool starts: never run twice
+            await self.commit(None, orphans)
         async with anyio.create_task_group() as tg:
             for call in orphans:
-                tool = self.ctx.tools.get(call.tool)
                 if call.status is CallStatus.RESUMING:
                     decision = await self.ctx.decisions.load(call.decision_id)
                     tg.start_soon(self._replay, decision, call)
-                elif call.status is CallStatus.NEW or (tool is not None and tool.idempotent):
-                    kwargs = await gates.admit(self, call) if call.status is CallStatus.NEW else (
-                        tool.validate(call.args) if tool else None)  # fmt: skip
-                    if kwargs is not None:
-                        tg.start_soon(gates.execute, self, call, kwargs)
-                else:
-                    call.move(CallStatus.FAILED, now, error=(
-                        "outcome unknown: agentdeck stopped while this call was running; "
-                        "it was not run again because it is not idempotent"))  # fmt: skip
+            for call, kwargs in runs:
+                tg.start_soon(gates.execute, self, call, kwargs)
         for call in orphans:
             if call.status.terminal and call.has_message != ANSWERED:
                 self.answer(call)
