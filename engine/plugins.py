@@ -3,7 +3,8 @@
 Phases: RunStart, StepStart, BeforeInference, AfterInference, StepEnd, BeforeToolExecute,
 AfterToolExecute, RunEnd. A plugin may ask the turn to terminate (`request_stop`), and its
 BeforeToolExecute answer is a `Gate`: allow, block (a failed result the model sees) or
-suspend (wait for a decision).
+suspend (wait for a decision). Every call that passes BeforeToolExecute reaches
+AfterToolExecute with its `outcome`, whether the gate or its tool ended it.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ class PhaseContext:
     now: float
     consecutive_errors: int = 0
     tool: str | None = None
-    args: dict[str, Any] | None = None
+    args: dict[str, Any] | str | None = None  # the model's text when it is not an object
     approved: bool = False  # the call was approved by a decision (replay)
     outcome: str | None = None  # AfterToolExecute: succeeded | failed | suspended
     stop: StopRequest | None = None

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from engine.decisions import Decision
 from engine.plugins import Gate, Phase, PhaseContext, Plugin
 from engine.providers.base import ModelRequest
 from tests.helpers import msg, rows, runtime
@@ -84,3 +85,69 @@ async def test_calls_of_a_turn_stopped_after_inference_are_cancelled_from_new(tm
         # the seed's post-inference terminate: no tool round, so no gate and nothing running
         assert gated == []
         assert await call_events(rt) == {"add": ["cancelled"], "shell": ["cancelled"]}
+
+
+class ToolPhases(Plugin):
+    """Records BeforeToolExecute and AfterToolExecute: (phase, tool, args, outcome)."""
+
+    phases = frozenset({Phase.BEFORE_TOOL_EXECUTE, Phase.AFTER_TOOL_EXECUTE})
+
+    def __init__(self, gate: Gate | None = None) -> None:
+        self.seen: list[tuple[str, str | None, Any, str | None]] = []
+        self.gate = gate
+
+    async def on_phase(self, ctx: PhaseContext) -> Gate | None:
+        before = ctx.phase is Phase.BEFORE_TOOL_EXECUTE
+        self.seen.append(("before" if before else "after", ctx.tool, ctx.args, ctx.outcome))
+        return self.gate if before and not ctx.approved else None
+
+
+async def test_every_call_passes_before_and_after_tool_execute_with_its_outcome(tmp_path):
+    def script(request: ModelRequest) -> Reply:
+        if request.messages[-1].role == "user":
+            return Reply(calls=[("nope", {}), ("add", {"a": "x"}), ("add", "{bad"), ("boom", {}),
+                                ("shell", {"command": "ls"}), ("add", {"a": 1, "b": 2})])  # fmt: skip
+        return echo_results(request)
+
+    tool_phases = ToolPhases()
+    async with runtime(tmp_path, script, plugins=[Blocker("boom"), tool_phases]) as rt:
+        out = await rt.run_turn(msg("go"))
+        assert out.status == "waiting"
+        # the seed's TOOL_CALL sub-state machine: BeforeToolExecute, then the gate's outcome
+        # (failed: missing, invalid, blocked; suspended) or the tool's, then AfterToolExecute
+        assert tool_phases.seen == [
+            ("before", "nope", {}, None), ("after", "nope", {}, "failed"),
+            ("before", "add", {"a": "x"}, None), ("after", "add", {"a": "x"}, "failed"),
+            ("before", "add", "{bad", None), ("after", "add", "{bad", "failed"),
+            ("before", "boom", {}, None), ("after", "boom", {}, "failed"),
+            ("before", "shell", {"command": "ls"}, None),
+            ("after", "shell", {"command": "ls"}, "suspended"),
+            ("before", "add", {"a": 1, "b": 2}, None),
+            ("after", "add", {"a": 1, "b": 2}, "succeeded"),
+        ]  # fmt: skip
+        tool_phases.seen.clear()
+        await rt.decide(Decision.approve(out.pending[0]["call_id"]))
+        out = await rt.wait_turn(out.turn_id)
+        assert (out.status, out.reason) == ("done", "natural")
+        assert tool_phases.seen == [
+            ("before", "shell", {"command": "ls"}, None),
+            ("after", "shell", {"command": "ls"}, "succeeded"),
+        ]
+
+
+async def test_a_block_wins_over_a_missing_tool_and_a_suspend_loses_to_it(tmp_path):
+    def script(request: ModelRequest) -> Reply:
+        if request.messages[-1].role == "user":
+            return Reply(calls=[("nope", {}), ("add", {"a": "x"})])
+        return echo_results(request)
+
+    async with runtime(tmp_path / "a", script, plugins=[ToolPhases(Gate.block("no"))]) as rt:
+        out = await rt.run_turn(msg("go"))
+        assert [c["status"] for c in out.calls] == ["failed", "failed"]
+        assert out.text == "nope: error: blocked: no\nadd: error: blocked: no"
+    # an operator is never asked to approve a call that cannot run
+    async with runtime(tmp_path / "b", script, plugins=[ToolPhases(Gate.suspend("ask"))]) as rt:
+        out = await rt.run_turn(msg("go"))
+        assert (out.status, out.reason) == ("done", "natural")
+        assert [c["status"] for c in out.calls] == ["failed", "failed"]
+        assert "unknown tool 'nope'" in out.text and "invalid arguments for add" in out.text

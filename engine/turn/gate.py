@@ -2,8 +2,8 @@
 
 `admit` decides whether a `new` or `resuming` call runs, waits for a decision or fails
 (unknown tool, unusable arguments, a block); `execute` runs an admitted call within its
-time limit and applies its result. Both work on a `Site`: the turn the call belongs to,
-as far as they need it.
+time limit and applies its result. Every call passes both phases, whichever ends it.
+Both work on a `Site`: the turn the call belongs to, as far as they need it.
 """
 
 from __future__ import annotations
@@ -30,51 +30,66 @@ class Site(Protocol):
 
 
 async def admit(loop: Site, call: CallState, *, approved: bool = False) -> dict[str, Any] | None:
-    """BeforeToolExecute: end a `new` or `resuming` call at the gate (failed or suspended),
-    or let it run.
+    """BeforeToolExecute for a `new` or `resuming` call: the gate ends it (failed or
+    suspended, then AfterToolExecute with that outcome) or lets it run (AfterToolExecute
+    follows its tool, in `execute`).
 
     Returns the validated keyword arguments when the call may run; the call stays where it
     is until its caller moves it to `running`, right before committing that and starting
     the tool. Unknown tools, invalid arguments and blocks become failed calls the model sees.
+
+    The plugins run before the tool's existence and the arguments are checked, as in the
+    seed's TOOL_CALL sub-state machine (tool-missing and arg-invalid are outcomes of
+    BeforeToolExecute): they see every call the model made, one that cannot run too (its
+    arguments as the model wrote them, text when they were not an object), and a block is
+    what the model reads even of such a call. The checks win over a suspension: nobody is
+    asked to approve a call that cannot run. Rules and approval policies are asked only of
+    calls that can run; a rule's deny stands whatever the plugins answer.
     """
-    rt, now = loop.ctx, loop.ctx.clock()
+    rt = loop.ctx
     tool = rt.tools.get(call.tool)
-    if tool is None:
-        call.fail(f"unknown tool {call.tool!r}; available: {', '.join(rt.tools.names())}", now)
-        return None
-    if isinstance(call.args, str):  # the model's text, kept because it is not usable
-        _, problem = parse_arguments(call.args)
-        call.fail(f"invalid arguments for {call.tool}: {problem or 'not a JSON object'}", now)
-        return None
-    try:
-        kwargs = tool.validate(call.args)
-    except ToolArgsError as exc:
-        call.fail(str(exc), now)
-        return None
+    kwargs, problem = _checked(loop, call)
     gate = Gate.allow()
-    if not approved:
+    if kwargs is not None and tool is not None and not approved:
         rule = pick_rule(rt.rules, call.tool, call.thread_id)
         if rule is not None and rule.effect == "deny":
             gate = Gate.block(f"denied by a remembered {rule.scope} rule for {call.tool}")
         elif rule is None and tool.needs_approval(call.args):
             gate = Gate.suspend(f"{call.tool} needs approval")
-    if gate.action != "block":
-        for answer in await loop.phase(
-            Phase.BEFORE_TOOL_EXECUTE, tool=call.tool, args=call.args, approved=approved
-        ):
-            if answer is not None and answer.action == "block":
-                gate = answer
-                break
-            if answer is not None and answer.action == "suspend":
-                gate = answer
-    match gate.action:
-        case "block":
-            call.fail(f"blocked: {gate.reason}", now)
-            return None
-        case "suspend":
-            call.move(CallStatus.SUSPENDED, now, suspend_reason=gate.reason)
-            return None
-    return kwargs
+    for answer in await loop.phase(
+        Phase.BEFORE_TOOL_EXECUTE, tool=call.tool, args=call.args, approved=approved
+    ):
+        if answer is not None and answer.action != "allow" and gate.action != "block":
+            gate = answer  # a block wins over a suspension; the first block stands
+    now = rt.clock()
+    if gate.action == "block":
+        call.fail(f"blocked: {gate.reason}", now)
+    elif problem is not None:
+        call.fail(problem, now)
+    elif gate.action == "suspend":
+        call.move(CallStatus.SUSPENDED, now, suspend_reason=gate.reason)
+    else:
+        return kwargs
+    await loop.phase(
+        Phase.AFTER_TOOL_EXECUTE, tool=call.tool, args=call.args, outcome=call.status.value
+    )
+    return None
+
+
+def _checked(loop: Site, call: CallState) -> tuple[dict[str, Any] | None, str | None]:
+    """The call's validated keyword arguments, or why it cannot run (no such tool,
+    arguments that are not an object or do not validate)."""
+    tools = loop.ctx.tools
+    tool = tools.get(call.tool)
+    if tool is None:
+        return None, f"unknown tool {call.tool!r}; available: {', '.join(tools.names())}"
+    if isinstance(call.args, str):  # the model's text, kept because it is not usable
+        _, problem = parse_arguments(call.args)
+        return None, f"invalid arguments for {call.tool}: {problem or 'not a JSON object'}"
+    try:
+        return tool.validate(call.args), None
+    except ToolArgsError as exc:
+        return None, str(exc)
 
 
 async def execute(loop: Site, call: CallState, kwargs: dict[str, Any]) -> None:

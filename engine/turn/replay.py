@@ -154,6 +154,8 @@ class Replay:
                 call.move(CallStatus.FAILED, now, error=(
                     "outcome unknown: agentdeck stopped while this call was running; "
                     "it was not run again because it is not idempotent"))  # fmt: skip
+                await self.phase(Phase.AFTER_TOOL_EXECUTE, tool=call.tool, args=call.args,
+                                 outcome=call.status.value)  # fmt: skip
         if admitted:  # durably `running` before its tool starts: never run twice
             await self.commit(None, orphans)
         async with anyio.create_task_group() as tg:
