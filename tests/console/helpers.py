@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from textual.command import Provider
 from textual.message import Message
+from textual.notifications import Notify
 from textual.pilot import Pilot
 
 from console.screens.main import MainScreen
@@ -62,3 +64,19 @@ class Recorder:
 
     def of(self, kind: type[Message]) -> list[Message]:
         return [m for m in self.seen if isinstance(m, kind)]
+
+
+def told(recorder: Recorder, severity: str | None = None) -> list[str]:
+    """What the console told the operator (of `severity`, or all): the text of every
+    notification, in order, as `recorder` kept their `Notify` messages."""
+    return [
+        m.notification.message
+        for m in recorder.of(Notify)
+        if isinstance(m, Notify) and severity in (None, m.notification.severity)
+    ]
+
+
+async def palette(provider: Provider) -> dict[str, Callable[[], object]]:
+    """What the command palette offers before anything is typed: each title, in order, and
+    what choosing it runs (the provider's discovery hits)."""
+    return {hit.text or "": hit.command async for hit in provider.discover()}

@@ -137,7 +137,7 @@ async def test_two_attached_consoles_share_one_queue(owner: Owner) -> None:
 async def test_a_killed_owner_is_said_and_a_new_one_is_attached(owner: Owner) -> None:
     pid = owner.start()
     app = attached_app(owner.room)
-    rec = Recorder(Bridge.Detached, Bridge.Attached)
+    rec = Recorder(Bridge.Detached, Bridge.Attached, MainScreen.Acted)
     async with app.run_test(size=SIZE, message_hook=rec) as pilot:
         main = await attached(pilot, pid)
         task(owner, "k", "run `echo survived`\n")
@@ -145,8 +145,8 @@ async def test_a_killed_owner_is_said_and_a_new_one_is_attached(owner: Owner) ->
         main.query_one(DecisionQueue).focus()
         await pilot.press("a")
         # the decision is durable once acknowledged; kill the owner right after
-        await until(pilot, lambda: app.main._mine and _acknowledged(owner.room), "acked",
-                    PATIENT)  # fmt: skip
+        await until(pilot, lambda: rec.of(MainScreen.Acted) and _acknowledged(owner.room),
+                    "acked", PATIENT)  # fmt: skip
         owner.stop(signal.SIGKILL)
         status = main.query_one(StatusBar)
         await until(pilot, lambda: status.mode.startswith("detached"), "says so", PATIENT)

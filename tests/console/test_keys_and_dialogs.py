@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from textual.notifications import Notify
 
 from console.commands import DeckCommands
 from console.screens.confirm import ConfirmScreen
 from console.screens.help import HelpScreen
 from console.widgets.timeline import Timeline
 from engine.providers.offline import OfflineModel
-from tests.console.helpers import SIZE, send, started, until
+from tests.console.helpers import SIZE, Recorder, palette, send, started, told, until
 
 pytestmark = pytest.mark.anyio
 
@@ -81,13 +82,13 @@ async def test_quit_without_running_turns_needs_no_question(deck_app) -> None:
 
 
 async def test_new_pending_call_notifies_when_elsewhere(deck_app) -> None:
+    rec = Recorder(Notify)
     app = deck_app()
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=SIZE, message_hook=rec) as pilot:
         main = await started(pilot)
         await send(pilot, "run `echo hi`")
-        await until(pilot, lambda: app._notifications, "a notification")
-        note = next(iter(app._notifications))
-        assert "waiting for a decision" in note.message
+        await until(pilot, lambda: told(rec), "a notification")
+        assert "waiting for a decision" in told(rec)[0]
         assert main.query_one("#decisions-pane").border_title == "Decisions (1)"
         await app.shutdown()
 
@@ -96,8 +97,7 @@ async def test_palette_offers_every_action(deck_app) -> None:
     app = deck_app()
     async with app.run_test(size=SIZE) as pilot:
         await started(pilot)
-        provider = DeckCommands(app.screen)
-        titles = [title for title, _, _ in provider._commands()]
+        titles = await palette(DeckCommands(app.screen))
         for wanted in (
             "New thread",
             "Switch thread…",

@@ -6,11 +6,12 @@ import re
 from pathlib import Path
 
 import pytest
+from textual.notifications import Notify
 
 import themes
 from console import settings
 from console.widgets.timeline import Timeline
-from tests.console.helpers import SIZE, send, started, until, until_pending
+from tests.console.helpers import SIZE, Recorder, send, started, told, until, until_pending
 from tests.scripted import Reply, ScriptedModel
 
 pytestmark = pytest.mark.anyio
@@ -110,12 +111,12 @@ async def test_a_config_that_is_not_toml_is_left_alone(deck_app) -> None:
     path = settings.config_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("theme = [unclosed\nmy notes\n")
+    rec = Recorder(Notify)
     app = deck_app()
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=SIZE, message_hook=rec) as pilot:
         await started(pilot)
         app.theme = themes.LIGHT  # applies for this session
-        await until(pilot, lambda: any("not remembered" in n.message
-                                       for n in app._notifications), "told")  # fmt: skip
+        await until(pilot, lambda: any("not remembered" in n for n in told(rec)), "told")
         assert app.theme == themes.LIGHT
         await app.shutdown()
     assert path.read_text() == "theme = [unclosed\nmy notes\n"
