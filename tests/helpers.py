@@ -1,5 +1,6 @@
 """Helpers for engine tests: a runtime on a scripted model with counted ids, a message to
-submit, and rows of the room's execution.db.
+submit, and rows of the room's execution.db (through the runtime, or read-only from
+outside while another process owns the room).
 
 Every engine test that opens a room the same way uses `runtime`, so a change to how a
 test room is opened (a new `Runtime.open` argument, another id scheme) is made once.
@@ -8,6 +9,7 @@ test room is opened (a new `Runtime.open` argument, another id scheme) is made o
 from __future__ import annotations
 
 import itertools
+import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -62,3 +64,13 @@ def msg(text: str, thread: str = "t1") -> Message:
 async def rows(rt: Runtime, sql: str, *params: Any) -> list[tuple]:
     """The rows a query of the room's database returns, as tuples."""
     return [tuple(r) for r in await rt.store.fetchall(sql, params)]
+
+
+def room_rows(room: Path, sql: str, *params: Any) -> list[tuple]:
+    """The rows a query of `room`'s execution.db returns, read-only: safe while another
+    process owns the room."""
+    conn = sqlite3.connect(f"file:{room / 'execution.db'}?mode=ro", uri=True)
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import sqlite3
 import stat
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -30,6 +29,7 @@ from engine.providers.offline import OfflineModel
 from engine.room import Room
 from engine.runtime import Runtime
 from engine.sse import parse_sse
+from tests.helpers import room_rows
 
 pytestmark = pytest.mark.anyio
 
@@ -54,14 +54,6 @@ async def settle(client: RemoteClient, turn_id: str) -> Any:
     while (outcome := await client.outcome(turn_id, wait=5)).status in ("running", "queued"):
         pass
     return outcome
-
-
-def db_rows(room: Path, sql: str, *params: Any) -> list[tuple]:
-    conn = sqlite3.connect(f"file:{room / 'execution.db'}?mode=ro", uri=True)
-    try:
-        return conn.execute(sql, params).fetchall()
-    finally:
-        conn.close()
 
 
 async def test_the_socket_is_private_answers_health_and_is_removed_on_exit(tmp_path: Path):
@@ -126,7 +118,7 @@ async def test_submit_wait_pending_decide_and_a_duplicate(tmp_path: Path):
         submitted = await client.submit(body("run `echo hi`"))
         assert submitted.status in ("admitted", "queued")
         # acknowledged only once durable: the request is in execution.db already
-        assert db_rows(room, "SELECT id FROM turn_requests WHERE id=?", submitted.request_id)
+        assert room_rows(room, "SELECT id FROM turn_requests WHERE id=?", submitted.request_id)
         outcome = await settle(client, submitted.turn_id)
         assert (outcome.status, outcome.reason) == ("waiting", "suspended")
         (call,) = await client.pending()
@@ -179,7 +171,7 @@ async def test_a_waiting_thread_is_refused_when_asked(tmp_path: Path):
 async def test_bad_requests_are_problems_and_change_nothing(tmp_path: Path):
     room = tmp_path / "room"
     async with served(room), raw(room) as http:
-        before = db_rows(room, "SELECT count(*) FROM turn_requests")
+        before = room_rows(room, "SELECT count(*) FROM turn_requests")
         cases = [
             ("POST", "/v1/messages", b"{not json", 422),
             ("POST", "/v1/messages", json.dumps({"thread_id": 5, "text": []}).encode(), 422),
@@ -217,7 +209,7 @@ async def test_bad_requests_are_problems_and_change_nothing(tmp_path: Path):
             assert problem["status"] == status and problem["title"] and problem["detail"], path
         # still serving, nothing recorded
         assert (await http.get("/v1/health")).status_code == 200
-        assert db_rows(room, "SELECT count(*) FROM turn_requests") == before
+        assert room_rows(room, "SELECT count(*) FROM turn_requests") == before
 
 
 async def test_an_oversized_body_is_refused_before_it_is_read_whole(tmp_path: Path):
@@ -259,7 +251,7 @@ async def test_tcp_needs_the_token_and_the_token_file_is_private(tmp_path: Path)
                                            json=body_ if method == "POST" else None)  # fmt: skip
                     assert r.status_code == 401, (headers, path)
                     assert r.headers["www-authenticate"] == "Bearer"
-            assert db_rows(room, "SELECT count(*) FROM turn_requests") == [(0,)]
+            assert room_rows(room, "SELECT count(*) FROM turn_requests") == [(0,)]
             ok = await http.get("/v1/health", headers={"Authorization": f"Bearer {token}"})
             assert ok.status_code == 200 and ok.json()["run_id"] == rt.run_id
         # the socket needs no token: its file mode is the permission

@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import room_rows
+
 ROOT = Path(__file__).resolve().parents[1]
 TASK = "run `echo from-the-task` and tell me the time\n"
 
@@ -27,14 +29,6 @@ def agentdeck(room: Path, *args: str, timeout: float = 60) -> subprocess.Complet
                           stdin=subprocess.DEVNULL)  # fmt: skip
 
 
-def rows(room: Path, sql: str, *params: Any) -> list[tuple]:
-    conn = sqlite3.connect(f"file:{room / 'execution.db'}?mode=ro", uri=True)
-    try:
-        return conn.execute(sql, params).fetchall()
-    finally:
-        conn.close()
-
-
 def until(predicate: Any, what: str, seconds: float = 30) -> Any:
     end = time.monotonic() + seconds
     while time.monotonic() < end:
@@ -42,6 +36,18 @@ def until(predicate: Any, what: str, seconds: float = 30) -> Any:
             return value
         time.sleep(0.05)
     raise AssertionError(f"never happened: {what}")
+
+
+def reap(proc: subprocess.Popen[Any] | None) -> None:
+    """Kill `proc` if it still runs, wait for it and close its pipes."""
+    if proc is None:
+        return
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+    for stream in (proc.stdout, proc.stderr):
+        if stream is not None:
+            stream.close()
 
 
 def room_with_task(tmp_path: Path) -> Path:
@@ -75,7 +81,7 @@ def approve_and_finish(room: Path) -> None:
     # the same decision from a third process: recorded, nothing runs twice
     again = agentdeck(room, "decide", call["call_id"], "approve")
     assert again.returncode == 0 and "was already decided (succeeded)" in again.stderr
-    assert rows(
+    assert room_rows(
         room, "SELECT count(*) FROM tool_calls WHERE tool='shell' AND status='succeeded'"
     ) == [(1,)]
 
@@ -101,7 +107,7 @@ def test_start_pending_decide_status_stop(tmp_path: Path) -> None:
     assert stopped.returncode == 0, stopped.stderr
     assert f"stopped pid {pid}" in stopped.stdout
     assert not (room / "agent.sock").exists()
-    assert rows(room, "SELECT kind, status FROM runs") == [("start", "ended")]
+    assert room_rows(room, "SELECT kind, status FROM runs") == [("start", "ended")]
     assert json.loads((room / "agent.run").read_text())["state"] == "stopped"
     log = (room / "agent.log").read_text()
     assert "task:greet" in log and "SIGTERM, stopping" in log
@@ -119,12 +125,7 @@ def foreground(tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
         assert first.startswith("agentdeck run ") and f"API on {room / 'agent.sock'}" in first
         yield room, proc
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
+        reap(proc)
 
 
 def test_run_in_the_foreground_is_steered_from_other_processes(foreground) -> None:
@@ -149,7 +150,7 @@ def test_run_in_the_foreground_is_steered_from_other_processes(foreground) -> No
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 0
     assert not (room / "agent.sock").exists()
-    assert rows(room, "SELECT kind, status FROM runs") == [("run", "ended")]
+    assert room_rows(room, "SELECT kind, status FROM runs") == [("run", "ended")]
 
 
 def test_a_one_off_invoke_on_a_free_room_starts_nothing_else(tmp_path: Path) -> None:
@@ -165,16 +166,12 @@ def test_a_one_off_invoke_on_a_free_room_starts_nothing_else(tmp_path: Path) -> 
                             cwd=ROOT)  # fmt: skip
     try:
         assert proc.stdout is not None and proc.stdout.readline().startswith("agentdeck run ")
-        until(lambda: rows(room, "SELECT status FROM turn_requests") == [("queued",)],
+        until(lambda: room_rows(room, "SELECT status FROM turn_requests") == [("queued",)],
               "the task is queued behind its paused group")  # fmt: skip
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
+        reap(proc)
     (room / "agentdeck.toml").write_text("")  # the group is not paused any more
     conn = sqlite3.connect(room / "execution.db")
     conn.execute("UPDATE thread_groups SET paused=0")
@@ -182,11 +179,11 @@ def test_a_one_off_invoke_on_a_free_room_starts_nothing_else(tmp_path: Path) -> 
     conn.close()
     out = agentdeck(room, "invoke", "calc 1+1")
     assert out.returncode == 0 and out.stdout.strip() == "`calc` returned: 2", out.stderr
-    assert rows(room, "SELECT status FROM turn_requests WHERE thread_id='task:later'") == [
+    assert room_rows(room, "SELECT status FROM turn_requests WHERE thread_id='task:later'") == [
         ("queued",)
     ]
-    assert rows(room, "SELECT count(*) FROM turns WHERE thread_id='task:later'") == [(0,)]
-    assert rows(room, "SELECT count(*) FROM turns WHERE status != 'done'") == [(0,)]
+    assert room_rows(room, "SELECT count(*) FROM turns WHERE thread_id='task:later'") == [(0,)]
+    assert room_rows(room, "SELECT count(*) FROM turns WHERE status != 'done'") == [(0,)]
     assert not (room / "agent.sock").exists()
 
 
@@ -212,10 +209,7 @@ def test_commands_on_an_owner_that_serves_no_api_say_so(tmp_path: Path) -> None:
         assert "agentdeck embed" in out.stderr and "serves no API" in out.stderr
         assert "Traceback" not in out.stderr
     finally:
-        holder.kill()
-        holder.wait()
-        if holder.stdout is not None:
-            holder.stdout.close()
+        reap(holder)
 
 
 @pytest.mark.parametrize("toml", ["[groups.chat]\npaused = true\n",
@@ -245,13 +239,8 @@ def test_invoke_on_a_held_group_says_it_is_queued_and_why(tmp_path: Path, toml: 
         assert invoke.poll() is None  # still waiting for its turn, as asked
     finally:
         for proc in (invoke, owner):
-            if proc is not None:
-                proc.kill()
-                proc.wait()
-                for stream in (proc.stdout, proc.stderr):
-                    if stream is not None:
-                        stream.close()
-    assert rows(room, "SELECT status FROM turn_requests") == [("queued",)]  # nothing lost
+            reap(proc)
+    assert room_rows(room, "SELECT status FROM turn_requests") == [("queued",)]  # nothing lost
 
 
 def test_run_with_an_unread_stdout_keeps_running_turns(tmp_path: Path) -> None:
@@ -287,8 +276,4 @@ def test_run_with_an_unread_stdout_keeps_running_turns(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0  # and it still stops, with its writer blocked
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
+        reap(proc)

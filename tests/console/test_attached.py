@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import signal
-import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ from console.screens.main import MainScreen
 from console.widgets.decision_queue import DecisionQueue
 from console.widgets.status_bar import StatusBar
 from tests.console.helpers import SIZE, Recorder, until
+from tests.helpers import room_rows
 
 pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,13 +80,8 @@ def task(owner: Owner, name: str, text: str) -> None:
 
 
 def turn_status(room: Path, thread: str) -> list[tuple[str, str | None]]:
-    conn = sqlite3.connect(f"file:{room / 'execution.db'}?mode=ro", uri=True)
-    try:
-        return conn.execute(
-            "SELECT status, reason FROM turns WHERE thread_id=? ORDER BY created_at", (thread,)
-        ).fetchall()
-    finally:
-        conn.close()
+    return room_rows(room, "SELECT status, reason FROM turns WHERE thread_id=? "
+                     "ORDER BY created_at", thread)  # fmt: skip
 
 
 async def test_an_attached_console_approves_what_the_owner_runs(owner: Owner) -> None:
@@ -160,11 +155,7 @@ async def test_a_killed_owner_is_said_and_a_new_one_is_attached(owner: Owner) ->
 
 
 def _acknowledged(room: Path) -> bool:
-    conn = sqlite3.connect(f"file:{room / 'execution.db'}?mode=ro", uri=True)
-    try:
-        return bool(conn.execute("SELECT count(*) FROM decisions").fetchone()[0])
-    finally:
-        conn.close()
+    return bool(room_rows(room, "SELECT count(*) FROM decisions")[0][0])
 
 
 async def test_a_hosting_console_fires_tasks_and_serves_the_cli(tmp_path: Path) -> None:
