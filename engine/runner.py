@@ -14,7 +14,10 @@ their results appended; the runner ends when there is nothing left to do.
 Unlike the seed's runner, reaching `max_iterations` never leaves tool results executed but
 unsent: the runner makes one last request without tools and records that it stopped.
 Its turn and steps are recorded in execution.db like any turn, and its calls pass the same
-gates: a suspended call shows in `pending` and is decided with `decide`.
+gates: a suspended call shows in `pending` and is decided with `decide`. Its plugin phases
+are a turn's too (RunStart when it opens, StepStart and BeforeInference before each
+request, ...), so the room's stop policies apply: a plugin's stop ends the runner
+`stopped`, with the plugin's reason.
 """
 
 from __future__ import annotations
@@ -132,6 +135,7 @@ class ToolRunner:
         loop = await self._turn()
         if loop.turn.status is TurnStatus.WAITING:
             await loop.reopen()
+            await loop.run_start()  # a new run of the turn, as a resumed turn's
             self.rt.listen(loop)  # decisions reach us again
             self.status, self._last = "running", None
         before = {c.id: c.status for c in loop.turn.calls.values()}
@@ -170,10 +174,13 @@ class ToolRunner:
             with_tools = False  # results are waiting: send them, then stop
             self.stopped_reason = "max_iterations"
         self._last = await self._request(with_tools)
+        if self._last is None:  # a plugin stopped the turn before the request
+            await self._end()
+            raise StopAsyncIteration
         self.iterations += 1
-        if not with_tools:
+        if not with_tools or self._stopping():
             self.messages.append(self._last)
-            await self._end("max_iterations")
+            await self._end(None if self._stopping() else "max_iterations")
         return self._last
 
     async def until_done(self) -> ConvMessage | None:
@@ -207,8 +214,15 @@ class ToolRunner:
             self.status = "running"
         return self._loop
 
-    async def _request(self, with_tools: bool) -> ConvMessage:
+    def _stopping(self) -> bool:
+        return self._loop is not None and self._loop.stop is not None
+
+    async def _request(self, with_tools: bool) -> ConvMessage | None:
+        """One request and its answer, committed; None when a plugin asked the turn to stop
+        at StepStart or BeforeInference, before it was sent."""
         loop = await self._turn()
+        if not await loop.before_inference():
+            return None
         tools = self.rt.ctx.tools.schemas() if with_tools else []
         request = ModelRequest(messages=list(self.messages), tools=tools, system=self.system)
         inf = await loop.infer(request)
@@ -223,6 +237,11 @@ class ToolRunner:
         last = self._current()
         loop.turn.final_text = last.text if last is not None and last.role == "assistant" else None
         if loop.turn.status is not TurnStatus.RUNNING:
+            return
+        if loop.stop is not None:  # a plugin asked the turn to stop: it ends as asked
+            self.rt.unlisten(loop)
+            self.status, self.stopped_reason = "stopped", loop.stop.reason
+            await loop.finish_stopped()
             return
         if loop.turn.suspended():
             self.status = "waiting"

@@ -102,7 +102,8 @@ class TurnSupervisor:
     async def open_turn(
         self, req: Request, strategy: str, *, user_message: bool = True
     ) -> TurnLoop:
-        """Record a new turn (checkpoint user_message) and return its loop, not yet run."""
+        """Record a new turn (RunStart, then checkpoint user_message, the seed's order) and
+        return its loop, not yet run."""
         now, message = self.ctx.clock(), req.message
         conv = await self.conversation(message.thread_id)
         turn = TurnState(req.id, message.thread_id, TurnStatus.RUNNING, now, strategy,
@@ -113,6 +114,7 @@ class TurnSupervisor:
             TurnStarted(at=now, thread_id=turn.thread_id, turn_id=turn.id, origin=message.origin,
                         sender=message.sender, text=message.text, strategy=strategy)
         )  # fmt: skip
+        await loop.run_start()
         if user_message:
             loop.append(ConvMessage(role="user", text=message.text))
         await loop.commit("user_message")

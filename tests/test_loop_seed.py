@@ -4,12 +4,14 @@ and a plugin narrowing the tools of one step."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from engine.decisions import Decision
-from engine.plugins import Gate, Phase, PhaseContext, Plugin
+from engine.messages import ConvMessage
+from engine.plugins import Gate, MaxRounds, Phase, PhaseContext, Plugin
 from engine.providers.base import ModelRequest
 from tests.helpers import msg, rows, runtime
 from tests.scripted import Reply, echo_results, first_then
@@ -151,3 +153,126 @@ async def test_a_block_wins_over_a_missing_tool_and_a_suspend_loses_to_it(tmp_pa
         assert (out.status, out.reason) == ("done", "natural")
         assert [c["status"] for c in out.calls] == ["failed", "failed"]
         assert "unknown tool 'nope'" in out.text and "invalid arguments for add" in out.text
+
+
+class Recorder(Plugin):
+    """Records every phase (with its call and outcome) and, between them, the checkpoints
+    the turn committed since the phase before: the seed's canonical flow, as it happened."""
+
+    def __init__(self) -> None:
+        self.trace: list[str] = []
+        self.store: Any = None
+        self._seen = 0
+
+    async def on_phase(self, ctx: PhaseContext) -> Gate | None:
+        await self.checkpoints()
+        words = [ctx.phase.value, ctx.tool or "", ctx.outcome or ""]
+        self.trace.append(" ".join(w for w in words if w))
+        return None
+
+    async def checkpoints(self) -> list[str]:
+        found = await self.store.fetchall("SELECT kind FROM checkpoints ORDER BY id")
+        kinds = [kind for (kind,) in found]
+        self.trace += [f"[{k}]" for k in kinds[self._seen :]]
+        self._seen = len(kinds)
+        return self.trace
+
+
+INFERENCE = ["StepStart", "BeforeInference", "AfterInference", "StepEnd"]
+
+
+async def test_phases_and_checkpoints_in_the_seeds_order(tmp_path):
+    recorder = Recorder()
+    async with runtime(tmp_path, first_then([("add", {"a": 2, "b": 3})]),
+                       plugins=[recorder]) as rt:  # fmt: skip
+        recorder.store = rt.store
+        out = await rt.run_turn(msg("add"))
+        assert (out.status, out.reason) == ("done", "natural")
+        assert await recorder.checkpoints() == [
+            "RunStart", "[user_message]",
+            *INFERENCE, "BeforeToolExecute add", "[assistant_turn_committed]",
+            "AfterToolExecute add succeeded", "[tool_results_committed]",
+            *INFERENCE, "[assistant_turn_committed]",
+            "RunEnd", "[run_finished]",
+        ]  # fmt: skip
+
+
+async def test_phases_of_a_turn_that_waits_and_resumes(tmp_path):
+    recorder = Recorder()
+    async with runtime(tmp_path, first_then([("shell", {"command": "ls"})]),
+                       plugins=[recorder]) as rt:  # fmt: skip
+        recorder.store = rt.store
+        out = await rt.run_turn(msg("go"))
+        assert out.status == "waiting"
+        assert await recorder.checkpoints() == [
+            "RunStart", "[user_message]",
+            *INFERENCE, "BeforeToolExecute shell", "AfterToolExecute shell suspended",
+            "[assistant_turn_committed]", "[tool_results_committed]",
+            "RunEnd", "[run_finished]",
+        ]  # fmt: skip
+        recorder.trace.clear()
+        await rt.decide(Decision.approve(out.pending[0]["call_id"]))
+        out = await rt.wait_turn(out.turn_id)
+        assert (out.status, out.reason) == ("done", "natural")
+        # the resumed run: RunStart, the decision's replay and its commit, the loop, RunEnd
+        assert await recorder.checkpoints() == [
+            "RunStart", "BeforeToolExecute shell", "AfterToolExecute shell succeeded",
+            "[tool_results_committed]",
+            *INFERENCE, "[assistant_turn_committed]",
+            "RunEnd", "[run_finished]",
+        ]  # fmt: skip
+
+
+async def test_phases_of_a_plan_execute_turn_and_its_final_answer(tmp_path):
+    def script(request: ModelRequest) -> Reply:
+        if request.purpose == "plan":
+            done = json.loads(request.messages[0].text)["done_plans"]
+            commands = [] if done else [{"tool_name": "add", "tool_kwargs": {"a": 1, "b": 2}}]
+            return Reply(text=json.dumps({"next_action": "execute" if commands else "response",
+                                          "execution_commands": commands}))  # fmt: skip
+        return Reply(text="three")
+
+    recorder = Recorder()
+    async with runtime(tmp_path, script, plugins=[recorder]) as rt:
+        recorder.store = rt.store
+        handle = await rt.submit(msg("go"), strategy="plan_execute")
+        out = await rt.wait_turn(handle.turn_id)
+        assert (out.status, out.reason, out.text) == ("done", "natural", "three")
+        assert await recorder.checkpoints() == [
+            "RunStart", "[user_message]",
+            *INFERENCE, "BeforeToolExecute add", "[assistant_turn_committed]",
+            "AfterToolExecute add succeeded", "[tool_results_committed]",
+            *INFERENCE,  # the planner answers "response"
+            *INFERENCE, "[assistant_turn_committed]",  # the final answer is a step like any
+            "RunEnd", "[run_finished]",
+        ]  # fmt: skip
+
+
+async def test_phases_of_a_tool_runner(tmp_path):
+    recorder = Recorder()
+    async with runtime(tmp_path, first_then([("add", {"a": 2, "b": 3})]),
+                       plugins=[recorder]) as rt:  # fmt: skip
+        recorder.store = rt.store
+        runner = rt.tool_runner([ConvMessage(role="user", text="add")], thread_id="r")
+        await runner.until_done()
+        assert runner.status == "done"
+        assert await recorder.checkpoints() == [
+            "RunStart", "[user_message]",
+            *INFERENCE, "BeforeToolExecute add", "[assistant_turn_committed]",
+            "AfterToolExecute add succeeded", "[tool_results_committed]",
+            *INFERENCE, "[assistant_turn_committed]",
+            "RunEnd", "[run_finished]",
+        ]  # fmt: skip
+
+
+async def test_a_tool_runner_obeys_a_plugins_stop(tmp_path):
+    script = first_then([("add", {"a": 2, "b": 3})])
+    async with runtime(tmp_path, script, plugins=[MaxRounds(1)]) as rt:
+        runner = rt.tool_runner([ConvMessage(role="user", text="add")], thread_id="r")
+        seen = [m async for m in runner]
+        assert len(seen) == 1 and seen[0].tool_calls
+        assert (runner.status, runner.stopped_reason) == ("stopped", "stopped:max_rounds")
+        assert [m.role for m in runner.messages] == ["user", "assistant", "tool"]
+        [(status, reason)] = await rows(rt, "SELECT status, reason FROM turns")
+        assert (status, reason) == ("done", "stopped:max_rounds")
+        assert len(rt.provider.requests) == 1  # the second request was never sent

@@ -170,6 +170,8 @@ async def final_answer(loop: TurnLoop) -> None:
         messages.append(
             ConvMessage(role="user", text=f"{ACTION_RESULTS}{results}\n\n{FINAL_INSTRUCTION}")
         )
+    if not await loop.before_inference():  # the answer is a step like any: its phases too
+        return await loop.finish_stopped()
     inf = await loop.infer(ModelRequest(messages=messages))
     assistant = inf.acc.message().model_copy(update={"tool_calls": []})
     await loop.commit_assistant(inf, assistant)

@@ -1,16 +1,20 @@
 """The canonical turn loop (react): inference, tool rounds, RESUME_TOOL_CALL, checkpoints.
 
-    RunStart, [commit user_message]
+    RunStart, [commit user_message] (a new turn; a resumed one: its replay, if any)
     loop: RESUME_TOOL_CALL
           StepStart, BeforeInference, LLM_CALL, AfterInference, StepEnd,
-          BeforeToolExecute (per call), commit assistant_turn_committed
+          BeforeToolExecute (per call; AfterToolExecute at once for a call the gate
+          ends), commit assistant_turn_committed
           tool round (decisions applied as they arrive), AfterToolExecute,
           commit tool_results_committed
-    RunEnd, commit run_finished
+    RunEnd, commit run_finished (the turn ends, or waits: a decision starts a new run)
 
-Each call's gate answer is committed with the assistant turn, so a call is durably
-`running` before its tool starts: a crash then leaves an unknown outcome, never a
-silent double execution. How decisions reach the calls is in `engine.turn.replay`.
+The phases are the seed's, in its order (tests/test_loop_seed.py records them). One
+departure, on purpose: the gate runs before assistant_turn_committed, not after it, so
+each call's gate answer, `running` included, is committed with the assistant turn, in
+one transaction: a call is durably `running` before its tool starts, and a crash then
+leaves an unknown outcome, never a silent double execution. How decisions reach the
+calls is in `engine.turn.replay`.
 """
 
 from __future__ import annotations
@@ -63,6 +67,7 @@ class TurnLoop(Replay):
         self.decided = anyio.Event()  # set by the runtime when a decision for us arrives
         self.pending_kwargs: dict[str, dict[str, Any]] = {}  # admitted calls of this round
         self.open_step: tuple[int, str, float] | None = None  # (id, kind, started) until it ends
+        self.in_run = False  # between RunStart and RunEnd
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -151,7 +156,7 @@ class TurnLoop(Replay):
     async def run(self) -> None:
         """From the loop top to waiting or done. Cancellation is handled by the caller."""
         try:
-            await self.phase(Phase.RUN_START)
+            await self.run_start()
             await self.recover()
             await self.strategy(self)
         except anyio.get_cancelled_exc_class():
@@ -166,6 +171,20 @@ class TurnLoop(Replay):
                 self.ctx.log.exception("turn %s failed", self.turn.id)
                 detail = f"{type(exc).__name__}: {exc}"
             await self.finish(turn_lifecycle.ERROR, detail)
+
+    async def run_start(self) -> None:
+        """RunStart, once per run of the loop: a new turn's comes before its user message
+        is committed (`open_turn`), a resumed turn's when it runs again."""
+        if not self.in_run:
+            self.in_run = True
+            await self.phase(Phase.RUN_START)
+
+    async def run_end(self) -> None:
+        """RunEnd, closing the run's RunStart (one that ends a turn nothing was running,
+        a cancel of a waiting turn, opens and closes a run of its own)."""
+        await self.run_start()
+        self.in_run = False
+        await self.phase(Phase.RUN_END)
 
     async def before_inference(self) -> bool:
         """StepStart and BeforeInference; False when a plugin asked the turn to stop."""
@@ -343,7 +362,7 @@ class TurnLoop(Replay):
     async def finish_waiting(self) -> None:
         """Every outcome is suspended: the turn waits for a decision."""
         self._set(TurnStatus.WAITING, turn_lifecycle.SUSPENDED, None)
-        await self.phase(Phase.RUN_END)
+        await self.run_end()
         await self.commit("run_finished")
 
     async def finish(self, reason: str, detail: str | None = None) -> None:
@@ -360,7 +379,7 @@ class TurnLoop(Replay):
             if call.has_message != ANSWERED:
                 self.answer(call)
         self._set(TurnStatus.DONE, reason, detail)
-        await self.phase(Phase.RUN_END)
+        await self.run_end()
         await self.commit("run_finished", calls)
 
     def _set(self, status: TurnStatus, reason: str | None, detail: str | None) -> None:
