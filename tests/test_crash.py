@@ -287,6 +287,12 @@ async def test_a_call_killed_mid_replay_does_not_run_again(tmp_path: Path) -> No
     assert "outcome unknown" in row["error"]
 
 
+@tool(approval="always")
+def ask(n: int) -> str:
+    """Needs approval."""
+    return f"ok {n}"
+
+
 class GatedModel:
     """Two approval calls for a user message; after results, text — held at a gate."""
 
@@ -311,11 +317,6 @@ class GatedModel:
 
 @pytest.mark.anyio
 async def test_a_decision_arriving_during_inference_is_applied(tmp_path: Path) -> None:
-    @tool(approval="always")
-    def ask(n: int) -> str:
-        """Needs approval."""
-        return f"ok {n}"
-
     model = GatedModel()
     async with Runtime.open(tmp_path / "room", provider=model, tools=[ask]) as rt:
         out = await rt.run_turn(Message(origin="invoke", sender="t", thread_id="t", text="go"))
@@ -351,11 +352,6 @@ async def test_a_decision_recorded_while_another_is_applied_ends_duplicate(tmp_p
     # Found by the crash soak: a decision whose row was being written while another
     # decision on the same call was applied joined the inbox after the winner had taken
     # the call, so it stayed `queued` for ever (in execution.db too), never a duplicate.
-    @tool(approval="always")
-    def ask(n: int) -> str:
-        """Needs approval."""
-        return f"ok {n}"
-
     model = ScriptedModel(random_calls(random.Random(0), ("ask",), max_calls=1))
     async with Runtime.open(tmp_path / "room", provider=model, tools=[ask]) as rt:
         out = await rt.run_turn(Message(origin="invoke", sender="t", thread_id="t", text="go"))
@@ -395,11 +391,6 @@ async def test_decide_on_a_free_room_finishes_a_turn_a_crash_left_running(tmp_pa
     # turn; the command then waited for it to stop running, for ever (a busy loop).
     room = tmp_path / "room"
     model = GatedModel()
-
-    @tool(approval="always")
-    def ask(n: int) -> str:
-        """Needs approval."""
-        return f"ok {n}"
 
     async with Runtime.open(room, kind="run", provider=model, tools=[ask]) as rt:
         out = await rt.run_turn(Message(origin="invoke", sender="t", thread_id="t", text="go"))

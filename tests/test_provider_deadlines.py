@@ -17,12 +17,12 @@ import pytest
 from anyio.abc import SocketAttribute, SocketStream
 
 from engine.config import Config, ModelConfig
-from engine.messages import ConvMessage, Message
+from engine.messages import ConvMessage
 from engine.providers.base import ModelEvent, ModelRequest, ProviderError, TextDelta
 from engine.providers.http import RequestLimits
 from engine.providers.openai import OpenAIProvider
 from engine.providers.select import make_provider
-from engine.runtime import Runtime
+from tests.helpers import msg, runtime
 
 pytestmark = pytest.mark.anyio
 
@@ -195,11 +195,9 @@ class StallsMidStream:
 async def test_turn_timeout_cuts_a_stream_in_flight(tmp_path) -> None:
     model = StallsMidStream()
     config = Config.model_validate({"runtime": {"turn_timeout": 0.3}})
-    async with Runtime.open(tmp_path / "room", kind="test", provider=model, tools=[],
-                            config=config) as rt:  # fmt: skip
+    async with runtime(tmp_path, model, [], config=config) as rt:
         with anyio.fail_after(GUARD):
-            out = await rt.run_turn(Message(origin="invoke", sender="test", thread_id="t",
-                                            text="go"))  # fmt: skip
+            out = await rt.run_turn(msg("go", thread="t"))
         assert (out.status, out.reason) == ("done", "stopped:timeout")
         assert "0.3s" in out.detail and model.closed
         steps = await rt.store.fetchall("SELECT kind, status FROM steps", ())
@@ -211,9 +209,7 @@ async def test_turn_timeout_bounds_a_provider_on_an_endless_stream(tmp_path) -> 
     config = Config.model_validate({"runtime": {"turn_timeout": 0.5}})
     async with loopback(data_forever) as url:
         p = openai(url, read_timeout=60, request_timeout=600)
-        async with Runtime.open(tmp_path / "room", kind="test", provider=p, tools=[],
-                                config=config) as rt:  # fmt: skip
+        async with runtime(tmp_path, p, [], config=config) as rt:
             with anyio.fail_after(GUARD):
-                out = await rt.run_turn(Message(origin="invoke", sender="test", thread_id="t",
-                                                text="go"))  # fmt: skip
+                out = await rt.run_turn(msg("go", thread="t"))
     assert (out.status, out.reason) == ("done", "stopped:timeout")

@@ -9,7 +9,8 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import anyio
@@ -364,13 +365,14 @@ def test_release_lets_another_acquire(room: Room) -> None:
     second.release()  # releasing twice is harmless
 
 
-def test_owner_in_another_process_is_named(room: Room) -> None:
+@contextmanager
+def owned_elsewhere(room: Room) -> Iterator[subprocess.Popen[str]]:
+    """A child process that owns `room` (as `agentdeck run`) until the block ends."""
     code = textwrap.dedent(
         f"""
-        import sys, time
+        import sys
         from engine.room import Ownership, Room
-        o = Ownership(Room.at({str(room.path)!r}), "run")
-        o.acquire()
+        Ownership(Room.at({str(room.path)!r}), "run").acquire()
         print("ready", flush=True)
         sys.stdin.readline()
         """
@@ -380,13 +382,18 @@ def test_owner_in_another_process_is_named(room: Room) -> None:
     )
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "ready"
-        with pytest.raises(RoomBusy, match=f"pid {child.pid} .*agentdeck run"):
-            Ownership(room, "console").acquire()
+        yield child
     finally:
         assert child.stdin is not None
         child.stdin.close()
         child.wait(timeout=10)
         child.stdout.close()  # type: ignore[union-attr]
+
+
+def test_owner_in_another_process_is_named(room: Room) -> None:
+    with owned_elsewhere(room) as child:
+        with pytest.raises(RoomBusy, match=f"pid {child.pid} .*agentdeck run"):
+            Ownership(room, "console").acquire()
     # The child is gone, so the kernel dropped its lock.
     o = Ownership(room, "console")
     o.acquire()
@@ -409,20 +416,7 @@ def test_unreadable_holder_is_another_process(room: Room) -> None:
 def test_removing_the_owner_file_takes_nothing_from_the_owner(room: Room) -> None:
     """Issue 13, item 15: `rm .owner` let a second process take a room its owner still ran
     (two `decide`s then wrote one thread at once). The lock is on the room's directory."""
-    code = textwrap.dedent(
-        f"""
-        import sys
-        from engine.room import Ownership, Room
-        Ownership(Room.at({str(room.path)!r}), "run").acquire()
-        print("ready", flush=True)
-        sys.stdin.readline()
-        """
-    )
-    child = subprocess.Popen(
-        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+    with owned_elsewhere(room):
         room.owner_file.unlink()
         with pytest.raises(RoomBusy, match="owned by another process"):
             Ownership(room, "decide").acquire()
@@ -432,11 +426,6 @@ def test_removing_the_owner_file_takes_nothing_from_the_owner(room: Room) -> Non
         from engine.room import owner_of
 
         assert owner_of(room) is not None
-    finally:
-        assert child.stdin is not None
-        child.stdin.close()
-        child.wait(timeout=10)
-        child.stdout.close()  # type: ignore[union-attr]
     o = Ownership(room, "console")
     o.acquire()
     o.release()
