@@ -4,7 +4,9 @@ Phases: RunStart, StepStart, BeforeInference, AfterInference, StepEnd, BeforeToo
 AfterToolExecute, RunEnd. A plugin may ask the turn to terminate (`request_stop`), and its
 BeforeToolExecute answer is a `Gate`: allow, block (a failed result the model sees) or
 suspend (wait for a decision). Every call that passes BeforeToolExecute reaches
-AfterToolExecute with its `outcome`, whether the gate or its tool ended it.
+AfterToolExecute with its `outcome`, whether the gate or its tool ended it. At StepStart
+and BeforeInference a plugin may narrow the tools the step offers the model (`tools`),
+the seed's step-local control.
 """
 
 from __future__ import annotations
@@ -69,6 +71,10 @@ class PhaseContext:
     args: dict[str, Any] | str | None = None  # the model's text when it is not an object
     approved: bool = False  # the call was approved by a decision (replay)
     outcome: str | None = None  # AfterToolExecute: succeeded | failed | suspended
+    # StepStart, BeforeInference: the names of the tools this step offers the model. A
+    # plugin may narrow it (remove names, or assign a list) for this step only; a call the
+    # model makes to a tool the step did not offer fails, out of scope. None elsewhere.
+    tools: list[str] | None = None
     stop: StopRequest | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -223,7 +223,7 @@ class ToolRunner:
         loop = await self._turn()
         if not await loop.before_inference():
             return None
-        tools = self.rt.ctx.tools.schemas() if with_tools else []
+        tools = loop.step_schemas() if with_tools else []
         request = ModelRequest(messages=list(self.messages), tools=tools, system=self.system)
         inf = await loop.infer(request)
         message = inf.acc.message()

@@ -276,3 +276,37 @@ async def test_a_tool_runner_obeys_a_plugins_stop(tmp_path):
         [(status, reason)] = await rows(rt, "SELECT status, reason FROM turns")
         assert (status, reason) == ("done", "stopped:max_rounds")
         assert len(rt.provider.requests) == 1  # the second request was never sent
+
+
+async def test_a_plugin_narrows_the_tools_of_one_step(tmp_path):
+    seen: list[list[str]] = []
+
+    class NoBoom(Plugin):
+        phases = frozenset({Phase.STEP_START})
+
+        async def on_phase(self, ctx: PhaseContext) -> Gate | None:
+            assert ctx.tools is not None
+            ctx.tools.remove("boom")
+            return None
+
+    class NoShellAtFirst(Plugin):
+        phases = frozenset({Phase.BEFORE_INFERENCE})
+
+        async def on_phase(self, ctx: PhaseContext) -> Gate | None:
+            assert ctx.tools is not None
+            seen.append(list(ctx.tools))  # StepStart's narrowing holds for the whole step
+            if ctx.round_index == 0:
+                ctx.tools = [name for name in ctx.tools if name != "shell"]
+            return None
+
+    # the model calls shell although it is not offered: the call fails, out of scope
+    script = first_then([("shell", {"command": "ls"}), ("add", {"a": 1, "b": 2})])
+    async with runtime(tmp_path, script, plugins=[NoBoom(), NoShellAtFirst()]) as rt:
+        out = await rt.run_turn(msg("go"))
+        assert (out.status, out.reason) == ("done", "natural")
+        offered = [[t["name"] for t in r.tools] for r in rt.provider.requests]
+        assert offered == [["add"], ["add", "shell"]]
+        assert seen == [["add", "shell"], ["add", "shell"]]
+        assert [c["status"] for c in out.calls] == ["failed", "succeeded"]
+        assert "shell: error: tool 'shell' is not offered in this step" in out.text
+        assert await rows(rt, "SELECT count(*) FROM decisions") == [(0,)]  # nobody asked

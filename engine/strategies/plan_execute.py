@@ -82,7 +82,7 @@ def planner_request(
     state = {
         "user_input": user_input(loop),
         "user_extra_requirement": loop.turn.record.get("extra_requirement", ""),
-        "available_tools": loop.ctx.tools.schemas(),
+        "available_tools": loop.step_schemas(),  # as plugins left them for this round
         "done_plans": [r for rnd in done for r in rnd],
         "last_round_result": done[-1] if done else [],
         "round_index": len(done),

@@ -22,9 +22,11 @@ from engine.turn.context import TurnContext
 
 
 class Site(Protocol):
-    """Where a call is admitted and run: its turn's context and plugin phases."""
+    """Where a call is admitted and run: its turn's context, plugin phases, and the tools
+    its step offered (None: all)."""
 
     ctx: TurnContext
+    step_tools: list[str] | None
 
     async def phase(self, phase: Phase, **kw: Any) -> list[Gate | None]: ...
 
@@ -48,7 +50,7 @@ async def admit(loop: Site, call: CallState, *, approved: bool = False) -> dict[
     """
     rt = loop.ctx
     tool = rt.tools.get(call.tool)
-    kwargs, problem = _checked(loop, call)
+    kwargs, problem = _checked(loop, call, approved)
     gate = Gate.allow()
     if kwargs is not None and tool is not None and not approved:
         rule = pick_rule(rt.rules, call.tool, call.thread_id)
@@ -76,13 +78,23 @@ async def admit(loop: Site, call: CallState, *, approved: bool = False) -> dict[
     return None
 
 
-def _checked(loop: Site, call: CallState) -> tuple[dict[str, Any] | None, str | None]:
-    """The call's validated keyword arguments, or why it cannot run (no such tool,
-    arguments that are not an object or do not validate)."""
+def _checked(
+    loop: Site, call: CallState, approved: bool
+) -> tuple[dict[str, Any] | None, str | None]:
+    """The call's validated keyword arguments, or why it cannot run (no such tool, a tool
+    its step did not offer, arguments that are not an object or do not validate).
+
+    Out of scope is the seed's: a plugin narrowed the step's tools, and the model called
+    one it was not offered. A call an operator approved is replayed in a later step, so
+    that step's tools do not apply to it.
+    """
     tools = loop.ctx.tools
     tool = tools.get(call.tool)
     if tool is None:
         return None, f"unknown tool {call.tool!r}; available: {', '.join(tools.names())}"
+    if not approved and loop.step_tools is not None and call.tool not in loop.step_tools:
+        offered = ", ".join(loop.step_tools) or "none"
+        return None, f"tool {call.tool!r} is not offered in this step; offered: {offered}"
     if isinstance(call.args, str):  # the model's text, kept because it is not usable
         _, problem = parse_arguments(call.args)
         return None, f"invalid arguments for {call.tool}: {problem or 'not a JSON object'}"

@@ -68,14 +68,20 @@ class TurnLoop(Replay):
         self.pending_kwargs: dict[str, dict[str, Any]] = {}  # admitted calls of this round
         self.open_step: tuple[int, str, float] | None = None  # (id, kind, started) until it ends
         self.in_run = False  # between RunStart and RunEnd
+        self.step_tools: list[str] | None = None  # what plugins left of the tools (None: all)
 
     # -- plumbing ---------------------------------------------------------------------------
 
     async def phase(self, phase: Phase, **kw: Any) -> list[Gate | None]:
-        """Run every plugin listening at `phase`; remember a stop request."""
+        """Run every plugin listening at `phase`; remember a stop request, and the step's
+        tools as the plugins left them (StepStart, BeforeInference)."""
         plugins = self.ctx.plugins_at(phase)
         if not plugins:
             return []
+        offered = None
+        if phase in (Phase.STEP_START, Phase.BEFORE_INFERENCE):
+            offered = [t["name"] for t in self.step_schemas()]
+            kw["tools"] = list(offered)  # the plugins' copy, to narrow
         ctx = PhaseContext(
             phase=phase,
             turn_id=self.turn.id,
@@ -89,6 +95,8 @@ class TurnLoop(Replay):
         answers = [await p.on_phase(ctx) for p in plugins]
         if ctx.stop is not None and self.stop is None:
             self.stop = ctx.stop
+        if offered is not None and ctx.tools != offered:
+            self.step_tools = list(ctx.tools or ())
         return answers
 
     def append(self, msg: ConvMessage) -> None:
@@ -187,14 +195,24 @@ class TurnLoop(Replay):
         await self.phase(Phase.RUN_END)
 
     async def before_inference(self) -> bool:
-        """StepStart and BeforeInference; False when a plugin asked the turn to stop."""
+        """StepStart and BeforeInference, where plugins may narrow the step's tools; False
+        when a plugin asked the turn to stop."""
+        self.step_tools = None  # a new step offers every tool until a plugin says otherwise
         await self.phase(Phase.STEP_START)
         await self.phase(Phase.BEFORE_INFERENCE)
         return self.stop is None
 
+    def step_schemas(self) -> list[dict[str, Any]]:
+        """The tools this step offers the model: the registry's, less what plugins took
+        out (a name the registry does not have adds nothing)."""
+        schemas = self.ctx.tools.schemas()
+        if self.step_tools is None:
+            return schemas
+        return [s for s in schemas if s["name"] in self.step_tools]
+
     def conversation_request(self, with_tools: bool = True) -> ModelRequest:
         """The request react and direct send: the thread's conversation (and the tools)."""
-        tools = self.ctx.tools.schemas() if with_tools else []
+        tools = self.step_schemas() if with_tools else []
         return ModelRequest(messages=list(self.conv.messages), tools=tools)
 
     async def infer(

@@ -33,6 +33,7 @@ class _Loop(Protocol):
     ops: list[Op]
     events: list[Any]
     consecutive_errors: int
+    step_tools: list[str] | None
 
     async def phase(self, phase: Phase, **kw: Any) -> list[Gate | None]: ...
     def answer(self, call: CallState) -> None: ...
