@@ -8,6 +8,7 @@ decides what is offered and answers the operator; the supervisor only runs turns
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -146,6 +147,7 @@ class TurnSupervisor:
             row["id"], row["thread_id"], TurnStatus(row["status"]), row["created_at"],
             row["strategy"], row["reason"], row["detail"], row["rounds"], row["input_tokens"],
             row["output_tokens"], row["final_text"], group=row["group_name"],
+            record=json.loads(row["record"] or "{}"),  # the strategy's data: tool_logs, …
         )  # fmt: skip
         turn.add_calls([CallState.from_row(r) for r in await rows.call_rows(self.store, turn_id)])
         conv = await self.conversation(turn.thread_id)

@@ -669,3 +669,28 @@ async def test_direct_strategy_one_inference_no_tools(tmp_path):
         assert out.calls == []
         [(strategy,)] = await rows(rt, "SELECT strategy FROM turns WHERE id=?", out.turn_id)
         assert strategy == "direct"
+
+
+@pytest.mark.anyio
+async def test_the_turn_record_survives_loading_the_turn_again(tmp_path):
+    """Issue 14: a turn loaded from execution.db (to resume or cancel it) started from an
+    empty record, and its next commit wrote that over the strategy's data (tool_logs)."""
+
+    def plans(state: dict[str, Any]) -> dict[str, Any]:
+        return {"next_action": "execute", "execution_commands": [
+            {"purpose": "list", "tool_name": "shell", "tool_kwargs": {"command": "ls"}},
+            {"purpose": "sum", "tool_name": "add", "tool_kwargs": {"a": 1, "b": 2}}]}  # fmt: skip
+
+    config = Config.model_validate({"runtime": {"plan_max_rounds": 1}})
+    async with runtime(tmp_path, planner(plans), config=config) as rt:
+        out = await run_plan(rt)
+        # max_rounds reached with shell still waiting: answered, and waiting for shell
+        assert (out.status, out.reason) == ("waiting", "suspended")
+        kept = await turn_record(rt, out.turn_id)
+        assert kept["max_rounds_reached"] == 1
+        assert [r["purpose"] for r in kept["tool_logs"]] == ["list", "sum"]
+    async with runtime(tmp_path, planner(plans), config=config, first_id=100) as rt:
+        assert await rt.cancel_turn(out.turn_id, "not needed any more")
+        done = await rt.outcome(out.turn_id)
+        assert (done.status, done.reason) == ("done", "cancelled")
+        assert await turn_record(rt, out.turn_id) == kept
