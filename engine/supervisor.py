@@ -28,7 +28,7 @@ from engine.scheduler import Request, Scheduler
 from engine.store import Op, Store
 from engine.store import decisions as recorded
 from engine.store import turns as rows
-from engine.strategies import strategy_of_turn
+from engine.strategies import initial_record, strategy_of_turn
 from engine.turn.call import CallState
 from engine.turn.context import TurnContext
 from engine.turn.loop import TurnLoop
@@ -108,7 +108,7 @@ class TurnSupervisor:
         now, message = self.ctx.clock(), req.message
         conv = await self.conversation(message.thread_id)
         turn = TurnState(req.id, message.thread_id, TurnStatus.RUNNING, now, strategy,
-                         group=req.group)  # fmt: skip
+                         group=req.group, record=initial_record(strategy, message.meta))  # fmt: skip
         loop = TurnLoop(self.ctx, turn, conv, strategy_of_turn(strategy))
         loop.ops += rows.turn_opened(turn.id, message, req.group, strategy, self.ctx.run_id, now)
         loop.events.append(

@@ -17,6 +17,7 @@ import pytest
 
 from engine.config import Config
 from engine.decisions import Decision
+from engine.messages import Message
 from engine.providers.base import ModelEvent, ModelRequest, StopEvent, TextDelta, UsageEvent
 from engine.runtime import Runtime, TurnOutcome
 from engine.strategies.plan_normalize import (
@@ -694,3 +695,32 @@ async def test_the_turn_record_survives_loading_the_turn_again(tmp_path):
         done = await rt.outcome(out.turn_id)
         assert (done.status, done.reason) == ("done", "cancelled")
         assert await turn_record(rt, out.turn_id) == kept
+
+
+@pytest.mark.anyio
+async def test_the_extra_requirement_reaches_the_planner_and_the_answer_after_a_resume(tmp_path):
+    """The seed's planner reads `user_extra_requirement`: what the sender asks beyond the
+    text, here a message's meta `extra_requirement`. It was always empty."""
+
+    def plans(state: dict[str, Any]) -> dict[str, Any]:
+        if not state["done_plans"]:
+            return {"next_action": "execute", "execution_commands": [
+                {"purpose": "list files", "tool_name": "shell",
+                 "tool_kwargs": {"command": "ls"}}]}  # fmt: skip
+        return {"next_action": "response"}
+
+    model = planner(plans)
+    message = Message(origin="invoke", sender="test", thread_id="t1", text="go",
+                      meta={"extra_requirement": "answer in one line"})  # fmt: skip
+    async with runtime(tmp_path, model) as rt:
+        handle = await rt.submit(message, strategy="plan_execute")
+        out = await rt.wait_turn(handle.turn_id)
+        assert (out.status, out.reason) == ("waiting", "suspended")
+        await rt.decide(Decision.approve(out.pending[0]["call_id"]))  # resumed from the db
+        out = await rt.wait_turn(out.turn_id)
+        assert (out.status, out.reason) == ("done", "natural")
+        states = [json.loads(r.messages[0].text) for r in plan_requests(model)]
+        assert len(states) == 2
+        assert [s["user_extra_requirement"] for s in states] == ["answer in one line"] * 2
+        final = model.requests[-1]
+        assert final.purpose == "answer" and "answer in one line" in (final.system or "")

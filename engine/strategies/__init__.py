@@ -4,8 +4,8 @@ on the turn. All of them use the same lifecycle, gates, decisions and checkpoint
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from engine.turn.loop import TurnLoop
@@ -36,6 +36,16 @@ def strategy_for(name: str) -> Strategy:
     if name not in table:
         raise UnknownStrategy(f"unknown strategy {name!r}; choose one of {', '.join(NAMES)}")
     return table[name]
+
+
+def initial_record(name: str, meta: Mapping[str, Any]) -> dict[str, Any]:
+    """What the strategy `name` keeps on a new turn's record from its message's meta
+    (plan_execute: the sender's extra requirement), so a resumed turn has it too."""
+    if name != "plan_execute":
+        return {}
+    from engine.strategies import plan_execute
+
+    return plan_execute.initial_record(meta)
 
 
 def strategy_of_turn(name: str) -> Strategy:

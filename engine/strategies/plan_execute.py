@@ -5,12 +5,18 @@ committed calls, so a turn that suspends and resumes, even after a restart, plan
 where it was. Commands become ordinary tool calls: the same gates, suspension, decisions
 and checkpoints as react. After the loop the records become `action_results` for the final
 answer, and the raw records are kept as `tool_logs` on the turn.
+
+The planner also reads the seed's `user_extra_requirement`: what the sender asks beyond
+the message's text, given as the message's meta `extra_requirement` (the seed's framework
+takes it from the prompt's instructions; a message's meta is where agentdeck's sender can
+put such a thing, through the API or a runtime loop). It is kept on the turn's record, so
+a turn resumed from execution.db still has it, and the final answer is asked to meet it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from engine.lifecycle import CallStatus
@@ -37,10 +43,19 @@ PLANNER_SYSTEM = """You plan tool use for an agent. Answer with one JSON object 
 Put "next_action" first. Choose "response" when the user's request can be answered from
 what is already known (done_plans)."""
 
+EXTRA_REQUIREMENT = "extra_requirement"  # the message's meta key, and the turn record's
+
 FINAL_INSTRUCTION = (
     "Use the action results above (keyed by purpose) to answer the user's request. "
     "Say plainly when an action failed or is still waiting for a decision."
 )
+
+
+def initial_record(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """A new turn's record from its message's meta: the extra requirement, when it is text."""
+    value = meta.get(EXTRA_REQUIREMENT)
+    extra = value.strip() if isinstance(value, str) else ""
+    return {EXTRA_REQUIREMENT: extra} if extra else {}
 
 
 def record_of(call: CallState) -> dict[str, Any]:
@@ -81,7 +96,7 @@ def planner_request(
 ) -> ModelRequest:
     state = {
         "user_input": user_input(loop),
-        "user_extra_requirement": loop.turn.record.get("extra_requirement", ""),
+        "user_extra_requirement": loop.turn.record.get(EXTRA_REQUIREMENT, ""),
         "available_tools": loop.step_schemas(),  # as plugins left them for this round
         "done_plans": [r for rnd in done for r in rnd],
         "last_round_result": done[-1] if done else [],
@@ -172,7 +187,9 @@ async def final_answer(loop: TurnLoop) -> None:
         )
     if not await loop.before_inference():  # the answer is a step like any: its phases too
         return await loop.finish_stopped()
-    inf = await loop.infer(ModelRequest(messages=messages))
+    extra = loop.turn.record.get(EXTRA_REQUIREMENT)
+    system = f"The user's extra requirement for this answer: {extra}" if extra else None
+    inf = await loop.infer(ModelRequest(messages=messages, system=system))
     assistant = inf.acc.message().model_copy(update={"tool_calls": []})
     await loop.commit_assistant(inf, assistant)
     if loop.stop:
