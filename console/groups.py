@@ -1,9 +1,11 @@
 """Thread groups as the console sees them: a thread's group and the timeline's group filter.
 
-Runtime events name a thread, not its group, so the console derives the group from the
-thread id's prefix, as the engine's `scheduler.group_for` does from a message's origin
-(the pulse loop names its threads `task:…`, `chore:…` and `will:…`; everything else is
-chat). A message that names another group in `meta.group` is not seen here.
+A turn's events name its thread's group (`TurnStarted.group`, `TurnChanged.group`), and the
+state keeps it on the turn's row and its steps' rows; rows read from history get it from
+the room's threads. Only a row that has none (an event stored before events said it) falls
+back to a guess from the thread id's prefix, as the engine's `scheduler.group_for` guesses
+from a message's origin (the pulse loop names its threads `task:…`, `chore:…` and `will:…`;
+everything else is chat), which misses a group named in a message's `meta.group`.
 """
 
 from __future__ import annotations
@@ -13,8 +15,11 @@ FILTERS = ("", *GROUPS)  # "" shows every group
 _PREFIXED = frozenset(GROUPS[1:])
 
 
-def group_of(thread_id: str) -> str:
-    """The group of a thread, from its id's prefix: task:, chore:, will:, else chat."""
+def group_of(thread_id: str, said: str | None = None) -> str:
+    """The group of a thread: the one the runtime `said`, else a guess from its id's
+    prefix: task:, chore:, will:, else chat."""
+    if said:
+        return said
     prefix = thread_id.partition(":")[0]
     return prefix if prefix in _PREFIXED else "chat"
 

@@ -206,7 +206,7 @@ def step_rows(detail: dict[str, Any], first_seq: int) -> list[StepRow]:
         StepRow(first_seq + i, s["step_id"], s["started_at"], t["thread_id"], t["turn_id"],
                 s["kind"], s["status"],
                 s["ended_at"] - s["started_at"] if s["ended_at"] is not None else None,
-                s["summary"] or "")
+                s["summary"] or "", t["group"])
         for i, s in enumerate(detail["steps"])
     ]  # fmt: skip
 

@@ -23,13 +23,14 @@ async def seed(client: RoomClient, state: DeckState) -> None:
     for thread_id in reversed(recent.threads):  # most recently used first: noted last
         state.note_thread(thread_id)
     for t in recent.turns:
-        state.add_turn(TurnRow(t.turn_id, t.thread_id, t.status, t.reason, t.created_at, t.text))
+        state.add_turn(TurnRow(t.turn_id, t.thread_id, t.status, t.reason, t.created_at, t.text,
+                               group=t.group))  # fmt: skip
     for c in recent.calls:
         state.add_call(CallRow(c.call_id, c.turn_id, c.thread_id, c.tool, c.args, c.status,
                                c.result, c.error, c.created_at, c.updated_at, c.ended_at))  # fmt: skip
     for s in recent.steps:
         state.add_step(StepRow(0, s.step_id, s.started_at, s.thread_id, s.turn_id, s.kind,
-                               s.status, s.duration, s.summary))  # fmt: skip
+                               s.status, s.duration, s.summary, s.group))  # fmt: skip
 
 
 async def load_thread(client: RoomClient, state: DeckState, thread_id: str) -> None:

@@ -64,6 +64,7 @@ class TurnRow:
     calls: list[str] = field(default_factory=list)
     input_tokens: int = 0  # summed over the turn's inference steps
     output_tokens: int = 0
+    group: str | None = None  # its thread's group, as the runtime said it (None: not said)
 
 
 @dataclass
@@ -277,9 +278,10 @@ class DeckState:
                 case StepStarted():
                     if event.step_id in step_by_id:  # already read from history
                         continue
+                    of_turn = self.turns.get(event.turn_id)
                     self.add_step(
                         StepRow(0, event.step_id, event.at, event.thread_id, event.turn_id,
-                                event.step_kind)
+                                event.step_kind, group=of_turn.group if of_turn else None)
                     )  # fmt: skip
                     ch.steps = True
                 case StepFinished():
@@ -305,13 +307,15 @@ class DeckState:
                     self.note_thread(event.thread_id)
                     self.add_turn(
                         TurnRow(event.turn_id, event.thread_id, "running", None, event.at,
-                                event.text)
+                                event.text, group=event.group)
                     )  # fmt: skip
                     changed_turns.add(event.turn_id)
                 case TurnChanged():
                     turn = self._turn(event.turn_id, event.thread_id, event.at)
                     self._set_status(turn, event.status)
                     turn.reason = event.reason
+                    if event.group is not None:
+                        turn.group = event.group
                     changed_turns.add(event.turn_id)
                     if event.status == "done":
                         self._turn_done(event.thread_id, event.turn_id,

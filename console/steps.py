@@ -23,6 +23,7 @@ class StepRow(NamedTuple):
     status: str = "running"
     duration: float | None = None
     summary: str = ""
+    group: str | None = None  # its thread's group, when the runtime said it
 
 
 class StepLog(Sequence[StepRow]):

@@ -10,7 +10,16 @@ from __future__ import annotations
 import functools
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, TypeAdapter
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    model_serializer,
+)
+
+from engine.lifecycle import CallStatus, DecisionStatus, StepStatus, TurnStatus
 
 
 class _Event(BaseModel):
@@ -21,21 +30,39 @@ class _Event(BaseModel):
     turn_id: str = ""
 
 
-class TurnStarted(_Event):
+class _TurnEvent(_Event):
+    """An event of a turn that names its thread's group (`group`, the scheduler's).
+
+    Events stored before turns carried their group have none; read back, they are written
+    out again as they were stored, without the field, so a stored event's JSON never
+    changes.
+    """
+
+    @model_serializer(mode="wrap")
+    def _group_if_known(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if "group" in data and data["group"] is None:
+            del data["group"]
+        return data
+
+
+class TurnStarted(_TurnEvent):
     kind: Literal["turn_started"] = "turn_started"
     origin: str
     sender: str
     text: str
     strategy: str = "react"
+    group: str | None = None  # the thread's group (None in events stored before it was said)
 
 
-class TurnChanged(_Event):
+class TurnChanged(_TurnEvent):
     """A turn moved in its lifecycle; `reason` is set when it leaves `running`."""
 
     kind: Literal["turn_changed"] = "turn_changed"
-    status: str
+    status: TurnStatus
     reason: str | None = None
     detail: str | None = None
+    group: str | None = None  # the thread's group (None in events stored before it was said)
 
 
 class StepStarted(_Event):
@@ -48,7 +75,7 @@ class StepFinished(_Event):
     kind: Literal["step_finished"] = "step_finished"
     step_id: int
     step_kind: str
-    status: str  # succeeded | failed | cancelled
+    status: StepStatus  # succeeded | failed | cancelled
     summary: str = ""
     duration: float = 0.0
     input_tokens: int = 0
@@ -78,7 +105,7 @@ class CallChanged(_Event):
     call_id: str
     tool: str
     args: Any = None
-    status: str
+    status: CallStatus
     result: str | None = None
     error: str | None = None
 
@@ -91,7 +118,7 @@ class DecisionRecorded(_Event):
     decision_id: str
     call_id: str
     action: str
-    status: str
+    status: DecisionStatus
     reason: str | None = None
     note: str | None = None  # for a duplicate: why it was not applied ("call already ...")
 

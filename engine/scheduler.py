@@ -96,6 +96,7 @@ class QueuedStats:
     thread_id: str
     waits_because: str
     since: float
+    group: str = ""  # the request's group
 
 
 @dataclass(frozen=True)
@@ -355,7 +356,7 @@ class Scheduler:
         )  # fmt: skip
         ordered = sorted(self.queue, key=lambda r: (-self.group(r.group).priority, self._seq[r.id]))
         queued = tuple(
-            QueuedStats(r.id, r.thread_id, self.why_waiting(r) or "starting", r.created_at)
+            QueuedStats(r.id, r.thread_id, self.why_waiting(r) or "starting", r.created_at, r.group)
             for r in ordered
         )
         return Statistics(groups, threads, queued, self.max_running_turns, self.running)

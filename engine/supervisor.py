@@ -21,7 +21,7 @@ from engine.conversation import Conversation
 from engine.decisions import Decision
 from engine.events import DecisionRecorded, Event, TurnStarted
 from engine.inbox import already
-from engine.lifecycle import CallStatus, TurnStatus
+from engine.lifecycle import CallStatus, DecisionStatus, TurnStatus
 from engine.lifecycle import turn as turn_lifecycle
 from engine.messages import ConvMessage
 from engine.scheduler import Request, Scheduler
@@ -113,7 +113,8 @@ class TurnSupervisor:
         loop.ops += rows.turn_opened(turn.id, message, req.group, strategy, self.ctx.run_id, now)
         loop.events.append(
             TurnStarted(at=now, thread_id=turn.thread_id, turn_id=turn.id, origin=message.origin,
-                        sender=message.sender, text=message.text, strategy=strategy)
+                        sender=message.sender, text=message.text, strategy=strategy,
+                        group=req.group)
         )  # fmt: skip
         await loop.run_start()
         if user_message:
@@ -260,8 +261,8 @@ class TurnSupervisor:
             return status
         if (note := self.ctx.decisions.settled_meanwhile(decision.call_id)) is not None:
             # another decision took the call, or it ended, while this one was written
-            lost = event.model_copy(update={"at": self.ctx.clock(), "status": "duplicate",
-                                            "note": note})  # fmt: skip
+            lost = event.model_copy(update={"at": self.ctx.clock(), "note": note,
+                                            "status": DecisionStatus.DUPLICATE})  # fmt: skip
             await self.ctx.commit([recorded.duplicate(decision.id, note)], [lost], checkpoint=None,
                               turn_id=event.turn_id)  # fmt: skip
             return "duplicate"

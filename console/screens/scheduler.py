@@ -96,11 +96,10 @@ class SchedulerScreen(Screen[None]):
                           str(t.queued))
             for t in stats.threads
         })  # fmt: skip
-        groups = {t.thread_id: t.group for t in stats.threads}
         now = self.clock()
         self.query_one("#sched-queued", KeyedTable).show({
-            q.request_id: (short_id(q.request_id), q.thread_id, groups.get(q.thread_id) or
-                           group_of(q.thread_id), q.waits_because, age(now - q.since))
+            q.request_id: (short_id(q.request_id), q.thread_id, group_of(q.thread_id, q.group),
+                           q.waits_because, age(now - q.since))
             for q in stats.queued
         })  # fmt: skip
         for pane, title in (

@@ -52,8 +52,8 @@ class Timeline(LineView, can_focus=True):
 
     follow: reactive[bool] = reactive(True)
     filter_text: reactive[str] = reactive("")
-    # Only this thread group's steps ("" for all). Steps carry no group: it is derived from
-    # the thread id's prefix as the engine's `scheduler.group_for` does (console.groups).
+    # Only this thread group's steps ("" for all): a step's row carries its thread's group as
+    # the runtime said it; a row without one is placed by its thread id (console.groups).
     group: reactive[str] = reactive("")
 
     class Selected(Message):
@@ -136,7 +136,8 @@ class Timeline(LineView, can_focus=True):
             if seen is None or seen[0] != row.status:
                 seen = matches[row.seq] = (
                     row.status,
-                    needle in _haystack(row) and (not group or group_of(row.thread_id) == group),
+                    needle in _haystack(row)
+                    and (not group or group_of(row.thread_id, row.group) == group),
                 )
             if seen[1]:
                 rows.append(row)
@@ -162,6 +163,11 @@ class Timeline(LineView, can_focus=True):
             else:
                 hi = mid
         return min(lo, len(rows) - 1)
+
+    @property
+    def rows(self) -> Sequence[StepRow]:
+        """The steps shown: every step, or those the text and group filters let through."""
+        return self._rows
 
     @property
     def cursor_index(self) -> int | None:

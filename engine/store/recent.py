@@ -28,6 +28,7 @@ class TurnRecord:
     reason: str | None
     created_at: float
     text: str
+    group: str | None = None  # its thread's group
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class StepRecord:
     summary: str
     started_at: float
     duration: float | None
+    group: str | None = None  # its thread's group
 
 
 @dataclass(frozen=True)
@@ -92,8 +94,9 @@ async def read_recent(room: Room) -> Recent:
         threads = [r[0] for r in await db.execute_fetchall(
             "SELECT id FROM threads ORDER BY updated_at DESC, id")]  # fmt: skip
         turns = await db.execute_fetchall(
-            "SELECT * FROM (SELECT id, thread_id, status, reason, created_at, text FROM turns"
-            " ORDER BY created_at DESC, id DESC LIMIT ?) ORDER BY created_at, id",
+            "SELECT * FROM (SELECT t.id, t.thread_id, t.status, t.reason, t.created_at, t.text,"
+            " h.group_name FROM turns t LEFT JOIN threads h ON h.id = t.thread_id"
+            " ORDER BY t.created_at DESC, t.id DESC LIMIT ?) ORDER BY created_at, id",
             (RECENT_TURNS,),
         )
         turn_ids = tuple(r["id"] for r in turns)
@@ -105,8 +108,8 @@ async def read_recent(room: Room) -> Recent:
         )
         steps = await db.execute_fetchall(
             "SELECT * FROM (SELECT s.id, s.turn_id, t.thread_id, s.kind, s.status, s.summary,"
-            " s.started_at, s.ended_at FROM steps s JOIN turns t ON t.id = s.turn_id"
-            " ORDER BY s.id DESC LIMIT ?) ORDER BY id",
+            " s.started_at, s.ended_at, h.group_name FROM steps s JOIN turns t ON t.id = s.turn_id"
+            " LEFT JOIN threads h ON h.id = t.thread_id ORDER BY s.id DESC LIMIT ?) ORDER BY id",
             (RECENT_STEPS,),
         )
     finally:
@@ -114,14 +117,15 @@ async def read_recent(room: Room) -> Recent:
     return Recent(
         threads=threads,
         turns=[TurnRecord(r["id"], r["thread_id"], r["status"], r["reason"], r["created_at"],
-                          r["text"]) for r in turns],
+                          r["text"], r["group_name"]) for r in turns],
         calls=[CallRecord(r["id"], r["turn_id"], r["thread_id"], r["tool"],
                           json_or_text(r["args"]), r["status"], r["result"],
                           r["suspend_reason"] if r["status"] == "suspended" else r["error"],
                           r["created_at"], r["updated_at"], r["ended_at"]) for r in calls],
         steps=[StepRecord(r["id"], r["turn_id"], r["thread_id"], r["kind"], r["status"],
                           r["summary"], r["started_at"],
-                          r["ended_at"] - r["started_at"] if r["ended_at"] is not None else None)
+                          r["ended_at"] - r["started_at"] if r["ended_at"] is not None else None,
+                          r["group_name"])
                for r in steps],
     )  # fmt: skip
 

@@ -405,5 +405,5 @@ class TurnLoop(Replay):
         self.turn.status, self.turn.reason, self.turn.detail = status, reason, detail
         self.events.append(
             TurnChanged(at=self.ctx.clock(), thread_id=self.turn.thread_id, turn_id=self.turn.id,
-                        status=status.value, reason=reason, detail=detail)
+                        status=status, reason=reason, detail=detail, group=self.turn.group)
         )  # fmt: skip

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import NamedTuple, get_args
 
 import pytest
@@ -66,10 +67,16 @@ def test_fold_tracks_steps_calls_and_pending() -> None:
 
 
 def _sample(kind: type) -> object:
-    """An event of `kind` with a plain value in every field it requires."""
+    """An event of `kind` with a plain value in every field it requires (a status: the
+    first of its enum)."""
     plain = {str: "x", int: 1, float: 1.0}
-    return kind(**{name: plain.get(f.annotation, None)
+    return kind(**{name: next(iter(f.annotation)) if _is_enum(f.annotation)
+                   else plain.get(f.annotation, None)
                    for name, f in kind.model_fields.items() if f.is_required()})  # fmt: skip
+
+
+def _is_enum(annotation: object) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, Enum)
 
 
 def test_fold_takes_every_kind_of_the_engines_events_and_fails_loudly_on_others() -> None:
