@@ -9,7 +9,9 @@ The lifecycle is the seed's tool runner: each iteration sends a request and yiel
 assistant message. When the consumer resumes, the message is appended to the state unless
 the consumer changed the state during the iteration (`push_messages`,
 `set_messages_params`); tool calls in the state's last message are always handled and
-their results appended; the runner ends when there is nothing left to do.
+their results appended; the runner ends when there is nothing left to do. The state is the
+SDK's message parameters (`RunnerParams`: messages, system, tools, max_tokens, model), and
+`set_messages_params` replaces them whole, as the SDK's does.
 
 Unlike the seed's runner, reaching `max_iterations` never leaves tool results executed but
 unsent: the runner makes one last request without tools and records that it stopped.
@@ -23,7 +25,8 @@ request, ...), so the room's stop policies apply: a plugin's stop ends the runne
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.decisions import Decision, PendingCall
 from engine.lifecycle import CallStatus, TurnStatus
@@ -31,12 +34,40 @@ from engine.lifecycle import turn as turn_lifecycle
 from engine.messages import ConvMessage, Message
 from engine.providers.base import AssistantAccumulator, ModelRequest
 from engine.scheduler import Request
+from engine.tools import ToolRegistry
 from engine.turn.context import TurnContext
 from engine.turn.loop import TurnLoop
 from engine.turn.state import Inference
 
 if TYPE_CHECKING:
     from engine.turn.call import CallState
+
+
+@dataclass
+class RunnerParams:
+    """What each of a runner's requests sends: the SDK's message parameters.
+
+    `tools` chooses the room's tools to offer, each by name or as the schema the model is
+    to see for it (its calls still run the room's tool of that name); None offers them all.
+    A plugin may narrow them further for a step, and a call to a tool the step did not
+    offer fails at the gate. `max_tokens` and `model` apply to these requests only (None:
+    the provider's settings); the offline model ignores both.
+    """
+
+    messages: list[ConvMessage] = field(default_factory=list)
+    system: str | None = None
+    tools: list[str | dict[str, Any]] | None = None
+    max_tokens: int | None = None
+    model: str | None = None
+
+    def check(self, registry: ToolRegistry) -> RunnerParams:
+        """These parameters, if every tool they name is one of the room's (ValueError)."""
+        for entry in self.tools or ():
+            name = entry if isinstance(entry, str) else entry.get("name")
+            if not isinstance(name, str) or registry.get(name) is None:
+                raise ValueError(f"no tool {name!r} in this room; its tools: "
+                                 f"{', '.join(registry.names())}")  # fmt: skip
+        return self
 
 
 class RunnerHost(Protocol):
@@ -64,10 +95,14 @@ class ToolRunner:
         thread_id: str | None = None,
         system: str | None = None,
         max_iterations: int = 10,
+        tools: list[str | dict[str, Any]] | None = None,
+        max_tokens: int | None = None,
+        model: str | None = None,
     ) -> None:
         self.rt = rt
-        self.messages: list[ConvMessage] = list(messages)
-        self.system = system
+        self.params = RunnerParams(list(messages), system, tools, max_tokens, model).check(
+            rt.ctx.tools
+        )
         self.max_iterations = max_iterations
         self.thread_id = thread_id or rt.ctx.new_id("runner")
         self.iterations = 0
@@ -79,6 +114,19 @@ class ToolRunner:
         self._tool_response: list[ConvMessage] | None = None
         self._calls: list[CallState] = []
 
+    @property
+    def messages(self) -> list[ConvMessage]:
+        """The state's messages (`params.messages`)."""
+        return self.params.messages
+
+    @messages.setter
+    def messages(self, messages: list[ConvMessage]) -> None:
+        self.params.messages = messages
+
+    @property
+    def system(self) -> str | None:
+        return self.params.system
+
     # -- changing the state during an iteration ---------------------------------------------
 
     def push_messages(self, *messages: ConvMessage) -> None:
@@ -87,10 +135,17 @@ class ToolRunner:
         self._changed()
 
     def set_messages_params(
-        self, messages: list[ConvMessage] | Callable[[list[ConvMessage]], list[ConvMessage]]
+        self,
+        params: RunnerParams | list[ConvMessage] | Callable[[list[ConvMessage]], list[ConvMessage]],
     ) -> None:
-        """Replace the state (or map it through a function)."""
-        self.messages = list(messages(self.messages) if callable(messages) else messages)
+        """Replace the parameters whole (`RunnerParams`; to change a part of them:
+        `dataclasses.replace(runner.params, system=...)`), or only the messages: a list,
+        or a function of the messages."""
+        if isinstance(params, RunnerParams):
+            checked = params.check(self.rt.ctx.tools)
+            self.params = replace(checked, messages=list(checked.messages))
+        else:
+            self.messages = list(params(self.messages) if callable(params) else params)
         self._changed()
 
     def _changed(self) -> None:
@@ -223,14 +278,28 @@ class ToolRunner:
         loop = await self._turn()
         if not await loop.before_inference():
             return None
-        tools = loop.step_schemas() if with_tools else []
-        request = ModelRequest(messages=list(self.messages), tools=tools, system=self.system)
+        p = self.params
+        tools = self._step_tools(loop) if with_tools else []
+        request = ModelRequest(messages=list(p.messages), tools=tools, system=p.system,
+                               max_tokens=p.max_tokens, model=p.model)  # fmt: skip
         inf = await loop.infer(request)
         message = inf.acc.message()
         if not with_tools or message.refusal:  # a refusal stops without running tools
             message = message.model_copy(update={"tool_calls": []})
         self._calls = await loop.commit_assistant(inf, message)
         return message
+
+    def _step_tools(self, loop: TurnLoop) -> list[dict[str, Any]]:
+        """The tools this request offers: `params.tools` among those plugins left the step
+        (all of them when None). They become the step's, so a call to another fails."""
+        offered = loop.step_schemas()
+        if self.params.tools is None:
+            return offered
+        left = {s["name"]: s for s in offered}
+        chosen = [left.get(t) if isinstance(t, str) else t for t in self.params.tools]
+        schemas = [s for s in chosen if s is not None and s["name"] in left]
+        loop.step_tools = [s["name"] for s in schemas]
+        return schemas
 
     async def _end(self, stopped: str | None = None) -> None:
         loop = await self._turn()

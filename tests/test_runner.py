@@ -7,6 +7,7 @@ message are always handled; `generate_tool_response` is cached per iteration.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -14,7 +15,10 @@ import pytest
 
 from engine.decisions import Decision
 from engine.messages import ConvMessage, ToolCallPart
+from engine.providers.anthropic import AnthropicProvider
 from engine.providers.base import ModelRequest
+from engine.providers.openai import OpenAIProvider
+from engine.runner import RunnerParams
 from engine.runtime import Runtime
 from engine.tools import tool
 from tests.helpers import rows, runtime
@@ -411,3 +415,65 @@ async def test_decided_mid_iteration_joins_the_tool_response_once(tmp_path):
             ("assistant", None),
         ]
         assert counted.runs.count(("shell", "ls")) == 1
+
+
+async def test_set_messages_params_takes_the_whole_parameters(tmp_path):
+    """Like the SDK's: messages, system, tools, max_tokens and the model, all at once;
+    the list and the callable of messages still work (the test above)."""
+    counted = Counted()
+    script = first_then([("shell", {"command": "ls"}), ("add", {"a": 1, "b": 2})])
+    async with runtime(tmp_path, script, counted.tools) as rt:
+        runner = rt.tool_runner([user("hi")], thread_id="r", system="be kind", max_tokens=99)
+        assert runner.params == RunnerParams([user("hi")], system="be kind", max_tokens=99)
+        await runner.__anext__()
+        first = rt.provider.requests[0]
+        assert (first.system, first.max_tokens, first.model) == ("be kind", 99, None)
+        assert [t["name"] for t in first.tools] == ["add", "shell"]
+        runner.set_messages_params(
+            RunnerParams([user("go")], system="be brief", tools=["add"], max_tokens=50,
+                         model="other-model")
+        )  # fmt: skip
+        assert runner.messages == [user("go")] and runner.system == "be brief"
+        second = await runner.__anext__()
+        request = rt.provider.requests[-1]
+        assert (request.system, request.max_tokens) == ("be brief", 50)
+        assert request.model == "other-model"
+        assert request.messages == [user("go")]
+        assert [t["name"] for t in request.tools] == ["add"]
+        assert [c.name for c in second.tool_calls] == ["shell", "add"]
+        await runner.until_done()
+        # the step offered add only: the model's shell call fails at the gate, unrun
+        assert counted.runs == [("add", (1, 2))]
+        shell_result = next(m for m in runner.messages if m.tool_name == "shell")
+        assert "not offered in this step" in shell_result.text
+        # a part of them: the rest stays as it was
+        runner.set_messages_params(replace(runner.params, system=None))
+        assert (runner.params.tools, runner.params.max_tokens) == (["add"], 50)
+
+
+async def test_runner_tools_as_schemas_and_unknown_tools(tmp_path):
+    counted = Counted()
+    async with runtime(tmp_path, first_then([("add", {"a": 1, "b": 2})]), counted.tools) as rt:
+        schema = {"name": "add", "description": "Sum two integers.", "parameters": {
+            "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}}  # fmt: skip
+        runner = rt.tool_runner([user("add")], thread_id="r", tools=[schema])
+        await runner.until_done()
+        assert rt.provider.requests[0].tools == [schema]  # sent as given
+        assert counted.runs == [("add", (1, 2))]  # and its calls run the room's tool
+        with pytest.raises(ValueError, match="no tool 'nope'"):
+            runner.set_messages_params(RunnerParams([user("x")], tools=["nope"]))
+        with pytest.raises(ValueError, match="no tool 'nope'"):
+            rt.tool_runner([user("x")], tools=[{"name": "nope"}])
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+def test_a_requests_model_and_max_tokens_reach_the_wire(kind):
+    provider = (
+        OpenAIProvider("default-model", "k", max_tokens=1000)
+        if kind == "openai"
+        else AnthropicProvider("default-model", "k", max_tokens=1000)
+    )
+    plain = provider.body(ModelRequest(messages=[user("hi")]))
+    assert (plain["model"], plain["max_tokens"]) == ("default-model", 1000)
+    asked = provider.body(ModelRequest(messages=[user("hi")], model="other", max_tokens=7))
+    assert (asked["model"], asked["max_tokens"]) == ("other", 7)

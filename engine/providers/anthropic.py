@@ -130,8 +130,8 @@ class AnthropicProvider(HTTPProvider):
         """The JSON request body for `request`."""
         system, messages = anthropic_messages(request)
         body: dict[str, Any] = {
-            "model": self.model,
-            "max_tokens": self.max_tokens,
+            "model": request.model or self.model,
+            "max_tokens": request.max_tokens or self.max_tokens,
             "messages": messages,
             "stream": True,
         }

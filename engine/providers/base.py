@@ -61,6 +61,10 @@ class ModelRequest:
     system: str | None = None
     # "answer" for a conversation; "plan" when a planner (plan_execute) asks for a JSON plan
     purpose: Literal["answer", "plan"] = "answer"
+    # For this request only (a ToolRunner's parameters); None: the provider's own setting.
+    # The HTTP providers send both; the offline model has one model and no token limit.
+    max_tokens: int | None = None
+    model: str | None = None
 
 
 class ProviderError(RuntimeError):

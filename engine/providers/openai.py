@@ -136,15 +136,15 @@ class OpenAIProvider(HTTPProvider):
     def body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON request body for `request`."""
         body: dict[str, Any] = {
-            "model": self.model,
+            "model": request.model or self.model,
             "messages": openai_messages(request),
             "stream": True,
             "stream_options": {"include_usage": True},
         }
         if request.tools:
             body["tools"] = openai_tools(request.tools)
-        if self.max_tokens:
-            body["max_tokens"] = self.max_tokens
+        if max_tokens := request.max_tokens or self.max_tokens:
+            body["max_tokens"] = max_tokens
         return body
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
