@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar, Literal
 
+from engine.config import RuntimeConfig
+
 
 class Phase(StrEnum):
     RUN_START = "RunStart"
@@ -151,5 +153,12 @@ class ConsecutiveErrors(Plugin):
         return None
 
 
-def default_stop_policies() -> list[Plugin]:
-    return [MaxRounds(), Timeout(), ConsecutiveErrors()]
+def default_stop_policies(config: RuntimeConfig | None = None) -> list[Plugin]:
+    """The stop policies every turn gets unless a runtime is given its own plugins, with
+    the limits of `[runtime]` in agentdeck.toml (its defaults when None)."""
+    config = config or RuntimeConfig()
+    return [
+        MaxRounds(config.max_rounds),
+        Timeout(config.turn_timeout),
+        ConsecutiveErrors(config.max_consecutive_errors),
+    ]

@@ -31,7 +31,7 @@ from engine.events import Notice, one_line
 from engine.inbox import DecisionInbox
 from engine.messages import ConvMessage, InvalidMessage, Message
 from engine.outcome import TurnOutcome
-from engine.plugins import ConsecutiveErrors, MaxRounds, Plugin, Timeout
+from engine.plugins import Plugin, default_stop_policies
 from engine.providers.base import Provider
 from engine.room import Ownership, Room
 from engine.runner import ToolRunner
@@ -148,12 +148,7 @@ class Runtime:
 
                     tools = builtin_tools()
                 if plugins is None:
-                    rc = config.runtime
-                    plugins = [
-                        MaxRounds(rc.max_rounds),
-                        Timeout(rc.turn_timeout),
-                        ConsecutiveErrors(rc.max_consecutive_errors),
-                    ]
+                    plugins = default_stop_policies(config.runtime)
                 rt = cls(room, store, config, provider, ToolRegistry(tools), plugins, kind,
                          clock, ids)  # fmt: skip
                 rt.serves_queue = resume == "all"

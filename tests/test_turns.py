@@ -10,7 +10,16 @@ import pytest
 from engine.config import Config
 from engine.decisions import Decision
 from engine.events import StepFinished
-from engine.plugins import Gate, Phase, PhaseContext, Plugin
+from engine.plugins import (
+    ConsecutiveErrors,
+    Gate,
+    MaxRounds,
+    Phase,
+    PhaseContext,
+    Plugin,
+    Timeout,
+    default_stop_policies,
+)
 from engine.providers.base import ModelRequest, ProviderError
 from engine.tools import ToolResult, tool
 from tests.helpers import msg, rows, runtime
@@ -437,3 +446,23 @@ async def test_a_result_given_by_a_decision_is_masked_and_cut_like_a_tools(tmp_p
         await rt.wait_turn(out.turn_id)
         result = await rt.store.scalar("SELECT result FROM tool_calls WHERE tool='shell'")
     assert secret not in result and len(result.encode()) <= 2048
+
+
+def test_default_stop_policies_are_the_rooms_limits():
+    """The runtime built its stop policies inline while `default_stop_policies` (with other
+    limits) went unused: one list, in one place, from `[runtime]`."""
+    config = Config.model_validate(
+        {"runtime": {"max_rounds": 3, "turn_timeout": 100, "max_consecutive_errors": 2}}
+    )
+    assert default_stop_policies(config.runtime) == [
+        MaxRounds(3),
+        Timeout(100.0),
+        ConsecutiveErrors(2),
+    ]
+    assert default_stop_policies() == default_stop_policies(Config().runtime)
+
+
+async def test_a_runtime_without_plugins_gets_the_default_stop_policies(tmp_path):
+    config = Config.model_validate({"runtime": {"max_rounds": 3}})
+    async with runtime(tmp_path, first_then([]), config=config) as rt:
+        assert rt.plugins == default_stop_policies(config.runtime)
