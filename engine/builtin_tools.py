@@ -119,8 +119,10 @@ def _kill_group(pgid: int) -> None:
 
 
 @tool(approval="always")
-async def shell(command: str, ctx: ToolContext, timeout: float = 30.0) -> ToolResult:  # noqa: ASYNC109 (model-facing)
+async def shell(command: str, ctx: ToolContext, timeout: float | None = None) -> ToolResult:  # noqa: ASYNC109 (model-facing)
     """Run a shell command in the workspace; returns exit code, stdout and stderr."""
+    # no timeout given: the room's default, [runtime] shell_timeout (via the ToolContext)
+    timeout = ctx.shell_timeout if timeout is None else timeout
     if not 0 < timeout <= 3600:
         raise ToolError("timeout must be between 0 and 3600 seconds")
     with anyio.CancelScope(shield=True):  # a cancel mid-spawn would leak the process

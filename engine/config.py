@@ -60,7 +60,9 @@ class RuntimeConfig(_Section):
     )  # plan_execute: planning rounds before answering
     turn_timeout: float = Field(900.0, gt=0)
     max_consecutive_errors: int = Field(5, ge=1, le=100_000)
-    shell_timeout: float = Field(30.0, gt=0)
+    # Seconds a shell command may run when the model gives no timeout (the shell tool's
+    # own bound is 3600; tool_timeout, below, still cuts a call that takes longer).
+    shell_timeout: float = Field(30.0, gt=0, le=3600)
     # Seconds one tool call may take before it ends with an error; per tool name below.
     tool_timeout: float = Field(600.0, gt=0, le=86400)
     tool_timeouts: dict[str, Annotated[float, Field(gt=0, le=86400)]] = Field(default_factory=dict)

@@ -74,6 +74,7 @@ class ToolContext:
     thread_id: str = ""
     turn_id: str = ""
     time_limit: float | None = None  # seconds the call may take ([runtime] tool_timeout)
+    shell_timeout: float = 30.0  # a shell command's, when the call gives none ([runtime])
     max_result_bytes: int = RESULT_CAP  # the result's text is cut to this ([runtime])
     env: Mapping[str, str] | None = None  # for processes the tool starts; None: see process_env
 

@@ -17,7 +17,11 @@ import httpx
 import pytest
 
 from engine import builtin_tools as bt
+from engine.config import Config
+from engine.decisions import Decision
 from engine.tools import NOTE_ROOM, Tool, ToolContext, ToolResult
+from tests.helpers import msg, runtime
+from tests.scripted import first_then
 
 TOOLS = {t.name: t for t in bt.builtin_tools()}
 
@@ -481,3 +485,24 @@ async def test_http_get_body_fits_the_cap(server: str) -> None:
     assert result.status == "warning" and "truncated" in result.message
     assert len(result.text().encode()) <= 4096
     assert set(result.content["text"]) == {"x"}
+
+
+@pytest.mark.anyio
+async def test_shell_without_a_timeout_takes_the_contexts_default(tmp_path: Path) -> None:
+    ctx = ToolContext(workspace=tmp_path, shell_timeout=0.3)
+    result = await run("shell", ctx, command="sleep 30")
+    assert (result.status, result.message) == ("error", "timed out after 0.3s")
+    assert TOOLS["shell"].schema()["parameters"]["properties"]["timeout"]["default"] is None
+
+
+@pytest.mark.anyio
+async def test_the_rooms_shell_timeout_reaches_the_shell_tool(tmp_path: Path) -> None:
+    """`[runtime] shell_timeout` was read by nothing: the shell tool hard-coded 30 s."""
+    config = Config.model_validate({"runtime": {"shell_timeout": 0.3}})
+    script = first_then([("shell", {"command": "sleep 30"})])
+    async with runtime(tmp_path, script, bt.builtin_tools(), config=config) as rt:
+        out = await rt.run_turn(msg("go"))
+        await rt.decide(Decision.approve(out.pending[0]["call_id"]))
+        out = await rt.wait_turn(out.turn_id)
+        assert (out.status, out.reason) == ("done", "natural")
+        assert out.text == "shell: error: timed out after 0.3s"

@@ -115,6 +115,7 @@ async def execute(loop: Site, call: CallState, kwargs: dict[str, Any]) -> None:
     ctx = ToolContext(
         rt.workspace, call.id, call.thread_id, call.turn_id,
         time_limit=limits.tool_timeouts.get(call.tool, limits.tool_timeout),
+        shell_timeout=limits.shell_timeout,
         max_result_bytes=limits.max_result_bytes, env=secrets.tool_env(),
     )  # fmt: skip
     result = await tool.call(kwargs, ctx)
