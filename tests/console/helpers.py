@@ -50,6 +50,15 @@ async def started(pilot: Pilot) -> MainScreen:
     return app.main  # type: ignore[attr-defined,no-any-return]
 
 
+async def call_waits(pilot: Pilot, text: str) -> MainScreen:
+    """Start, send `text` (it asks for a call that needs a decision) and wait until the
+    call waits in the decision queue."""
+    main = await started(pilot)
+    await send(pilot, text)
+    await until_pending(pilot, main)
+    return main
+
+
 class Recorder:
     """The `message_hook`: keeps every message of the given types."""
 

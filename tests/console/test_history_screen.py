@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from textual.app import App
+from textual.notifications import Notify
 from textual.widgets import Input
 
 import console.history_reader as history_reader
@@ -33,7 +34,7 @@ from console.widgets.turn_detail import TurnDetail
 from engine.history import HistoryError
 from engine.room import Room
 from tests.console.conftest import T0, build
-from tests.console.helpers import SIZE, Recorder, until
+from tests.console.helpers import SIZE, Recorder, palette, told, until
 from tests.console.history_scenes import (
     HISTORY_PREPARE,
     HISTORY_SCENES,
@@ -61,14 +62,6 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def seeded(room: Path, template: Path) -> Path:
     shutil.copytree(template, room)
     return room
-
-
-def notices(app) -> list[str]:
-    return [n.message for n in app._notifications]
-
-
-def errors(app) -> list[str]:
-    return [n.message for n in app._notifications if n.severity == "error"]
 
 
 def notes_text(screen: HistoryScreen) -> str:
@@ -99,16 +92,16 @@ async def test_h_and_the_palette_open_it_esc_and_q_close_it(seeded: Path) -> Non
         assert screen.query_one("#hist-turns-pane").border_title == "Turns (30)"
         await pilot.press("escape")  # nothing to clear: back to the main screen
         await until(pilot, lambda: app.screen is app.main, "closed by Esc")
-        titles = {t: cb for t, _, cb in DeckCommands(app.main)._commands()}
+        titles = await palette(DeckCommands(app.main))
         assert "History" in titles
         if inspect.isawaitable(opened := titles["History"]()):  # as the palette runs it
             await opened
         await until(pilot, lambda: isinstance(app.screen, HistoryScreen), "opened by palette")
         await settled(pilot, app.screen)
-        palette = [t for t, _, _ in DeckCommands(app.screen)._commands()]
+        offered = await palette(DeckCommands(app.screen))
         for wanted in ("History: Search", "History: Status", "History: Where suspended",
                        "History: Export", "Close history"):  # fmt: skip
-            assert wanted in palette
+            assert wanted in offered
         await pilot.press("q")
         await until(pilot, lambda: app.screen is app.main, "closed by q")
         assert app.is_running
@@ -142,7 +135,7 @@ async def test_keys_show_in_the_footer_and_the_help_screen(seeded: Path) -> None
 @pytest.mark.anyio
 async def test_pages_by_cursor_with_n_and_as_the_cursor_nears_the_end(seeded, monkeypatch):
     monkeypatch.setattr(history_reader, "PAGE", 7)
-    rec = Recorder(HistoryScreen.Listed)
+    rec = Recorder(HistoryScreen.Listed, Notify)
     app = build(seeded)
     async with app.run_test(size=SIZE, message_hook=rec) as pilot:
         screen = await open_history(pilot)
@@ -162,8 +155,8 @@ async def test_pages_by_cursor_with_n_and_as_the_cursor_nears_the_end(seeded, mo
         turns = [m for m in rec.of(HistoryScreen.Listed) if m.what == "turns"]
         assert [m.rows for m in turns][:2] == [7, 14] and turns[-1].more is False
         await pilot.press("n")
-        await until(pilot, lambda: any("No more turns" in n for n in notices(app)), "said so")
-        assert not errors(app)
+        await until(pilot, lambda: any("No more turns" in n for n in told(rec)), "said so")
+        assert not told(rec, "error")
         await app.shutdown()
 
 
@@ -172,8 +165,9 @@ async def test_a_fast_cursor_shows_the_turn_it_stops_on(seeded: Path) -> None:
     """Each move cancels the read of the turn the cursor left (the engine leaves no read
     transaction open when it does): the turn it stops on is the one read to the end and
     shown, and the connection goes on reading."""
+    rec = Recorder(Notify)
     app = build(seeded)
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=SIZE, message_hook=rec) as pilot:
         screen = await open_history(pilot)
         history = screen.reader.history
         assert history is not None
@@ -197,7 +191,7 @@ async def test_a_fast_cursor_shows_the_turn_it_stops_on(seeded: Path) -> None:
         await settled(pilot, screen)
         assert view.cursor == 20
         assert shown_turn(screen) == view.current_key() == reads[-1]
-        assert cancelled and len(reads) - 1 not in cancelled and not errors(app)
+        assert cancelled and len(reads) - 1 not in cancelled and not told(rec, "error")
         await pilot.press("j")  # the connection still reads turns
         await until(pilot, lambda: shown_turn(screen) == listed(screen)[21], "next turn shown")
         await app.shutdown()
@@ -208,9 +202,10 @@ async def test_a_fast_cursor_shows_the_turn_it_stops_on(seeded: Path) -> None:
 
 @pytest.mark.anyio
 async def test_status_keys_cycle_the_status_filter_and_esc_clears(seeded: Path) -> None:
+    rec = Recorder(Notify)
     app = build(seeded)
     db = Room.at(seeded).db
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=SIZE, message_hook=rec) as pilot:
         screen = await open_history(pilot)
         seen = {}
         for status in ("failed", "denied", "cancelled", "waiting", "running", "done"):
@@ -229,15 +224,16 @@ async def test_status_keys_cycle_the_status_filter_and_esc_clears(seeded: Path) 
         await settled(pilot, screen)
         assert listed(screen) == turn_ids(db)
         assert isinstance(app.screen, HistoryScreen)  # Esc cleared; it did not close
-        assert not errors(app)
+        assert not told(rec, "error")
         await app.shutdown()
 
 
 @pytest.mark.anyio
 async def test_origin_group_tool_thread_and_run_filters(seeded: Path) -> None:
+    rec = Recorder(Notify)
     app = build(seeded)
     db = Room.at(seeded).db
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=SIZE, message_hook=rec) as pilot:
         screen = await open_history(pilot)
 
         async def press(*keys: str) -> list[str]:
@@ -270,15 +266,16 @@ async def test_origin_group_tool_thread_and_run_filters(seeded: Path) -> None:
         assert "no turns" in str(screen.query_one("#hist-turns").render_line(0).text)
         assert runs.select("r1")
         assert len(await press("enter")) == 30
-        assert not errors(app)
+        assert not told(rec, "error")
         await app.shutdown()
 
 
 @pytest.mark.anyio
 async def test_time_range_from_the_prompt(seeded: Path) -> None:
+    rec = Recorder(Notify)
     app = build(seeded)
     db = Room.at(seeded).db
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=SIZE, message_hook=rec) as pilot:
         screen = await open_history(pilot)
         await pilot.press("r")
         await until(pilot, lambda: isinstance(app.screen, PromptScreen), "prompt")
@@ -292,8 +289,8 @@ async def test_time_range_from_the_prompt(seeded: Path) -> None:
         await pilot.press("r")
         await until(pilot, lambda: isinstance(app.screen, PromptScreen), "prompt again")
         await pilot.press(*"3d 5d", "enter")  # since after until: said, not applied
-        await until(pilot, lambda: errors(app), "an error notice")
-        assert "the time range is empty" in errors(app)[0]
+        await until(pilot, lambda: told(rec, "error"), "an error notice")
+        assert "the time range is empty" in told(rec, "error")[0]
         assert screen.criteria.filters.since == since
         await app.shutdown()
 
@@ -319,7 +316,7 @@ def test_the_pure_helpers() -> None:
 
 @pytest.mark.anyio
 async def test_search_lists_hits_with_the_matching_text(seeded: Path) -> None:
-    rec = Recorder(HistoryScreen.Listed)
+    rec = Recorder(HistoryScreen.Listed, Notify)
     app = build(seeded)
     async with app.run_test(size=SIZE, message_hook=rec) as pilot:
         screen = await open_history(pilot)
@@ -352,8 +349,8 @@ async def test_search_lists_hits_with_the_matching_text(seeded: Path) -> None:
         await pilot.press("slash", *"zebrafish", "enter")
         await until(pilot, lambda: len(listed(screen)) == 2, "searched again")
         await pilot.press("slash", "ctrl+u", *"!!!", "enter")  # nothing to search for: said so
-        await until(pilot, lambda: errors(app), "an error notice")
-        assert "nothing to search for" in errors(app)[0]
+        await until(pilot, lambda: told(rec, "error"), "an error notice")
+        assert "nothing to search for" in told(rec, "error")[0]
         assert screen.criteria.search == "zebrafish"  # and the last search's hits stay, named
         assert screen.query_one("#hist-turns-pane").border_title == "Search “zebrafish” (2 hits)"
         assert screen.query_one("#hist-search", Input).value == "!!!"  # to change
@@ -371,7 +368,7 @@ async def test_turn_detail_shows_steps_calls_and_decisions(seeded: Path) -> None
         screen = await open_history(pilot)
         await pick(pilot, screen, "t8")
         steps = screen.query_one("#hist-steps", Timeline)
-        assert [r.step_id for r in steps._rows] == [r[0] for r in truth(
+        assert [r.step_id for r in steps.rows] == [r[0] for r in truth(
             db, "SELECT id FROM steps WHERE turn_id = 't8' ORDER BY idx, id")]  # fmt: skip
         calls = screen.query_one("#hist-calls", CallsTable)
         assert calls.turn_id == "t8" and calls.current_key() == "c9"
@@ -402,7 +399,7 @@ async def test_turn_detail_shows_steps_calls_and_decisions(seeded: Path) -> None
 
 @pytest.mark.anyio
 async def test_w_jumps_to_where_the_turn_suspended(seeded: Path) -> None:
-    rec = Recorder(HistoryScreen.Jumped)
+    rec = Recorder(HistoryScreen.Jumped, Notify)
     app = build(seeded)
     db = Room.at(seeded).db
     async with app.run_test(size=SIZE, message_hook=rec) as pilot:
@@ -416,19 +413,19 @@ async def test_w_jumps_to_where_the_turn_suspended(seeded: Path) -> None:
         assert screen.query_one("#hist-steps", Timeline).cursor_row.step_id == step_id
         calls = screen.query_one("#hist-calls", CallsTable)
         assert calls.current_key() == call_id and calls.has_focus
-        assert any(f"call {call_id} (shell)" in n and "still waiting" in n for n in notices(app))
+        assert any(f"call {call_id} (shell)" in n and "still waiting" in n for n in told(rec))
         # A turn that never suspended: said so, nothing moves.
         screen.query_one("#hist-turns").focus()
         await pick(pilot, screen, "t2")
         await pilot.press("w")
-        await until(pilot, lambda: any("never suspended" in n for n in notices(app)), "warned")
+        await until(pilot, lambda: any("never suspended" in n for n in told(rec)), "warned")
         assert len(rec.of(HistoryScreen.Jumped)) == 1
         await app.shutdown()
 
 
 @pytest.mark.anyio
 async def test_export_writes_the_turn_in_the_room_and_says_where(seeded: Path) -> None:
-    rec = Recorder(HistoryScreen.Exported)
+    rec = Recorder(HistoryScreen.Exported, Notify)
     app = build(seeded)
     async with app.run_test(size=SIZE, message_hook=rec) as pilot:
         screen = await open_history(pilot)
@@ -440,7 +437,7 @@ async def test_export_writes_the_turn_in_the_room_and_says_where(seeded: Path) -
         doc = json.loads(path.read_text())
         assert doc["format"] == "agentdeck.turn/1" and doc["turn"]["turn_id"] == "t8"
         assert [d["decided_by"] for d in doc["decisions"]] == ["alice"]
-        assert any(str(path) in n for n in notices(app))
+        assert any(str(path) in n for n in told(rec))
         await app.shutdown()
 
 
@@ -481,8 +478,9 @@ class HistoryOnly(App[None]):
 
 
 async def browse_while_written(room: Path, writer: subprocess.Popen) -> None:
+    rec = Recorder(Notify)
     app = HistoryOnly(room)
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=SIZE, message_hook=rec) as pilot:
         screen = app.screen
         assert isinstance(screen, HistoryScreen)
         await settled(pilot, screen)
@@ -507,4 +505,4 @@ async def browse_while_written(room: Path, writer: subprocess.Popen) -> None:
         await settled(pilot, screen)
         assert screen.totals["turns"] > first, "the writer wrote while we browsed"
         assert writer.poll() is None, "the writer still owns the room"
-        assert not errors(app)
+        assert not told(rec, "error")

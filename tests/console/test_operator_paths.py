@@ -18,7 +18,15 @@ from console.widgets.chat_log import ChatLog
 from console.widgets.decision_queue import DecisionQueue
 from console.widgets.timeline import Timeline
 from engine.providers.base import ProviderError
-from tests.console.helpers import SIZE, Recorder, send, started, until, until_pending
+from tests.console.helpers import (
+    SIZE,
+    Recorder,
+    call_waits,
+    send,
+    started,
+    until,
+    until_pending,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -45,9 +53,7 @@ async def test_approve_shell_by_keyboard(deck_app) -> None:
     rec = Recorder(MainScreen.Acted, DecisionQueue.Decide)
     app = deck_app()
     async with app.run_test(size=SIZE, message_hook=rec) as pilot:
-        main = await started(pilot)
-        await send(pilot, "run `echo hi`")
-        await until_pending(pilot, main)
+        main = await call_waits(pilot, "run `echo hi`")
         await pilot.press("escape", "d")  # Esc leaves the chat input, d goes to the queue
         queue = main.query_one(DecisionQueue)
         assert queue.has_focus
@@ -71,9 +77,7 @@ async def test_approve_shell_by_keyboard(deck_app) -> None:
 async def test_cancel_with_reason_is_quoted(deck_app) -> None:
     app = deck_app()
     async with app.run_test(size=SIZE) as pilot:
-        main = await started(pilot)
-        await send(pilot, "run `rm -rf build`")
-        await until_pending(pilot, main)
+        main = await call_waits(pilot, "run `rm -rf build`")
         main.query_one(DecisionQueue).focus()
         await pilot.press("x")
         await until(pilot, lambda: isinstance(app.screen, PromptScreen), "reason prompt")
@@ -94,9 +98,7 @@ async def test_cancel_with_reason_is_quoted(deck_app) -> None:
 async def test_escape_on_reason_prompt_decides_nothing(deck_app) -> None:
     app = deck_app()
     async with app.run_test(size=SIZE) as pilot:
-        main = await started(pilot)
-        await send(pilot, "run `echo hi`")
-        await until_pending(pilot, main)
+        main = await call_waits(pilot, "run `echo hi`")
         main.query_one(DecisionQueue).focus()
         await pilot.press("x")
         await until(pilot, lambda: isinstance(app.screen, PromptScreen), "reason prompt")
@@ -109,9 +111,7 @@ async def test_escape_on_reason_prompt_decides_nothing(deck_app) -> None:
 async def test_edit_arguments_then_approve(deck_app) -> None:
     app = deck_app()
     async with app.run_test(size=SIZE) as pilot:
-        main = await started(pilot)
-        await send(pilot, "run `echo hi`")
-        await until_pending(pilot, main)
+        main = await call_waits(pilot, "run `echo hi`")
         main.query_one(DecisionQueue).focus()
         await pilot.press("e")
         await until(pilot, lambda: isinstance(app.screen, EditArgsScreen), "editor")
@@ -166,9 +166,7 @@ async def test_an_untouched_argument_editor_closes_at_once(deck_app) -> None:
     editor holds them as they are: Esc asks nothing, ctrl+s finds valid JSON."""
     app = deck_app()
     async with app.run_test(size=SIZE) as pilot:
-        main = await started(pilot)
-        await send(pilot, "run `echo a\u2028b`")
-        await until_pending(pilot, main)
+        main = await call_waits(pilot, "run `echo a\u2028b`")
         main.query_one(DecisionQueue).focus()
         await pilot.press("e")
         await until(pilot, lambda: isinstance(app.screen, EditArgsScreen), "editor")
@@ -317,17 +315,17 @@ async def test_filter_timeline(deck_app) -> None:
         await until_pending(pilot, main)
         timeline = main.query_one(Timeline)
         timeline.focus()
-        total = len(timeline._rows)
+        total = len(timeline.rows)
         await pilot.press("slash", *"tool_")
         await until(pilot, lambda: timeline.filter_text == "tool_", "filter applied")
-        assert 0 < len(timeline._rows) < total
-        assert all(r.kind == "tool_round" for r in timeline._rows)
+        assert 0 < len(timeline.rows) < total
+        assert all(r.kind == "tool_round" for r in timeline.rows)
         await pilot.press(*"zzz")
-        await until(pilot, lambda: not timeline._rows, "nothing matches")
+        await until(pilot, lambda: not timeline.rows, "nothing matches")
         assert "no step matches the filter" in timeline.render_line(0).text
         await pilot.press("escape")
         await until(pilot, lambda: timeline.filter_text == "", "filter cleared")
-        assert len(timeline._rows) == total and timeline.has_focus
+        assert len(timeline.rows) == total and timeline.has_focus
         await app.shutdown()
 
 
@@ -351,9 +349,9 @@ async def test_empty_panes_say_how_to_start(deck_app) -> None:
 async def test_decision_queue_cuts_the_arguments_to_keep_its_columns_on_screen(deck_app) -> None:
     app = deck_app()
     async with app.run_test(size=(120, 36)) as pilot:
-        main = await started(pilot)
-        await send(pilot, 'write "a long enough text to be cut somewhere" to notes/long-name.txt')
-        await until_pending(pilot, main)
+        main = await call_waits(
+            pilot, 'write "a long enough text to be cut somewhere" to notes/long-name.txt'
+        )
         queue = main.query_one(DecisionQueue)
         await pilot.pause()
 
@@ -402,9 +400,7 @@ async def test_a_message_to_a_waiting_thread_says_it_is_queued_and_why(deck_app)
     said = Recorder(Notify)
     app = deck_app()
     async with app.run_test(size=SIZE, message_hook=said) as pilot:
-        main = await started(pilot)
-        await send(pilot, "run `echo hi`")
-        await until_pending(pilot, main)
+        await call_waits(pilot, "run `echo hi`")
         await send(pilot, "and then?")
         queued = lambda: [m.notification for m in said.of(Notify)  # noqa: E731
                           if m.notification.title == "Message queued"]  # fmt: skip

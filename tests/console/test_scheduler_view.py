@@ -7,6 +7,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
+from textual.notifications import Notify
 
 from console.commands import DeckCommands
 from console.groups import group_of, next_filter
@@ -18,7 +19,7 @@ from console.widgets.keyed_table import KeyedTable
 from console.widgets.timeline import Timeline
 from engine.room import Room
 from tests.console.conftest import build
-from tests.console.helpers import SIZE, Recorder, send, started, until
+from tests.console.helpers import SIZE, Recorder, palette, send, started, told, until
 from tests.console.scheduler_scenes import (
     SCHEDULER_SCENES,
     SlowWhenAsked,
@@ -68,7 +69,7 @@ async def select_group(pilot, screen: SchedulerScreen, name: str) -> GroupsTable
 
 @pytest.mark.anyio
 async def test_p_pauses_and_resumes_the_selected_group(deck_app, room) -> None:
-    rec = Recorder(SchedulerScreen.Configured)
+    rec = Recorder(SchedulerScreen.Configured, Notify)
     app = deck_app()
     async with app.run_test(size=SIZE, message_hook=rec) as pilot:
         await started(pilot)
@@ -80,7 +81,7 @@ async def test_p_pauses_and_resumes_the_selected_group(deck_app, room) -> None:
         assert not group_stats(app, "chat").paused  # only the selected group
         await until(pilot, lambda: rec.of(SchedulerScreen.Configured), "configured")
         assert rec.of(SchedulerScreen.Configured)[0].group.paused
-        assert any("task paused" in n.message for n in app._notifications)
+        assert any("task paused" in n for n in told(rec))
         table = screen.query_one(GroupsTable)
         assert "‖ paused" in str(table.get_cell("task", "state"))
         await pilot.press("p")
@@ -92,8 +93,9 @@ async def test_p_pauses_and_resumes_the_selected_group(deck_app, room) -> None:
 
 @pytest.mark.anyio
 async def test_plus_and_minus_change_the_budget_never_below_zero(deck_app, room) -> None:
+    rec = Recorder(Notify)
     app = deck_app()
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=SIZE, message_hook=rec) as pilot:
         await started(pilot)
         screen = await open_scheduler(pilot)
         await select_group(pilot, screen, "chat")
@@ -106,7 +108,7 @@ async def test_plus_and_minus_change_the_budget_never_below_zero(deck_app, room)
         await pilot.press("minus")
         await until(pilot, lambda: group_stats(app, "chore").max_running_turns == 0, "chore 1 → 0")
         await pilot.press("minus")
-        await until(pilot, lambda: any("already 0" in n.message for n in app._notifications),
+        await until(pilot, lambda: any("already 0" in n for n in told(rec)),
                     "a warning that the budget is 0")  # fmt: skip
         assert group_stats(app, "chore").max_running_turns == 0
         assert stored_group(room, "chore")["max_running_turns"] == 0
@@ -185,12 +187,12 @@ async def test_keys_reach_help_and_palette(deck_app) -> None:
     app = deck_app()
     async with app.run_test(size=SIZE) as pilot:
         main = await started(pilot)
-        titles = [t for t, _, _ in DeckCommands(main)._commands()]
+        titles = await palette(DeckCommands(main))
         assert "Scheduler" in titles and "Group filter" in titles
         assert "Filter timeline by group: task" in titles
         assert "Filter timeline by group: all" in titles
         screen = await open_scheduler(pilot)
-        titles = [t for t, _, _ in DeckCommands(screen)._commands()]
+        titles = await palette(DeckCommands(screen))
         for wanted in ("Scheduler: Pause/resume group", "Scheduler: Raise budget",
                        "Scheduler: Lower budget", "Close scheduler"):  # fmt: skip
             assert wanted in titles
@@ -215,7 +217,7 @@ async def test_group_filter_cycles_the_timeline(deck_app) -> None:
         await send(pilot, "calc 2+2")
         await app.host.runtime.submit(message("task:release", "summarise (slow)"))
         timeline = main.query_one(Timeline)
-        await until(pilot, lambda: {r.thread_id for r in timeline._rows} == {"chat:main",
+        await until(pilot, lambda: {r.thread_id for r in timeline.rows} == {"chat:main",
                     "task:release"}, "steps of both threads")  # fmt: skip
         timeline.focus()
         pane = main.query_one("#timeline-pane")
@@ -223,7 +225,7 @@ async def test_group_filter_cycles_the_timeline(deck_app) -> None:
         for _ in range(5):
             await pilot.press("ctrl+g")
             await pilot.pause()
-            shown[timeline.group] = ({r.thread_id for r in timeline._rows}, pane.border_title)
+            shown[timeline.group] = ({r.thread_id for r in timeline.rows}, pane.border_title)
         assert shown["chat"] == ({"chat:main"}, "Timeline · chat")
         assert shown["task"] == ({"task:release"}, "Timeline · task")
         assert shown["chore"] == (set(), "Timeline · chore")
@@ -231,9 +233,9 @@ async def test_group_filter_cycles_the_timeline(deck_app) -> None:
         # The group filter and the text filter combine.
         main.filter_group("task")
         timeline.filter_text = "chat"
-        assert not timeline._rows
+        assert not timeline.rows
         timeline.filter_text = ""
-        assert {r.thread_id for r in timeline._rows} == {"task:release"}
+        assert {r.thread_id for r in timeline.rows} == {"task:release"}
         assert [m.target for m in rec.of(MainScreen.Acted) if m.action == "filter_group"][:2] == [
             "chat", "task"
         ]  # fmt: skip
