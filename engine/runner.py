@@ -29,7 +29,8 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.decisions import Decision, PendingCall
-from engine.lifecycle import CallStatus, TurnStatus
+from engine.lifecycle import CallStatus, RunnerStatus, TurnStatus
+from engine.lifecycle import runner as runner_lifecycle
 from engine.lifecycle import turn as turn_lifecycle
 from engine.messages import ConvMessage, Message
 from engine.providers.base import AssistantAccumulator, ModelRequest
@@ -106,7 +107,7 @@ class ToolRunner:
         self.max_iterations = max_iterations
         self.thread_id = thread_id or rt.ctx.new_id("runner")
         self.iterations = 0
-        self.status = "ready"  # ready | running | done | waiting | stopped
+        self.status = RunnerStatus.READY  # moved by `_move` only (engine/lifecycle/runner.py)
         self.stopped_reason: str | None = None
         self._loop: TurnLoop | None = None
         self._last: ConvMessage | None = None  # the message yielded this iteration
@@ -192,7 +193,8 @@ class ToolRunner:
             await loop.reopen()
             await loop.run_start()  # a new run of the turn, as a resumed turn's
             self.rt.listen(loop)  # decisions reach us again
-            self.status, self._last = "running", None
+            self._move(RunnerStatus.RUNNING)
+            self._last = None
         before = {c.id: c.status for c in loop.turn.calls.values()}
         await loop.resume_tool_calls()
         if self._last is not None and self._last.tool_calls:
@@ -209,7 +211,7 @@ class ToolRunner:
         return self
 
     async def __anext__(self) -> ConvMessage:
-        if self.status in ("done", "waiting", "stopped"):
+        if self.status not in (RunnerStatus.READY, RunnerStatus.RUNNING):  # ended, or waits
             raise StopAsyncIteration
         if self._last is not None:
             if not self._mutated:
@@ -266,7 +268,7 @@ class ToolRunner:
             for msg in self.messages:
                 self._loop.append(msg)  # what the runner starts from is recorded too
             await self._loop.commit(None)
-            self.status = "running"
+            self._move(RunnerStatus.RUNNING)
         return self._loop
 
     def _stopping(self) -> bool:
@@ -309,29 +311,35 @@ class ToolRunner:
             return
         if loop.stop is not None:  # a plugin asked the turn to stop: it ends as asked
             self.rt.unlisten(loop)
-            self.status, self.stopped_reason = "stopped", loop.stop.reason
+            self._move(RunnerStatus.STOPPED, loop.stop.reason)
             await loop.finish_stopped()
             return
         if loop.turn.suspended():
-            self.status = "waiting"
+            self._move(RunnerStatus.WAITING)
             await loop.finish_waiting()
             return  # stays registered: a decision wakes this runner, not a resume of its turn
         self.rt.unlisten(loop)
         if stopped:
-            self.status, self.stopped_reason = "stopped", stopped
+            self._move(RunnerStatus.STOPPED, stopped)
             loop.turn.record["stopped"] = stopped
             await loop.finish(
                 turn_lifecycle.stopped(stopped), f"reached {self.max_iterations} iterations"
             )
         else:
-            self.status = "done"
+            self._move(RunnerStatus.DONE)
             await loop.finish(turn_lifecycle.NATURAL)
 
     async def aclose(self) -> None:
         """End the runner's turn where it stands (cancelled if it was still running)."""
         if self._loop is not None and self._loop.turn.status is TurnStatus.RUNNING:
             await self._loop.finish(turn_lifecycle.CANCELLED, "runner closed")
-            self.status = "stopped"
+            self._move(RunnerStatus.STOPPED)
+
+    def _move(self, dst: RunnerStatus, stopped_reason: str | None = None) -> None:
+        """Take one legal step of the runner's lifecycle (IllegalTransition otherwise)."""
+        self.status = runner_lifecycle.check(self.status, dst)
+        if stopped_reason is not None:
+            self.stopped_reason = stopped_reason
 
     def __repr__(self) -> str:
         return f"<ToolRunner {self.thread_id} {self.status} iterations={self.iterations}>"

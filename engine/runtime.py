@@ -29,6 +29,7 @@ from engine.conversation import Conversation
 from engine.decisions import Decision, PendingCall, Rule, storable
 from engine.events import Notice, one_line
 from engine.inbox import DecisionInbox
+from engine.lifecycle import RequestStatus
 from engine.messages import ConvMessage, InvalidMessage, Message
 from engine.outcome import TurnOutcome
 from engine.plugins import Plugin, default_stop_policies
@@ -267,9 +268,9 @@ class Runtime:
             first = self._keys.get(key) or first  # an offer of the same key may have won
             if first is not None:
                 first = self._requests.get(first.id, first)
-                if first.status == "rejected":
+                if first.status is RequestStatus.REJECTED:
                     raise Rejected(first.reason or "rejected")
-                turn_id = (first.status == "coalesced" and first.coalesced_into) or first.id
+                turn_id = first.turn_id
                 if (handle := self.live.get(turn_id)) is None:  # it ran, or waits: see outcome
                     handle = TurnHandle(turn_id, first.thread_id)
                     handle.done.set()
@@ -293,13 +294,14 @@ class Runtime:
             raise
         for r in changed:
             self._requests[r.id] = r
-            if r.status in ("coalesced", "rejected") and (old := self.live.pop(r.id, None)):
+            gone = r.status in (RequestStatus.COALESCED, RequestStatus.REJECTED)
+            if gone and (old := self.live.pop(r.id, None)):
                 old.done.set()  # its waiters follow the request to where it went
-            if r is not req and r.status == "rejected":  # the group's overflow dropped it
+            if r is not req and r.status is RequestStatus.REJECTED:  # overflow dropped it
                 self.notice("warning", f"{r.thread_id}: queued request {r.id} {r.reason}")
-        if req.status == "rejected":
+        if req.status is RequestStatus.REJECTED:
             raise Rejected(req.reason or "rejected")
-        target = (req.coalesced_into or req.id) if req.status == "coalesced" else req.id
+        target = req.turn_id
         handle = self.live.setdefault(target, TurnHandle(target, message.thread_id))
         holder = self.scheduler.holder(message.thread_id)
         sv = self.supervisor
@@ -315,7 +317,7 @@ class Runtime:
     def why_queued(self, request_id: str) -> str | None:
         """Why a request of this run still waits in the queue (None once it has left it)."""
         req = self._requests.get(request_id)
-        if req is None or req.status != "queued":
+        if req is None or req.status is not RequestStatus.QUEUED:
             return None
         return self.scheduler.why_waiting(req)
 
@@ -393,9 +395,9 @@ class Runtime:
                 if self.live.get(turn_id) not in (None, handle):
                     continue  # it went on at once (a decision was already queued)
             req = self._requests.get(turn_id)
-            if req is None or req.status != "coalesced" or req.coalesced_into is None:
+            if req is None or req.turn_id == turn_id:  # not coalesced into another
                 return await self.outcome(turn_id)
-            turn_id = req.coalesced_into
+            turn_id = req.turn_id
 
     async def cancel_turn(self, turn_id: str, reason: str = "cancelled by operator") -> bool:
         """Cancel a running or waiting turn: it ends `done/cancelled`. False if already done."""

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from engine.lifecycle import RequestStatus
+from engine.lifecycle import request as request_lifecycle
 from engine.messages import Message
 
 Overflow = Literal["reject", "drop_oldest", "replace_pending"]
@@ -81,13 +83,32 @@ class Request:
     group: str
     created_at: float
     strategy: str | None = None
-    status: Literal["queued", "admitted", "coalesced", "rejected"] = "queued"
+    status: RequestStatus = RequestStatus.QUEUED
     reason: str | None = None
     coalesced_into: str | None = None
+
+    def __post_init__(self) -> None:
+        self.status = RequestStatus(self.status)  # a stored row gives the word
 
     @property
     def thread_id(self) -> str:
         return self.message.thread_id
+
+    @property
+    def turn_id(self) -> str:
+        """The turn that answers this request: its own (an admitted request's turn has its
+        id), or, once coalesced, the turn of the request it went into."""
+        if self.status is RequestStatus.COALESCED and self.coalesced_into:
+            return self.coalesced_into
+        return self.id
+
+    def move(self, dst: RequestStatus, reason: str | None = None, into: str | None = None) -> None:
+        """Leave `queued` for one of its ends (IllegalTransition otherwise), saying why and,
+        when coalesced, into which request."""
+        self.status = request_lifecycle.check(self.status, dst)
+        if reason is not None:
+            self.reason = reason
+        self.coalesced_into = into if dst is RequestStatus.COALESCED else None
 
 
 @dataclass(frozen=True)
@@ -187,18 +208,19 @@ class Scheduler:
         changed = [req]
         pending = list(self._threads.get(req.thread_id, ()))
         if pending and group.coalesce == "keep_pending":
-            req.status, req.coalesced_into = "coalesced", pending[0].id
-            req.reason = f"coalesced into pending request {pending[0].id}"
+            first = pending[0].id
+            req.move(RequestStatus.COALESCED, f"coalesced into pending request {first}", first)
             return changed
         if pending and group.coalesce == "newest":
             for old in pending:
-                self._drop(old, "coalesced", f"coalesced into newer request {req.id}", req.id)
+                newer = f"coalesced into newer request {req.id}"
+                self._drop(old, RequestStatus.COALESCED, newer, req.id)
                 changed.append(old)
         queued = self._by_group.get(req.group, {})
         if len(queued) >= group.max_queued_turns:
             if group.overflow_policy == "reject" or not queued:
-                req.status = "rejected"
-                req.reason = f"group {req.group} queue is full ({group.max_queued_turns} queued)"
+                full = f"group {req.group} queue is full ({group.max_queued_turns} queued)"
+                req.move(RequestStatus.REJECTED, full)
                 return changed
             order = (
                 iter(queued.values())
@@ -208,7 +230,7 @@ class Scheduler:
             victim = next(order)
             why = "dropped: queue full" if group.overflow_policy == "drop_oldest" else (
                 f"replaced by newer request {req.id}: queue full")  # fmt: skip
-            self._drop(victim, "rejected", f"{why} in group {req.group}", req.id)
+            self._drop(victim, RequestStatus.REJECTED, f"{why} in group {req.group}", req.id)
             changed.append(victim)
         self.requeue(req)
         return changed
@@ -224,10 +246,9 @@ class Scheduler:
         """Take a queued request out of line as it is (a one-off leaves it to the next run)."""
         self._remove(req)
 
-    def _drop(self, req: Request, status: str, reason: str, into: str | None) -> None:
+    def _drop(self, req: Request, status: RequestStatus, reason: str, into: str | None) -> None:
         self._remove(req)
-        req.status, req.reason = status, reason  # type: ignore[assignment]
-        req.coalesced_into = into if status == "coalesced" else None
+        req.move(status, reason, into)
 
     def _remove(self, req: Request) -> None:
         thread_queue = self._threads[req.thread_id]
@@ -278,7 +299,7 @@ class Scheduler:
                     break
                 heapq.heappop(self._ready[group.name])
                 self._remove(req)
-                req.status = "admitted"
+                req.move(RequestStatus.ADMITTED)
                 self.hold(req.thread_id, req.id, req.group, "running")
                 admitted.append(req)
         return admitted
