@@ -219,6 +219,7 @@ class DeckState:
         """How much is held, for the benchmark and for tests of the bounds."""
         return {
             "steps": len(self.steps),
+            "step index": len(self._step_by_id),  # bounded with the steps it finds
             "turns": len(self.turns),
             "calls": len(self.calls),
             "pending": len(self.pending),

@@ -118,7 +118,7 @@ def test_state_is_bounded(monkeypatch) -> None:
         s.fold(_turn(i))
         s.fold([TurnChanged(at=3, thread_id="x", turn_id=f"t_{i}", status="done")])
     assert len(s.steps) == state_mod.MAX_STEPS
-    assert len(s._step_by_id) == state_mod.MAX_STEPS
+    assert s.sizes()["step index"] == state_mod.MAX_STEPS
     assert len(s.turns) <= 50 and len(s.calls) <= 50 + 1
 
 
