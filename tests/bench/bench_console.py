@@ -68,7 +68,7 @@ import tempfile  # noqa: E402
 import threading  # noqa: E402
 from array import array  # noqa: E402
 from collections import deque  # noqa: E402
-from collections.abc import Sequence  # noqa: E402
+from collections.abc import Callable, Sequence  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
 
@@ -77,8 +77,10 @@ from textual import events  # noqa: E402
 
 from console.app import make_app  # noqa: E402
 from console.widgets.timeline import Timeline  # noqa: E402
+from engine.bus import EventBus  # noqa: E402
 from engine.events import (  # noqa: E402
     CallChanged,
+    Event,
     MessageAppended,
     StepFinished,
     StepStarted,
@@ -213,6 +215,22 @@ async def bench(room: Path, rate: int, seconds: float, profile: str | None, star
             painted.append(now - due)
         to_paint.clear()
 
+    # The runtime's subscribers (the console's bridge among them), kept as they subscribe,
+    # so the producer can hand them events as `publish` does, minus its buffer.
+    subscribers: list[Callable[[Event], None]] = []
+    real_subscribe = EventBus.subscribe
+
+    def kept_subscribe(bus: EventBus, callback: Callable[[Event], None]) -> Callable[[], None]:
+        unsubscribe = real_subscribe(bus, callback)
+        subscribers.append(callback)
+
+        def undo() -> None:
+            subscribers.remove(callback)
+            unsubscribe()
+
+        return undo
+
+    EventBus.subscribe = kept_subscribe  # type: ignore[method-assign]
     Timeline.action_cursor = timed_cursor  # type: ignore[method-assign]
     app.post_display_hook = after_display  # type: ignore[method-assign]
     async with app.run_test(size=(160, 48)) as pilot:
@@ -229,9 +247,9 @@ async def bench(room: Path, rate: int, seconds: float, profile: str | None, star
         runtime = app.host.runtime
         assert runtime is not None
 
-        def publish(event: object) -> None:  # Runtime.publish, minus the store's buffer
-            for callback in list(runtime._subscribers):
-                callback(event)  # type: ignore[arg-type]
+        def publish(event: Event) -> None:  # Runtime.publish, minus the store's buffer
+            for callback in list(subscribers):
+                callback(event)
 
         stop = threading.Event()
         keys_sent = 0
@@ -287,6 +305,7 @@ async def bench(room: Path, rate: int, seconds: float, profile: str | None, star
         sizes = app.bridge.state.sizes() if hasattr(app.bridge.state, "sizes") else {}
         await app.shutdown()
     Timeline.action_cursor = original  # type: ignore[method-assign]
+    EventBus.subscribe = real_subscribe  # type: ignore[method-assign]
     if profiler is not None:
         Path(profile).write_text(profiler.output_text(unicode=True, show_all=False))  # type: ignore[arg-type]
         profiler.write_html(str(Path(profile).with_suffix(".html")))
