@@ -1,12 +1,16 @@
 """Every state as a glyph and a word, so no state is shown by colour alone (NO_COLOR too).
 
 The style name is the component class a widget uses to colour it from the theme's
-`$state-*` variables.
+`$state-*` variables. States are the engine's (`engine.lifecycle`: turn, call and step
+statuses, a turn's end reason) plus the scheduler view's words for groups and threads.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
+
+from engine.lifecycle import CallStatus, TurnStatus
+from engine.lifecycle import turn as turn_lifecycle
 
 
 class Look(NamedTuple):
@@ -17,17 +21,19 @@ class Look(NamedTuple):
     style: str
 
 
-_LOOKS = {
-    "new": Look("·", "new", "state--muted"),
-    "running": Look("▶", "running", "state--running"),
-    "waiting": Look("⏸", "waiting", "state--waiting"),
-    "suspended": Look("◆", "suspended", "state--suspended"),
-    "resuming": Look("↻", "resuming", "state--running"),
-    "succeeded": Look("✔", "succeeded", "state--succeeded"),
-    "done": Look("✔", "done", "state--succeeded"),
-    "failed": Look("✖", "failed", "state--failed"),
-    "error": Look("✖", "error", "state--failed"),
-    "cancelled": Look("⊘", "cancelled", "state--cancelled"),
+# Keyed by the engine's members (string enums: a stored word finds its look too). A step's
+# statuses are words of these: running, succeeded, failed, cancelled.
+_LOOKS: dict[str, Look] = {
+    CallStatus.NEW: Look("·", "new", "state--muted"),
+    TurnStatus.RUNNING: Look("▶", "running", "state--running"),  # a call's and a step's too
+    TurnStatus.WAITING: Look("⏸", "waiting", "state--waiting"),
+    CallStatus.SUSPENDED: Look("◆", "suspended", "state--suspended"),
+    CallStatus.RESUMING: Look("↻", "resuming", "state--running"),
+    CallStatus.SUCCEEDED: Look("✔", "succeeded", "state--succeeded"),
+    TurnStatus.DONE: Look("✔", "done", "state--succeeded"),
+    CallStatus.FAILED: Look("✖", "failed", "state--failed"),
+    turn_lifecycle.ERROR: Look("✖", "error", "state--failed"),  # a turn's end reason
+    CallStatus.CANCELLED: Look("⊘", "cancelled", "state--cancelled"),
     # thread groups and threads in the scheduler view
     "active": Look("●", "active", "state--succeeded"),
     "paused": Look("‖", "paused", "state--waiting"),
@@ -39,8 +45,8 @@ STATE_CLASSES = frozenset(look.style for look in _LOOKS.values())
 
 def look(status: str, reason: str | None = None) -> Look:
     """The look of a step, call or turn status; a done turn is drawn by its reason."""
-    if status == "done" and reason and reason != "natural":
-        if reason == "cancelled":
-            return _LOOKS["cancelled"]
-        return Look("✖", reason.removeprefix("stopped:"), "state--failed")
+    if status == TurnStatus.DONE and reason and reason != turn_lifecycle.NATURAL:
+        if reason == turn_lifecycle.CANCELLED:
+            return _LOOKS[CallStatus.CANCELLED]
+        return Look("✖", reason.removeprefix(turn_lifecycle.STOPPED_PREFIX), "state--failed")
     return _LOOKS.get(status, Look("?", status, "state--muted"))

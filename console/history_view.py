@@ -19,6 +19,7 @@ from console.glyphs import Look, look
 from console.state import CallRow
 from console.steps import StepRow
 from engine.history import Filters, HistoryError, parse_time
+from engine.lifecycle import CallStatus, DecisionStatus
 
 Cells = tuple[tuple[str, str], ...]  # one drawn line: (text, component class or "")
 
@@ -215,8 +216,9 @@ def call_rows(detail: dict[str, Any]) -> list[CallRow]:
     """The turn's calls as the calls table's rows (a waiting call shows why it waits)."""
     t = detail["turn"]
     return [
-        CallRow(c["call_id"], t["turn_id"], t["thread_id"], c["tool"], c["args"], c["status"],
-                c["result"], c["suspend_reason"] if c["status"] == "suspended" else c["error"],
+        CallRow(c["call_id"], t["turn_id"], t["thread_id"], c["tool"], c["args"],
+                CallStatus(c["status"]), c["result"],
+                c["suspend_reason"] if c["status"] == CallStatus.SUSPENDED else c["error"],
                 c["created_at"], c["updated_at"], c["ended_at"])
         for c in detail["calls"]
     ]  # fmt: skip
@@ -242,11 +244,11 @@ def decision_lines(d: dict[str, Any]) -> list[Cells]:
     then = d["then"]
     if then is not None:
         state = look(then["status"])
-        said = then["result"] if then["status"] == "succeeded" else then["error"]
+        said = then["result"] if then["status"] == CallStatus.SUCCEEDED else then["error"]
         lines.append((("      then ", DIM), state_cells(state, len(state.word) + 3),
                       (f"args {one_line(then['args'], 60)}", ""),
                       (f" → {one_line(said, 80)}" if said else "", "")))  # fmt: skip
-    elif d["status"] != "applied":
+    elif d["status"] != DecisionStatus.APPLIED:
         lines.append((("      then nothing ran: the decision is ", DIM), (d["status"], BOLD)))
     return lines
 
@@ -277,7 +279,7 @@ def notes(detail: dict[str, Any]) -> list[Cells]:
         lines += [(), ((f"Where it suspended ({len(sus['calls'])})", BOLD),
                        ("  w selects it", DIM))]  # fmt: skip
         for c in sus["calls"]:
-            state = look("suspended") if c["waiting"] else look(c["status"])
+            state = look(CallStatus.SUSPENDED) if c["waiting"] else look(c["status"])
             settled = ("still waiting for a decision" if c["waiting"] else
                        f"settled by {c['decision_id']}" if c["decision_id"] else "settled")  # fmt: skip
             lines.append((("  ", ""), state_cells(state, 12), (f"step {c['step_idx']} · ", DIM),

@@ -30,7 +30,7 @@ async def seed(client: RoomClient, state: DeckState) -> None:
                                c.result, c.error, c.created_at, c.updated_at, c.ended_at))  # fmt: skip
     for s in recent.steps:
         state.add_step(StepRow(0, s.step_id, s.started_at, s.thread_id, s.turn_id, s.kind,
-                               s.status, s.duration, s.summary, s.group))  # fmt: skip
+                               s.status.value, s.duration, s.summary, s.group))  # fmt: skip
 
 
 async def load_thread(client: RoomClient, state: DeckState, thread_id: str) -> None:

@@ -27,6 +27,8 @@ from engine.events import (
     TurnChanged,
     TurnStarted,
 )
+from engine.lifecycle import CallStatus, TurnStatus
+from engine.lifecycle import turn as turn_lifecycle
 
 MAX_STEPS = 5_000
 MAX_TURNS = 2_000
@@ -43,7 +45,7 @@ class CallRow:
     thread_id: str
     tool: str
     args: Any
-    status: str
+    status: CallStatus
     result: str | None = None
     error: str | None = None
     created_at: float = 0.0
@@ -57,7 +59,7 @@ class TurnRow:
 
     turn_id: str
     thread_id: str
-    status: str = "running"
+    status: TurnStatus = TurnStatus.RUNNING
     reason: str | None = None
     started_at: float = 0.0
     text: str = ""
@@ -76,15 +78,15 @@ class ChatEntry:
     turn_id: str = ""
 
 
-QUIET_ENDS = frozenset({"natural", "behavior_requested"})
+QUIET_ENDS = frozenset({turn_lifecycle.NATURAL, turn_lifecycle.BEHAVIOR_REQUESTED})
+_END_WORDS = {turn_lifecycle.ERROR: "turn failed", turn_lifecycle.CANCELLED: "turn cancelled"}
 
 
 def turn_note(reason: str | None, detail: str | None) -> str | None:
     """What the chat says after a turn that ended other than by answering (else None)."""
     if reason is None or reason in QUIET_ENDS:
         return None
-    words = {"error": "turn failed", "cancelled": "turn cancelled"}.get(reason)
-    words = words or f"turn ended: {reason}"
+    words = _END_WORDS.get(reason) or f"turn ended: {reason}"
     return f"{words}: {detail}" if detail else words
 
 
@@ -159,7 +161,7 @@ class DeckState:
         self._step_by_id: dict[int, int] = {}  # step id -> seq of its row
         self._seq = 0
         self.turns: OrderedDict[str, TurnRow] = OrderedDict()
-        self._by_status: dict[str, int] = {}  # turns per status, so `counts` is O(1)
+        self._by_status: dict[TurnStatus, int] = {}  # turns per status, so `counts` is O(1)
         self.calls: dict[str, CallRow] = {}
         self.pending: dict[str, CallRow] = {}  # suspended calls, oldest first
         self.threads: dict[str, ThreadView] = {}
@@ -206,12 +208,13 @@ class DeckState:
 
     def counts(self) -> tuple[int, int]:
         """Turns running and turns waiting for a decision."""
-        return self._by_status.get("running", 0), self._by_status.get("waiting", 0)
+        by_status = self._by_status
+        return by_status.get(TurnStatus.RUNNING, 0), by_status.get(TurnStatus.WAITING, 0)
 
     def active_turn(self, thread_id: str) -> TurnRow | None:
         """The thread's newest turn that is not done."""
         for turn in reversed(self.turns.values()):
-            if turn.thread_id == thread_id and turn.status != "done":
+            if turn.thread_id == thread_id and turn.status != TurnStatus.DONE:
                 return turn
         return None
 
@@ -258,7 +261,7 @@ class DeckState:
         turn = self.turns.get(call.turn_id)
         if turn is not None and call.call_id not in turn.calls:
             turn.calls.append(call.call_id)
-        if call.status == "suspended":
+        if call.status == CallStatus.SUSPENDED:
             self.pending[call.call_id] = call
 
     # -- folding ----------------------------------------------------------------------------
@@ -288,7 +291,9 @@ class DeckState:
                 case StepFinished():
                     seq = step_by_id.get(event.step_id)
                     if seq is not None:
-                        self._finish_step(seq, event.status, event.duration, event.summary)
+                        # the plain word: the step ring holds tuples the GC does not track
+                        status = event.status.value
+                        self._finish_step(seq, status, event.duration, event.summary)
                         ch.steps = True
                     if event.input_tokens or event.output_tokens:
                         turn = self._turn(event.turn_id, event.thread_id, event.at)
@@ -307,7 +312,7 @@ class DeckState:
                 case TurnStarted():
                     self.note_thread(event.thread_id)
                     self.add_turn(
-                        TurnRow(event.turn_id, event.thread_id, "running", None, event.at,
+                        TurnRow(event.turn_id, event.thread_id, TurnStatus.RUNNING, None, event.at,
                                 event.text, group=event.group)
                     )  # fmt: skip
                     changed_turns.add(event.turn_id)
@@ -318,7 +323,7 @@ class DeckState:
                     if event.group is not None:
                         turn.group = event.group
                     changed_turns.add(event.turn_id)
-                    if event.status == "done":
+                    if event.status == TurnStatus.DONE:
                         self._turn_done(event.thread_id, event.turn_id,
                                         turn_note(event.reason, event.detail))  # fmt: skip
                         changed_threads.add(event.thread_id)
@@ -343,7 +348,7 @@ class DeckState:
             elif note is not None:
                 view.append(ChatEntry("system", note, turn_id))
 
-    def _set_status(self, turn: TurnRow, status: str) -> None:
+    def _set_status(self, turn: TurnRow, status: TurnStatus) -> None:
         if status != turn.status:
             by_status = self._by_status
             by_status[turn.status] -= 1
@@ -366,10 +371,10 @@ class DeckState:
             self._turn(event.turn_id, event.thread_id, event.at).calls.append(call.call_id)
         call.args, call.status, call.updated_at = event.args, event.status, event.at
         call.result, call.error = event.result, event.error
-        if event.status in ("succeeded", "failed", "cancelled"):
+        if event.status.terminal:
             call.ended_at = event.at
         ch.turns.add(event.turn_id)
-        if event.status == "suspended":
+        if event.status == CallStatus.SUSPENDED:
             if call.call_id not in self.pending:
                 self.pending[call.call_id] = call
                 ch.new_pending += 1
@@ -384,7 +389,7 @@ class DeckState:
             return
         old: list[str] = []
         for turn in self.turns.values():  # oldest first; unfinished turns are kept
-            if turn.status == "done":
+            if turn.status == TurnStatus.DONE:
                 old.append(turn.turn_id)
                 if len(old) == excess:
                     break

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple, overload
 
+from engine.lifecycle import StepStatus
+
 
 class StepRow(NamedTuple):
     """One timeline line (immutable: a finished step replaces its row)."""
@@ -20,7 +22,7 @@ class StepRow(NamedTuple):
     thread_id: str
     turn_id: str
     kind: str
-    status: str = "running"
+    status: str = StepStatus.RUNNING.value  # the plain word (see StepLog)
     duration: float | None = None
     summary: str = ""
     group: str | None = None  # its thread's group, when the runtime said it

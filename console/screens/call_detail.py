@@ -13,6 +13,7 @@ from textual.widgets import Label, Static
 from console.format import clock_time, duration, pretty
 from console.glyphs import look
 from console.state import CallRow
+from engine.lifecycle import CallStatus
 
 
 class CallDetailScreen(ModalScreen[None]):
@@ -49,7 +50,7 @@ class CallDetailScreen(ModalScreen[None]):
                     yield Label("result", classes="section")
                     yield Static(Text(call.result), id="detail-result")
                 if call.error:
-                    label = "waiting because" if call.status == "suspended" else "error"
+                    label = "waiting because" if call.status == CallStatus.SUSPENDED else "error"
                     yield Label(label, classes="section")
                     yield Static(Text(call.error), id="detail-error")
             yield Label("Esc closes", classes="hint")

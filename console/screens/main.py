@@ -34,6 +34,7 @@ from console.widgets.filter_bar import FilterBar
 from console.widgets.key_bar import KeyBar
 from console.widgets.status_bar import StatusBar
 from console.widgets.timeline import Timeline
+from engine.lifecycle import DecisionStatus, TurnStatus
 
 DEFAULT_THREAD = "chat:main"
 MAX_NOTICES = 3  # toasts per frame; a flood of notices is summed up, not shown one by one
@@ -149,7 +150,7 @@ class MainScreen(Screen[None]):
             plural = "s" if n > 1 else ""
             calls = f"{n} call{plural}" if total <= n else f"{n} more call{plural} ({total} in all)"
             self.notify(f"{calls} waiting for a decision ({where})", title="Decision queue")
-        for lost in (d for d in ch.decisions if d.status == "duplicate"):
+        for lost in (d for d in ch.decisions if d.status == DecisionStatus.DUPLICATE):
             if lost.decision_id in self._mine:  # another decision on the call came first
                 self._mine.discard(lost.decision_id)
                 self.notify(f"Your decision on {lost.call_id} was not applied: "
@@ -316,7 +317,7 @@ class MainScreen(Screen[None]):
     def cancel_target(self) -> str | None:
         """The turn `c` cancels: the selected one if unfinished, else the thread's active one."""
         turn = self.state.turns.get(self.selected_turn)
-        if turn is not None and turn.status != "done":
+        if turn is not None and turn.status != TurnStatus.DONE:
             return turn.turn_id
         active = self.state.active_turn(self.thread_id)
         return active.turn_id if active else None

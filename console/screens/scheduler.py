@@ -28,6 +28,7 @@ from console.groups import group_of
 from console.widgets.groups_table import GroupsTable
 from console.widgets.key_bar import KeyBar
 from console.widgets.keyed_table import KeyedTable
+from engine.lifecycle import TurnStatus
 from engine.scheduler import GroupConfig, Statistics
 
 REFRESH = 4  # snapshots a second while the view is shown
@@ -153,7 +154,7 @@ class SchedulerScreen(Screen[None]):
 
 
 def _summary(stats: Statistics) -> Text:
-    run, wait = look("running"), look("waiting")
+    run, wait = look(TurnStatus.RUNNING), look(TurnStatus.WAITING)
     waiting = sum(g.waiting for g in stats.groups)
     paused = [g.name for g in stats.groups if g.paused]
     text = Text(no_wrap=True, overflow="ellipsis")

@@ -21,6 +21,7 @@ from console.format import duration, one_line
 from console.glyphs import STATE_CLASSES, look
 from console.state import CallRow
 from console.widgets.lines import LineView
+from engine.lifecycle import CallStatus
 
 COLUMNS = ("tool", "state", "arguments", "result / error", "took")
 MIN_WIDTH = 8  # arguments and result shrink to this in a narrow pane, then lines are cut
@@ -180,7 +181,7 @@ def _shown(column: int, cell: str) -> str:
 
 
 def _outcome(call: CallRow) -> str | None:
-    return call.result if call.status == "succeeded" else call.error
+    return call.result if call.status == CallStatus.SUCCEEDED else call.error
 
 
 def _took(call: CallRow) -> float | None:

@@ -9,6 +9,7 @@ from textual.widget import Widget
 
 from console.format import short_id
 from console.glyphs import look
+from engine.lifecycle import TurnStatus
 
 
 class StatusBar(Widget):
@@ -26,7 +27,7 @@ class StatusBar(Widget):
 
     def render(self) -> Text:
         dim = self.get_component_rich_style("status--dim")
-        run, wait = look("running"), look("waiting")
+        run, wait = look(TurnStatus.RUNNING), look(TurnStatus.WAITING)
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append(" room ", dim).append(self.room)
         text.append("  run ", dim).append(short_id(self.run_id))  # whole in history (h)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.lifecycle import CallStatus, StepStatus, TurnStatus
 from engine.room import Room
 from engine.store.history import connect_readonly
 from engine.store.sqlite import json_or_text
@@ -24,7 +25,7 @@ RECENT_TURNS = 200
 class TurnRecord:
     turn_id: str
     thread_id: str
-    status: str
+    status: TurnStatus
     reason: str | None
     created_at: float
     text: str
@@ -38,7 +39,7 @@ class CallRecord:
     thread_id: str
     tool: str
     args: Any
-    status: str
+    status: CallStatus
     result: str | None
     error: str | None  # the suspend reason while suspended
     created_at: float
@@ -52,7 +53,7 @@ class StepRecord:
     turn_id: str
     thread_id: str
     kind: str
-    status: str
+    status: StepStatus
     summary: str
     started_at: float
     duration: float | None
@@ -116,14 +117,14 @@ async def read_recent(room: Room) -> Recent:
         await db.close()
     return Recent(
         threads=threads,
-        turns=[TurnRecord(r["id"], r["thread_id"], r["status"], r["reason"], r["created_at"],
-                          r["text"], r["group_name"]) for r in turns],
+        turns=[TurnRecord(r["id"], r["thread_id"], TurnStatus(r["status"]), r["reason"],
+                          r["created_at"], r["text"], r["group_name"]) for r in turns],
         calls=[CallRecord(r["id"], r["turn_id"], r["thread_id"], r["tool"],
-                          json_or_text(r["args"]), r["status"], r["result"],
+                          json_or_text(r["args"]), CallStatus(r["status"]), r["result"],
                           r["suspend_reason"] if r["status"] == "suspended" else r["error"],
                           r["created_at"], r["updated_at"], r["ended_at"]) for r in calls],
-        steps=[StepRecord(r["id"], r["turn_id"], r["thread_id"], r["kind"], r["status"],
-                          r["summary"], r["started_at"],
+        steps=[StepRecord(r["id"], r["turn_id"], r["thread_id"], r["kind"],
+                          StepStatus(r["status"]), r["summary"], r["started_at"],
                           r["ended_at"] - r["started_at"] if r["ended_at"] is not None else None,
                           r["group_name"])
                for r in steps],
