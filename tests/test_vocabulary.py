@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 
+import anyio
+import httpx
 import pydantic
 import pytest
 
+from engine.api.sockets import connect_path
 from engine.decisions import Decision
 from engine.events import (
     CallChanged,
@@ -20,7 +23,11 @@ from engine.events import (
     parse_events,
 )
 from engine.lifecycle import CallStatus, DecisionStatus, StepStatus, TurnStatus
+from engine.loops.server import serve_api
 from engine.messages import Message
+from engine.providers.offline import OfflineModel
+from engine.runtime import Runtime
+from engine.sse import parse_sse
 from engine.store.recent import read_recent
 from tests.helpers import rows, runtime
 from tests.scripted import first_then
@@ -149,3 +156,28 @@ async def test_recent_history_reads_the_group_of_turns_and_steps(tmp_path) -> No
     recent = await read_recent(room)
     assert [(t.thread_id, t.group) for t in recent.turns] == [("desk", "ops"), ("task:x", "task")]
     assert {(s.thread_id, s.group) for s in recent.steps} == {("desk", "ops"), ("task:x", "task")}
+
+
+@pytest.mark.anyio
+async def test_the_apis_event_stream_names_the_group_in_the_same_words(tmp_path) -> None:
+    room = tmp_path / "room"
+    async with Runtime.open(room, kind="run", provider=OfflineModel(delay=0)) as rt, serve_api(rt):
+        assert (await rt.run_turn(ops_message("hello"))).status == "done"
+        transport = httpx.AsyncHTTPTransport(uds=connect_path(room / "agent.sock"))
+        got: list[dict] = []
+        async with httpx.AsyncClient(transport=transport, base_url="http://agentdeck") as http:
+            with anyio.fail_after(10):
+                async with http.stream("GET", "/v1/events", params={"run": rt.run_id, "after": 0},
+                                       headers={"accept": "text/event-stream"}) as r:  # fmt: skip
+                    async for sse in parse_sse(r.aiter_lines()):
+                        if sse.event == "events":
+                            got += json.loads(sse.data)
+                        if any(e.get("status") == "done" for e in got):
+                            break
+    turn = [e for e in got if e["kind"] in ("turn_started", "turn_changed")]
+    assert [(e["kind"], e.get("status"), e["group"]) for e in turn] == [
+        ("turn_started", None, "ops"),
+        ("turn_changed", "done", "ops"),
+    ]
+    for sent in got:  # each event as sent is its model's JSON, the stored text
+        assert json.loads(parse_event(json.dumps(sent)).model_dump_json()) == sent
