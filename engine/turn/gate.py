@@ -63,15 +63,14 @@ async def admit(loop: Site, call: CallState, *, approved: bool = False) -> dict[
     ):
         if answer is not None and answer.action != "allow" and gate.action != "block":
             gate = answer  # a block wins over a suspension; the first block stands
-    now = rt.clock()
     if gate.action == "block":
-        call.fail(f"blocked: {gate.reason}", now)
+        call.fail(f"blocked: {gate.reason}", rt.clock())
     elif problem is not None:
-        call.fail(problem, now)
+        call.fail(problem, rt.clock())
     elif gate.action == "suspend":
-        call.move(CallStatus.SUSPENDED, now, suspend_reason=gate.reason)
+        call.move(CallStatus.SUSPENDED, rt.clock(), suspend_reason=gate.reason)
     else:
-        return kwargs
+        return kwargs  # the clock is read when the call starts, not here
     await loop.phase(
         Phase.AFTER_TOOL_EXECUTE, tool=call.tool, args=call.args, outcome=call.status.value
     )
