@@ -465,7 +465,7 @@ async def part_steps(root: Path, turns: int, clients: int, phases: list[str], sy
     room = root / "steps"
     config = Config(
         store=StoreConfig(synchronous=synchronous),  # type: ignore[arg-type]
-        runtime=RuntimeConfig(max_rounds=1_000_000),
+        runtime=RuntimeConfig(max_rounds=100_000),  # (the most a room allows)
     )
     model = NoopModel()
     per_phase: dict[str, list[float]] = {}

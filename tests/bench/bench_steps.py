@@ -133,7 +133,7 @@ async def bench_mode(
     """Per length, the step durations (seconds) measured around that length."""
     config = Config(
         store=StoreConfig(synchronous=synchronous),  # type: ignore[arg-type]
-        runtime=RuntimeConfig(max_rounds=1_000_000),
+        runtime=RuntimeConfig(max_rounds=100_000),  # (the most a room allows)
     )
     model = NoopModel()
     samples: dict[int, list[float]] = {n: [] for n in LENGTHS}
