@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from engine.lifecycle.errors import IllegalTransition
+from engine.lifecycle.errors import checked
 
 
 class CallStatus(StrEnum):
@@ -48,7 +48,4 @@ TRANSITIONS: dict[CallStatus, frozenset[CallStatus]] = {
 
 def check(src: CallStatus | str, dst: CallStatus | str) -> CallStatus:
     """Return `dst` if `src -> dst` is legal, else raise IllegalTransition naming both."""
-    src, dst = CallStatus(src), CallStatus(dst)
-    if dst not in TRANSITIONS[src]:
-        raise IllegalTransition("tool call", src.value, dst.value)
-    return dst
+    return checked("tool call", TRANSITIONS, CallStatus, src, dst)

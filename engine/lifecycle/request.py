@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from engine.lifecycle.errors import IllegalTransition
+from engine.lifecycle.errors import checked
 
 
 class RequestStatus(StrEnum):
@@ -33,7 +33,4 @@ TRANSITIONS: dict[RequestStatus, frozenset[RequestStatus]] = {
 
 def check(src: RequestStatus | str, dst: RequestStatus | str) -> RequestStatus:
     """Return `dst` if `src -> dst` is legal, else raise IllegalTransition naming both."""
-    src, dst = RequestStatus(src), RequestStatus(dst)
-    if dst not in TRANSITIONS[src]:
-        raise IllegalTransition("turn request", src.value, dst.value)
-    return dst
+    return checked("turn request", TRANSITIONS, RequestStatus, src, dst)

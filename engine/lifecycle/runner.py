@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from engine.lifecycle.errors import IllegalTransition
+from engine.lifecycle.errors import checked
 
 
 class RunnerStatus(StrEnum):
@@ -39,7 +39,4 @@ TRANSITIONS: dict[RunnerStatus, frozenset[RunnerStatus]] = {
 
 def check(src: RunnerStatus | str, dst: RunnerStatus | str) -> RunnerStatus:
     """Return `dst` if `src -> dst` is legal, else raise IllegalTransition naming both."""
-    src, dst = RunnerStatus(src), RunnerStatus(dst)
-    if dst not in TRANSITIONS[src]:
-        raise IllegalTransition("tool runner", src.value, dst.value)
-    return dst
+    return checked("tool runner", TRANSITIONS, RunnerStatus, src, dst)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from engine.lifecycle.errors import IllegalTransition
+from engine.lifecycle.errors import checked
 
 
 class TurnStatus(StrEnum):
@@ -44,7 +44,4 @@ def is_valid_reason(reason: str) -> bool:
 
 def check(src: TurnStatus | str, dst: TurnStatus | str) -> TurnStatus:
     """Return `dst` if `src -> dst` is legal, else raise IllegalTransition naming both."""
-    src, dst = TurnStatus(src), TurnStatus(dst)
-    if dst not in TRANSITIONS[src]:
-        raise IllegalTransition("turn", src.value, dst.value)
-    return dst
+    return checked("turn", TRANSITIONS, TurnStatus, src, dst)
