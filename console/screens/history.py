@@ -25,8 +25,8 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Input
 
-from console.history_reader import HistoryReader, Listing
-from console.history_view import (
+from console.history.reader import HistoryReader, Listing
+from console.history.view import (
     STATUS_CYCLE,
     Criteria,
     next_value,

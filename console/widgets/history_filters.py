@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from console.history_view import BOLD, DIM, Criteria, describe, plural
+from console.history.view import BOLD, DIM, Criteria, describe, plural
 
 
 class HistoryFilters(Widget):

@@ -18,7 +18,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from console.glyphs import STATE_CLASSES
-from console.history_view import BOLD, DIM, MATCH, ROLE_CLASSES, Cells
+from console.history.view import BOLD, DIM, MATCH, ROLE_CLASSES, Cells
 
 NEAR_END = 5  # rows before the last loaded one where the next page is asked for
 Row = tuple[str, Cells]

@@ -1,7 +1,7 @@
 """The turn pane of the history screen: facts, where it suspended, decisions, messages.
 
 Line-rendered: the lines are wrapped once per width and theme and kept as strips; a
-frame draws only the strips on screen. `show` takes lines of cells (`history_view.notes`).
+frame draws only the strips on screen. `show` takes lines of cells (`console.history.view.notes`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from console.glyphs import STATE_CLASSES
-from console.history_view import BOLD, DIM, MATCH, ROLE_CLASSES, Cells
+from console.history.view import BOLD, DIM, MATCH, ROLE_CLASSES, Cells
 
 HANG = 2  # cells a wrapped list item's next lines sit right of its first
 

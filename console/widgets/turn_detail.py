@@ -15,7 +15,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical
 
-from console.history_view import DIM, Cells, call_rows, notes, step_rows, turn_title
+from console.history.view import DIM, Cells, call_rows, notes, step_rows, turn_title
 from console.state import CallRow
 from console.steps import StepRow
 from console.widgets.calls_table import CallsTable

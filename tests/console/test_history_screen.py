@@ -17,11 +17,11 @@ from textual.app import App
 from textual.notifications import Notify
 from textual.widgets import Input
 
-import console.history_reader as history_reader
+import console.history.reader as history_reader
 import themes
 from console import settings
 from console.commands import DeckCommands
-from console.history_view import MATCH, Criteria, next_value, parse_range, snippet_cells
+from console.history.view import MATCH, Criteria, next_value, parse_range, snippet_cells
 from console.screens.call_detail import CallDetailScreen
 from console.screens.help import HelpScreen
 from console.screens.history import HistoryScreen

@@ -10,7 +10,7 @@ Every query runs in a worker of the screen (`spawn`, one exclusive group per pan
 key waits on I/O; a newer read of a pane cancels the one it replaces, which the engine makes
 safe (a cancelled read leaves no transaction open) and cheap (a read still queued for the
 connection never begins). A read that fails is said (`report`), never raised. The queries
-return what the panes draw (`history_view`'s cells). No Textual here: the screen hands in
+return what the panes draw (`console.history.view`'s cells). No Textual here: the screen hands in
 how to run and cancel a worker.
 """
 
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from console.history_view import (
+from console.history.view import (
     Cells,
     Criteria,
     hit_cells,
