@@ -27,7 +27,12 @@ class Decision(BaseModel):
     result: Any = None  # resume with this result instead of running the tool
     use_result: bool = False
     reason: str = ""  # cancel: the model sees it as the tool's error
-    remember: Literal["thread", "room"] | None = None
+    # Make a rule of this decision (engine.rules): allow (resume) or deny (cancel) the
+    # calls of this tool whose arguments match `pattern`, for the next one, the thread or
+    # the room. No pattern: the narrowest one that matches this call (for shell, its
+    # exact command); never the whole tool.
+    remember: Literal["once", "thread", "room"] | None = None
+    pattern: str | None = None
     decided_by: str = "operator"
 
     @model_validator(mode="after")
@@ -36,9 +41,11 @@ class Decision(BaseModel):
             raise ValueError("a cancel decision takes no arguments or result")
         if self.args is not None and self.use_result:
             raise ValueError("resume with edited arguments or with a result, not both")
+        if self.pattern is not None and self.remember is None:
+            raise ValueError("a pattern is what a remembered decision allows: set remember")
         storable(self.args, "args")  # refused now, not after it reached the waiting call
         storable(self.result, "result")
-        for name in ("call_id", "id", "reason", "decided_by"):  # a lone surrogate from argv
+        for name in ("call_id", "id", "reason", "decided_by", "pattern"):  # a lone surrogate
             storable(getattr(self, name), name)
         return self
 

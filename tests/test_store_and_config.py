@@ -18,7 +18,7 @@ import pytest
 
 from engine.config import Config, ConfigError, load_config
 from engine.room import Ownership, Room, RoomBusy, default_room
-from engine.store import StoreError
+from engine.store import StoreError, migrations
 from engine.store.sqlite import Store
 
 TABLES = {
@@ -54,7 +54,7 @@ async def test_open_creates_all_tables(store: Store) -> None:
     rows = await store.fetchall("SELECT name FROM sqlite_master WHERE type = 'table'")
     names = {r["name"] for r in rows}
     assert TABLES <= names
-    assert await store.scalar("PRAGMA user_version") == 1
+    assert await store.scalar("PRAGMA user_version") == migrations.VERSION
     assert await store.integrity_check() == "ok"
 
 

@@ -11,7 +11,7 @@ from engine.store.sqlite import Op, Store
 
 _INSERT = (
     "INSERT INTO decisions(id, call_id, action, args, result, use_result, reason, remember,"
-    " decided_by, status, note, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+    " decided_by, status, note, created_at, pattern) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
 
 
@@ -22,7 +22,7 @@ def recorded(decision: Decision, status: str, at: float, note: str | None = None
         json.dumps(decision.args) if decision.args is not None else None,
         json.dumps(decision.result) if decision.use_result else None,
         int(decision.use_result), decision.reason, decision.remember, decision.decided_by,
-        status, note, at,
+        status, note, at, decision.pattern,
     ))  # fmt: skip
 
 
@@ -56,7 +56,7 @@ def from_row(row: Any) -> Decision:
         args=json.loads(row["args"]) if row["args"] else None,
         result=json.loads(row["result"]) if row["result"] else None,
         use_result=bool(row["use_result"]), reason=row["reason"], remember=row["remember"],
-        decided_by=row["decided_by"],
+        pattern=row["pattern"], decided_by=row["decided_by"],
     )  # fmt: skip
 
 

@@ -1,7 +1,8 @@
 -- execution.db: the truth layer of one agent room. Status columns use the lifecycle
 -- words (running, waiting, done; new, running, suspended, resuming, succeeded, failed,
 -- cancelled). Times are Unix seconds (REAL). JSON columns hold JSON text.
-PRAGMA user_version = 1;
+-- PRAGMA user_version is the room's version: engine/store/migrations.py sets it, and adds
+-- the columns a room made by an older agentdeck lacks before this script runs.
 
 CREATE TABLE IF NOT EXISTS runs (
     id          TEXT PRIMARY KEY,
@@ -102,24 +103,45 @@ CREATE TABLE IF NOT EXISTS decisions (
     result      TEXT,                   -- JSON: result used instead of running
     use_result  INTEGER NOT NULL DEFAULT 0,
     reason      TEXT NOT NULL DEFAULT '',
-    remember    TEXT,                   -- thread | room
+    remember    TEXT,                   -- once | thread | room
     decided_by  TEXT NOT NULL,
     status      TEXT NOT NULL,          -- queued | applied | duplicate | superseded
     note        TEXT,
     created_at  REAL NOT NULL,
-    applied_at  REAL
+    applied_at  REAL,
+    pattern     TEXT                    -- with remember: the rule's pattern (NULL: the narrowest)
 );
 CREATE INDEX IF NOT EXISTS decisions_queued ON decisions(call_id) WHERE status = 'queued';
 
+-- Rules (issue 15; engine/rules.py says how they match): made by remembered decisions and
+-- `agentdeck rules add` (the rules of agentdeck.toml are not stored). A revoked rule stays,
+-- marked, for the record.
 CREATE TABLE IF NOT EXISTS rules (
     id          INTEGER PRIMARY KEY,
     tool        TEXT NOT NULL,
-    effect      TEXT NOT NULL,          -- allow | deny
-    scope       TEXT NOT NULL,          -- thread | room
-    thread_id   TEXT,
-    decision_id TEXT,
-    created_at  REAL NOT NULL
+    effect      TEXT NOT NULL,          -- allow | ask | deny
+    scope       TEXT NOT NULL,          -- once | thread | room
+    thread_id   TEXT,                   -- the thread a thread (or once) rule is for
+    decision_id TEXT,                   -- the remembered decision that made it
+    created_at  REAL NOT NULL,
+    pattern     TEXT,                   -- NULL: any arguments (every rule before issue 15)
+    made_by     TEXT NOT NULL DEFAULT 'operator',
+    expires_at  REAL,
+    reason      TEXT NOT NULL DEFAULT '',
+    revoked_at  REAL,
+    revoked_by  TEXT
 );
+
+-- The rule that decided a call at the gate (allowed, asked for or denied it), written with
+-- the call's row. A rule's uses and last use are counted here (by its key: db:<id>, or
+-- toml:<fingerprint> for a rule of agentdeck.toml).
+CREATE TABLE IF NOT EXISTS rule_calls (
+    call_id     TEXT PRIMARY KEY,
+    rule        TEXT NOT NULL,
+    effect      TEXT NOT NULL,          -- allow | ask | deny
+    at          REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS rule_calls_rule ON rule_calls(rule, at);
 
 CREATE TABLE IF NOT EXISTS checkpoints (
     id          INTEGER PRIMARY KEY,

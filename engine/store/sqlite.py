@@ -24,6 +24,8 @@ from typing import Any, Literal
 import aiosqlite
 import anyio
 
+from engine.store import migrations
+
 Op = tuple[str, Sequence[Any]]
 Synchronous = Literal["FULL", "NORMAL"]
 
@@ -140,9 +142,14 @@ class Store:
             await db.execute("PRAGMA busy_timeout=5000")
             await db.execute("PRAGMA wal_autocheckpoint=0")  # the Checkpointer's job
             # One transaction: a new room costs one sync, not one per statement, and a
-            # migration interrupted half-way leaves the room as it was.
-            await db.executescript(f"BEGIN IMMEDIATE;\n{_schema()}\nCOMMIT;")
-        except sqlite3.Error as exc:
+            # migration interrupted half-way leaves the room as it was. The version is read
+            # first: only the room's owner opens it for writing, so nobody migrates between.
+            version = (await (await db.execute("PRAGMA user_version")).fetchone() or (0,))[0]
+            await db.executescript(
+                f"BEGIN IMMEDIATE;\n{migrations.script(version)}{_schema()}\n"
+                f"PRAGMA user_version = {migrations.VERSION};\nCOMMIT;"
+            )
+        except (sqlite3.Error, migrations.TooNew) as exc:
             await db.close()
             raise StoreError(f"cannot prepare {path}: {exc}") from exc
         store = cls(db, path)

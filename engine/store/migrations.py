@@ -1,0 +1,46 @@
+"""How an execution.db made by an older agentdeck gains what schema.sql added since.
+
+schema.sql describes a new room and is idempotent (`IF NOT EXISTS`), so new tables,
+indexes and triggers reach an old room by themselves. A new column does not: SQLite has
+no `ADD COLUMN IF NOT EXISTS`. So a room records its version in `PRAGMA user_version`,
+and `script` gives the statements that bring a room of an older version up to `VERSION`,
+run (in the same transaction) before schema.sql, which may then name the new columns.
+
+To add a column: add it to its table in schema.sql (for new rooms), then add
+`VERSION + 1: [ALTER TABLE ...]` to `STEPS` and raise `VERSION`.
+"""
+
+from __future__ import annotations
+
+VERSION = 2  # the user_version of a room this agentdeck writes
+
+# version -> the statements that bring a room of version - 1 to it
+STEPS: dict[int, list[str]] = {
+    # issue 15, rules: patterns, who made a rule, expiry, revocation; a remembered
+    # decision's pattern.
+    2: [
+        "ALTER TABLE rules ADD COLUMN pattern TEXT",
+        "ALTER TABLE rules ADD COLUMN made_by TEXT NOT NULL DEFAULT 'operator'",
+        "ALTER TABLE rules ADD COLUMN expires_at REAL",
+        "ALTER TABLE rules ADD COLUMN reason TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE rules ADD COLUMN revoked_at REAL",
+        "ALTER TABLE rules ADD COLUMN revoked_by TEXT",
+        "ALTER TABLE decisions ADD COLUMN pattern TEXT",
+    ],
+}
+
+
+class TooNew(ValueError):
+    """The room was written by a newer agentdeck, whose columns this one does not know."""
+
+
+def script(version: int) -> str:
+    """The statements that bring a room at `version` to `VERSION` (none for a new room,
+    version 0: schema.sql makes it whole), and the new version."""
+    if version > VERSION:
+        raise TooNew(
+            f"execution.db is at version {version}; this agentdeck knows up to {VERSION}: "
+            "upgrade agentdeck"
+        )
+    steps = [] if version == 0 else [s for v in range(version + 1, VERSION + 1) for s in STEPS[v]]
+    return "".join(f"{statement};\n" for statement in steps)

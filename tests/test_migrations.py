@@ -1,0 +1,92 @@
+"""execution.db versions: a room made by an older agentdeck is brought up to date when it
+is opened (its rows kept and readable), a new room starts at the newest version, and a room
+from a newer agentdeck is refused with a clear error."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from engine.store import StoreError, migrations
+from engine.store import decisions as recorded
+from engine.store.sqlite import Store
+
+pytestmark = pytest.mark.anyio
+
+# The columns version 2 added, per table (a version-1 room lacks them).
+V2_COLUMNS = {table: [s.split()[5] for s in steps if s.split()[2] == table]
+              for steps in [migrations.STEPS[2]] for table in ("rules", "decisions")}  # fmt: skip
+
+
+def columns(path: Path, table: str) -> list[str]:
+    conn = sqlite3.connect(path)
+    try:
+        return [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
+    finally:
+        conn.close()
+
+
+async def version_1_room(path: Path) -> None:
+    """A room as agentdeck wrote it before issue 15: its rules and decisions as they were,
+    with a remembered decision and the whole-tool rule it made."""
+    store = await Store.open(path)
+    await store.close()
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        for table, names in V2_COLUMNS.items():
+            for name in names:
+                conn.execute(f"ALTER TABLE {table} DROP COLUMN {name}")
+        conn.execute(
+            "INSERT INTO decisions(id, call_id, action, use_result, reason, remember, decided_by,"
+            " status, created_at) VALUES ('d1', 'c1', 'resume', 0, '', 'thread', 'operator',"
+            " 'queued', 1.0)"
+        )
+        conn.execute(
+            "INSERT INTO rules(tool, effect, scope, thread_id, decision_id, created_at)"
+            " VALUES ('shell', 'allow', 'thread', 't1', 'd0', 1.0)"
+        )
+        conn.execute("PRAGMA user_version = 1")
+    finally:
+        conn.close()
+
+
+async def test_a_new_room_is_at_the_newest_version(tmp_path: Path) -> None:
+    store = await Store.open(tmp_path / "execution.db")
+    try:
+        assert await store.scalar("PRAGMA user_version") == migrations.VERSION
+    finally:
+        await store.close()
+    for table, names in V2_COLUMNS.items():
+        assert set(names) <= set(columns(tmp_path / "execution.db", table))
+
+
+async def test_a_version_1_room_gains_the_new_columns_and_keeps_its_rows(tmp_path: Path) -> None:
+    path = tmp_path / "execution.db"
+    await version_1_room(path)
+    assert "pattern" not in columns(path, "rules")
+    store = await Store.open(path)
+    try:
+        assert await store.scalar("PRAGMA user_version") == migrations.VERSION
+        [old] = await recorded.queued(store)  # an old remembered decision reads as before
+        assert (old.id, old.remember, old.pattern) == ("d1", "thread", None)
+        row = await store.fetchone("SELECT * FROM rules")
+        assert (row["tool"], row["pattern"], row["made_by"], row["revoked_at"]) == (
+            "shell", None, "operator", None)  # fmt: skip
+        assert await store.integrity_check() == "ok"
+    finally:
+        await store.close()
+    store = await Store.open(path)  # opening again migrates nothing twice
+    await store.close()
+
+
+async def test_a_room_from_a_newer_agentdeck_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "execution.db"
+    store = await Store.open(path)
+    await store.close()
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute(f"PRAGMA user_version = {migrations.VERSION + 1}")
+    conn.close()
+    with pytest.raises(StoreError, match="upgrade agentdeck"):
+        await Store.open(path)
