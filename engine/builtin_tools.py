@@ -5,7 +5,9 @@ same approval policy as user tools. The file tools reach the disk only through
 `engine.workspace`, which opens every path component relative to the workspace without
 following symlinks, so they cannot read or write outside the room's workspace even while
 it changes under them; the ones with side effects (write_file, shell, http_get) always ask
-for approval.
+for approval. `shell` starts each command in a process group of its own and has the group
+recorded in its call's meta before the command runs, so one a crash leaves behind can be
+found and ended (`engine.orphans`).
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import anyio
-from anyio.abc import ByteReceiveStream
+from anyio.abc import ByteReceiveStream, Process
 
+from engine.orphans import identity
 from engine.tools import Tool, ToolContext, ToolError, ToolResult, tool
 from engine.workspace import Workspace
 
@@ -118,6 +121,22 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
+# The command waits behind this gate until its process group is recorded: a line on stdin
+# lets it run (stdin then /dev/null, as for any command); end of file, which is what a
+# runtime that died before recording it leaves, ends it unrun. `exec` keeps the pid, so
+# the recorded group is the command's.
+_GATE = 'IFS= read -r go || exit 125; exec /bin/sh -c "$1" </dev/null'
+
+
+async def _open_gate(process: Process, command: str, ctx: ToolContext) -> None:
+    """Record the command's process group durably (`ctx.started`), then let it run."""
+    assert process.stdin is not None
+    if ctx.started is not None:
+        await ctx.started({"pgid": process.pid, "command": command, **identity(process.pid)})
+    await process.stdin.send(b"go\n")
+    await process.stdin.aclose()
+
+
 @tool(approval="always")
 async def shell(command: str, ctx: ToolContext, timeout: float | None = None) -> ToolResult:  # noqa: ASYNC109 (model-facing)
     """Run a shell command in the workspace; returns exit code, stdout and stderr."""
@@ -127,15 +146,16 @@ async def shell(command: str, ctx: ToolContext, timeout: float | None = None) ->
         raise ToolError("timeout must be between 0 and 3600 seconds")
     with anyio.CancelScope(shield=True):  # a cancel mid-spawn would leak the process
         process = await anyio.open_process(
-            ["/bin/sh", "-c", command],
+            ["/bin/sh", "-c", _GATE, "agentdeck-shell", command],
             cwd=ctx.workspace,
             env=ctx.process_env(),  # without the provider keys and [runtime] secret_env
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,
             start_new_session=True,  # its own process group, so we can kill its children too
         )
     out, err = _Capped(ctx.content_cap // 2), _Capped(ctx.content_cap // 2)
     finished = False
     try:
+        await _open_gate(process, command, ctx)
         with anyio.move_on_after(timeout):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(out.drain, process.stdout)

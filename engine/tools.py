@@ -8,7 +8,7 @@ the runtime and hidden from the model.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args, get_type_hints
@@ -77,6 +77,10 @@ class ToolContext:
     shell_timeout: float = 30.0  # a shell command's, when the call gives none ([runtime])
     max_result_bytes: int = RESULT_CAP  # the result's text is cut to this ([runtime])
     env: Mapping[str, str] | None = None  # for processes the tool starts; None: see process_env
+    # Records, durably, a process group the tool started (pgid, command, ...) in the call's
+    # meta before the tool lets it run, so a runtime that died meanwhile leaves it findable
+    # (engine.orphans). None: nothing records (a tool called outside a turn).
+    started: Callable[[dict[str, Any]], Awaitable[None]] | None = None
 
     def process_env(self) -> dict[str, str]:
         """The environment for a process the tool starts: `env`, or by default this

@@ -105,6 +105,15 @@ def call_changed(call_id: str, fields: Sequence[Any]) -> Op:
     )
 
 
+def call_meta_set(call_id: str, key: str, value: Any) -> Op:
+    """One key of a call's meta (`process`: what its tool started; `review`: a crash left
+    its outcome unknown), the other keys left as they are."""
+    return (
+        "UPDATE tool_calls SET meta=json_set(meta, ?, json(?)) WHERE id=?",
+        (f"$.{key}", json.dumps(value), call_id),
+    )
+
+
 async def call_rows(store: Store, turn_id: str) -> list[Any]:
     return await store.fetchall(
         "SELECT * FROM tool_calls WHERE turn_id=? ORDER BY step_id, idx", (turn_id,)

@@ -8,14 +8,17 @@ Both work on a `Site`: the turn the call belongs to, as far as they need it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
+
+import anyio
 
 from engine.decisions import pick_rule
 from engine.lifecycle import CallStatus
 from engine.plugins import Gate, Phase
 from engine.providers.base import parse_arguments
 from engine.redact import Secrets
+from engine.store import turns as rows
 from engine.tools import ToolArgsError, ToolContext, cut_to
 from engine.turn.call import CallState
 from engine.turn.context import TurnContext
@@ -116,12 +119,28 @@ async def execute(loop: Site, call: CallState, kwargs: dict[str, Any]) -> None:
         time_limit=limits.tool_timeouts.get(call.tool, limits.tool_timeout),
         shell_timeout=limits.shell_timeout,
         max_result_bytes=limits.max_result_bytes, env=secrets.tool_env(),
+        started=_recorder(loop, call),
     )  # fmt: skip
     result = await tool.call(kwargs, ctx)
     call.finish(result, rt.clock(), cleaner(loop, secrets))
     await loop.phase(
         Phase.AFTER_TOOL_EXECUTE, tool=call.tool, args=call.args, outcome=call.status.value
     )
+
+
+def _recorder(loop: Site, call: CallState) -> Callable[[dict[str, Any]], Awaitable[None]]:
+    """The call's `ToolContext.started`: what its tool started goes into the call's meta
+    (`process`, with this run's id and the time) in a commit of its own, before the tool
+    lets it run (the call's own row is `running` already)."""
+
+    async def started(facts: dict[str, Any]) -> None:
+        record = {**facts, "run_id": loop.ctx.run_id, "at": loop.ctx.clock()}
+        call.meta["process"] = record
+        with anyio.CancelScope(shield=True):  # written whole, or the tool does not go on
+            await loop.ctx.commit([rows.call_meta_set(call.id, "process", record)], [],
+                                  checkpoint=None, turn_id=call.turn_id)  # fmt: skip
+
+    return started
 
 
 def cleaner(loop: Site, secrets: Secrets | None = None) -> Callable[[str], str]:
