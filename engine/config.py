@@ -5,10 +5,14 @@ from __future__ import annotations
 import json
 import sys
 import tomllib
+from collections.abc import Iterable
+from datetime import date, datetime
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from engine.rules import Rule, check_pattern
 
 
 class ConfigError(ValueError):
@@ -110,6 +114,37 @@ def split_listen(listen: str) -> tuple[str, int]:
     return host, int(port)
 
 
+class RuleSettings(_Section):
+    """One `[[rules]]` entry: engine/rules.py says how its pattern matches."""
+
+    effect: Literal["allow", "ask", "deny"]
+    tool: str = Field(min_length=1, max_length=200)
+    pattern: str | None = None  # left out: any arguments
+    scope: Literal["once", "thread", "room"] = "room"
+    thread: str | None = Field(None, min_length=1)  # a thread rule's thread
+    expires: datetime | date | None = None  # a TOML date or time; a local one is this host's
+    reason: str = ""
+
+    @model_validator(mode="after")
+    def _valid(self) -> RuleSettings:
+        if self.scope == "thread" and self.thread is None:
+            raise ValueError('a thread rule names its thread: thread = "..."')
+        if self.scope == "room" and self.thread is not None:
+            raise ValueError('a room rule names no thread (scope = "thread" does)')
+        check_pattern(self.tool, self.pattern)
+        return self
+
+    def as_rule(self, number: int) -> Rule:
+        """The rule, numbered as in the file from 1."""
+        when = self.expires
+        if isinstance(when, date) and not isinstance(when, datetime):
+            when = datetime(when.year, when.month, when.day)
+        return Rule(id=f"toml:{number}", source="toml", tool=self.tool, effect=self.effect,
+                    pattern=self.pattern, scope=self.scope, thread_id=self.thread,
+                    made_by="agentdeck.toml", expires_at=when.timestamp() if when else None,
+                    reason=self.reason)  # fmt: skip
+
+
 class Config(_Section):
     store: StoreConfig = Field(default_factory=StoreConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
@@ -118,6 +153,18 @@ class Config(_Section):
     threads: dict[str, ThreadSettings] = Field(default_factory=dict)
     pulse: PulseConfig = Field(default_factory=PulseConfig)
     server: ServerConfig = Field(default_factory=ServerConfig)
+    rules: list[RuleSettings] = Field(default_factory=list)
+
+
+def toml_rules(config: Config, path: Path, tools: Iterable[str]) -> list[Rule]:
+    """The file's rules; ConfigError when one names a tool the runtime does not have (a
+    typo would leave a deny rule that never applies)."""
+    known = sorted(tools)
+    for number, rule in enumerate(config.rules, 1):
+        if rule.tool not in known:
+            raise ConfigError(f"{path}: [rules.{number}] unknown tool {rule.tool!r} "
+                              f"(tools: {', '.join(known)})")  # fmt: skip
+    return [rule.as_rule(number) for number, rule in enumerate(config.rules, 1)]
 
 
 def load_config(path: Path) -> Config:
@@ -138,12 +185,18 @@ def load_config(path: Path) -> Config:
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
-        reasons = "; ".join(f"[{'.'.join(map(_key, e['loc']))}] {e['msg']}" for e in exc.errors())
+        reasons = "; ".join(
+            f"[{'.'.join(map(_key, e['loc']))}] {e['msg'].removeprefix('Value error, ')}"
+            for e in exc.errors()
+        )
         raise ConfigError(f"{path}: {reasons}") from None
 
 
 def _key(part: str | int) -> str:
     """A key of the file as an error names it: quoted when it is not plain text (a key
-    holding a newline must not break the one-line message)."""
-    plain = isinstance(part, int) or (part.isprintable() and part.strip() == part != "")
-    return str(part) if plain else json.dumps(part)
+    holding a newline must not break the one-line message); an item of a list by its
+    number from 1 (`[rules.1]` is the file's first `[[rules]]`)."""
+    if isinstance(part, int):
+        return str(part + 1)
+    plain = part.isprintable() and part.strip() == part != ""
+    return part if plain else json.dumps(part)

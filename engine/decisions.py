@@ -3,7 +3,7 @@
 Suspension is data: a pending call and a decision are plain records with ids. A decision
 is matched to its call by call id; one that matches nothing yet stays queued until it can
 be applied; applying the same decision twice changes nothing. `remember` turns a decision
-into a rule that later gates apply without asking.
+into a rule (engine.rules) that later gates apply without asking.
 """
 
 from __future__ import annotations
@@ -12,16 +12,22 @@ import json
 import uuid
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
+
+from engine.binding import args_digest
+
+_UNSEEN: Any = object()  # `approve` was not told what the operator saw
 
 
 class Decision(BaseModel):
-    """Resume (approve; maybe with edited args, or a result to use instead) or cancel."""
+    """Resume (approve; maybe with edited args, or a result to use instead) or cancel; for
+    a call whose outcome a crash left unknown (engine.review), `fail` (it failed, for the
+    reason given) or `rerun` (run it again, knowing it may then have run twice)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     call_id: str
-    action: Literal["resume", "cancel"]
+    action: Literal["resume", "cancel", "fail", "rerun"]
     id: str = Field(default_factory=lambda: f"d_{uuid.uuid4().hex[:12]}")
     args: dict[str, Any] | None = None  # resume with edited arguments
     result: Any = None  # resume with this result instead of running the tool
@@ -34,11 +40,16 @@ class Decision(BaseModel):
     remember: Literal["once", "thread", "room"] | None = None
     pattern: str | None = None
     decided_by: str = "operator"
+    # The SHA-256 of the arguments approved (engine.binding): the call runs only with
+    # arguments of this hash. None: bound to nothing (a deadline's, or recorded before).
+    args_hash: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
 
     @model_validator(mode="after")
     def _rules(self) -> Decision:
-        if self.action == "cancel" and (self.args is not None or self.use_result):
-            raise ValueError("a cancel decision takes no arguments or result")
+        if self.action != "resume" and (self.args is not None or self.use_result):
+            raise ValueError(f"a {self.action} decision takes no arguments or result")
+        if self.remember is not None and self.action in ("fail", "rerun"):
+            raise ValueError(f"a {self.action} decision makes no rule")
         if self.args is not None and self.use_result:
             raise ValueError("resume with edited arguments or with a result, not both")
         if self.pattern is not None and self.remember is None:
@@ -50,12 +61,29 @@ class Decision(BaseModel):
         return self
 
     @classmethod
-    def approve(cls, call_id: str, **kw: Any) -> Decision:
+    def approve(cls, call_id: str, *, seen: Any = _UNSEEN, **kw: Any) -> Decision:
+        """Resume `call_id`. Given `seen`, the arguments the operator was shown, the
+        decision is bound to them (to the edited `args` instead, when given)."""
+        if seen is not _UNSEEN and kw.get("args_hash") is None:
+            edited = kw.get("args")
+            kw["args_hash"] = args_digest(seen if edited is None else edited)
         return cls(call_id=call_id, action="resume", **kw)
 
     @classmethod
     def cancel(cls, call_id: str, reason: str = "", **kw: Any) -> Decision:
         return cls(call_id=call_id, action="cancel", reason=reason, **kw)
+
+    @classmethod
+    def fail(cls, call_id: str, reason: str = "", **kw: Any) -> Decision:
+        """A call a crash left with its outcome unknown failed (the model reads `reason`)."""
+        return cls(call_id=call_id, action="fail", reason=reason, **kw)
+
+    @classmethod
+    def rerun(cls, call_id: str, *, seen: Any = _UNSEEN, **kw: Any) -> Decision:
+        """Run again a call a crash left with its outcome unknown (bound to `seen`)."""
+        if seen is not _UNSEEN and kw.get("args_hash") is None:
+            kw["args_hash"] = args_digest(seen)
+        return cls(call_id=call_id, action="rerun", **kw)
 
     @classmethod
     def with_result(cls, call_id: str, result: Any, **kw: Any) -> Decision:
@@ -65,6 +93,14 @@ class Decision(BaseModel):
         """What the model reads when this decision cancels a call."""
         who = "operator" if self.decided_by == "operator" else self.decided_by
         return f"denied by {who}" + (f": {self.reason}" if self.reason else "")
+
+    def failure_text(self) -> str:
+        """What the model reads when this decision marks a call failed after a crash."""
+        why = f": {self.reason}" if self.reason else ""
+        return (
+            f"outcome unknown (agentdeck stopped while this call was running); "
+            f"{self.decided_by} marked it failed{why}"
+        )
 
 
 MAX_DEPTH = 64  # nesting of decided arguments and results
@@ -89,28 +125,6 @@ def storable(value: Any, what: str) -> None:
         raise ValueError(f"{what} cannot be stored: {exc}") from None
 
 
-class Rule(BaseModel):
-    """A remembered decision: allow or deny a tool, for one thread or the whole room."""
-
-    model_config = ConfigDict(frozen=True)
-
-    tool: str
-    effect: Literal["allow", "deny"]
-    scope: Literal["thread", "room"]
-    thread_id: str | None = None
-    reason: str = ""
-
-    def applies(self, tool: str, thread_id: str) -> bool:
-        return self.tool == tool and (self.scope == "room" or self.thread_id == thread_id)
-
-
-def pick_rule(rules: list[Rule], tool: str, thread_id: str) -> Rule | None:
-    """The rule that decides this call: thread rules before room rules, newest first."""
-    matching = [r for r in reversed(rules) if r.applies(tool, thread_id)]
-    matching.sort(key=lambda r: r.scope != "thread")
-    return matching[0] if matching else None
-
-
 class PendingCall(BaseModel):
     """A suspended call as an operator sees it."""
 
@@ -123,3 +137,9 @@ class PendingCall(BaseModel):
     args: Any
     reason: str = ""
     since: float = 0.0
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def args_hash(self) -> str:
+        """What an approval of these arguments names as its `args_hash`."""
+        return args_digest(self.args)

@@ -112,7 +112,8 @@ class CallChanged(_Event):
 
 class DecisionRecorded(_Event):
     """A decision arrived or moved: `status` is queued, applied, duplicate (the call was
-    already decided) or superseded (a newer decision replaced one a dead run left)."""
+    already decided), superseded (a newer decision replaced one a dead run left) or refused
+    (its arguments are not those it approved; `note` says why)."""
 
     kind: Literal["decision_recorded"] = "decision_recorded"
     decision_id: str
@@ -120,7 +121,7 @@ class DecisionRecorded(_Event):
     action: str
     status: DecisionStatus
     reason: str | None = None
-    note: str | None = None  # for a duplicate: why it was not applied ("call already ...")
+    note: str | None = None  # a duplicate's or a refusal's why ("call already ...")
 
 
 class Notice(_Event):

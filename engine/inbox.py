@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict, deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -95,18 +95,27 @@ class DecisionInbox:
     def queued_for(self, call_id: str) -> bool:
         return bool(self._queued.get(call_id))
 
-    def take(self, suspended: list[CallState]) -> list[tuple[Decision, CallState]]:
-        """The first queued decision of each suspended call that has one."""
-        taken = []
+    def take(
+        self,
+        suspended: list[CallState],
+        refuse: Callable[[Decision, CallState], str | None] = lambda d, c: None,
+    ) -> tuple[list[tuple[Decision, CallState]], list[tuple[Decision, CallState, str]]]:
+        """The first queued decision of each suspended call that has one, and before it
+        those `refuse` gives a reason not to apply (each with why): the call still waits."""
+        taken, refused = [], []
         for call in suspended:
             queue = self._queued.get(call.id)
-            if queue and call.status is CallStatus.SUSPENDED:
+            while queue and call.status is CallStatus.SUSPENDED:
                 decision = queue.popleft()
                 self._stale.discard(decision.id)
+                if (why := refuse(decision, call)) is not None:
+                    refused.append((decision, call, why))
+                    continue
                 taken.append((decision, call))
                 if call.id in self._recording:
                     self._settled[call.id] = f"call already decided by {decision.id}"
-        return taken
+                break
+        return taken, refused
 
     def drop_rest(self, call_id: str) -> list[Decision]:
         """Decisions that came after the applied one: they are duplicates now."""

@@ -24,9 +24,9 @@ from typing import Any, Literal
 import anyio
 
 from engine.bus import EventBus
-from engine.config import Config, load_config
+from engine.config import Config, load_config, toml_rules
 from engine.conversation import Conversation
-from engine.decisions import Decision, PendingCall, Rule, storable
+from engine.decisions import Decision, PendingCall, storable
 from engine.events import Notice, one_line
 from engine.inbox import DecisionInbox
 from engine.lifecycle import RequestStatus
@@ -35,6 +35,7 @@ from engine.outcome import TurnOutcome
 from engine.plugins import Plugin, default_stop_policies
 from engine.providers.base import Provider
 from engine.room import Ownership, Room
+from engine.rules import RuleBook
 from engine.runner import ToolRunner
 from engine.scheduler import (
     GroupConfig,
@@ -46,7 +47,7 @@ from engine.scheduler import (
     group_for,
 )
 from engine.store import Store
-from engine.store import decisions as recorded
+from engine.store import rules as ruled
 from engine.store import turns as rows
 from engine.store.outcome import read_outcome, read_pending
 from engine.store.schedule import group_row, key_row, keyed_request, request_row, restore_schedule
@@ -86,7 +87,7 @@ class Runtime:
         self.log = logging.getLogger("agentdeck")
         self.run_id = self.new_id("r")
         self.decisions = DecisionInbox(store)
-        self.rules: list[Rule] = []
+        self.rules = RuleBook(workspace=room.workspace)  # agentdeck.toml's, execution.db's
         self.scheduler = Scheduler(max_running_turns=config.runtime.max_running_turns, clock=clock)
         self._requests: dict[str, Request] = {}  # this run's requests, by id
         self._keys: dict[str, Request] = {}  # this run's requests, by idempotency key
@@ -185,11 +186,12 @@ class Runtime:
             ownership.release()
 
     async def _start(self) -> None:
+        toml = toml_rules(self.config, self.room.config, self.tools.names())  # before a write
         now = self.clock()
         self._step_id = await rows.last_step_id(self.store)
         await self.store.write(rows.run_started(self.run_id, self.kind, os.getpid(), now))
         await self.decisions.restore()
-        self.rules.extend(await recorded.rules(self.store))
+        self.rules.load(await ruled.load(self.store, toml), await ruled.last_id(self.store))
         interrupted, queued = await restore_schedule(self.store, self.scheduler, self.config)
         self.supervisor.interrupted = interrupted
         if not self.serves_queue:  # a one-off leaves what others queued to the next runtime
@@ -405,13 +407,15 @@ class Runtime:
 
     # -- decisions --------------------------------------------------------------------------
 
-    async def decide(self, decision: Decision) -> str:
+    async def decide(self, decision: Decision, *, need_hash: bool = False) -> str:
         """Record a decision; it is applied now if its call waits, else when it can be.
 
-        Returns `queued` (accepted; applied as soon as the call is suspended) or
-        `duplicate` (this decision, or another for the same call, was already applied).
+        Returns `queued` (accepted; applied as soon as the call is suspended),
+        `duplicate` (this decision, or another for the same call, was already applied) or
+        `refused` (its `args_hash` is not that of the arguments it would run; with
+        `need_hash`, as the room's client asks, an approval without one too).
         """
-        return await self.supervisor.decide(decision)
+        return await self.supervisor.decide(decision, need_hash=need_hash)
 
     async def call_state(self, call_id: str) -> CallState | None:
         """A tool call as it stands now (in a running turn, else as committed)."""

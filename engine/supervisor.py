@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
+from engine.binding import why_not
 from engine.config import Config
 from engine.conversation import Conversation
 from engine.decisions import Decision
@@ -23,6 +24,7 @@ from engine.events import DecisionRecorded, Event, TurnStarted
 from engine.inbox import already
 from engine.lifecycle import CallStatus, DecisionStatus, TurnStatus
 from engine.lifecycle import turn as turn_lifecycle
+from engine.lifecycle.call import under_review
 from engine.messages import ConvMessage
 from engine.scheduler import Request, Scheduler
 from engine.store import Op, Store
@@ -221,16 +223,18 @@ class TurnSupervisor:
                 return loop.turn.calls[call_id]
         return None
 
-    async def decide(self, decision: Decision) -> str:
+    async def decide(self, decision: Decision, *, need_hash: bool = False) -> str:
         """Record a decision; it is applied now if its call waits, else when it can be.
 
-        Returns `queued` (accepted; applied as soon as the call is suspended) or
-        `duplicate` (this decision, or another for the same call, was already applied).
+        Returns `queued` (accepted; applied as soon as the call is suspended),
+        `duplicate` (this decision, or another for the same call, was already applied) or
+        `refused` (not bound to the call's arguments, or with `need_hash` bound to none:
+        engine.binding; recorded so, with why, and the call goes on waiting).
         """
         with self.ctx.decisions.recording(decision.call_id):  # from before the call is read
-            return await self._decide(decision)
+            return await self._decide(decision, need_hash)
 
-    async def _decide(self, decision: Decision) -> str:
+    async def _decide(self, decision: Decision, need_hash: bool = False) -> str:
         now = self.ctx.clock()
         if await recorded.exists(self.store, decision.id):
             return "duplicate"
@@ -238,6 +242,10 @@ class TurnSupervisor:
         decided = call is not None and (call.status.terminal or call.status is CallStatus.RESUMING)
         status = "duplicate" if decided else "queued"
         note = already(call) if decided and call else None
+        if not decided and call is not None:  # bound to what the operator saw, or refused
+            reviewed = under_review(call.status, call.suspend_reason)
+            if (note := why_not(decision, call.args, reviewed, need_hash=need_hash)) is not None:
+                status = "refused"
         event = DecisionRecorded(
             at=now, thread_id=call.thread_id if call else "", turn_id=call.turn_id if call else "",
             decision_id=decision.id, call_id=decision.call_id, action=decision.action,
@@ -245,7 +253,7 @@ class TurnSupervisor:
         )  # fmt: skip
         ops: list[Op] = [recorded.recorded(decision, status, now, note)]
         events: list[Event] = [event]
-        if not decided:  # a decision a dead run left unapplied gives way to this newer one
+        if status == "queued":  # a decision a dead run left unapplied gives way to this one
             for old, op in self.ctx.decisions.supersede(decision, now):
                 ops.append(op)
                 events.append(DecisionRecorded(
@@ -254,6 +262,8 @@ class TurnSupervisor:
                     status="superseded", reason=old.reason, note=f"superseded by {decision.id}",
                 ))  # fmt: skip
         await self.ctx.commit(ops, events, checkpoint=None, turn_id=event.turn_id)
+        if status == "refused":
+            return status
         if decided:
             if call and call.turn_id in self.interrupted and call.turn_id not in self.live:
                 # a one-off's: its caller waits for the turn, which nothing else resumes

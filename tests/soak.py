@@ -48,9 +48,18 @@ import anyio
 from engine.api.client import ApiError
 from engine.api.remote import RemoteClient
 from engine.decisions import Decision
+from engine.lifecycle.call import REVIEW_REASON
 from engine.room import Room
 from tests.soak_checks import Snapshot, Tally, executions, snapshot
-from tests.soak_workload import ROOT, Acks, CliDecides, Workload, child_env, decide
+from tests.soak_workload import (
+    ROOT,
+    Acks,
+    CliDecides,
+    Workload,
+    child_env,
+    decide,
+    reviewed,
+)
 
 CONFIG = """\
 [store]
@@ -203,7 +212,8 @@ class Soak:
                 ):
                     try:
                         for p in await client.pending():
-                            decision = (Decision.approve(p.call_id, decided_by="soak")
+                            decision = (reviewed(p) if p.reason == REVIEW_REASON else
+                                        Decision.approve(p.call_id, seen=p.args, decided_by="soak")
                                         if rng.random() < 0.8 else
                                         Decision.cancel(p.call_id, "settling", decided_by="soak"))  # fmt: skip
                             await decide(client, self.acks, decision)

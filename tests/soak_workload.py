@@ -32,7 +32,8 @@ import anyio
 from engine.api.client import ApiError, Conflict, OwnerGone, Refused
 from engine.api.models import SubmitBody
 from engine.api.remote import RemoteClient
-from engine.decisions import Decision
+from engine.decisions import Decision, PendingCall
+from engine.lifecycle.call import REVIEW_REASON
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAT_THREADS = 4
@@ -205,14 +206,15 @@ class Workload:
             try:
                 for p in await client.pending():
                     roll = self.rng.random()
-                    if roll < 0.1 and self.cli.idle():
+                    if p.reason == REVIEW_REASON:  # a kill left it running: it failed
+                        await decide(client, self.acks, reviewed(p))
+                    elif roll < 0.1 and self.cli.idle():
                         self.cli.start(
                             p.call_id, "approve" if self.rng.random() < 0.7 else "cancel"
                         )
                     elif roll < 0.6:
-                        await decide(
-                            client, self.acks, Decision.approve(p.call_id, decided_by="soak")
-                        )
+                        yes = Decision.approve(p.call_id, seen=p.args, decided_by="soak")
+                        await decide(client, self.acks, yes)
                     elif roll < 0.8:
                         no = Decision.cancel(p.call_id, "the soak says no", decided_by="soak")
                         await decide(client, self.acks, no)
@@ -239,6 +241,11 @@ class Workload:
         """Refusals the workload provokes are expected; anything else is noted."""
         if not isinstance(exc, Conflict | Refused | OwnerGone):
             self.errors[f"{type(exc).__name__}: {exc}"[:200]] += 1
+
+
+def reviewed(p: PendingCall) -> Decision:
+    """What the soak decides of a call a kill left with its outcome unknown: it failed."""
+    return Decision.fail(p.call_id, "the soak lost it in a kill", decided_by="soak")
 
 
 async def decide(client: RemoteClient, acks: Acks, decision: Decision) -> None:

@@ -124,7 +124,7 @@ async def test_submit_wait_pending_decide_and_a_duplicate(tmp_path: Path):
         (call,) = await client.pending()
         assert (call.tool, call.args, call.turn_id) == ("shell", {"command": "echo hi"},
                                                         submitted.turn_id)  # fmt: skip
-        first = await client.decide(Decision.approve(call.call_id, id="d_first"))
+        first = await client.decide(Decision.approve(call.call_id, seen=call.args, id="d_first"))
         assert (first.status, first.turn_id) == ("queued", submitted.turn_id)
         outcome = await settle(client, submitted.turn_id)
         assert (outcome.status, outcome.reason) == ("done", "natural") and "hi" in outcome.text
@@ -358,7 +358,7 @@ async def test_an_owner_that_dies_mid_request_is_owner_gone(tmp_path: Path):
             sub = await client.submit(body("run `sleep 5`"))
             await settle(client, sub.turn_id)
             (call,) = await client.pending()
-            await client.decide(Decision.approve(call.call_id))  # the turn runs `sleep 5`
+            await client.decide(Decision.approve(call.call_id, seen=call.args))  # runs `sleep 5`
             killer = threading.Timer(0.3, proc.send_signal, (signal.SIGKILL,))
             killer.start()
             with pytest.raises(OwnerGone, match="does not answer"):

@@ -2,8 +2,8 @@
 
 After each kill: execution.db passes `PRAGMA integrity_check`; nothing committed is lost
 (turns seen `done` before the kill are still `done` after a restart); calls left
-`running` end `failed` ("outcome unknown") unless their tool is idempotent; waiting turns
-can still be decided; and no call ran twice unless its tool is idempotent and it was left
+`running` wait for an operator's review (their outcome is unknown) unless their tool is
+idempotent, and end `failed` when the review says so; waiting turns can still be decided; and no call ran twice unless its tool is idempotent and it was left
 `running` by a crash. Executions are counted in ROOM/executions.log (see crash_worker.py).
 
 CRASH_ITERATIONS (default 25) sets the number of kills; CRASH_SEED fixes the random
@@ -30,6 +30,7 @@ import anyio
 import pytest
 
 from engine.decisions import Decision
+from engine.lifecycle.call import REVIEW_REASON
 from engine.messages import Message
 from engine.providers.base import (
     ModelEvent,
@@ -134,7 +135,8 @@ def kill_worker_at_random(room: Path, seed: int | str, delay: float, stderr_path
 
 
 async def settle(rt: Runtime, where: str) -> None:
-    """Until no turn runs or waits: approve each pending call, let every turn finish."""
+    """Until no turn runs or waits: approve each pending call (mark failed each a crash
+    left for review), let every turn finish."""
     with anyio.fail_after(60):
         while True:
             busy = bool(rt.live)  # read first: if nothing runs now, `pending` is final
@@ -144,8 +146,12 @@ async def settle(rt: Runtime, where: str) -> None:
             ]  # fmt: skip
             if waiting:
                 call = waiting[0]
-                assert call.tool == APPROVAL_TOOL
-                await rt.decide(Decision.approve(call.call_id, decided_by="crash-test"))
+                if call.reason == REVIEW_REASON:
+                    decision = Decision.fail(call.call_id, "lost", decided_by="crash-test")
+                else:
+                    assert call.tool == APPROVAL_TOOL
+                    decision = Decision.approve(call.call_id, decided_by="crash-test")
+                await rt.decide(decision)
                 out = await rt.wait_turn(call.turn_id)  # the waiting turn is decidable:
                 assert out.status in ("done", "waiting"), f"{call.turn_id} {where}: {out}"
                 assert call.call_id not in {p["call_id"] for p in out.pending}, where
@@ -200,14 +206,14 @@ async def test_sigkill_at_random_points_loses_nothing_and_runs_nothing_twice(
                         await handle.done.wait()
             for call_id, tool in running.items():
                 row = await rt.store.fetchone(
-                    "SELECT status, error FROM tool_calls WHERE id=?", (call_id,)
+                    "SELECT status, suspend_reason FROM tool_calls WHERE id=?", (call_id,)
                 )
                 assert row is not None
                 if tool in IDEMPOTENT:
                     assert row["status"] == "succeeded", f"{call_id} re-run {where}: {dict(row)}"
                 else:
-                    assert row["status"] == "failed", f"{call_id} left running {where}"
-                    assert "outcome unknown" in (row["error"] or ""), f"{call_id} {where}"
+                    assert row["status"] == "suspended", f"{call_id} not reviewed {where}"
+                    assert row["suspend_reason"] == REVIEW_REASON, f"{call_id} {where}"
             for call_id in resuming:
                 status = await rt.store.scalar(
                     "SELECT status FROM tool_calls WHERE id=?", (call_id,)
@@ -280,11 +286,18 @@ async def test_a_call_killed_mid_replay_does_not_run_again(tmp_path: Path) -> No
     async with Runtime.open(room, kind="run", provider=model, tools=make_tools()) as rt:
         for handle in list(rt.live.values()):
             await handle.done.wait()
+        [review] = await rt.pending()
+        assert review.call_id == call_id and review.reason == REVIEW_REASON
+        # a plain approval cannot run it a second time; marking it failed ends it
+        assert await rt.decide(Decision.approve(call_id)) == "refused"
+        assert await rt.decide(Decision.fail(call_id, "it hung")) == "queued"
+        out = await rt.wait_turn(review.turn_id)
         row = await rt.store.fetchone("SELECT status, error FROM tool_calls WHERE id=?",
                                       (call_id,))  # fmt: skip
     assert executions(room)[call_id] == 1, "the approved call ran again after the crash"
+    assert out.status in ("done", "waiting")
     assert row is not None and row["status"] == "failed"
-    assert "outcome unknown" in row["error"]
+    assert "it hung" in row["error"]
 
 
 @tool(approval="always")

@@ -1,4 +1,4 @@
-"""Message rules, Decision validation, rule precedence, and the event vocabulary round-trip."""
+"""Message rules, Decision validation, and the event vocabulary round-trip (rules: test_rules)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pydantic
 import pytest
 
 from engine import events as ev
-from engine.decisions import Decision, Rule, pick_rule
+from engine.decisions import Decision
 from engine.messages import InvalidMessage, Message
 
 # --- Message -------------------------------------------------------------------------------
@@ -160,49 +160,6 @@ def test_denial_text() -> None:
     assert Decision.cancel("c1", "rule", decided_by="policy").denial_text() == (
         "denied by policy: rule"
     )
-
-
-# --- Rule / pick_rule ----------------------------------------------------------------------
-
-
-def test_rule_applies() -> None:
-    room = Rule(tool="shell", effect="allow", scope="room")
-    thread = Rule(tool="shell", effect="deny", scope="thread", thread_id="t1")
-    assert room.applies("shell", "t1") and room.applies("shell", "t2")
-    assert not room.applies("http_get", "t1")
-    assert thread.applies("shell", "t1")
-    assert not thread.applies("shell", "t2")
-    assert not thread.applies("calc", "t1")
-
-
-def test_pick_rule_none_when_nothing_matches() -> None:
-    rules = [
-        Rule(tool="shell", effect="allow", scope="thread", thread_id="t2"),
-        Rule(tool="calc", effect="allow", scope="room"),
-    ]
-    assert pick_rule(rules, "shell", "t1") is None
-    assert pick_rule([], "shell", "t1") is None
-
-
-def test_thread_rule_beats_room_rule_whatever_the_order() -> None:
-    room = Rule(tool="shell", effect="allow", scope="room", reason="room")
-    thread = Rule(tool="shell", effect="deny", scope="thread", thread_id="t1", reason="thread")
-    assert pick_rule([room, thread], "shell", "t1") is thread
-    assert pick_rule([thread, room], "shell", "t1") is thread  # older thread rule still wins
-    assert pick_rule([thread, room], "shell", "t2") is room  # other thread: only the room rule
-
-
-def test_newest_first_within_a_scope() -> None:
-    # rules are listed oldest first, as they are stored
-    r_old = Rule(tool="shell", effect="allow", scope="room", reason="old")
-    r_new = Rule(tool="shell", effect="deny", scope="room", reason="new")
-    t_old = Rule(tool="shell", effect="deny", scope="thread", thread_id="t1", reason="t-old")
-    t_new = Rule(tool="shell", effect="allow", scope="thread", thread_id="t1", reason="t-new")
-    assert pick_rule([r_old, r_new], "shell", "t1") is r_new
-    assert pick_rule([r_new, r_old], "shell", "t1") is r_old
-    assert pick_rule([t_old, r_old, t_new, r_new], "shell", "t1") is t_new
-    assert pick_rule([t_new, r_new, t_old, r_old], "shell", "t1") is t_old
-    assert pick_rule([t_old, r_old, t_new, r_new], "shell", "t9") is r_new
 
 
 # --- events --------------------------------------------------------------------------------

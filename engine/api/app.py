@@ -35,6 +35,7 @@ from engine.api.models import (
 from engine.api.problems import install_problem_handlers
 from engine.decisions import Decision, PendingCall
 from engine.outcome import TurnOutcome
+from engine.review import Killed, Review
 from engine.scheduler import GroupConfig, Statistics
 
 KEEPALIVE = 15.0  # seconds between comments on an idle event stream
@@ -92,6 +93,17 @@ def make_api(client: LocalClient, hub: EventHub, closing: anyio.Event) -> FastAP
     async def decide(decision: Decision) -> Decided:
         """Approve (maybe with edited arguments, or a result to use), or cancel, a call."""
         return await client.decide(decision)
+
+    @api.get("/v1/reviews")
+    async def reviews() -> list[Review]:
+        """Every call waiting for a review after a crash, with what is known of it now."""
+        return await client.reviews()
+
+    @api.post("/v1/reviews/{call_id}/kill")
+    async def kill_orphan(call_id: str) -> Killed:
+        """End the process group a crash left of a call (SIGTERM, then SIGKILL): only one
+        this room recorded, in an earlier run; 409 otherwise."""
+        return await client.kill_orphan(call_id)
 
     @api.get("/v1/scheduler")
     async def scheduler() -> Statistics:

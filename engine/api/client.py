@@ -23,6 +23,7 @@ from engine.api.models import (
 from engine.decisions import Decision, PendingCall
 from engine.events import Event
 from engine.outcome import TurnOutcome
+from engine.review import Killed, Review
 from engine.room import Room
 from engine.scheduler import GroupConfig, Statistics
 from engine.store.recent import Conversation, Recent
@@ -111,6 +112,16 @@ class RoomClient(Protocol):
 
     async def pending(self) -> list[PendingCall]:
         """Every call waiting for a decision, oldest first."""
+        ...
+
+    async def reviews(self) -> list[Review]:
+        """Every call waiting for a review after a crash, oldest first, with what is known
+        of it now (its process group alive or not, the files it was writing)."""
+        ...
+
+    async def kill_orphan(self, call_id: str) -> Killed:
+        """End the process group a crash left of call `call_id` (SIGTERM, then SIGKILL):
+        only one this room recorded, in a run before the current one."""
         ...
 
     async def statistics(self) -> Statistics:

@@ -12,12 +12,15 @@ from typing import Literal
 import anyio
 from anyio.abc import TaskStatus
 
-from engine import __version__
+from engine import __version__, review
 from engine.api.client import Conflict, Invalid, NotFound, Receive, Refused, Resync
 from engine.api.models import Cancelled, Decided, GroupChange, Info, SubmitBody, Submitted
+from engine.binding import why_not
 from engine.decisions import Decision, PendingCall
+from engine.lifecycle.call import under_review
 from engine.messages import InvalidMessage, Message
 from engine.outcome import TurnOutcome
+from engine.review import Killed, Review
 from engine.runtime import Runtime
 from engine.scheduler import GroupConfig, Rejected, Statistics
 from engine.store.recent import Conversation, Recent, read_conversation, read_recent
@@ -98,12 +101,16 @@ class LocalClient:
         call = await rt.call_state(decision.call_id)
         if call is None:
             raise NotFound(f"no tool call {decision.call_id} in {rt.room.db}")
-        status = await rt.decide(decision)
+        reviewed = under_review(call.status, call.suspend_reason)
+        status = await rt.decide(decision, need_hash=True)  # bound to what was shown
         call = await rt.call_state(decision.call_id) or call
         winner = call.decision_id if status == "duplicate" else None
+        note = (
+            why_not(decision, call.args, reviewed, need_hash=True) if status == "refused" else None
+        )
         return Decided(decision_id=decision.id, call_id=call.id, status=status,  # type: ignore[arg-type]
                        turn_id=call.turn_id, thread_id=call.thread_id,
-                       call_status=call.status.value, winner=winner)  # fmt: skip
+                       call_status=call.status.value, winner=winner, note=note)  # fmt: skip
 
     async def cancel(self, turn_id: str, reason: str = "cancelled by operator") -> Cancelled:
         try:
@@ -114,6 +121,21 @@ class LocalClient:
 
     async def pending(self) -> list[PendingCall]:
         return await self.runtime.pending()
+
+    async def reviews(self) -> list[Review]:
+        rt = self.runtime
+        return await review.reviews(rt.store, rt.room.workspace, rt.tools)
+
+    async def kill_orphan(self, call_id: str) -> Killed:
+        rt = self.runtime
+        try:
+            killed = await review.kill_orphan(rt.store, call_id, rt.run_id, rt.clock())
+        except LookupError:
+            raise NotFound(f"no tool call {call_id} in {rt.room.db}") from None
+        except review.OrphanRefused as exc:
+            raise Conflict(str(exc)) from None
+        rt.notice("info", f"process group {killed.pgid} of call {call_id}: {killed.result}")
+        return killed
 
     async def statistics(self) -> Statistics:
         return self.runtime.statistics()

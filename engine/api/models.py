@@ -52,16 +52,19 @@ class Submitted(_Body):
 
 
 class Decided(_Body):
-    """A decision is recorded: `queued` (applied as soon as its call can take it) or
-    `duplicate` (the call was already decided; `winner` names the decision that was)."""
+    """A decision is recorded: `queued` (applied as soon as its call can take it),
+    `duplicate` (the call was already decided; `winner` names the decision that was) or
+    `refused` (an approval not bound to the call's arguments, or bound to none: `note`
+    says why; nothing ran and the call still waits: engine/binding.py)."""
 
     decision_id: str
     call_id: str
-    status: Literal["queued", "duplicate"]
+    status: Literal["queued", "duplicate", "refused"]
     turn_id: str
     thread_id: str
     call_status: str
     winner: str | None = None
+    note: str | None = None
 
 
 class CancelBody(_Body):

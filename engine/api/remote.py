@@ -37,6 +37,7 @@ from engine.api.sockets import connect_path
 from engine.decisions import Decision, PendingCall
 from engine.events import parse_events
 from engine.outcome import TurnOutcome
+from engine.review import Killed, Review
 from engine.room import Room, owner_of
 from engine.scheduler import GroupConfig, Statistics
 from engine.sse import parse_sse, sse_lines
@@ -123,6 +124,13 @@ class RemoteClient:
     async def pending(self) -> list[PendingCall]:
         return _PENDING.validate_python(await self._call("GET", "/v1/pending"))
 
+    async def reviews(self) -> list[Review]:
+        return _REVIEWS.validate_python(await self._call("GET", "/v1/reviews"))
+
+    async def kill_orphan(self, call_id: str) -> Killed:
+        data = await self._call("POST", f"/v1/reviews/{_seg(call_id)}/kill", read_for=30.0)
+        return Killed.model_validate(data)
+
     async def statistics(self) -> Statistics:
         return _STATISTICS.validate_python(await self._call("GET", "/v1/scheduler"))
 
@@ -206,5 +214,6 @@ def _error(response: httpx.Response) -> ApiError:
 
 _OUTCOME: TypeAdapter[TurnOutcome] = TypeAdapter(TurnOutcome)
 _PENDING: TypeAdapter[list[PendingCall]] = TypeAdapter(list[PendingCall])
+_REVIEWS: TypeAdapter[list[Review]] = TypeAdapter(list[Review])
 _STATISTICS: TypeAdapter[Statistics] = TypeAdapter(Statistics)
 _GROUP: TypeAdapter[GroupConfig] = TypeAdapter(GroupConfig)

@@ -60,6 +60,11 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--result", help="approve with this result instead of running (JSON)")
     sp.add_argument("--reason", default="", help="cancel: the reason the model sees")
     sp.add_argument("--remember", choices=["thread", "room"])
+    sp.add_argument(
+        "--args-hash",
+        help="approve only the arguments of this hash (from "
+        "`pending --json`); default: the call's arguments as pending shows them",
+    )
     sp.add_argument("--json", action="store_true")
     sp = command("cancel", "cancel a running or waiting turn (it ends done/cancelled)")
     sp.add_argument("turn_id")

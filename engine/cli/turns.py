@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from typing import Any
@@ -12,6 +13,7 @@ from pydantic import ValidationError
 
 from engine.api.client import Conflict, Invalid, NotFound
 from engine.api.models import SubmitBody
+from engine.binding import args_digest, runs_tool
 from engine.cli.common import (
     EXIT_OK,
     EXIT_OTHER,
@@ -58,6 +60,14 @@ async def decide(room: Room, args: argparse.Namespace) -> int:
     if args.args and args.result:
         raise UsageError("give --args or --result, not both")
     kw: dict[str, Any] = {"remember": args.remember, "decided_by": "operator"}
+    if args.args_hash is not None:
+        if args.action == "cancel" or args.result is not None:
+            raise UsageError("--args-hash binds an approval that runs the tool")
+        if not re.fullmatch(r"[0-9a-f]{64}", args.args_hash):
+            raise UsageError("--args-hash must be a SHA-256 in hex, as `pending --json` gives it")
+        kw["args_hash"] = args.args_hash
+    elif edited is not None:  # the operator approves what they wrote
+        kw["args_hash"] = args_digest(edited)
     try:
         if args.action == "cancel":
             decision = Decision.cancel(args.call_id, args.reason, **kw)
@@ -69,6 +79,11 @@ async def decide(room: Room, args: argparse.Namespace) -> int:
         raise UsageError("; ".join(e["msg"].removeprefix("Value error, ")
                                    for e in exc.errors())) from None  # fmt: skip
     async with room_client(room, "decide") as client:
+        if runs_tool(decision) and decision.args_hash is None:
+            # bound to the arguments as the room shows them now (engine/binding.py)
+            shown = [c for c in await client.pending() if c.call_id == args.call_id]
+            if shown:
+                decision = decision.model_copy(update={"args_hash": shown[0].args_hash})
         try:
             decided = await client.decide(decision)
         except NotFound:
@@ -77,7 +92,11 @@ async def decide(room: Room, args: argparse.Namespace) -> int:
             print(f"agentdeck: call {args.call_id} was already decided ({decided.call_status})",
                   file=sys.stderr)  # fmt: skip
         outcome = await settled(client, decided.turn_id)
-    return report(outcome, args.json)
+    code = report(outcome, args.json)
+    if decided.status == "refused":  # nothing ran; the call still waits for a decision
+        print(f"agentdeck: decision refused: {decided.note}", file=sys.stderr)
+        return EXIT_OTHER
+    return code
 
 
 async def cancel(room: Room, args: argparse.Namespace) -> int:

@@ -9,6 +9,12 @@ resuming -> running | suspended | succeeded | failed | cancelled
 call Failed (tool missing, arguments invalid, blocked) without executing it; `new ->
 cancelled` is a call whose turn ended before its tool started. Without them such calls
 went through `running`, and their events said "running" for calls that never ran.
+
+`running -> suspended` is a tool that answers `pending`, and also the review after a
+crash: a call a dead runtime left `running`, whose tool is not idempotent, is suspended
+with `REVIEW_REASON` and waits for an operator to say what became of it (engine.review),
+as any suspended call waits for a decision. No state of its own: its moves are exactly a
+suspended call's, only the decisions it takes differ.
 """
 
 from __future__ import annotations
@@ -44,6 +50,18 @@ TRANSITIONS: dict[CallStatus, frozenset[CallStatus]] = {
     S.FAILED: frozenset(),
     S.CANCELLED: frozenset(),
 }
+
+
+# The suspend reason of a call waiting for a review after a crash (engine.review).
+REVIEW_REASON = (
+    "outcome unknown: agentdeck stopped while this call was running, so it may have run; "
+    "an operator reviews it (mark it succeeded or failed, or run it again)"
+)
+
+
+def under_review(status: CallStatus | str, suspend_reason: str | None) -> bool:
+    """Whether a call with this status and suspend reason waits for a review."""
+    return status == CallStatus.SUSPENDED and suspend_reason == REVIEW_REASON
 
 
 def check(src: CallStatus | str, dst: CallStatus | str) -> CallStatus:

@@ -1,17 +1,18 @@
-"""Decisions and remembered rules in execution.db: the writes a decision makes on its way
-(recorded, applied, duplicate, superseded) and the reads a start and a replay need."""
+"""Decisions in execution.db: the writes a decision makes on its way
+(recorded, applied, duplicate, superseded, refused) and the reads a start and a replay need."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from engine.decisions import Decision, Rule
+from engine.decisions import Decision
 from engine.store.sqlite import Op, Store
 
 _INSERT = (
     "INSERT INTO decisions(id, call_id, action, args, result, use_result, reason, remember,"
-    " decided_by, status, note, created_at, pattern) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
+    " decided_by, status, note, created_at, pattern, args_hash)"
+    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
 
 
@@ -22,7 +23,7 @@ def recorded(decision: Decision, status: str, at: float, note: str | None = None
         json.dumps(decision.args) if decision.args is not None else None,
         json.dumps(decision.result) if decision.use_result else None,
         int(decision.use_result), decision.reason, decision.remember, decision.decided_by,
-        status, note, at, decision.pattern,
+        status, note, at, decision.pattern, decision.args_hash,
     ))  # fmt: skip
 
 
@@ -41,12 +42,11 @@ def superseded(decision_id: str, note: str, at: float) -> Op:
     )
 
 
-def rule_made(rule: Rule, decision_id: str, at: float) -> Op:
-    """A rule a decision asked to remember."""
+def refused(decision_id: str, note: str, at: float) -> Op:
+    """Not applied: its arguments are not the ones it approved (engine.binding)."""
     return (
-        "INSERT INTO rules(tool, effect, scope, thread_id, decision_id, created_at)"
-        " VALUES (?,?,?,?,?,?)",
-        (rule.tool, rule.effect, rule.scope, rule.thread_id, decision_id, at),
+        "UPDATE decisions SET status='refused', note=?, applied_at=? WHERE id=?",
+        (note, at, decision_id),
     )
 
 
@@ -56,7 +56,7 @@ def from_row(row: Any) -> Decision:
         args=json.loads(row["args"]) if row["args"] else None,
         result=json.loads(row["result"]) if row["result"] else None,
         use_result=bool(row["use_result"]), reason=row["reason"], remember=row["remember"],
-        pattern=row["pattern"], decided_by=row["decided_by"],
+        pattern=row["pattern"], decided_by=row["decided_by"], args_hash=row["args_hash"],
     )  # fmt: skip
 
 
@@ -82,11 +82,3 @@ async def turns_with_queued(store: Store) -> list[str]:
         " WHERE d.status='queued' AND c.status='suspended' ORDER BY c.turn_id"
     )
     return [row[0] for row in rows]
-
-
-async def rules(store: Store) -> list[Rule]:
-    """The remembered rules, oldest first."""
-    return [
-        Rule(tool=r["tool"], effect=r["effect"], scope=r["scope"], thread_id=r["thread_id"])
-        for r in await store.fetchall("SELECT * FROM rules ORDER BY id")
-    ]

@@ -12,7 +12,7 @@ To add a column: add it to its table in schema.sql (for new rooms), then add
 
 from __future__ import annotations
 
-VERSION = 2  # the user_version of a room this agentdeck writes
+VERSION = 3  # the user_version of a room this agentdeck writes
 
 # version -> the statements that bring a room of version - 1 to it
 STEPS: dict[int, list[str]] = {
@@ -27,6 +27,8 @@ STEPS: dict[int, list[str]] = {
         "ALTER TABLE rules ADD COLUMN revoked_by TEXT",
         "ALTER TABLE decisions ADD COLUMN pattern TEXT",
     ],
+    # issue 15, decisions bound to what was approved: the hash of the approved arguments.
+    3: ["ALTER TABLE decisions ADD COLUMN args_hash TEXT"],
 }
 
 

@@ -105,11 +105,12 @@ CREATE TABLE IF NOT EXISTS decisions (
     reason      TEXT NOT NULL DEFAULT '',
     remember    TEXT,                   -- once | thread | room
     decided_by  TEXT NOT NULL,
-    status      TEXT NOT NULL,          -- queued | applied | duplicate | superseded
+    status      TEXT NOT NULL,          -- queued | applied | duplicate | superseded | refused
     note        TEXT,
     created_at  REAL NOT NULL,
     applied_at  REAL,
-    pattern     TEXT                    -- with remember: the rule's pattern (NULL: the narrowest)
+    pattern     TEXT,                   -- with remember: the rule's pattern (NULL: the narrowest)
+    args_hash   TEXT                    -- SHA-256 of the approved arguments (engine/binding.py)
 );
 CREATE INDEX IF NOT EXISTS decisions_queued ON decisions(call_id) WHERE status = 'queued';
 

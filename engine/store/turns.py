@@ -120,6 +120,14 @@ async def call_rows(store: Store, turn_id: str) -> list[Any]:
     )
 
 
+async def suspended_for(store: Store, reason: str) -> list[Any]:
+    """The calls suspended with `reason`, oldest first."""
+    return await store.fetchall(
+        "SELECT * FROM tool_calls WHERE status='suspended' AND suspend_reason=?"
+        " ORDER BY updated_at, id", (reason,)
+    )  # fmt: skip
+
+
 async def call_row(store: Store, call_id: str) -> Any:
     return await store.fetchone("SELECT * FROM tool_calls WHERE id=?", (call_id,))
 

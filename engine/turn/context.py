@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Protocol
 
 from engine.config import Config
-from engine.decisions import Rule
 from engine.events import Event
 from engine.inbox import DecisionInbox
 from engine.plugins import Phase, Plugin
 from engine.providers.base import Provider
+from engine.rules import RuleBook
 from engine.store import Op
 from engine.tools import ToolRegistry
 
@@ -46,7 +46,7 @@ class TurnContext:
     tools: ToolRegistry
     plugins: list[Plugin]
     decisions: DecisionInbox
-    rules: list[Rule]
+    rules: RuleBook
     config: Config
     workspace: Path
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("agentdeck"))

@@ -13,11 +13,12 @@ from typing import Any, Protocol
 
 import anyio
 
-from engine.decisions import pick_rule
 from engine.lifecycle import CallStatus
 from engine.plugins import Gate, Phase
 from engine.providers.base import parse_arguments
 from engine.redact import Secrets
+from engine.store import Op
+from engine.store import rules as ruled
 from engine.store import turns as rows
 from engine.tools import ToolArgsError, ToolContext, cut_to
 from engine.turn.call import CallState
@@ -25,11 +26,12 @@ from engine.turn.context import TurnContext
 
 
 class Site(Protocol):
-    """Where a call is admitted and run: its turn's context, plugin phases, and the tools
-    its step offered (None: all)."""
+    """Where a call is admitted and run: its turn's context, plugin phases, the tools
+    its step offered (None: all), and the ops its next commit writes."""
 
     ctx: TurnContext
     step_tools: list[str] | None
+    ops: list[Op]
 
     async def phase(self, phase: Phase, **kw: Any) -> list[Gate | None]: ...
 
@@ -48,17 +50,22 @@ async def admit(loop: Site, call: CallState, *, approved: bool = False) -> dict[
     BeforeToolExecute): they see every call the model made, one that cannot run too (its
     arguments as the model wrote them, text when they were not an object), and a block is
     what the model reads even of such a call. The checks win over a suspension: nobody is
-    asked to approve a call that cannot run. Rules and approval policies are asked only of
-    calls that can run; a rule's deny stands whatever the plugins answer.
+    asked to approve a call that cannot run. Rules (engine.rules) and approval policies are
+    asked only of calls that can run; a rule's deny stands whatever the plugins answer, its
+    ask suspends a call its tool would run unasked, and the rule is recorded with the call.
     """
     rt = loop.ctx
     tool = rt.tools.get(call.tool)
     kwargs, problem = _checked(loop, call, approved)
     gate = Gate.allow()
     if kwargs is not None and tool is not None and not approved:
-        rule = pick_rule(rt.rules, call.tool, call.thread_id)
+        rule = rt.rules.decide(call.tool, call.args, call.thread_id, rt.clock)
+        if rule is not None:
+            loop.ops.append(ruled.used(rule, call.id))  # with the call's row
         if rule is not None and rule.effect == "deny":
-            gate = Gate.block(f"denied by a remembered {rule.scope} rule for {call.tool}")
+            gate = Gate.block(f"denied by {rule.describe()}")
+        elif rule is not None and rule.effect == "ask":
+            gate = Gate.suspend(f"{call.tool} needs approval: {rule.describe()} asks")
         elif rule is None and tool.needs_approval(call.args):
             gate = Gate.suspend(f"{call.tool} needs approval")
     for answer in await loop.phase(

@@ -3,7 +3,8 @@ the repair of calls a crash left open.
 
 Before a decided call is replayed, `resuming` and the decision are committed, so a crash
 between decision and replay is repaired at the next start; a call that committed its
-result is never run again.
+result is never run again. An approval runs its call only with the arguments it is bound
+to (engine/binding.py): one that is not is refused, and the call goes on waiting.
 """
 
 from __future__ import annotations
@@ -13,12 +14,17 @@ from typing import Any, Protocol
 
 import anyio
 
-from engine.decisions import Decision, Rule
-from engine.events import DecisionRecorded
+from engine.binding import refusal, why_not
+from engine.decisions import Decision
+from engine.events import DecisionRecorded, Notice
 from engine.lifecycle import CallStatus
+from engine.lifecycle.call import REVIEW_REASON, under_review
 from engine.plugins import Gate, Phase
+from engine.review import notice_text
 from engine.store import Op
 from engine.store import decisions as recorded
+from engine.store import rules as ruled
+from engine.store import turns as rows
 from engine.turn import gate as gates
 from engine.turn.call import ANSWERED, CallState
 from engine.turn.context import TurnContext
@@ -70,10 +76,14 @@ class Replay:
 
     async def _take_decisions(self: _Loop) -> list[tuple[Decision, CallState]]:
         """Match queued decisions to our suspended calls; commit `resuming` + the decision."""
-        taken = self.ctx.decisions.take(self.turn.suspended())
-        if not taken:
-            return []
+        taken, refused = self.ctx.decisions.take(self.turn.suspended(), _unbound)
         now = self.ctx.clock()
+        for decision, call, why in refused:
+            _refuse(self, decision, call, why, now)
+        if not taken:
+            if refused:
+                await self.commit(None)
+            return []
         for decision, call in taken:
             call.move(CallStatus.RESUMING, now, decision_id=decision.id)
             self.ops.append(recorded.applied(decision.id, now))
@@ -84,13 +94,10 @@ class Replay:
             )  # fmt: skip
             rest = self.ctx.decisions.drop_rest(call.id)
             self._duplicates(call, rest, f"call already decided by {decision.id}", now)
-            if decision.remember:
-                rule = Rule(
-                    tool=call.tool, effect="allow" if decision.action == "resume" else "deny",
-                    scope=decision.remember, thread_id=call.thread_id,
-                )  # fmt: skip
-                self.ctx.rules.append(rule)
-                self.ops.append(recorded.rule_made(rule, decision.id, now))
+            if decision.remember:  # a rule for the arguments it decided (edited or not)
+                args = call.args if decision.args is None else decision.args
+                rule = self.ctx.rules.remembered(decision, call.tool, args, call.thread_id, now)
+                self.ops.append(ruled.made(rule))
         await self.commit(None, [call for _, call in taken])  # `resuming` is durable first
         return taken
 
@@ -112,9 +119,16 @@ class Replay:
         if decision.action == "cancel":
             call.move(CallStatus.CANCELLED, now, error=decision.denial_text())
             return
+        if decision.action == "fail":
+            call.move(CallStatus.FAILED, now, error=decision.failure_text())
+            return
         if decision.use_result:  # the operator's text goes where a tool's would: masked, cut
             text = decision.result if isinstance(decision.result, str) else as_json(decision.result)
             call.move(CallStatus.SUCCEEDED, now, result=gates.cleaner(self)(text), error=None)
+            return
+        if (why := refusal(decision, call.args)) is not None:  # fails closed: nothing runs
+            call.move(CallStatus.SUSPENDED, now, decision_id=None)
+            _refuse(self, decision, call, why, now)
             return
         if decision.args is not None:
             call.args = decision.args
@@ -129,8 +143,9 @@ class Replay:
 
         A `new` call was never gated (its turn stopped, or the run died, first): the gate
         decides now, and one it admits is committed `running` before its tool starts. A
-        `running` one ran with its outcome lost: run again only if its tool is idempotent.
-        A `resuming` one has a committed decision: replayed.
+        `running` one ran with its outcome lost: run again if its tool is idempotent, else
+        suspended for an operator's review (engine.review): never run again unasked. A
+        `resuming` one has a committed decision: replayed.
         """
         orphans = [
             c for c in self.turn.calls.values()
@@ -152,9 +167,7 @@ class Replay:
             elif call.status is CallStatus.RUNNING and tool is not None and tool.idempotent:
                 runs.append((call, tool.validate(call.args)))
             elif call.status is CallStatus.RUNNING:
-                call.move(CallStatus.FAILED, now, error=(
-                    "outcome unknown: agentdeck stopped while this call was running; "
-                    "it was not run again because it is not idempotent"))  # fmt: skip
+                _await_review(self, call, now)
                 await self.phase(Phase.AFTER_TOOL_EXECUTE, tool=call.tool, args=call.args,
                                  outcome=call.status.value)  # fmt: skip
         if admitted:  # durably `running` before its tool starts: never run twice
@@ -171,3 +184,32 @@ class Replay:
                 self.answer(call)
         self.step_end("succeeded", "recovered " + calls_summary(orphans))
         await self.commit("tool_results_committed", orphans)
+
+
+def _unbound(decision: Decision, call: CallState) -> str | None:
+    """Why `decision` may not apply to `call` (engine.binding), or None."""
+    return why_not(decision, call.args, under_review(call.status, call.suspend_reason))
+
+
+def _refuse(loop: _Loop, decision: Decision, call: CallState, why: str, now: float) -> None:
+    """Record `decision` refused, with why: its call was not run and still waits."""
+    loop.ops.append(recorded.refused(decision.id, why, now))
+    loop.events.append(
+        DecisionRecorded(at=now, thread_id=call.thread_id, turn_id=call.turn_id,
+                         decision_id=decision.id, call_id=call.id, action=decision.action,
+                         status="refused", reason=decision.reason, note=why)
+    )  # fmt: skip
+
+
+def _await_review(loop: _Loop, call: CallState, now: float) -> None:
+    """A call the last run left `running`, its tool not idempotent: its outcome is unknown,
+    so it waits for a review (suspended with REVIEW_REASON; when it went `running` and when
+    its review began are kept in its meta). The operator hears of it, and of its process
+    group if one survived."""
+    review = {"started_at": call.updated_at, "since": now}
+    call.move(CallStatus.SUSPENDED, now, suspend_reason=REVIEW_REASON)
+    call.meta["review"] = review
+    loop.ops.append(rows.call_meta_set(call.id, "review", review))
+    text = notice_text(call.id, call.tool, call.args, call.meta.get("process"))
+    loop.ctx.log.warning("%s", text)
+    loop.ctx.publish(Notice(at=now, level="warning", text=text))

@@ -113,7 +113,8 @@ async def decision_batch(client: Any, mode: str, k: int, tag: str) -> list[float
             turn_id = (await client.submit(body)).turn_id
             out = await settle(client, turn_id)
             assert out.status == "waiting" and out.pending, out
-            decision = Decision.approve(out.pending[0]["call_id"])
+            call = out.pending[0]
+            decision = Decision.approve(call["call_id"], seen=call["args"])
             done = waiters[turn_id] = anyio.Event()
             began = time.perf_counter()
             await client.decide(decision)

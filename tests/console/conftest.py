@@ -25,10 +25,25 @@ def fixed_ids() -> Callable[[str], str]:
     return lambda prefix: f"{prefix}_{next(counters[prefix]):03d}"
 
 
+class KeysClock:
+    """The clock of key timing (monotonic seconds) for tests: each reading is a second
+    after the last, so no key falls within the queue's focus guard, unless a test holds the
+    clock still (`held`) and moves it itself (`now`)."""
+
+    def __init__(self) -> None:
+        self.now, self.held = 0.0, False
+
+    def __call__(self) -> float:
+        if not self.held:
+            self.now += 1.0
+        return self.now
+
+
 def build(room: Path, **kw: object) -> AgentDeck:
     """A console over `room` with a fixed clock and ids and the instant offline model."""
     kw.setdefault("provider", OfflineModel(delay=0))
     kw.setdefault("ids", fixed_ids())
+    kw.setdefault("keys_clock", KeysClock())
     return make_app(room, clock=lambda: T0, **kw)  # type: ignore[arg-type]
 
 

@@ -20,6 +20,7 @@ from console.bridge import Bridge
 from console.screens.main import MainScreen
 from console.widgets.decision_queue import DecisionQueue
 from console.widgets.status_bar import StatusBar
+from tests.console.conftest import KeysClock
 from tests.console.helpers import SIZE, Recorder, until
 from tests.helpers import room_rows
 
@@ -65,7 +66,7 @@ def owner(tmp_path: Path) -> Iterator[Owner]:
 
 
 def attached_app(room: Path) -> AgentDeck:
-    return make_app(room, attach=True)
+    return make_app(room, attach=True, keys_clock=KeysClock())
 
 
 async def attached(pilot: Pilot, pid: int) -> MainScreen:

@@ -1,0 +1,82 @@
+"""Decisions bound to what was approved: the hash of the arguments an operator saw.
+
+An approval names the arguments it was given for by `args_hash`, the SHA-256 of their
+canonical JSON (keys sorted, no spaces, UTF-8): of the call's arguments as the operator's
+console or `agentdeck decide` showed them, or of the edited ones when the operator edited
+them. The call runs only with arguments of that hash; anything else is refused, and the
+call goes on waiting for a decision.
+
+Who must bind: every approval that runs a tool and reaches the room through its client
+(the console, `agentdeck decide`, the API). Decisions the runtime makes itself (a
+deadline's) and an embedding program's `Runtime.decide` may come without a hash (the
+program decides what it approves); one that has a hash is checked all the same. So is a
+decision recorded before hashes existed: it has none, and applies as it always did.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from engine.decisions import Decision
+
+
+def args_digest(args: Any) -> str:
+    """The SHA-256 (hex) of `args` as canonical JSON: what a decision binds to."""
+    text = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def runs_tool(decision: Decision) -> bool:
+    """Whether `decision` would run its call's tool (an approval that uses no result, or a
+    rerun after a crash)."""
+    return decision.action == "rerun" or (decision.action == "resume" and not decision.use_result)
+
+
+def why_not(
+    decision: Decision, call_args: Any, reviewed: bool, *, need_hash: bool = False
+) -> str | None:
+    """Why `decision` may not apply to a call with `call_args` that does (`reviewed`) or
+    does not wait for a review after a crash (engine.review), or None: it fits the call and
+    is bound to what it would run."""
+    return fits(decision, reviewed) or refusal(decision, call_args, need_hash=need_hash)
+
+
+def fits(decision: Decision, reviewed: bool) -> str | None:
+    """Why `decision`'s action does not fit its call, or None. A call whose outcome a crash
+    left unknown may have run already: a plain approval or a cancel could hide that, so it
+    takes only `rerun` (run it again, knowingly), a result (it succeeded) or `fail`."""
+    action = decision.action
+    if reviewed and action == "resume" and not decision.use_result:
+        return ("its outcome is unknown after a crash and it may have run already: run it "
+                "again explicitly (rerun), or mark it succeeded (a result) or failed")  # fmt: skip
+    if reviewed and action == "cancel":
+        return "its outcome is unknown after a crash: mark it failed instead of cancelling it"
+    if not reviewed and action in ("fail", "rerun"):
+        return (f"`{action}` is for a call whose outcome a crash left unknown; this one "
+                "waits for an approval: approve or cancel it")  # fmt: skip
+    return None
+
+
+def refusal(decision: Decision, call_args: Any, *, need_hash: bool = False) -> str | None:
+    """Why `decision` may not run a call whose arguments are `call_args` (None: it may).
+
+    The arguments it would run with are its edited ones, if any, else the call's. With
+    `need_hash` (a decision from outside the runtime), an approval with no hash is refused.
+    """
+    if not runs_tool(decision):
+        return None
+    if decision.args_hash is None:
+        if need_hash:
+            return ("an approval must name the arguments it approves (args_hash: the SHA-256 "
+                    "of their canonical JSON, as /v1/pending gives it); nothing was run")  # fmt: skip
+        return None
+    would_run = decision.args if decision.args is not None else call_args
+    if args_digest(would_run) != decision.args_hash:
+        which = "edited arguments" if decision.args is not None else "call's arguments"
+        return (f"the {which} hash to {args_digest(would_run)[:12]}, not to the "
+                f"{decision.args_hash[:12]} approved: they are not the arguments the operator "
+                "was shown; nothing was run, decide again")  # fmt: skip
+    return None

@@ -1,0 +1,365 @@
+"""Rules: allow, ask for or deny a tool's calls by their arguments, with no operator asked.
+
+A rule is an effect (`allow`, `ask`, `deny`), a tool, an argument pattern and a scope
+(`once`: the next call it decides, then it is spent; `thread`: one thread's calls; `room`:
+every call), who made it and when, and an optional expiry. Rules come from execution.db
+(a remembered decision, `agentdeck rules add`) and from agentdeck.toml's `[[rules]]`.
+
+A call is decided by the first rule that matches it, deny rules first, then ask, then
+allow; among rules of one effect the most specific first (an exact pattern before a glob,
+a longer literal part before a shorter, a thread's or once rule before a room's, the newer
+before the older). The rule that decided is recorded with the call (`rule_calls`).
+
+Patterns, per tool (`check_pattern` refuses one that cannot be read):
+
+- `shell`: a glob on the whole command (`git status`, `git status*`, `pytest *`). An allow
+  rule only ever matches a simple command: one shlex can parse that holds none of
+  ``; & | < > ` $(`` nor a line break, anywhere, quoted or not (so `git status*` never
+  covers `git status; rm -rf ~`). Deny and ask rules also match each piece of a command
+  cut at those characters.
+- `read_file`, `write_file`, `list_dir`: a path glob inside the workspace (`notes/*.md`,
+  `src/**`), matched against the call's path made relative and normalized; `*` and `?`
+  stay within one folder, `**` crosses folders. A path out of the workspace matches none.
+- `http_get`: a URL, or a prefix ending in `*` (`https://api.github.com/*`); scheme and
+  host compare without case.
+- any other tool: the exact arguments, as a JSON object.
+- no pattern: any arguments (every rule made before patterns existed).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import os
+import posixpath
+import re
+import shlex
+from collections.abc import Callable, Iterable
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from engine.decisions import Decision
+
+Effect = Literal["allow", "ask", "deny"]
+Scope = Literal["once", "thread", "room"]
+EFFECTS: tuple[Effect, ...] = ("deny", "ask", "allow")  # the order rules are asked in
+SCOPES: tuple[Scope, ...] = ("once", "thread", "room")
+FILE_TOOLS = frozenset({"read_file", "write_file", "list_dir"})
+URL_TOOLS = frozenset({"http_get"})
+# What makes a shell command more than one simple command (or a file's redirection).
+CHAINING = re.compile(r";|&|\||<|>|`|\$\(|\n|\r")
+WILDCARD = re.compile(r"[*?\[]")
+MAX_PATTERN = 4096
+
+
+class RuleError(ValueError):
+    """A rule or pattern that cannot be used; the text says why."""
+
+
+class Rule(BaseModel):
+    """One rule, as stored and as listed (`uses` and `last_used` as of the listing)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tool: str = Field(min_length=1, max_length=200)
+    effect: Effect
+    pattern: str | None = None  # None: any arguments
+    scope: Scope = "room"
+    thread_id: str | None = None  # a thread rule's thread (a once rule's, if it has one)
+    made_by: str = "operator"
+    made_at: float | None = None
+    expires_at: float | None = None
+    reason: str = ""
+    id: str = ""  # "12" in execution.db, "toml:3" (the file's third rule)
+    source: Literal["db", "toml"] = "db"
+    decision_id: str | None = None  # the remembered decision that made it
+    uses: int = 0
+    last_used: float | None = None
+
+    @model_validator(mode="after")
+    def _valid(self) -> Rule:
+        if self.scope == "thread" and not self.thread_id:
+            raise ValueError("a thread rule names its thread")
+        if self.scope == "room" and self.thread_id:
+            raise ValueError("a room rule names no thread")
+        check_pattern(self.tool, self.pattern)
+        return self
+
+    @property
+    def key(self) -> str:
+        """What its uses are counted under: `db:<id>`, or `toml:<fingerprint>`, so that
+        moving a rule in the file keeps its count and changing it starts a new one."""
+        if self.source == "db":
+            return f"db:{self.id}"
+        what = [self.tool, self.effect, self.pattern, self.scope, self.thread_id, self.expires_at]
+        return "toml:" + hashlib.sha256(json.dumps(what).encode()).hexdigest()[:12]
+
+    def state(self, now: float) -> Literal["active", "expired", "spent"]:
+        if self.scope == "once" and self.uses >= 1:
+            return "spent"
+        if self.expires_at is not None and now >= self.expires_at:
+            return "expired"
+        return "active"
+
+    def covers(self, tool: str, thread_id: str) -> bool:
+        """Whether calls of `tool` on `thread_id` are within its reach (its pattern aside)."""
+        return self.tool == tool and (self.thread_id is None or self.thread_id == thread_id)
+
+    def matches(self, args: Any, workspace: Path | None = None) -> bool:
+        """Whether a call's arguments match its pattern."""
+        return self.pattern is None or _matches(
+            self.tool, self.pattern, self.effect, args, workspace
+        )
+
+    def specificity(self) -> tuple[int, int, int, float, int]:
+        """Larger is more specific (see the module's docstring)."""
+        exact = self.pattern is not None and _literal(self.tool, self.pattern)
+        literal = len(WILDCARD.sub("", self.pattern or ""))
+        narrow = 0 if self.scope == "room" else 1 + (self.scope == "once")
+        number = int(self.id) if self.id.isdigit() else 0
+        return (int(exact) + (self.pattern is not None), literal, narrow, self.made_at or 0.0,
+                number)  # fmt: skip
+
+    def shown_pattern(self) -> str:
+        return "(any arguments)" if self.pattern is None else self.pattern
+
+    def describe(self) -> str:
+        """The rule in a few words, as a call's error or suspension names it."""
+        where = "agentdeck.toml's" if self.source == "toml" else "a remembered"
+        return f"{where} {self.scope} rule {self.id} ({self.tool}: {self.shown_pattern()})"
+
+
+def check_pattern(tool: str, pattern: str | None) -> None:
+    """Raise RuleError unless `pattern` can be read as `tool`'s argument pattern."""
+    if pattern is None:
+        return
+    if not pattern or len(pattern) > MAX_PATTERN or "\x00" in pattern:
+        raise RuleError(f"a pattern is 1 to {MAX_PATTERN} characters, without NUL")
+    if tool in FILE_TOOLS:
+        if pattern.startswith("/") or ".." in pattern.split("/"):
+            raise RuleError(
+                f"{tool} pattern {pattern!r}: a path glob inside the workspace, relative, "
+                "without '..'"
+            )
+    elif tool in URL_TOOLS:
+        if not re.match(r"(?i)https?://[^/?#*]", pattern):
+            raise RuleError(f"{tool} pattern {pattern!r}: a URL (or prefix ending in *) "
+                            "starting http:// or https:// and a host")  # fmt: skip
+    elif tool != "shell":
+        try:
+            value = json.loads(pattern)
+        except (ValueError, RecursionError):
+            value = None
+        if not isinstance(value, dict):
+            raise RuleError(f"{tool} pattern {pattern!r}: the exact arguments, a JSON object "
+                            "(globs are for shell, the file tools and http_get)")  # fmt: skip
+
+
+def narrowest(tool: str, args: Any) -> str:
+    """The narrowest pattern that matches a call of `tool` with `args`: for shell its exact
+    command, for a file tool its path, for http_get its URL, else its exact arguments."""
+    if isinstance(args, dict):
+        if tool == "shell" and isinstance(args.get("command"), str):
+            return _escape(args["command"].strip())
+        if tool in FILE_TOOLS and isinstance(args.get("path", "."), str):
+            return _escape(posixpath.normpath(args.get("path", ".") or "."))
+        if tool in URL_TOOLS and isinstance(args.get("url"), str):
+            return _url(args["url"])
+    return json.dumps(args, sort_keys=True, ensure_ascii=False)
+
+
+def _escape(text: str) -> str:
+    """`text` as a glob that matches only itself."""
+    return re.sub(r"([*?\[])", r"[\1]", text)
+
+
+def _literal(tool: str, pattern: str) -> bool:
+    """Whether `pattern` matches one value only."""
+    if tool in URL_TOOLS:
+        return not pattern.endswith("*")
+    if tool == "shell" or tool in FILE_TOOLS:
+        return WILDCARD.search(re.sub(r"\[[*?\[]\]", "", pattern)) is None
+    return True
+
+
+def simple_command(command: str) -> bool:
+    """Whether `command` is one simple command: nothing chained, substituted or
+    redirected, and parsed by shlex."""
+    if CHAINING.search(command):
+        return False
+    try:
+        return bool(shlex.split(command))
+    except ValueError:  # an unclosed quote
+        return False
+
+
+def _matches(tool: str, pattern: str, effect: str, args: Any, workspace: Path | None) -> bool:
+    if tool == "shell":
+        command = args.get("command") if isinstance(args, dict) else None
+        if not isinstance(command, str):
+            return False
+        command = command.strip()
+        if simple_command(command):
+            return fnmatch.fnmatchcase(command, pattern)
+        if effect == "allow":  # a chained command is never allowed by accident
+            return False
+        pieces = [command, *(p.strip() for p in CHAINING.split(command))]
+        return any(fnmatch.fnmatchcase(piece, pattern) for piece in pieces if piece)
+    if tool in FILE_TOOLS:
+        path = args.get("path", ".") if isinstance(args, dict) else None
+        inside = _inside(path, workspace) if isinstance(path, str) else None
+        return inside is not None and _path_glob(pattern).match(inside) is not None
+    if tool in URL_TOOLS:
+        url = args.get("url") if isinstance(args, dict) else None
+        if not isinstance(url, str):
+            return False
+        if pattern.endswith("*"):
+            return _url(url).startswith(_url(pattern[:-1]))
+        return _url(url) == _url(pattern)
+    try:
+        return json.loads(pattern) == args
+    except (ValueError, RecursionError):
+        return False
+
+
+def _inside(path: str, workspace: Path | None) -> str | None:
+    """`path` relative to the workspace and normalized; None when it leads out."""
+    norm = posixpath.normpath(path or ".")
+    if norm.startswith("/"):
+        roots = {os.path.abspath(workspace), os.path.realpath(workspace)} if workspace else set()
+        for root in roots:
+            if norm == root or norm.startswith(root.rstrip("/") + "/"):
+                norm = posixpath.relpath(norm, root)
+                break
+        else:
+            return None
+    return None if norm == ".." or norm.startswith("../") else norm
+
+
+def _url(url: str) -> str:
+    """A URL with its scheme and host lower case, and a trailing `*` not taken for a
+    prefix mark."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    text = urlunsplit(parts._replace(scheme=parts.scheme.lower(), netloc=parts.netloc.lower()))
+    return text[:-1] + "%2A" if text.endswith("*") else text
+
+
+@lru_cache(maxsize=512)
+def _path_glob(glob: str) -> re.Pattern[str]:
+    """A path glob as a regular expression: `*`, `?` within a folder, `**` across."""
+    out, i = [], 0
+    while i < len(glob):
+        if glob.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif glob.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif glob[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif glob[i] == "?":
+            out.append("[^/]")
+            i += 1
+        elif glob[i] == "[" and (end := glob.find("]", i + 2)) != -1:
+            inner = glob[i + 1 : end].replace("\\", "\\\\")
+            out.append("[" + ("^" + inner[1:] if inner.startswith("!") else inner) + "]")
+            i = end + 1
+        else:
+            out.append(re.escape(glob[i]))
+            i += 1
+    return re.compile("".join(out) + r"\Z", re.DOTALL)
+
+
+class RuleBook:
+    """The rules a runtime applies, with their uses: agentdeck.toml's and execution.db's.
+    Rules are looked at in memory; their changes are written by the caller."""
+
+    def __init__(self, rules: Iterable[Rule] = (), workspace: Path | None = None) -> None:
+        self.workspace = workspace
+        self._rules: dict[str, Rule] = {}
+        self._next = 1
+        for rule in rules:
+            self.add(rule)
+
+    def load(self, rules: Iterable[Rule], last_id: int = 0) -> None:
+        """Hold `rules` (and no other); new ids go past `last_id`."""
+        self._rules.clear()
+        self._next = last_id + 1
+        for rule in rules:
+            self.add(rule)
+
+    def add(self, rule: Rule) -> None:
+        self._rules[rule.id] = rule
+        if rule.id.isdigit():
+            self._next = max(self._next, int(rule.id) + 1)
+
+    def new_id(self) -> str:
+        """The id the next rule made in execution.db gets."""
+        self._next += 1
+        return str(self._next - 1)
+
+    def get(self, rule_id: str) -> Rule | None:
+        return self._rules.get(rule_id)
+
+    def remove(self, rule_id: str) -> Rule | None:
+        return self._rules.pop(rule_id, None)
+
+    def listed(self) -> list[Rule]:
+        """Every rule: agentdeck.toml's in the file's order, then execution.db's by id."""
+        return sorted(self._rules.values(), key=lambda r: (r.source == "db", _number(r.id)))
+
+    def decide(
+        self, tool: str, args: Any, thread_id: str, clock: Callable[[], float]
+    ) -> Rule | None:
+        """The rule that decides a call, its use counted (as the returned copy says); None
+        when no rule does. The clock is read only when a rule may decide."""
+        found = [r for r in self._rules.values()
+                 if r.covers(tool, thread_id) and r.matches(args, self.workspace)]  # fmt: skip
+        if not found:
+            return None
+        now = clock()
+        live = [r for r in found if r.state(now) == "active"]
+        if not live:
+            return None
+        best = min(live, key=lambda r: (EFFECTS.index(r.effect), _negated(r.specificity())))
+        used = best.model_copy(update={"uses": best.uses + 1, "last_used": now})
+        self._rules[best.id] = used
+        return used
+
+    def remembered(
+        self, decision: Decision, tool: str, args: Any, thread_id: str, now: float
+    ) -> Rule:
+        """The rule a remembered decision makes (and keeps): allow for an approval, deny
+        for a cancel, with the decision's pattern or else the narrowest for the call."""
+        assert decision.remember is not None
+        pattern = decision.pattern
+        try:
+            check_pattern(tool, pattern)
+        except RuleError:  # checked when it was decided; a room from elsewhere may differ
+            pattern = None
+        rule = Rule(
+            id=self.new_id(), tool=tool, effect="allow" if decision.action == "resume" else "deny",
+            pattern=pattern if pattern is not None else narrowest(tool, args),
+            scope=decision.remember, thread_id=None if decision.remember == "room" else thread_id,
+            made_by=decision.decided_by, made_at=now, decision_id=decision.id,
+        )  # fmt: skip
+        self.add(rule)
+        return rule
+
+
+def _number(rule_id: str) -> int:
+    tail = rule_id.rpartition(":")[2]
+    return int(tail) if tail.isdigit() else 0
+
+
+def _negated(key: tuple[float, ...]) -> tuple[float, ...]:
+    return tuple(-part for part in key)
