@@ -83,14 +83,15 @@ class AgentDeck(App[int]):
     def __init__(self, room: Room, *, clock: Callable[[], float] = time.time,
                  ids: Callable[[str], str] | None = None, provider: Any = None,
                  fps: int = FPS, tune_process: bool = False, attach: bool = False,
-                 serve_api: bool = True, loops: bool = True) -> None:  # fmt: skip
+                 serve_api: bool = True, loops: bool = True,
+                 keys_clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
         super().__init__()
         self.room, self.clock, self.tune_process = room, clock, tune_process
         self.bridge = Bridge(fps=fps)
         self._hosting = dict(clock=clock, ids=ids, provider=provider, serve_api=serve_api,
                              loops=loops)  # fmt: skip
         self.host: Host = AttachedHost(room) if attach else RuntimeHost(room, **self._hosting)
-        self.main = MainScreen(self.bridge, clock)
+        self.main = MainScreen(self.bridge, clock, keys_clock)
         settings.use_themes(self)
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
@@ -210,13 +211,15 @@ class AgentDeck(App[int]):
 def make_app(room: Room | str | Path, *, clock: Callable[[], float] = time.time,
              ids: Callable[[str], str] | None = None, provider: Any = None,
              fps: int = FPS, tune_process: bool = False, attach: bool = False,
-             serve_api: bool = True, loops: bool = True) -> AgentDeck:  # fmt: skip
+             serve_api: bool = True, loops: bool = True,
+             keys_clock: Callable[[], float] = time.monotonic) -> AgentDeck:  # fmt: skip
     """An app over `room`, hosting its runtime or (`attach`) a client of its owner; tests
-    pass a fixed clock, ids and provider."""
+    pass a fixed clock, ids and provider, and the clock of key timing (`keys_clock`,
+    monotonic seconds: a decision key just after the focus reached the queue asks first)."""
     room = room if isinstance(room, Room) else Room.at(room)
     return AgentDeck(room, clock=clock, ids=ids, provider=provider, fps=fps,
                      tune_process=tune_process, attach=attach, serve_api=serve_api,
-                     loops=loops)  # fmt: skip
+                     loops=loops, keys_clock=keys_clock)  # fmt: skip
 
 
 def run_console(room: Room) -> int:

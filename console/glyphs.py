@@ -28,6 +28,7 @@ _LOOKS: dict[str, Look] = {
     TurnStatus.RUNNING: Look("▶", "running", "state--running"),  # a call's and a step's too
     TurnStatus.WAITING: Look("⏸", "waiting", "state--waiting"),
     CallStatus.SUSPENDED: Look("◆", "suspended", "state--suspended"),
+    "decided": Look("✓", "decided", "state--waiting"),  # a suspended call whose decision waits
     CallStatus.RESUMING: Look("↻", "resuming", "state--running"),
     CallStatus.SUCCEEDED: Look("✔", "succeeded", "state--succeeded"),
     TurnStatus.DONE: Look("✔", "done", "state--succeeded"),

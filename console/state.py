@@ -27,7 +27,7 @@ from engine.events import (
     TurnChanged,
     TurnStarted,
 )
-from engine.lifecycle import CallStatus, TurnStatus
+from engine.lifecycle import CallStatus, DecisionStatus, TurnStatus
 from engine.lifecycle import turn as turn_lifecycle
 
 MAX_STEPS = 5_000
@@ -164,6 +164,8 @@ class DeckState:
         self._by_status: dict[TurnStatus, int] = {}  # turns per status, so `counts` is O(1)
         self.calls: dict[str, CallRow] = {}
         self.pending: dict[str, CallRow] = {}  # suspended calls, oldest first
+        # calls a decision was recorded for (its action), not yet applied: the turn is busy
+        self.decided: dict[str, str] = {}
         self.threads: dict[str, ThreadView] = {}
         self._shown: OrderedDict[str, None] = OrderedDict()  # loaded threads, least recent first
         self._recent: OrderedDict[str, None] = OrderedDict()  # every thread, most recent first
@@ -226,6 +228,7 @@ class DeckState:
             "turns": len(self.turns),
             "calls": len(self.calls),
             "pending": len(self.pending),
+            "decided": len(self.decided),
             "threads": len(self.threads),
             "chat entries": sum(len(v.entries) for v in self.threads.values()),
         }
@@ -329,6 +332,7 @@ class DeckState:
                         changed_threads.add(event.thread_id)
                 case DecisionRecorded():
                     ch.decisions.append(event)
+                    self._fold_decision(event, ch)
                 case Notice():
                     ch.notices.append(event)
                 case _:  # a kind the engine added and the console does not fold yet
@@ -374,6 +378,8 @@ class DeckState:
         if event.status.terminal:
             call.ended_at = event.at
         ch.turns.add(event.turn_id)
+        if event.status.terminal or event.status == CallStatus.RESUMING:
+            self.decided.pop(call.call_id, None)  # its decision is applied (or it ended)
         if event.status == CallStatus.SUSPENDED:
             if call.call_id not in self.pending:
                 self.pending[call.call_id] = call
@@ -381,6 +387,20 @@ class DeckState:
             ch.pending = True
         elif self.pending.pop(call.call_id, None) is not None:
             ch.pending = True
+
+    def mark_decided(self, call_id: str, action: str) -> None:
+        """A decision on `call_id` is on its way (this console sent it): the call takes no
+        other until it is applied or refused."""
+        self.decided[call_id] = action
+
+    def _fold_decision(self, event: DecisionRecorded, ch: Changes) -> None:
+        if event.status == DecisionStatus.QUEUED:
+            self.decided[event.call_id] = event.action
+        elif event.status == DecisionStatus.APPLIED:
+            self.decided.pop(event.call_id, None)
+        else:  # a duplicate leaves the mark of the decision that won; superseded, the newer's
+            return
+        ch.pending = ch.pending or event.call_id in self.pending
 
     def _trim_turns(self) -> None:
         """Forget the oldest finished turns (and their calls) beyond MAX_TURNS."""

@@ -1,6 +1,7 @@
 """The question each decision key asks before anything is decided, and the decision made
 from the answer. Approve asks nothing; the others confirm, take a reason the model will
-see, or open the arguments in an editor (a diff is shown before approving)."""
+see, or open the arguments in an editor (a diff is shown before approving). An approval
+is bound to the arguments the operator was shown (`seen`), or to the edited ones."""
 
 from __future__ import annotations
 
@@ -20,12 +21,14 @@ async def ask_decision(
 ) -> Decision | None:
     """The decision `action` makes on `call`, or None when the operator backs out."""
     if action == "approve":
-        return Decision.approve(call.call_id, id=make_id())
+        return Decision.approve(call.call_id, seen=call.args, id=make_id())
     if action == "remember":
         ok = await app.push_screen_wait(ConfirmScreen(
             f"Approve {call.tool} now and allow it without asking in {call.thread_id}?",
             yes="Approve + remember"))  # fmt: skip
-        return Decision.approve(call.call_id, remember="thread", id=make_id()) if ok else None
+        if not ok:
+            return None
+        return Decision.approve(call.call_id, seen=call.args, remember="thread", id=make_id())
     if action == "cancel":
         reason = await app.push_screen_wait(PromptScreen(
             f"Cancel {call.tool} {one_line(call.args, 50)} on {call.thread_id} "
@@ -36,5 +39,14 @@ async def ask_decision(
         from console.screens.edit_args import EditArgsScreen  # TextArea: load on use
 
         edited = await app.push_screen_wait(EditArgsScreen(call.tool, call.args))
-        return None if edited is None else Decision.approve(call.call_id, args=edited, id=make_id())
+        if edited is None:
+            return None
+        return Decision.approve(call.call_id, seen=call.args, args=edited, id=make_id())
+    if action == "use":
+        result = await app.push_screen_wait(PromptScreen(
+            f"Use a result instead of running {call.tool} {one_line(call.args, 50)} on "
+            f"{call.thread_id}: the model reads it as the tool's output. Result:", "result"))  # fmt: skip
+        if not result:
+            return None
+        return Decision.with_result(call.call_id, result, id=make_id())
     raise ValueError(f"unknown decision action {action!r}")

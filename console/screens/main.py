@@ -8,7 +8,8 @@ due (its pacing keeps keys quick in a flood).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from textual import on, work
@@ -20,7 +21,7 @@ from textual.screen import Screen
 from textual.widgets import Input
 
 from console.bridge import CALLS, CHAT, STATUS, TIMELINE, Bridge
-from console.format import short_id
+from console.format import one_line, short_id
 from console.groups import next_filter
 from console.screens.call_detail import CallDetailScreen
 from console.screens.confirm import ConfirmScreen
@@ -63,9 +64,10 @@ class MainScreen(Screen[None]):
             super().__init__()
             self.action, self.target, self.result = action, target, result
 
-    def __init__(self, bridge: Bridge, clock: Any) -> None:
+    def __init__(self, bridge: Bridge, clock: Any,
+                 keys_clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
         super().__init__()
-        self.bridge, self.clock = bridge, clock
+        self.bridge, self.clock, self.keys_clock = bridge, clock, keys_clock
         self.state = bridge.state
         self.thread_id = DEFAULT_THREAD
         self.selected_turn = ""
@@ -86,7 +88,7 @@ class MainScreen(Screen[None]):
                     yield CallsTable(id="calls")
                 with Vertical(id="decisions-pane", classes="pane"):
                     yield FilterBar(placeholder="filter decisions", id="decisions-filter")
-                    yield DecisionQueue(self.clock, id="decisions")
+                    yield DecisionQueue(self.clock, keys_clock=self.keys_clock, id="decisions")
         yield StatusBar(id="status")
         yield KeyBar()
 
@@ -167,7 +169,7 @@ class MainScreen(Screen[None]):
         status.running, status.waiting = self.state.counts()
 
     def _redraw_pending(self) -> None:
-        self.query_one(DecisionQueue).show_pending(self.state.pending)
+        self.query_one(DecisionQueue).show_pending(self.state.pending, self.state.decided)
         self._title_decisions()
 
     def _title_decisions(self) -> None:
@@ -242,7 +244,7 @@ class MainScreen(Screen[None]):
     @on(DecisionQueue.Decide)
     def decide(self, event: DecisionQueue.Decide) -> None:
         self.select_turn(event.call.turn_id)
-        self._decide(event.action, event.call)
+        self._decide(event.action, event.call, event.ask)
 
     @on(Input.Changed, "FilterBar")
     def filter_changed(self, event: Input.Changed) -> None:
@@ -269,15 +271,44 @@ class MainScreen(Screen[None]):
     # -- actions ----------------------------------------------------------------------------
 
     @work(group="decide")
-    async def _decide(self, action: str, call: CallRow) -> None:
+    async def _decide(self, action: str, call: CallRow, ask: str = "") -> None:
         if action == "details":
             await self.app.push_screen_wait(CallDetailScreen(call))
             return
+        if (refused := self._refusal(call)) is not None:
+            self.notify(refused, title="Nothing decided", severity="warning")
+            return
+        if ask:  # the key may not have been meant for the queue: No is the default
+            what = f"{call.tool} {one_line(call.args, 50)} on {call.thread_id}"
+            question = f"{ask} {action.capitalize()} {what}?"
+            if not await self.app.push_screen_wait(ConfirmScreen(question, yes="Go on")):
+                return
         decision = await ask_decision(self.app, action, call, self.bridge.decision_id)
         if decision is None:
             return
+        if (refused := self._refusal(call)) is not None:  # decided meanwhile
+            self.notify(refused, title="Nothing decided", severity="warning")
+            return
+        self.state.mark_decided(call.call_id, decision.action)  # no second decision from here
+        self._redraw_pending()
         self._mine.add(decision.id)
-        self._act(action, call.call_id, self.bridge.decide(decision))
+        self._act(action, call.call_id, self._send_decision(decision))
+
+    def _refusal(self, call: CallRow) -> str | None:
+        """Why `call` takes no decision now (None: it does)."""
+        what = f"{call.tool} {one_line(call.args, 40)} on {call.thread_id}"
+        if (decided := self.state.decided.get(call.call_id)) is None:
+            return None  # (a call decided and applied elsewhere: the runtime says whose won)
+        word = "approved" if decided == "resume" else "cancelled"
+        return f"{what} is decided ({word}): it applies when the turn is free."
+
+    async def _send_decision(self, decision: Any) -> Any:
+        try:
+            return await self.bridge.decide(decision)
+        except BaseException:  # not recorded: the call takes a decision again
+            self.state.decided.pop(decision.call_id, None)
+            self._redraw_pending()
+            raise
 
     def _act(self, action: str, target: str, work: Awaitable[Any]) -> None:
         from engine.api.models import Decided, Submitted  # loaded with the runtime by now

@@ -1,12 +1,20 @@
 """The decision queue: every suspended call across all threads, oldest first.
 
-Approve (`a`), cancel (`x`), edit then approve (`e`) and approve-and-remember (`A`) are
-distinct keys; Enter only opens the details. The widget posts what the operator asked
-for; the screen carries it out (with the prompts and confirmations).
+Approve (`a`), cancel (`x`), edit then approve (`e`), use a given result (`u`) and
+approve-and-remember (`A`) are distinct keys; Enter only opens the details. The widget
+posts what the operator asked for; the screen carries it out (with the prompts and
+confirmations).
+
+A decision key acts only while the queue has the focus and shows it; pressed within
+GUARD seconds of the focus arriving (a letter typed while the operator believes they are
+in the chat), or on a call of another thread the cursor moved to by itself (the row under
+it left), it asks first. A call already decided keeps its row, marked, until the decision
+is applied; the cursor stays on the same position when a row leaves.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from textual.binding import Binding
@@ -19,6 +27,7 @@ from console.widgets.keyed_table import KeyedTable
 
 COLUMNS = ("tool", "state", "arguments", "thread", "turn", "age")
 ARGS_PREVIEW = 120  # characters of arguments at most; a narrower table cuts them further
+GUARD = 0.3  # seconds after the focus arrives in which a decision key asks first
 
 
 class DecisionQueue(KeyedTable):
@@ -32,6 +41,7 @@ class DecisionQueue(KeyedTable):
         Binding("a", "decide('approve')", "Approve", priority=True),
         Binding("x", "decide('cancel')", "Cancel call", priority=True),
         Binding("e", "decide('edit')", "Edit+approve", priority=True),
+        Binding("u", "decide('use')", "Use a result", priority=True),
         Binding("A", "decide('remember')", "Approve+remember", priority=True),
         Binding("enter", "decide('details')", "Details", priority=True),
     ]
@@ -39,37 +49,88 @@ class DecisionQueue(KeyedTable):
     class Decide(Message):
         """The operator pressed a decision key on `call`."""
 
-        def __init__(self, action: str, call: CallRow) -> None:
+        def __init__(self, action: str, call: CallRow, ask: str = "") -> None:
             super().__init__()
             self.action, self.call = action, call
+            self.ask = ask  # why the screen must ask before anything else ("": no need)
 
-    def __init__(self, clock: Callable[[], float], **kw: object) -> None:
+    def __init__(self, clock: Callable[[], float], keys_clock: Callable[[], float] = time.monotonic,
+                 **kw: object) -> None:  # fmt: skip
         super().__init__(COLUMNS, state_columns=("state",), give_way=("arguments", "thread"),
                          **kw)  # fmt: skip
         self.clock = clock
+        self.keys_clock = keys_clock  # for GUARD (seconds, monotonic); tests pass their own
         self.filter_text = ""
+        self.decided: dict[str, str] = {}  # call id -> the action of its unapplied decision
         self._calls: dict[str, CallRow] = {}
+        self._thread_of: dict[str, str] = {}  # of the calls drawn, for the cursor's next row
+        self._focus_at = float("-inf")
+        self._landed: str | None = None  # another thread's call the cursor moved to itself
 
-    def show_pending(self, pending: dict[str, CallRow]) -> None:
-        """Draw the pending calls (filtered), keeping the cursor on the same call."""
+    def on_focus(self) -> None:
+        self._focus_at = self.keys_clock()
+
+    def show_pending(
+        self, pending: dict[str, CallRow], decided: dict[str, str] | None = None
+    ) -> None:
+        """Draw the pending calls (filtered), keeping the cursor on the same call; those
+        in `decided` are marked so."""
+        if decided is not None:
+            self.decided = decided
         needle = self.filter_text.lower()
         self._calls = {
             k: c for k, c in pending.items()
             if not needle or needle in f"{c.tool} {c.args} {c.thread_id} {c.turn_id}".lower()
         }  # fmt: skip
+        self._thread_of.update((k, c.thread_id) for k, c in self._calls.items())
         now = self.clock()
         self.show({
-            key: (call.tool, call.status, one_line(call.args, ARGS_PREVIEW), call.thread_id, short_id(call.turn_id),
+            key: (call.tool, "decided" if key in self.decided else call.status,
+                  one_line(call.args, ARGS_PREVIEW), call.thread_id, short_id(call.turn_id),
                   age(now - call.updated_at))
             for key, call in self._calls.items()
         })  # fmt: skip
+        self._thread_of = {k: c.thread_id for k, c in self._calls.items()}
+
+    def successor(
+        self, gone: str, before: list[str], rows: dict[str, tuple[str, ...]]
+    ) -> str | None:
+        """The next call down of the same thread (else the one above it); when its thread
+        has none left, the same position, and a decision key there asks first."""
+        thread = self._thread_of.get(gone)
+        at = before.index(gone) if gone in before else len(before)
+        mine = [k for k in before if k in rows and self._thread_of.get(k) == thread]
+        below = [k for k in mine if before.index(k) > at]
+        if below or mine:
+            return below[0] if below else mine[-1]
+        self._landed = super().successor(gone, before, rows)
+        return self._landed
+
+    def focus_shown(self) -> bool:
+        """The queue has the focus and the operator can see it does: the terminal has the
+        focus, the queue's screen is the one shown and the queue is on it."""
+        return (self.has_focus and self.app.app_focus and self.screen.is_current
+                and self.display and self.region.area > 0)  # fmt: skip
 
     def action_decide(self, action: str) -> None:
         key = self.current_key()
-        if key is not None and key in self._calls:
-            self.post_message(self.Decide(action, self._calls[key]))
-        elif action != "details":
-            self.notify("No decision is selected.", severity="warning")
+        if action != "details" and not self.focus_shown():
+            self.notify("The decision queue does not have the focus: press d to go there first.",
+                        severity="warning")  # fmt: skip
+            return
+        if key is None or key not in self._calls:
+            if action != "details":
+                self.notify("No decision is selected.", severity="warning")
+            return
+        call, ask = self._calls[key], ""
+        if action != "details" and key not in self.decided:
+            if self.keys_clock() - self._focus_at < GUARD:
+                ask = "The decision queue got the focus just now."
+            elif key == self._landed:
+                ask = (f"The cursor moved to this call of {call.thread_id} by itself "
+                       "(the call under it left).")  # fmt: skip
+            self._landed = None
+        self.post_message(self.Decide(action, call, ask))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()

@@ -98,6 +98,8 @@ class KeyedTable(DataTable[Text | str]):
                         self.update_cell(key, label, self._cell(label, new))
             return
         keep = self.current_key()
+        if keep is not None and keep not in rows:
+            keep = self.successor(keep, list(before), rows)
         self.clear(columns=refit)
         if refit:
             self._add_columns()
@@ -106,6 +108,17 @@ class KeyedTable(DataTable[Text | str]):
                          key=key)  # fmt: skip
         if keep is not None and keep in self.rows:
             self.move_cursor(row=self.get_row_index(keep), animate=False)
+
+    def successor(
+        self, gone: str, before: list[str], rows: dict[str, tuple[str, ...]]
+    ) -> str | None:
+        """Where the cursor goes when the row under it (`gone`, one of the keys `before`) is
+        no longer shown: it stays at the same position, which the next row down now takes
+        (the row above it when it was the last)."""
+        at = before.index(gone) if gone in before else len(before)
+        below = [k for k in before[at + 1 :] if k in rows]
+        above = [k for k in before[:at] if k in rows]
+        return below[0] if below else above[-1] if above else next(iter(rows), None)
 
     def current_key(self) -> str | None:
         """The key of the row under the cursor, if any."""
