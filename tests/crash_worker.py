@@ -155,10 +155,27 @@ async def approve_and_hang(room: str) -> None:
         await anyio.sleep_forever()
 
 
+async def approve_builtin(room: str) -> None:
+    """Approve every pending call of the built-in tools (the offline model's room), bound to
+    the arguments shown; a `shell` call's command may then outlive this process."""
+    from engine.builtin_tools import builtin_tools
+    from engine.providers.offline import OfflineModel
+
+    async with Runtime.open(
+        room, kind="decide", provider=OfflineModel(delay=0), tools=builtin_tools(), resume="none"
+    ) as rt:  # fmt: skip
+        for p in await rt.pending():
+            await rt.decide(Decision.approve(p.call_id, seen=p.args, decided_by="crash-worker"))
+        print("ready", flush=True)
+        await anyio.sleep_forever()
+
+
 if __name__ == "__main__":
     if len(sys.argv) != 3:
-        sys.exit("usage: python -m tests.crash_worker ROOM SEED|approve-and-hang")
+        sys.exit("usage: python -m tests.crash_worker ROOM SEED|approve-and-hang|approve-builtin")
     if sys.argv[2] == "approve-and-hang":
         anyio.run(approve_and_hang, sys.argv[1])
+    elif sys.argv[2] == "approve-builtin":
+        anyio.run(approve_builtin, sys.argv[1])
     else:
         anyio.run(main, sys.argv[1], int(sys.argv[2]))
