@@ -28,7 +28,10 @@ from engine.api.models import (
     Decided,
     GroupChange,
     Info,
+    NewRule,
     Problem,
+    RevokeBody,
+    Revoked,
     SubmitBody,
     Submitted,
 )
@@ -36,6 +39,7 @@ from engine.api.problems import install_problem_handlers
 from engine.decisions import Decision, PendingCall
 from engine.outcome import TurnOutcome
 from engine.review import Killed, Review
+from engine.rules import Rule
 from engine.scheduler import GroupConfig, Statistics
 
 KEEPALIVE = 15.0  # seconds between comments on an idle event stream
@@ -104,6 +108,22 @@ def make_api(client: LocalClient, hub: EventHub, closing: anyio.Event) -> FastAP
         """End the process group a crash left of a call (SIGTERM, then SIGKILL): only one
         this room recorded, in an earlier run; 409 otherwise."""
         return await client.kill_orphan(call_id)
+
+    @api.get("/v1/rules")
+    async def rules() -> list[Rule]:
+        """Every rule applied: agentdeck.toml's, then execution.db's, with uses and last use."""
+        return await client.rules()
+
+    @api.post("/v1/rules", status_code=201)
+    async def add_rule(rule: NewRule) -> Rule:
+        """Store and apply a new rule (422 for a pattern, tool or scope that cannot be used)."""
+        return await client.add_rule(rule)
+
+    @api.post("/v1/rules/{rule_id}/revoke")
+    async def revoke_rule(rule_id: str, body: RevokeBody | None = None) -> Revoked:
+        """Revoke a rule of execution.db (404 no such rule; 409 agentdeck.toml's, which is
+        changed in the file, or one revoked already)."""
+        return await client.revoke_rule(rule_id, (body or RevokeBody()).by)
 
     @api.get("/v1/scheduler")
     async def scheduler() -> Statistics:

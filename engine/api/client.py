@@ -17,6 +17,8 @@ from engine.api.models import (
     Decided,
     GroupChange,
     Info,
+    NewRule,
+    Revoked,
     SubmitBody,
     Submitted,
 )
@@ -25,6 +27,7 @@ from engine.events import Event
 from engine.outcome import TurnOutcome
 from engine.review import Killed, Review
 from engine.room import Room
+from engine.rules import Rule
 from engine.scheduler import GroupConfig, Statistics
 from engine.store.recent import Conversation, Recent
 
@@ -122,6 +125,19 @@ class RoomClient(Protocol):
     async def kill_orphan(self, call_id: str) -> Killed:
         """End the process group a crash left of call `call_id` (SIGTERM, then SIGKILL):
         only one this room recorded, in a run before the current one."""
+        ...
+
+    async def rules(self) -> list[Rule]:
+        """Every rule applied (agentdeck.toml's, then execution.db's), with uses and last use."""
+        ...
+
+    async def add_rule(self, rule: NewRule) -> Rule:
+        """Store and apply a new rule; `Invalid` says what is wrong with it."""
+        ...
+
+    async def revoke_rule(self, rule_id: str, by: str = "operator") -> Revoked:
+        """Revoke a rule of execution.db: `NotFound` for no such rule, `Conflict` for
+        agentdeck.toml's (changed in the file) or one revoked already."""
         ...
 
     async def statistics(self) -> Statistics:

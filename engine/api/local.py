@@ -13,14 +13,25 @@ import anyio
 from anyio.abc import TaskStatus
 
 from engine import __version__, review
+from engine.api import rulebook
 from engine.api.client import Conflict, Invalid, NotFound, Receive, Refused, Resync
-from engine.api.models import Cancelled, Decided, GroupChange, Info, SubmitBody, Submitted
+from engine.api.models import (
+    Cancelled,
+    Decided,
+    GroupChange,
+    Info,
+    NewRule,
+    Revoked,
+    SubmitBody,
+    Submitted,
+)
 from engine.binding import why_not
 from engine.decisions import Decision, PendingCall
 from engine.lifecycle.call import under_review
 from engine.messages import InvalidMessage, Message
 from engine.outcome import TurnOutcome
 from engine.review import Killed, Review
+from engine.rules import Rule
 from engine.runtime import Runtime
 from engine.scheduler import GroupConfig, Rejected, Statistics
 from engine.store.recent import Conversation, Recent, read_conversation, read_recent
@@ -136,6 +147,15 @@ class LocalClient:
             raise Conflict(str(exc)) from None
         rt.notice("info", f"process group {killed.pgid} of call {call_id}: {killed.result}")
         return killed
+
+    async def rules(self) -> list[Rule]:
+        return rulebook.listed(self.runtime)
+
+    async def add_rule(self, rule: NewRule) -> Rule:
+        return await rulebook.add(self.runtime, rule)
+
+    async def revoke_rule(self, rule_id: str, by: str = "operator") -> Revoked:
+        return await rulebook.revoke(self.runtime, rule_id, by)
 
     async def statistics(self) -> Statistics:
         return self.runtime.statistics()

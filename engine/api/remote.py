@@ -32,13 +32,23 @@ from engine.api.client import (
     Refused,
     Resync,
 )
-from engine.api.models import Cancelled, Decided, GroupChange, Info, SubmitBody, Submitted
+from engine.api.models import (
+    Cancelled,
+    Decided,
+    GroupChange,
+    Info,
+    NewRule,
+    Revoked,
+    SubmitBody,
+    Submitted,
+)
 from engine.api.sockets import connect_path
 from engine.decisions import Decision, PendingCall
 from engine.events import parse_events
 from engine.outcome import TurnOutcome
 from engine.review import Killed, Review
 from engine.room import Room, owner_of
+from engine.rules import Rule
 from engine.scheduler import GroupConfig, Statistics
 from engine.sse import parse_sse, sse_lines
 from engine.store.recent import Conversation, Recent, read_conversation, read_recent
@@ -131,6 +141,17 @@ class RemoteClient:
         data = await self._call("POST", f"/v1/reviews/{_seg(call_id)}/kill", read_for=30.0)
         return Killed.model_validate(data)
 
+    async def rules(self) -> list[Rule]:
+        return _RULES.validate_python(await self._call("GET", "/v1/rules"))
+
+    async def add_rule(self, rule: NewRule) -> Rule:
+        data = await self._call("POST", "/v1/rules", body=rule.model_dump(mode="json"))
+        return Rule.model_validate(data)
+
+    async def revoke_rule(self, rule_id: str, by: str = "operator") -> Revoked:
+        data = await self._call("POST", f"/v1/rules/{_seg(rule_id)}/revoke", body={"by": by})
+        return Revoked.model_validate(data)
+
     async def statistics(self) -> Statistics:
         return _STATISTICS.validate_python(await self._call("GET", "/v1/scheduler"))
 
@@ -216,4 +237,5 @@ _OUTCOME: TypeAdapter[TurnOutcome] = TypeAdapter(TurnOutcome)
 _PENDING: TypeAdapter[list[PendingCall]] = TypeAdapter(list[PendingCall])
 _REVIEWS: TypeAdapter[list[Review]] = TypeAdapter(list[Review])
 _STATISTICS: TypeAdapter[Statistics] = TypeAdapter(Statistics)
+_RULES: TypeAdapter[list[Rule]] = TypeAdapter(list[Rule])
 _GROUP: TypeAdapter[GroupConfig] = TypeAdapter(GroupConfig)

@@ -4,7 +4,7 @@ decisions and history.
 `--json` output and exit codes are a contract: 0 done/natural, 3 waiting, 1 any other end,
 2 bad usage or input, 4 the room is held by another process that cannot take this now (a
 one-off that serves no API, an owner that stopped answering): try again. Commands that act on turns (`invoke`, `decide`, `cancel`, `pending`)
-go through the owner's API when the room is owned, and open the room themselves only when
+and `rules` go through the owner's API when the room is owned, and open the room themselves only when
 nobody owns it; their output is the same either way.
 """
 
@@ -72,6 +72,9 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--json", action="store_true")
     sp = command("pending", "the calls waiting for a decision, oldest first")
     sp.add_argument("--json", action="store_true")
+    from engine.cli.rules import add_parser
+
+    add_parser(command("rules", "the rules that allow, ask for or deny calls: list, add, revoke"))
     sp = command("history", "turns, newest first; filters, search, one turn")
     sp.add_argument("--thread")
     sp.add_argument("--limit", type=int, default=20)
@@ -121,7 +124,8 @@ def main(argv: list[str] | None = None, run_console: Callable[[Room], int] | Non
         return 130
 
 
-_POSITIONAL = {"text": "the text", "call_id": "CALL_ID", "turn_id": "TURN_ID"}
+_POSITIONAL = {"text": "the text", "call_id": "CALL_ID", "turn_id": "TURN_ID",
+               "rule_id": "RULE_ID"}  # fmt: skip
 
 
 def _undecodable(args: argparse.Namespace) -> str | None:
@@ -138,7 +142,7 @@ def _undecodable(args: argparse.Namespace) -> str | None:
 
 
 def _handler(command: str) -> Callable[[Room, argparse.Namespace], Awaitable[int]]:
-    from engine.cli import process, reading, turns
+    from engine.cli import process, reading, rules, turns
 
     return {
         "run": process.run,
@@ -147,6 +151,7 @@ def _handler(command: str) -> Callable[[Room, argparse.Namespace], Awaitable[int
         "decide": turns.decide,
         "cancel": turns.cancel,
         "pending": turns.pending,
+        "rules": rules.rules,
         "history": reading.history,
         "info": reading.info,
     }[command]

@@ -68,3 +68,15 @@ async def load(store: Store, toml: Iterable[Rule] = ()) -> list[Rule]:
 async def last_id(store: Store) -> int:
     """The highest id a rule ever had (a revoked one's too): new ids go past it."""
     return int(await store.scalar("SELECT coalesce(max(id), 0) FROM rules"))
+
+
+async def revocation(store: Store, rule_id: str) -> tuple[float, str] | None:
+    """When and by whom rule `rule_id` of execution.db was revoked; None when it never was
+    (or no such rule was ever made)."""
+    if not rule_id.isdigit():
+        return None
+    row = await store.fetchone(
+        "SELECT revoked_at, revoked_by FROM rules WHERE id=? AND revoked_at IS NOT NULL",
+        (int(rule_id),),
+    )
+    return None if row is None else (row["revoked_at"], row["revoked_by"] or "")
