@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 import sys
 import tomllib
 from collections.abc import Iterable
@@ -10,7 +12,15 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from engine.rules import Rule, check_pattern
 
@@ -145,6 +155,61 @@ class RuleSettings(_Section):
                     reason=self.reason)  # fmt: skip
 
 
+DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+MAX_DEADLINE = 30 * 86400.0  # seconds: a longer wait is no deadline
+
+
+def parse_duration(value: object) -> float:
+    """Seconds of a duration as agentdeck.toml writes it ("90s", "10m", "2h", "1h30m", or
+    a number of seconds); "none" is no deadline (math.inf). ValueError saying what is
+    wrong otherwise."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    elif isinstance(value, str) and value.strip().lower() in ("none", "off"):
+        return math.inf
+    elif isinstance(value, str) and (parts := _DURATION.fullmatch(value.strip().lower())):
+        seconds = sum(float(n) * DURATION_UNITS[u]
+                      for n, u in _DURATION_PART.findall(parts.group(0)))  # fmt: skip
+    else:
+        raise ValueError(f'a duration is like "90s", "10m", "2h" or "1h30m", not {value!r}')
+    if not 0 < seconds <= MAX_DEADLINE:
+        raise ValueError(f"a duration is more than 0 and at most 30 days, not {value!r}")
+    return seconds
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd])")
+_DURATION = re.compile(r"(?:\d+(?:\.\d+)?\s*[smhd]\s*)+")
+
+Duration = Annotated[float, BeforeValidator(parse_duration)]
+OnDeadline = Literal["cancel", "approve"]
+
+
+class DeadlineSettings(_Section):
+    """How long a call of one tool (or one thread group) may wait for a decision."""
+
+    deadline: Duration | None = None  # left out: the next less specific one applies
+    on_deadline: OnDeadline | None = None
+
+
+class ApprovalsConfig(_Section):
+    """`[approvals]`: deadlines of suspended calls (engine.deadlines). The most specific
+    applies: `[approvals.tools.NAME]`, then `[approvals.groups.NAME]`, then this one."""
+
+    deadline: Duration | None = None  # none: a call waits as long as it takes
+    on_deadline: OnDeadline = "cancel"  # what the deadline decides
+    tools: dict[str, DeadlineSettings] = Field(default_factory=dict)
+    groups: dict[str, DeadlineSettings] = Field(default_factory=dict)
+
+
+class ConsoleConfig(_Section):
+    """`[console]`: how the console asks for attention when a call starts waiting."""
+
+    bell: bool = True  # ring the terminal bell
+    # a desktop notification by escape sequence: "auto" picks by the terminal (engine
+    # leaves it to the console), "osc9", "osc777", or "off"
+    desktop_notify: Literal["auto", "osc9", "osc777", "off"] = "auto"
+
+
 class Config(_Section):
     store: StoreConfig = Field(default_factory=StoreConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
@@ -154,6 +219,8 @@ class Config(_Section):
     pulse: PulseConfig = Field(default_factory=PulseConfig)
     server: ServerConfig = Field(default_factory=ServerConfig)
     rules: list[RuleSettings] = Field(default_factory=list)
+    approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
+    console: ConsoleConfig = Field(default_factory=ConsoleConfig)
 
 
 def toml_rules(config: Config, path: Path, tools: Iterable[str]) -> list[Rule]:
@@ -165,6 +232,18 @@ def toml_rules(config: Config, path: Path, tools: Iterable[str]) -> list[Rule]:
             raise ConfigError(f"{path}: [rules.{number}] unknown tool {rule.tool!r} "
                               f"(tools: {', '.join(known)})")  # fmt: skip
     return [rule.as_rule(number) for number, rule in enumerate(config.rules, 1)]
+
+
+def check_approvals(config: Config, path: Path, tools: Iterable[str],
+                    groups: Iterable[str]) -> None:  # fmt: skip
+    """ConfigError when `[approvals]` names a tool or thread group the runtime does not
+    have (a typo would leave a deadline that never applies)."""
+    for what, known, named in (("tools", sorted(tools), config.approvals.tools),
+                               ("groups", sorted(groups), config.approvals.groups)):  # fmt: skip
+        for name in named:
+            if name not in known:
+                raise ConfigError(f"{path}: [approvals.{what}.{_key(name)}] unknown "
+                                  f"{what[:-1]} {name!r} ({what}: {', '.join(known)})")  # fmt: skip
 
 
 def load_config(path: Path) -> Config:

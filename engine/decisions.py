@@ -136,7 +136,10 @@ class PendingCall(BaseModel):
     tool: str
     args: Any
     reason: str = ""
-    since: float = 0.0
+    since: float = 0.0  # when it started waiting
+    group: str | None = None  # its thread's group
+    # when its deadline decides it (engine.deadlines); None: it waits as long as it takes
+    deadline_at: float | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property

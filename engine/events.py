@@ -99,7 +99,8 @@ class MessageAppended(_Event):
 
 
 class CallChanged(_Event):
-    """A tool call moved in its lifecycle."""
+    """A tool call moved in its lifecycle. `deadline_at` is written only when set, so an
+    event stored before calls had deadlines keeps its JSON."""
 
     kind: Literal["call_changed"] = "call_changed"
     call_id: str
@@ -108,6 +109,15 @@ class CallChanged(_Event):
     status: CallStatus
     result: str | None = None
     error: str | None = None
+    # suspended: when its deadline decides it (engine.deadlines); None: no deadline
+    deadline_at: float | None = None
+
+    @model_serializer(mode="wrap")
+    def _deadline_if_any(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if data.get("deadline_at", 0) is None:
+            del data["deadline_at"]
+        return data
 
 
 class DecisionRecorded(_Event):

@@ -16,7 +16,7 @@ import logging
 import os
 import random
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal
@@ -24,8 +24,9 @@ from typing import Any, Literal
 import anyio
 
 from engine.bus import EventBus
-from engine.config import Config, load_config, toml_rules
+from engine.config import Config, check_approvals, load_config, toml_rules
 from engine.conversation import Conversation
+from engine.deadlines import DeadlineWatch, pending_calls
 from engine.decisions import Decision, PendingCall, storable
 from engine.events import Notice, one_line
 from engine.inbox import DecisionInbox
@@ -49,7 +50,7 @@ from engine.scheduler import (
 from engine.store import Store
 from engine.store import rules as ruled
 from engine.store import turns as rows
-from engine.store.outcome import read_outcome, read_pending
+from engine.store.outcome import read_outcome
 from engine.store.schedule import group_row, key_row, keyed_request, request_row, restore_schedule
 from engine.strategies import strategy_for
 from engine.summary import SummaryFile
@@ -92,12 +93,8 @@ class Runtime:
         self._requests: dict[str, Request] = {}  # this run's requests, by id
         self._keys: dict[str, Request] = {}  # this run's requests, by idempotency key
         self._step_id = 0
-        self.bus = EventBus(store, self.run_id, clock)
-        self.subscribe, self.publish, self.commit = (
-            self.bus.subscribe,
-            self.bus.publish,
-            self.bus.commit,
-        )
+        self.bus = bus = EventBus(store, self.run_id, clock)
+        self.subscribe, self.publish, self.commit = bus.subscribe, bus.publish, bus.commit
         self.ctx = TurnContext(  # what its turns get of this run: never the runtime itself
             run_id=self.run_id, clock=clock, new_id=self.new_id, next_step_id=self.next_step_id,
             publish=self.publish, commit=self.commit, provider=provider, tools=tools,
@@ -128,6 +125,7 @@ class Runtime:
         plugins: list[Plugin] | None = None,
         config: Config | None = None,
         clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], Awaitable[Any]] = anyio.sleep,  # for approval deadlines
         ids: Callable[[str], str] | None = None,
         resume: Literal["all", "none"] = "all",
     ) -> AsyncIterator[Runtime]:
@@ -161,6 +159,9 @@ class Runtime:
                         sv.tg = tg
                         tg.start_soon(store.index_forever, INDEX_EVERY)
                         if resume == "all":
+                            tg.start_soon(DeadlineWatch(store, config.approvals, clock=clock,
+                                sleep=sleep, decide=rt.decide, queued=rt.decisions.queued_for,
+                                subscribe=rt.subscribe, notice=rt.notice).run)  # fmt: skip
                             for turn_id in sorted(sv.interrupted):
                                 sv.spawn_resume(turn_id)
                             for turn_id in await rt.decisions.stale_turns():  # decided, not
@@ -187,6 +188,8 @@ class Runtime:
 
     async def _start(self) -> None:
         toml = toml_rules(self.config, self.room.config, self.tools.names())  # before a write
+        groups = {*self.scheduler.groups, *self.config.groups}
+        check_approvals(self.config, self.room.config, self.tools.names(), groups)
         now = self.clock()
         self._step_id = await rows.last_step_id(self.store)
         await self.store.write(rows.run_started(self.run_id, self.kind, os.getpid(), now))
@@ -422,8 +425,8 @@ class Runtime:
         return await self.supervisor.call_state(call_id)
 
     async def pending(self) -> list[PendingCall]:
-        """Every suspended call in the room, oldest first."""
-        return await read_pending(self.store)
+        """Every suspended call in the room, oldest first, with its deadline."""
+        return await pending_calls(self.store, self.config.approvals)
 
     async def outcome(self, turn_id: str) -> TurnOutcome:
         """Where a turn stands, from execution.db."""

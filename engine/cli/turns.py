@@ -124,7 +124,8 @@ async def pending(room: Room, args: argparse.Namespace) -> int:
         args_text = json.dumps(c.args)
         args_text = args_text if len(args_text) <= 80 else args_text[:79] + "…"
         print(f"{c.call_id}  {c.tool} {args_text}  on {c.thread_id} (turn {c.turn_id}), "
-              f"waiting {_age(now - c.since)}")  # fmt: skip
+              f"waiting {_age(now - c.since)}"
+              + ("" if c.deadline_at is None else f", deadline in {_age(c.deadline_at - now)}"))  # fmt: skip
     if not calls:
         print("agentdeck: no call waits for a decision", file=sys.stderr)
     return EXIT_OK

@@ -27,6 +27,7 @@ from typing import Any
 import anyio
 
 from engine.conversation import Conversation
+from engine.deadlines import stamp
 from engine.events import StepFinished, StepStarted, TextDelta, TurnChanged
 from engine.inbox import already
 from engine.lifecycle import CallStatus, TurnStatus
@@ -116,7 +117,8 @@ class TurnLoop(Replay):
         for call in touched:
             if (row := call.row()) is not None:
                 self.ops.append(row)
-            self.events.extend(call.events)
+            self.events.extend(stamp(e, self.ctx.config.approvals, self.turn.group)
+                               for e in call.events)  # fmt: skip
             call.events.clear()
             if call.status.terminal:  # a decision that arrived while it ran never applies
                 self._duplicates(call, self.ctx.decisions.ended(call), already(call), now)
