@@ -166,6 +166,24 @@ async def kill_orphan(store: Store, call_id: str, run_id: str, at: float) -> Kil
     return Killed(call_id=call_id, pgid=record["pgid"], result=result)
 
 
+def process_text(process: ProcessFacts) -> str:
+    """What is known of a call's process group, in words (the CLI's and the console's)."""
+    state = (f"killed by an operator ({process.killed})" if process.killed and not process.alive
+             else "still running" if process.alive else "gone")  # fmt: skip
+    return f"process group {process.pgid} `{process.command}`: {state}"
+
+
+def file_text(found: FileFacts) -> str:
+    """What is known of a file a call was writing, in words."""
+    if not found.exists:
+        return f"{found.path}: missing"
+    if found.size is None:
+        return f"{found.path}: exists ({found.note or 'unreadable'})"
+    what = {True: "holds what the call was to write", False: "differs from what the call "
+            "was to write", None: "its content was not to be known"}[found.matches]  # fmt: skip
+    return f"{found.path}: {found.size:,} bytes, {what}"
+
+
 def notice_text(call_id: str, tool: str, args: Any, process: Any) -> str:
     """What the operator is told when a call is put up for review at a restart."""
     what = f"{tool} call {call_id}"
@@ -174,4 +192,5 @@ def notice_text(call_id: str, tool: str, args: Any, process: Any) -> str:
     text = f"{what} was running when agentdeck stopped: its outcome is unknown"
     if isinstance(process, dict) and orphans.alive(process):
         text += f"; its process group {process['pgid']} is still running"
-    return text + ". Review it (! in the console, or agentdeck pending)."
+    return text + (f". Review it: ! in the console, or `agentdeck review` then "
+                   f"`agentdeck decide {call_id} fail|rerun` (or approve --result).")  # fmt: skip

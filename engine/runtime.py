@@ -167,6 +167,8 @@ class Runtime:
                             for turn_id in await rt.decisions.stale_turns():  # decided, not
                                 if turn_id not in sv.live:  # applied: a run died between
                                     sv.spawn_resume(turn_id)
+                        else:
+                            await sv.review_left()
                         sv.pump()  # requests a previous run accepted and did not start
                         yield rt
                         tg.cancel_scope.cancel()

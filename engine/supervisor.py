@@ -207,6 +207,13 @@ class TurnSupervisor:
 
     # -- decisions --------------------------------------------------------------------------
 
+    async def review_left(self) -> None:
+        """A one-off runtime resumes no interrupted turn, but the calls their dead run left
+        running wait for a review all the same (engine.review), so that `agentdeck review`
+        and `decide` see them whether or not the room has an owner."""
+        for turn_id in sorted(self.interrupted):
+            await (await self.load(turn_id)).review_left()
+
     def wake(self, turn_id: str) -> None:
         """A decision for one of the turn's calls is queued: its loop takes it now, or the
         turn is resumed to take it."""

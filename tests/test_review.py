@@ -162,6 +162,22 @@ def leftover() -> Iterator[list[int]]:
             pass
 
 
+async def crashed_shell(tmp_path: Path, command: str) -> tuple[Path, str, str, dict]:
+    """A room whose `shell` call (`echo x >> ran.log; ` and `command`) was running when its
+    runtime was killed: (room, call, turn, its process group's record). The group is
+    alive: whoever calls this ends it (the `leftover` fixture)."""
+    room = tmp_path / "room"
+    async with Runtime.open(room, kind="invoke", provider=OfflineModel(delay=0),
+                            tools=builtin_tools()) as rt:  # fmt: skip
+        out = await rt.run_turn(Message(origin="invoke", sender="t", thread_id="t",
+                                        text=f"run `echo x >> ran.log; {command}`"))  # fmt: skip
+    [call_id] = [p["call_id"] for p in out.pending]
+    kill_worker(room, "approve-builtin", lambda: (room / "workspace" / "ran.log").exists())
+    record = process_of(room)
+    assert record is not None and orphans.alive(record)
+    return room, call_id, out.turn_id, record
+
+
 def process_of(room: Path) -> dict | None:
     rows = room_rows(room, "SELECT meta FROM tool_calls WHERE tool='shell'")
     return json.loads(rows[0][0] or "{}").get("process") if rows else None
@@ -170,19 +186,8 @@ def process_of(room: Path) -> dict | None:
 async def test_a_shell_calls_surviving_process_group_is_reported_and_killed(
     tmp_path: Path, leftover: list[int]
 ) -> None:
-    room = tmp_path / "room"
-    async with Runtime.open(room, kind="invoke", provider=OfflineModel(delay=0),
-                            tools=builtin_tools()) as rt:  # fmt: skip
-        out = await rt.run_turn(Message(origin="invoke", sender="t", thread_id="t",
-                                        text="run `sleep 120; echo late`"))  # fmt: skip
-    [call_id] = [p["call_id"] for p in out.pending]
-    kill_worker(room, "approve-builtin", lambda: process_of(room) is not None)
-    record = process_of(room)
-    assert record is not None
+    room, call_id, turn_id, record = await crashed_shell(tmp_path, "sleep 120; echo late")
     leftover.append(record["pgid"])
-    with anyio.fail_after(10):  # the gate opens just after the record is written
-        while not orphans.alive(record):
-            await anyio.sleep(0.01)
 
     async with Runtime.open(room, kind="run", provider=OfflineModel(delay=0),
                             tools=builtin_tools()) as rt:  # fmt: skip
@@ -191,7 +196,7 @@ async def test_a_shell_calls_surviving_process_group_is_reported_and_killed(
         [review] = await client.reviews()
         assert review.process is not None
         assert (review.process.pgid, review.process.alive) == (record["pgid"], True)
-        assert review.process.command == "sleep 120; echo late"
+        assert review.process.command == "echo x >> ran.log; sleep 120; echo late"
         killed = await client.kill_orphan(call_id)
         assert (killed.pgid, killed.result) == (record["pgid"], "terminated")
         assert not orphans.alive(record)
@@ -203,5 +208,5 @@ async def test_a_shell_calls_surviving_process_group_is_reported_and_killed(
         # the call still waits for its review: it is failed, and the turn finishes
         assert await rt.decide(Decision.fail(call_id, "killed")) == "queued"
         with anyio.fail_after(20):
-            done = await rt.wait_turn(out.turn_id)
+            done = await rt.wait_turn(turn_id)
     assert done.status == "done"

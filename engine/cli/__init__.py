@@ -3,8 +3,8 @@ decisions and history.
 
 `--json` output and exit codes are a contract: 0 done/natural, 3 waiting, 1 any other end,
 2 bad usage or input, 4 the room is held by another process that cannot take this now (a
-one-off that serves no API, an owner that stopped answering): try again. Commands that act on turns (`invoke`, `decide`, `cancel`, `pending`)
-and `rules` go through the owner's API when the room is owned, and open the room themselves only when
+one-off that serves no API, an owner that stopped answering): try again. Commands that act on turns (`invoke`, `decide`, `cancel`, `pending`,
+`review`) and `rules` go through the owner's API when the room is owned, and open the room themselves only when
 nobody owns it; their output is the same either way.
 """
 
@@ -55,10 +55,15 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("text")
     sp = command("decide", "decide a suspended call and continue its turn")
     sp.add_argument("call_id")
-    sp.add_argument("action", choices=["approve", "cancel"])
+    sp.add_argument(
+        "action", choices=["approve", "cancel", "fail", "rerun"],
+        help="fail and rerun answer a call under review after a crash (`agentdeck review`): "
+        "it failed, or run it again (it may then have run twice); mark it succeeded with "
+        "approve --result",
+    )  # fmt: skip
     sp.add_argument("--args", help="approve with these arguments (a JSON object)")
     sp.add_argument("--result", help="approve with this result instead of running (JSON)")
-    sp.add_argument("--reason", default="", help="cancel: the reason the model sees")
+    sp.add_argument("--reason", default="", help="cancel, fail: the reason the model sees")
     sp.add_argument("--remember", choices=["thread", "room"])
     sp.add_argument(
         "--args-hash",
@@ -75,6 +80,11 @@ def _parser() -> argparse.ArgumentParser:
     from engine.cli.rules import add_parser
 
     add_parser(command("rules", "the rules that allow, ask for or deny calls: list, add, revoke"))
+    sp = command("review", "the calls whose outcome a crash left unknown, with what is known")
+    sp.add_argument("what", nargs="?", choices=["list", "kill"], default="list",
+                    help="list (the default), or kill CALL: end its surviving process group")  # fmt: skip
+    sp.add_argument("call_id", nargs="?", help="kill: the call whose process group to end")
+    sp.add_argument("--json", action="store_true")
     sp = command("history", "turns, newest first; filters, search, one turn")
     sp.add_argument("--thread")
     sp.add_argument("--limit", type=int, default=20)
@@ -142,7 +152,7 @@ def _undecodable(args: argparse.Namespace) -> str | None:
 
 
 def _handler(command: str) -> Callable[[Room, argparse.Namespace], Awaitable[int]]:
-    from engine.cli import process, reading, rules, turns
+    from engine.cli import process, reading, review, rules, turns
 
     return {
         "run": process.run,
@@ -152,6 +162,7 @@ def _handler(command: str) -> Callable[[Room, argparse.Namespace], Awaitable[int
         "cancel": turns.cancel,
         "pending": turns.pending,
         "rules": rules.rules,
+        "review": review.review,
         "history": reading.history,
         "info": reading.info,
     }[command]

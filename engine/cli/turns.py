@@ -1,4 +1,7 @@
-"""`invoke`, `decide`, `cancel` and `pending`: through the owner's API, or the room itself."""
+"""`invoke`, `decide`, `cancel` and `pending`: through the owner's API, or the room itself.
+
+`decide CALL fail|rerun` answer a call under review after a crash (engine/review.py); a
+rerun is bound to the arguments' hash as an approval is (engine/binding.py)."""
 
 from __future__ import annotations
 
@@ -55,14 +58,18 @@ async def decide(room: Room, args: argparse.Namespace) -> int:
     result = json_arg(args.result, "--result")
     if edited is not None and not isinstance(edited, dict):
         raise UsageError("--args must be a JSON object")
-    if args.action == "cancel" and (args.args or args.result):
-        raise UsageError("cancel takes no --args or --result")
+    if args.action in ("cancel", "fail", "rerun") and (args.args or args.result):
+        raise UsageError(f"{args.action} takes no --args or --result")
+    if args.action in ("fail", "rerun") and args.remember:
+        raise UsageError(f"{args.action} makes no rule: --remember is for approve and cancel")
+    if args.action == "rerun" and args.reason:
+        raise UsageError("rerun takes no --reason")
     if args.args and args.result:
         raise UsageError("give --args or --result, not both")
     kw: dict[str, Any] = {"remember": args.remember, "decided_by": "operator"}
     if args.args_hash is not None:
-        if args.action == "cancel" or args.result is not None:
-            raise UsageError("--args-hash binds an approval that runs the tool")
+        if args.action in ("cancel", "fail") or args.result is not None:
+            raise UsageError("--args-hash binds an approval (or a rerun) that runs the tool")
         if not re.fullmatch(r"[0-9a-f]{64}", args.args_hash):
             raise UsageError("--args-hash must be a SHA-256 in hex, as `pending --json` gives it")
         kw["args_hash"] = args.args_hash
@@ -71,6 +78,10 @@ async def decide(room: Room, args: argparse.Namespace) -> int:
     try:
         if args.action == "cancel":
             decision = Decision.cancel(args.call_id, args.reason, **kw)
+        elif args.action == "fail":
+            decision = Decision.fail(args.call_id, args.reason, **kw)
+        elif args.action == "rerun":
+            decision = Decision.rerun(args.call_id, **kw)
         elif args.result is not None:
             decision = Decision.with_result(args.call_id, result, **kw)
         else:
@@ -91,7 +102,10 @@ async def decide(room: Room, args: argparse.Namespace) -> int:
         if decided.status == "duplicate" and not args.json:
             print(f"agentdeck: call {args.call_id} was already decided ({decided.call_status})",
                   file=sys.stderr)  # fmt: skip
-        outcome = await settled(client, decided.turn_id)
+        if decided.status == "refused":  # nothing changed: where the turn stands now
+            outcome = await client.outcome(decided.turn_id)  # (a turn a crash left may be
+        else:  # `running` until a runtime resumes it: no waiting for it)
+            outcome = await settled(client, decided.turn_id)
     code = report(outcome, args.json)
     if decided.status == "refused":  # nothing ran; the call still waits for a decision
         print(f"agentdeck: decision refused: {decided.note}", file=sys.stderr)
@@ -124,14 +138,15 @@ async def pending(room: Room, args: argparse.Namespace) -> int:
         args_text = json.dumps(c.args)
         args_text = args_text if len(args_text) <= 80 else args_text[:79] + "…"
         print(f"{c.call_id}  {c.tool} {args_text}  on {c.thread_id} (turn {c.turn_id}), "
-              f"waiting {_age(now - c.since)}"
-              + ("" if c.deadline_at is None else f", deadline in {_age(c.deadline_at - now)}"))  # fmt: skip
+              f"waiting {age(now - c.since)}"
+              + ("" if c.deadline_at is None else f", deadline in {age(c.deadline_at - now)}"))  # fmt: skip
     if not calls:
         print("agentdeck: no call waits for a decision", file=sys.stderr)
     return EXIT_OK
 
 
-def _age(seconds: float) -> str:
+def age(seconds: float) -> str:
+    """How long ago, coarse: 5s, 3m, 2h, 4d."""
     seconds = max(0, int(seconds))
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:

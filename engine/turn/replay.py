@@ -185,6 +185,23 @@ class Replay:
         self.step_end("succeeded", "recovered " + calls_summary(orphans))
         await self.commit("tool_results_committed", orphans)
 
+    async def review_left(self: _Loop) -> int:
+        """A one-off runtime's part of `recover` (`agentdeck review`, `decide`, opening a
+        room nobody owns): the calls the last run left `running` whose tool is not
+        idempotent wait for a review now, and nothing runs; the rest of the recovery is
+        left to the runtime that resumes the turn. Returns how many were put up."""
+        now = self.ctx.clock()
+        left = [
+            c for c in self.turn.calls.values()
+            if c.status is CallStatus.RUNNING
+            and not ((tool := self.ctx.tools.get(c.tool)) is not None and tool.idempotent)
+        ]  # fmt: skip
+        for call in left:
+            _await_review(self, call, now)
+        if left:
+            await self.commit(None, left)
+        return len(left)
+
 
 def _unbound(decision: Decision, call: CallState) -> str | None:
     """Why `decision` may not apply to `call` (engine.binding), or None."""
