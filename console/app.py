@@ -73,6 +73,9 @@ class AgentDeck(App[int]):
     TITLE = "agentdeck"
     CSS_PATH = str(Path(themes.__file__).with_name("app.tcss"))
     COMMANDS = App.COMMANDS | {_deck_commands}
+    # Classes every screen gets by the terminal's size; themes/app.tcss styles them.
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
     BINDINGS = [
         Binding("q", "quit", "Quit"),
         Binding("question_mark,f1", "help", "Help"),

@@ -39,6 +39,10 @@ def _symlink(path: str, shown: str) -> ToolError:
     )
 
 
+class NoSuchFile(ToolError):
+    """The path names nothing in the workspace (its text says which path)."""
+
+
 class Workspace:
     """The room's workspace, reached only through directory descriptors."""
 
@@ -125,7 +129,7 @@ class Workspace:
             finally:
                 os.close(parent)
         except FileNotFoundError:
-            raise ToolError(f"no such file: {path!r}") from None
+            raise NoSuchFile(f"no such file: {path!r}") from None
         except ToolError:
             raise
         except OSError as exc:

@@ -1,6 +1,17 @@
-"""The whole of one tool call: full arguments, result or error, and its timings."""
+"""The whole of one tool call: its arguments in full (first: what is decided on), its
+result or error, and its facts and timings.
+
+For a waiting call it has the decision keys too: the operator approves what they see.
+The screen only says which key was pressed (it is dismissed with the action); the main
+screen decides, through the same path as the decision queue's keys, bound to the
+arguments this screen showed. On a call that takes no decision (not waiting, or decided
+already) the keys say why and do nothing.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
 
 from rich.table import Table
 from rich.text import Text
@@ -10,20 +21,37 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
-from console.format import clock_time, duration, pretty
+from console.call_args import shown_args
+from console.format import clock_time, duration
 from console.glyphs import look
 from console.state import CallRow
 from engine.lifecycle import CallStatus
 
+Refusal = Callable[[CallRow], "str | None"]  # why a call takes no decision now (None: it does)
 
-class CallDetailScreen(ModalScreen[None]):
-    """Read-only; Esc or q closes it."""
 
-    BINDINGS = [Binding("escape,q", "dismiss(None)", "Close")]
+class CallDetailScreen(ModalScreen[str | None]):
+    """Esc or q closes it; a decision key closes it with its action."""
 
-    def __init__(self, call: CallRow) -> None:
+    BINDINGS = [
+        Binding("escape,q", "dismiss(None)", "Close"),
+        Binding("a", "decide('approve')", "Approve"),
+        Binding("x", "decide('cancel')", "Cancel call"),
+        Binding("e", "decide('edit')", "Edit+approve"),
+        Binding("u", "decide('use')", "Use a result"),
+        Binding("A", "decide('remember')", "Approve+remember"),
+    ]
+
+    def __init__(self, call: CallRow, refusal: Refusal | None = None,
+                 workspace: Path | None = None) -> None:  # fmt: skip
         super().__init__()
-        self.call = call
+        self.call, self.refusal, self.workspace = call, refusal, workspace
+
+    def why_not(self) -> str | None:
+        """Why the call shown takes no decision here (None: it does)."""
+        if self.refusal is None:
+            return "Decisions are not taken from this view."
+        return self.refusal(self.call)
 
     def compose(self) -> ComposeResult:
         call = self.call
@@ -40,12 +68,14 @@ class CallDetailScreen(ModalScreen[None]):
             ("took", duration(took) if took is not None else "not finished"),
         ):  # fmt: skip
             facts.add_row(name, value)
+        waiting = call.status == CallStatus.SUSPENDED and self.why_not() is None
         with Vertical(id="dialog", classes="wide"):
             yield Label(f"Call {call.call_id} · {call.tool}", id="question")
             with VerticalScroll(id="dialog-body"):
-                yield Static(facts)
-                yield Label("arguments", classes="section")
-                yield Static(Text(pretty(call.args)), id="detail-args")
+                for n, (label, body) in enumerate(shown_args(call.tool, call.args,
+                                                             self.workspace)):  # fmt: skip
+                    yield Label(label, classes="section")
+                    yield Static(body, id="detail-args" if n == 0 else f"detail-args-{n}")
                 if call.result is not None:
                     yield Label("result", classes="section")
                     yield Static(Text(call.result), id="detail-result")
@@ -53,4 +83,13 @@ class CallDetailScreen(ModalScreen[None]):
                     label = "waiting because" if call.status == CallStatus.SUSPENDED else "error"
                     yield Label(label, classes="section")
                     yield Static(Text(call.error), id="detail-error")
-            yield Label("Esc closes", classes="hint")
+                yield Label("details", classes="section")
+                yield Static(facts)
+            hint = "The decision keys (below) act on exactly what is shown · Esc closes"
+            yield Label(hint if waiting else "Esc closes", classes="hint")
+
+    def action_decide(self, action: str) -> None:
+        if (why := self.why_not()) is not None:
+            self.notify(why, title="Nothing decided", severity="warning")
+            return
+        self.dismiss(action)

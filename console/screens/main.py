@@ -8,20 +8,23 @@ due (its pacing keeps keys quick in a flood).
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Grid, Vertical
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Input
 
 from console.bridge import CALLS, CHAT, STATUS, TIMELINE, Bridge
 from console.format import one_line, short_id
+from console.glyphs import look
 from console.groups import next_filter
 from console.screens.call_detail import CallDetailScreen
 from console.screens.confirm import ConfirmScreen
@@ -74,21 +77,21 @@ class MainScreen(Screen[None]):
         self._mine: set[str] = set()  # ids of the decisions taken in this console
 
     def compose(self) -> ComposeResult:
-        with Horizontal(id="panes"):
+        # A grid, so that a narrow terminal can give the decisions the whole width (CSS)
+        with Grid(id="panes"):
             yield ChatPane(self.thread_id, id="chat")
-            with Vertical(id="right"):
-                with Vertical(id="timeline-pane", classes="pane"):
-                    yield FilterBar(placeholder="filter steps", id="timeline-filter")
-                    yield Timeline(
-                        self.state.steps,
-                        id="timeline",
-                        empty="no steps yet: they appear here as turns run",
-                    )
-                with Vertical(id="calls-pane", classes="pane"):
-                    yield CallsTable(id="calls")
-                with Vertical(id="decisions-pane", classes="pane"):
-                    yield FilterBar(placeholder="filter decisions", id="decisions-filter")
-                    yield DecisionQueue(self.clock, keys_clock=self.keys_clock, id="decisions")
+            with Vertical(id="timeline-pane", classes="pane"):
+                yield FilterBar(placeholder="filter steps", id="timeline-filter")
+                yield Timeline(
+                    self.state.steps,
+                    id="timeline",
+                    empty="no steps yet: they appear here as turns run",
+                )
+            with Vertical(id="calls-pane", classes="pane"):
+                yield CallsTable(id="calls")
+            with Vertical(id="decisions-pane", classes="pane"):
+                yield FilterBar(placeholder="filter decisions", id="decisions-filter")
+                yield DecisionQueue(self.clock, keys_clock=self.keys_clock, id="decisions")
         yield StatusBar(id="status")
         yield KeyBar()
 
@@ -223,7 +226,7 @@ class MainScreen(Screen[None]):
     @on(CallsTable.ShowDetails)
     def call_details(self, event: CallsTable.ShowDetails) -> None:
         if (call := self.state.calls.get(event.call_id)) is not None:
-            self.app.push_screen(CallDetailScreen(call))
+            self._decide("details", call)
 
     @on(ChatPane.Send)
     def chat_send(self, event: ChatPane.Send) -> None:
@@ -272,9 +275,14 @@ class MainScreen(Screen[None]):
 
     @work(group="decide")
     async def _decide(self, action: str, call: CallRow, ask: str = "") -> None:
-        if action == "details":
-            await self.app.push_screen_wait(CallDetailScreen(call))
-            return
+        if action == "details":  # its decision keys come back here, on the arguments shown
+            call = replace(call, args=copy.deepcopy(call.args))  # (the state's row may change)
+            room = getattr(self.app, "room", None)
+            picked = await self.app.push_screen_wait(CallDetailScreen(
+                call, self._refusal_here, room.workspace if room is not None else None))  # fmt: skip
+            if picked is None:
+                return
+            action = picked
         if (refused := self._refusal(call)) is not None:
             self.notify(refused, title="Nothing decided", severity="warning")
             return
@@ -293,6 +301,16 @@ class MainScreen(Screen[None]):
         self._redraw_pending()
         self._mine.add(decision.id)
         self._act(action, call.call_id, self._send_decision(decision))
+
+    def _refusal_here(self, call: CallRow) -> str | None:
+        """Why `call`, as a detail view shows it, takes no decision now (None: it does)."""
+        what = f"{call.tool} {one_line(call.args, 40)} on {call.thread_id}"
+        if (live := self.state.pending.get(call.call_id)) is None:
+            state = look(self.state.calls.get(call.call_id, call).status)
+            return f"{what} is not waiting for a decision ({state.glyph} {state.word})."
+        if live.args != call.args:
+            return f"The arguments of {call.tool} on {call.thread_id} changed since shown: Esc, then open it again."
+        return self._refusal(call)
 
     def _refusal(self, call: CallRow) -> str | None:
         """Why `call` takes no decision now (None: it does)."""

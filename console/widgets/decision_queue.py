@@ -10,6 +10,10 @@ GUARD seconds of the focus arriving (a letter typed while the operator believes 
 in the chat), or on a call of another thread the cursor moved to by itself (the row under
 it left), it asks first. A call already decided keeps its row, marked, until the decision
 is applied; the cursor stays on the same position when a row leaves.
+
+Narrower than COMPACT_BELOW cells (an 80-column terminal), the queue draws each call on
+two lines (tool over thread) and gives the arguments the width, wrapped over both lines,
+so a whole command of about 90 characters shows in its row.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from console.state import CallRow
 from console.widgets.keyed_table import KeyedTable
 
 COLUMNS = ("tool", "state", "arguments", "thread", "turn", "age")
+COMPACT_COLUMNS = ("call", "state", "arguments", "age")  # call: the tool over the thread
+COMPACT_BELOW = 80  # cells of width under which the queue is compact
 ARGS_PREVIEW = 120  # characters of arguments at most; a narrower table cuts them further
 GUARD = 0.3  # seconds after the focus arrives in which a decision key asks first
 
@@ -63,6 +69,7 @@ class DecisionQueue(KeyedTable):
         self.filter_text = ""
         self.decided: dict[str, str] = {}  # call id -> the action of its unapplied decision
         self._calls: dict[str, CallRow] = {}
+        self._pending: dict[str, CallRow] = {}  # as last shown, to draw again when compacted
         self._thread_of: dict[str, str] = {}  # of the calls drawn, for the cursor's next row
         self._focus_at = float("-inf")
         self._landed: str | None = None  # another thread's call the cursor moved to itself
@@ -77,6 +84,7 @@ class DecisionQueue(KeyedTable):
         in `decided` are marked so."""
         if decided is not None:
             self.decided = decided
+        self._pending = pending
         needle = self.filter_text.lower()
         self._calls = {
             k: c for k, c in pending.items()
@@ -84,13 +92,32 @@ class DecisionQueue(KeyedTable):
         }  # fmt: skip
         self._thread_of.update((k, c.thread_id) for k, c in self._calls.items())
         now = self.clock()
-        self.show({
-            key: (call.tool, "decided" if key in self.decided else call.status,
-                  one_line(call.args, ARGS_PREVIEW), call.thread_id, short_id(call.turn_id),
-                  age(now - call.updated_at))
-            for key, call in self._calls.items()
-        })  # fmt: skip
+        rows: dict[str, tuple[str, ...]] = {}
+        for key, call in self._calls.items():
+            state = "decided" if key in self.decided else str(call.status)
+            args, ago = one_line(call.args, ARGS_PREVIEW), age(now - call.updated_at)
+            rows[key] = (
+                (f"{call.tool}\n{call.thread_id}", state, args, ago) if self.lines > 1 else
+                (call.tool, state, args, call.thread_id, short_id(call.turn_id), ago)
+            )  # fmt: skip
+        self.show(rows)
         self._thread_of = {k: c.thread_id for k, c in self._calls.items()}
+
+    def on_resize(self) -> None:
+        compact = 0 < self.size.width < COMPACT_BELOW
+        if compact != (self.lines > 1):
+            self.labels = COMPACT_COLUMNS if compact else COLUMNS
+            self.give_way = ("arguments",) if compact else ("arguments", "thread")
+            self.lines = 2 if compact else 1
+            keep = self.current_key()
+            self._drawn, self._room = {}, {}
+            self.clear(columns=True)
+            self._add_columns()
+            self.show_pending(self._pending)
+            if keep is not None and keep in self.rows:
+                self.move_cursor(row=self.get_row_index(keep), animate=False)
+            return
+        super().on_resize()
 
     def successor(
         self, gone: str, before: list[str], rows: dict[str, tuple[str, ...]]

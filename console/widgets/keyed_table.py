@@ -4,7 +4,8 @@ The scheduler view draws `rt.statistics()` several times a second; most snapshot
 the last one, so `show` compares plain cells and updates only what differs, keeping the
 cursor on the same key. State columns hold a status word and are drawn as glyph + word.
 When a row is wider than the table, the give-way columns are cut (with "…"), in order,
-down to MIN_WIDTH each, so the columns after them stay on screen.
+down to MIN_WIDTH each, so the columns after them stay on screen; with rows of several
+`lines`, a give-way cell is wrapped over them first and cut only after the last.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class KeyedTable(DataTable[Text | str]):
         self.labels = tuple(columns)
         self.state_columns = frozenset(state_columns)
         self.give_way = tuple(give_way)
+        self.lines = 1  # the height of every row; a cell may hold as many lines ("\n")
         self._drawn: dict[str, tuple[str, ...]] = {}
         self._room: dict[str, int] = {}  # give-way column -> the cells it may use
 
@@ -59,7 +61,7 @@ class KeyedTable(DataTable[Text | str]):
         widths = [cell_len(label) for label in self.labels]
         for cells in rows.values():
             for i, (label, value) in enumerate(zip(self.labels, cells, strict=True)):
-                widths[i] = max(widths[i], cell_len(self._shown(label, value)))
+                widths[i] = max(widths[i], _width(self._shown(label, value)))
         over = sum(w + 2 * self.cell_padding for w in widths) - self.scrollable_content_region.width
         room = {}
         for label in self.give_way:
@@ -80,7 +82,7 @@ class KeyedTable(DataTable[Text | str]):
             return state_text(self, value)
         room = self._room.get(label)
         if room is not None and cell_len(value) > room:
-            return set_cell_size(value, room - 1) + "…"
+            return _wrap(value, room, self.lines)
         return value
 
     def show(self, rows: dict[str, tuple[str, ...]]) -> None:
@@ -105,7 +107,7 @@ class KeyedTable(DataTable[Text | str]):
             self._add_columns()
         for key, cells in rows.items():
             self.add_row(*(self._cell(lb, v) for lb, v in zip(self.labels, cells, strict=True)),
-                         key=key)  # fmt: skip
+                         key=key, height=self.lines)  # fmt: skip
         if keep is not None and keep in self.rows:
             self.move_cursor(row=self.get_row_index(keep), animate=False)
 
@@ -140,3 +142,23 @@ class KeyedTable(DataTable[Text | str]):
                     cell = state_text(self, value)
                     if cell.style != getattr(self.get_cell(key, label), "style", None):
                         self.update_cell(key, label, cell)
+
+
+def _width(text: str) -> int:
+    """The cells the widest line of `text` takes."""
+    return max(map(cell_len, text.split("\n")))
+
+
+def _wrap(text: str, room: int, lines: int) -> str:
+    """`text` over at most `lines` lines of `room` cells, cut (with "…") after the last."""
+    out: list[str] = []
+    while text and len(out) < lines - 1:
+        line = set_cell_size(text, room)
+        if cell_len(text) > room and (cut := line.rfind(" ")) > room // 2:
+            line = line[:cut]  # at a space, when one is not far back
+        line = line.rstrip()
+        out.append(line)
+        text = text[len(line) :].lstrip()
+    if text:
+        out.append(text if cell_len(text) <= room else set_cell_size(text, room - 1) + "…")
+    return "\n".join(out)

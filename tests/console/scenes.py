@@ -76,6 +76,49 @@ async def call_detail(pilot: Pilot) -> None:
     await steady(pilot)
 
 
+COMMAND = "pytest -q tests/console -k 'queue or detail' --maxfail=1 -x"  # ~60 characters
+LONG_COMMAND = ("rsync -av --delete --exclude '.git' --exclude '__pycache__' build/site/ "
+                "deploy@docs.example.org:/srv/www/docs/ && ssh deploy@docs.example.org "
+                "'systemctl reload nginx'")  # fmt: skip
+
+
+async def queue_narrow(pilot: Pilot) -> None:
+    """At 80x24: the queue takes the width and shows each command whole."""
+    main = await started(pilot)
+    await send(pilot, f"run `{COMMAND}` and run `git status`", click=False)
+    await until(pilot, lambda: len(main.state.pending) == 2, "two calls wait")
+    await pilot.press("ctrl+n")
+    await send(pilot, 'write "release notes" to NOTES.md', click=False)
+    await until(pilot, lambda: len(main.state.pending) == 3, "three calls wait")
+    main.query_one("#decisions").focus()
+    await pilot.pause(0.1)
+    pilot.app.clear_notifications()
+    await steady(pilot)
+
+
+async def detail_of(pilot: Pilot, text: str) -> None:
+    """The details of the call `text` asks for, opened by Enter in the decision queue."""
+    main = await started(pilot)
+    await send(pilot, text, click=False)
+    await until_pending(pilot, main)
+    main.query_one("#decisions").focus()
+    await pilot.press("enter")
+    await until(pilot, lambda: type(pilot.app.screen).__name__ == "CallDetailScreen", "detail")
+    pilot.app.clear_notifications()
+    await steady(pilot)
+
+
+async def detail_shell(pilot: Pilot) -> None:
+    await detail_of(pilot, f"run `{LONG_COMMAND}`")
+
+
+async def detail_write(pilot: Pilot) -> None:
+    notes = pilot.app.room.workspace / "NOTES.md"  # type: ignore[attr-defined]
+    notes.parent.mkdir(parents=True, exist_ok=True)
+    notes.write_text("v1 notes\n\n- draft\n")
+    await detail_of(pilot, 'write "v2 is out: the queue shows every command whole" to NOTES.md')
+
+
 async def help_screen(pilot: Pilot) -> None:
     main = await started(pilot)
     main.query_one("#timeline").focus()
@@ -108,4 +151,9 @@ SCENES: dict[str, tuple[Callable[[Pilot], Awaitable[None]], tuple[int, int], dic
     "help": (help_screen, (160, 48), {}),
     "light": (light, (160, 48), {}),
     "narrow": (call_detail_closed, (80, 24), {}),
+    "queue_narrow": (queue_narrow, (80, 24), {}),
+    "detail_shell": (detail_shell, (160, 48), {}),
+    "detail_shell_narrow": (detail_shell, (80, 24), {}),
+    "detail_write": (detail_write, (160, 48), {}),
+    "detail_write_narrow": (detail_write, (80, 24), {}),
 }

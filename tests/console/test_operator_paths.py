@@ -348,7 +348,8 @@ async def test_empty_panes_say_how_to_start(deck_app) -> None:
 
 async def test_decision_queue_cuts_the_arguments_to_keep_its_columns_on_screen(deck_app) -> None:
     app = deck_app()
-    async with app.run_test(size=(120, 36)) as pilot:
+    # 140 wide: narrower, the queue is compact (two lines a row; test_decision_queue.py)
+    async with app.run_test(size=(140, 36)) as pilot:
         main = await call_waits(
             pilot, 'write "a long enough text to be cut somewhere" to notes/long-name.txt'
         )
@@ -361,7 +362,7 @@ async def test_decision_queue_cuts_the_arguments_to_keep_its_columns_on_screen(d
         assert "…" in row() and row().rstrip().endswith("s")  # the age column is on screen
         await pilot.resize_terminal(260, 36)
         await until(pilot, lambda: "long-name.txt" in row(), "the whole arguments")
-        await pilot.resize_terminal(120, 36)
+        await pilot.resize_terminal(140, 36)
         await until(pilot, lambda: "…" in row(), "cut again")
         await app.shutdown()
 
