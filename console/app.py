@@ -144,9 +144,11 @@ class AgentDeck(App[int]):
     def action_help(self) -> None:
         # imported here: the first screen does not need the history and scheduler screens
         from console.screens.history import HistoryScreen
+        from console.screens.rules import RulesScreen
         from console.screens.scheduler import SchedulerScreen
         from console.widgets.groups_table import GroupsTable
         from console.widgets.history_list import HistoryList
+        from console.widgets.rules_table import RulesTable
 
         sections = [
             ("Everywhere", [*AgentDeck.BINDINGS, *MainScreen.BINDINGS]),
@@ -154,6 +156,7 @@ class AgentDeck(App[int]):
             ("Calls", CallsTable.BINDINGS),
             ("Decisions", DecisionQueue.BINDINGS), ("Filter", FilterBar.BINDINGS),
             ("Scheduler", [*SchedulerScreen.BINDINGS, *GroupsTable.BINDINGS]),
+            ("Rules", [*RulesScreen.BINDINGS, *RulesTable.BINDINGS]),
             ("History", [*HistoryScreen.BINDINGS, *HistoryList.BINDINGS]),
         ]  # fmt: skip
         self.push_screen(HelpScreen([(t, [b for b in bs if isinstance(b, Binding)])

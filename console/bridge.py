@@ -38,8 +38,9 @@ from engine.events import Event
 
 if TYPE_CHECKING:  # (the client's modules load with the runtime, after the first screen)
     from engine.api.client import RoomClient
-    from engine.api.models import Decided, Submitted
+    from engine.api.models import Decided, Revoked, Submitted
     from engine.decisions import Decision
+    from engine.rules import Rule
     from engine.scheduler import GroupConfig, Statistics
 
 FPS = 20  # frames a second for runtime changes (keys repaint at once, not at this rate)
@@ -270,3 +271,10 @@ class Bridge:
         from engine.api.models import GroupChange
 
         return await self._client().configure_group(name, GroupChange(**changes))
+
+    async def rules(self) -> list[Rule]:
+        """Every rule the runtime applies, with its uses (for the rules screen)."""
+        return await self._client().rules()
+
+    async def revoke_rule(self, rule_id: str, by: str = "operator") -> Revoked:
+        return await self._client().revoke_rule(rule_id, by)

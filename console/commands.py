@@ -40,6 +40,7 @@ class DeckCommands(Provider):
             return
         app: Any = self.app
         from console.screens.history import HistoryScreen
+        from console.screens.rules import RulesScreen
         from console.screens.scheduler import SchedulerScreen
 
         if isinstance(self.screen, HistoryScreen):
@@ -47,6 +48,9 @@ class DeckCommands(Provider):
             return
         if isinstance(self.screen, SchedulerScreen):
             yield from self._scheduler_commands(self.screen)
+            return
+        if isinstance(self.screen, RulesScreen):
+            yield from self._rules_commands(self.screen)
             return
         yield "New thread", "Start a new chat thread", main.action_new_thread
         yield "Switch thread…", "Pick the thread the chat shows", main.action_switch_thread
@@ -94,6 +98,16 @@ class DeckCommands(Provider):
                     partial(table.run_action, b.action),
                 )
         yield "Close scheduler", "Back to the main screen", screen.action_close
+        yield "Switch theme", "Pick a colour theme (remembered)", app.action_change_theme
+        yield "Help: keys", "Every key of the console", app.action_help
+
+    def _rules_commands(self, screen: Any) -> Iterator[tuple[str, str, Callable[[], Any]]]:
+        from console.widgets.rules_table import RulesTable
+
+        app: Any = self.app
+        table = screen.query_one(RulesTable)
+        yield "Rules: Revoke rule", "key x (the selected rule; asks first)", table.action_revoke
+        yield "Close rules", "Back to the main screen", screen.action_close
         yield "Switch theme", "Pick a colour theme (remembered)", app.action_change_theme
         yield "Help: keys", "Every key of the console", app.action_help
 

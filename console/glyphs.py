@@ -2,7 +2,8 @@
 
 The style name is the component class a widget uses to colour it from the theme's
 `$state-*` variables. States are the engine's (`engine.lifecycle`: turn, call and step
-statuses, a turn's end reason) plus the scheduler view's words for groups and threads.
+statuses, a turn's end reason) plus the scheduler view's words for groups and threads
+and the rules screen's for rules.
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ _LOOKS: dict[str, Look] = {
     "active": Look("●", "active", "state--succeeded"),
     "paused": Look("‖", "paused", "state--waiting"),
     "idle": Look("○", "idle", "state--muted"),
+    # rules on the rules screen (and "active")
+    "expired": Look("−", "expired", "state--muted"),
+    "spent": Look("◌", "spent", "state--muted"),
 }
 
 STATE_CLASSES = frozenset(look.style for look in _LOOKS.values())

@@ -40,6 +40,7 @@ class CallDetailScreen(ModalScreen[str | None]):
         Binding("e", "decide('edit')", "Edit+approve"),
         Binding("u", "decide('use')", "Use a result"),
         Binding("A", "decide('remember')", "Approve+remember"),
+        Binding("R", "decide('remember_room')", "Approve+remember room", show=False),
     ]
 
     def __init__(self, call: CallRow, refusal: Refusal | None = None,

@@ -1,16 +1,17 @@
 """The question each decision key asks before anything is decided, and the decision made
-from the answer. Approve asks nothing; the others confirm, take a reason the model will
-see, or open the arguments in an editor (a diff is shown before approving). An approval
+from the answer. Approve asks nothing; the others take a reason the model will see, open
+the arguments in an editor (a diff is shown before approving), or show what a remembered
+approval will allow from now on (its pattern, editable, and its scope). An approval
 is bound to the arguments the operator was shown (`seen`), or to the edited ones."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Literal
 
 from textual.app import App
 
 from console.format import one_line, short_id
-from console.screens.confirm import ConfirmScreen
 from console.screens.prompt import PromptScreen
 from console.state import CallRow
 from engine.decisions import Decision
@@ -22,13 +23,18 @@ async def ask_decision(
     """The decision `action` makes on `call`, or None when the operator backs out."""
     if action == "approve":
         return Decision.approve(call.call_id, seen=call.args, id=make_id())
-    if action == "remember":
-        ok = await app.push_screen_wait(ConfirmScreen(
-            f"Approve {call.tool} now and allow it without asking in {call.thread_id}?",
-            yes="Approve + remember"))  # fmt: skip
-        if not ok:
+    if action in ("remember", "remember_room"):  # A: for the thread, R: for the room
+        from console.screens.remember import RememberScreen  # load on use
+
+        scope: Literal["thread", "room"] = "room" if action == "remember_room" else "thread"
+        room = getattr(app, "room", None)
+        pattern = await app.push_screen_wait(
+            RememberScreen(call, scope, room.workspace if room is not None else None)
+        )
+        if pattern is None:
             return None
-        return Decision.approve(call.call_id, seen=call.args, remember="thread", id=make_id())
+        return Decision.approve(call.call_id, seen=call.args, remember=scope, pattern=pattern,
+                                id=make_id())  # fmt: skip
     if action == "cancel":
         reason = await app.push_screen_wait(PromptScreen(
             f"Cancel {call.tool} {one_line(call.args, 50)} on {call.thread_id} "

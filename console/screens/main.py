@@ -54,6 +54,7 @@ class MainScreen(Screen[None]):
         Binding("ctrl+n", "new_thread", "New thread"),
         Binding("ctrl+t", "switch_thread", "Threads"),
         Binding("s", "scheduler", "Scheduler"),
+        Binding("r", "rules", "Rules", show=False),
         Binding("h", "history", "History", show=False),
         Binding("ctrl+g", "cycle_group", "Group filter", show=False),
         Binding("d", "focus_pane('decisions')", "Decisions", show=False),
@@ -288,7 +289,7 @@ class MainScreen(Screen[None]):
             return
         if ask:  # the key may not have been meant for the queue: No is the default
             what = f"{call.tool} {one_line(call.args, 50)} on {call.thread_id}"
-            question = f"{ask} {action.capitalize()} {what}?"
+            question = f"{ask} {action.replace('_', ' ').capitalize()} {what}?"
             if not await self.app.push_screen_wait(ConfirmScreen(question, yes="Go on")):
                 return
         decision = await ask_decision(self.app, action, call, self.bridge.decision_id)
@@ -412,6 +413,11 @@ class MainScreen(Screen[None]):
         from console.screens.scheduler import SchedulerScreen
 
         self.app.push_screen(SchedulerScreen(self.bridge, self.clock))
+
+    def action_rules(self) -> None:
+        from console.screens.rules import RulesScreen
+
+        self.app.push_screen(RulesScreen(self.bridge, self.clock))
 
     def action_history(self) -> None:
         from console.screens.history import HistoryScreen

@@ -1,7 +1,7 @@
 """The decision queue: every suspended call across all threads, oldest first.
 
 Approve (`a`), cancel (`x`), edit then approve (`e`), use a given result (`u`) and
-approve-and-remember (`A`) are distinct keys; Enter only opens the details. The widget
+approve-and-remember (`A` for the thread, `R` for the room) are distinct keys; Enter only opens the details. The widget
 posts what the operator asked for; the screen carries it out (with the prompts and
 confirmations).
 
@@ -49,6 +49,9 @@ class DecisionQueue(KeyedTable):
         Binding("e", "decide('edit')", "Edit+approve", priority=True),
         Binding("u", "decide('use')", "Use a result", priority=True),
         Binding("A", "decide('remember')", "Approve+remember", priority=True),
+        Binding(
+            "R", "decide('remember_room')", "Approve+remember room", show=False, priority=True
+        ),  # fmt: skip
         Binding("enter", "decide('details')", "Details", priority=True),
     ]
 
