@@ -148,3 +148,35 @@ async def test_a_file_that_cannot_be_read_says_why_and_shows_the_new_text(deck_a
     (label,) = [line for line in shown if line.startswith("new text of NOTES.md")]
     assert "cannot be read" in label and "symlink" in label
     assert "release notes" in shown and not any("secret" in line for line in shown)
+
+
+async def test_use_a_result_in_the_details(deck_app) -> None:
+    app = deck_app()
+    async with app.run_test(size=SIZE) as pilot:
+        main = await call_waits(pilot, "run `date`")
+        sent = decisions_sent(main)
+        await open_detail(pilot, main)
+        await pilot.press("u")
+        await until(pilot, lambda: isinstance(app.screen, PromptScreen), "result prompt")
+        app.screen.query_one(Input).value = "Thursday"
+        await pilot.press("enter")
+        await until(pilot, lambda: main.state.counts() == (0, 0), "turn finished")
+        assert [(d.action, d.use_result, d.result) for d in sent] == [("resume", True, "Thursday")]
+        assert "Thursday" in main.state.thread("chat:main").entries[-1].text
+        await app.shutdown()
+
+
+async def test_arguments_changed_since_shown_are_not_approved(deck_app) -> None:
+    said = Recorder(Notify)
+    app = deck_app()
+    async with app.run_test(size=SIZE, message_hook=said) as pilot:
+        main = await call_waits(pilot, "run `echo hi`")
+        sent = decisions_sent(main)
+        await open_detail(pilot, main)
+        (live,) = main.state.pending.values()
+        live.args = {"command": "echo bye"}  # as an event with other arguments would leave it
+        await pilot.press("a")
+        await pilot.pause()
+        assert isinstance(app.screen, CallDetailScreen) and not sent
+        assert "changed since shown" in told(said, "warning")[-1]
+        await app.shutdown()
