@@ -144,6 +144,7 @@ class AgentDeck(App[int]):
     def action_help(self) -> None:
         # imported here: the first screen does not need the history and scheduler screens
         from console.screens.history import HistoryScreen
+        from console.screens.review import ReviewScreen
         from console.screens.rules import RulesScreen
         from console.screens.scheduler import SchedulerScreen
         from console.widgets.groups_table import GroupsTable
@@ -158,6 +159,7 @@ class AgentDeck(App[int]):
             ("Scheduler", [*SchedulerScreen.BINDINGS, *GroupsTable.BINDINGS]),
             ("Rules", [*RulesScreen.BINDINGS, *RulesTable.BINDINGS]),
             ("History", [*HistoryScreen.BINDINGS, *HistoryList.BINDINGS]),
+            ("Review after a crash", ReviewScreen.BINDINGS),
         ]  # fmt: skip
         self.push_screen(HelpScreen([(t, [b for b in bs if isinstance(b, Binding)])
                                      for t, bs in sections]))  # fmt: skip

@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # (the client's modules load with the runtime, after the firs
     from engine.api.client import RoomClient
     from engine.api.models import Decided, Revoked, Submitted
     from engine.decisions import Decision
+    from engine.review import Killed, Review
     from engine.rules import Rule
     from engine.scheduler import GroupConfig, Statistics
 
@@ -257,6 +258,14 @@ class Bridge:
     def decision_id(self) -> str:
         """A decision id from the runtime's id source (fixed in tests)."""
         return self._client().new_id("d")
+
+    async def reviews(self) -> list[Review]:
+        """The calls waiting for a review after a crash, with what is known of them."""
+        return await self._client().reviews()
+
+    async def kill_orphan(self, call_id: str) -> Killed:
+        """End the process group a crash left of `call_id` (the review screen's `k`)."""
+        return await self._client().kill_orphan(call_id)
 
     async def cancel_turn(self, turn_id: str, reason: str = "cancelled by operator") -> bool:
         return (await self._client().cancel(turn_id, reason)).cancelled

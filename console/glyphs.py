@@ -30,6 +30,8 @@ _LOOKS: dict[str, Look] = {
     TurnStatus.WAITING: Look("⏸", "waiting", "state--waiting"),
     CallStatus.SUSPENDED: Look("◆", "suspended", "state--suspended"),
     "decided": Look("✓", "decided", "state--waiting"),  # a suspended call whose decision waits
+    # a suspended call whose outcome a crash left unknown: it takes a review (!), not a decision
+    "review": Look("⚠", "needs review", "state--failed"),
     CallStatus.RESUMING: Look("↻", "resuming", "state--running"),
     CallStatus.SUCCEEDED: Look("✔", "succeeded", "state--succeeded"),
     TurnStatus.DONE: Look("✔", "done", "state--succeeded"),

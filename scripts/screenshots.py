@@ -22,10 +22,13 @@ from textual._doc import take_svg_screenshot  # noqa: E402
 
 from tests.console.conftest import build  # noqa: E402
 from tests.console.history_scenes import HISTORY_PREPARE, HISTORY_SCENES  # noqa: E402
+from tests.console.review_scenes import prepare_review, review  # noqa: E402
 from tests.console.scenes import SCENES  # noqa: E402
 from tests.console.scheduler_scenes import SCHEDULER_SCENES  # noqa: E402
 
-ALL_SCENES = SCENES | SCHEDULER_SCENES | {"history": HISTORY_SCENES["history"]}
+ALL_SCENES = SCENES | SCHEDULER_SCENES | {"history": HISTORY_SCENES["history"],
+                                          "review": (review, (160, 48), {})}  # fmt: skip
+PREPARE = HISTORY_PREPARE | {"review": prepare_review}  # rooms filled before the app opens
 EXTRA = ("attached",)  # scenes with another process: made here, not snapshot-tested
 
 
@@ -76,8 +79,8 @@ def main(names: list[str]) -> int:
         with tempfile.TemporaryDirectory() as tmp:
             os.environ["XDG_CONFIG_HOME"] = tmp  # the user's theme choice stays out of it
             room = Path(tmp) / "room"
-            if (prepare := HISTORY_PREPARE.get(name)) is not None:
-                prepare(room)  # a room with a history, filled before the app opens it
+            if (prepare := PREPARE.get(name)) is not None:
+                prepare(room)  # a room with a history (or a crash), filled before it opens
             app = build(room, **kw)
             svg = take_svg_screenshot(app=app, terminal_size=size, run_before=run_before,
                                       title=f"agentdeck · {name}")  # fmt: skip

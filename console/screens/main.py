@@ -29,6 +29,7 @@ from console.groups import next_filter
 from console.screens.call_detail import CallDetailScreen
 from console.screens.confirm import ConfirmScreen
 from console.screens.deciding import ask_decision
+from console.screens.review import tell_reviews
 from console.screens.threads import ThreadPickerScreen
 from console.state import CallRow
 from console.widgets.calls_table import CallsTable
@@ -42,6 +43,7 @@ from engine.lifecycle import DecisionStatus, TurnStatus
 
 DEFAULT_THREAD = "chat:main"
 MAX_NOTICES = 3  # toasts per frame; a flood of notices is summed up, not shown one by one
+REVIEW_NOTICE = "was running when agentdeck stopped"  # engine.review.notice_text's words
 
 
 class MainScreen(Screen[None]):
@@ -59,6 +61,7 @@ class MainScreen(Screen[None]):
         Binding("ctrl+g", "cycle_group", "Group filter", show=False),
         Binding("d", "focus_pane('decisions')", "Decisions", show=False),
         Binding("i", "focus_pane('chat-input')", "Chat", show=False),
+        Binding("exclamation_mark", "review", "Review after a crash", show=False),
     ]
 
     class Acted(Message):
@@ -76,6 +79,7 @@ class MainScreen(Screen[None]):
         self.thread_id = DEFAULT_THREAD
         self.selected_turn = ""
         self._mine: set[str] = set()  # ids of the decisions taken in this console
+        self._reviews_told: set[str] = set()  # calls under review the operator was told of
 
     def compose(self) -> ComposeResult:
         # A grid, so that a narrow terminal can give the decisions the whole width (CSS)
@@ -123,6 +127,7 @@ class MainScreen(Screen[None]):
         self.query_one(Timeline).refresh_rows()
         self._redraw_pending()
         self._count()
+        tell_reviews(self, self.state.pending, self._reviews_told)
 
     @on(Bridge.Detached)
     def detached(self, event: Bridge.Detached) -> None:
@@ -149,8 +154,9 @@ class MainScreen(Screen[None]):
             self._count()
         if ch.pending:
             self._redraw_pending()
-        if ch.new_pending and not isinstance(self.focused, DecisionQueue):
-            n, total = ch.new_pending, len(self.state.pending)
+        reviews = tell_reviews(self, self.state.pending, self._reviews_told) if ch.pending else 0
+        if ch.new_pending > reviews and not isinstance(self.focused, DecisionQueue):
+            n, total = ch.new_pending - reviews, len(self.state.pending)
             # `d` is a letter: in the chat input it types, so the way there is said too
             where = "Esc, then d" if isinstance(self.focused, Input) else "press d"
             plural = "s" if n > 1 else ""
@@ -162,11 +168,12 @@ class MainScreen(Screen[None]):
                 self.notify(f"Your decision on {lost.call_id} was not applied: "
                             f"{lost.note or 'the call was already decided'}.",
                             title="Decided elsewhere", severity="warning")  # fmt: skip
-        for notice in ch.notices[:MAX_NOTICES]:
+        notices = [n for n in ch.notices if REVIEW_NOTICE not in n.text]  # told once, above
+        for notice in notices[:MAX_NOTICES]:
             level = "information" if notice.level == "info" else notice.level  # Textual's word
             self.notify(notice.text, severity=level)
-        if len(ch.notices) > MAX_NOTICES:
-            self.notify(f"{len(ch.notices) - MAX_NOTICES} more notices", severity="warning")
+        if len(notices) > MAX_NOTICES:
+            self.notify(f"{len(notices) - MAX_NOTICES} more notices", severity="warning")
 
     def _count(self) -> None:
         status = self.query_one(StatusBar)
@@ -318,7 +325,8 @@ class MainScreen(Screen[None]):
         what = f"{call.tool} {one_line(call.args, 40)} on {call.thread_id}"
         if (decided := self.state.decided.get(call.call_id)) is None:
             return None  # (a call decided and applied elsewhere: the runtime says whose won)
-        word = "approved" if decided == "resume" else "cancelled"
+        word = {"resume": "approved", "cancel": "cancelled", "fail": "marked failed",
+                "rerun": "run again"}.get(decided, decided)  # fmt: skip
         return f"{what} is decided ({word}): it applies when the turn is free."
 
     async def _send_decision(self, decision: Any) -> Any:
@@ -418,6 +426,11 @@ class MainScreen(Screen[None]):
         from console.screens.rules import RulesScreen
 
         self.app.push_screen(RulesScreen(self.bridge, self.clock))
+
+    def action_review(self) -> None:
+        from console.screens.review import ReviewScreen
+
+        self.app.push_screen(ReviewScreen(self.bridge))
 
     def action_history(self) -> None:
         from console.screens.history import HistoryScreen

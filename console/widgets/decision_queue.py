@@ -9,7 +9,9 @@ A decision key acts only while the queue has the focus and shows it; pressed wit
 GUARD seconds of the focus arriving (a letter typed while the operator believes they are
 in the chat), or on a call of another thread the cursor moved to by itself (the row under
 it left), it asks first. A call already decided keeps its row, marked, until the decision
-is applied; the cursor stays on the same position when a row leaves.
+is applied; the cursor stays on the same position when a row leaves. A call whose outcome
+a crash left unknown shows as needing review, and its decision keys say to press `!` (the
+review screen) instead of sending a decision the engine would refuse.
 
 Narrower than COMPACT_BELOW cells (an 80-column terminal), the queue draws each call on
 two lines (tool over thread) and gives the arguments the width, wrapped over both lines,
@@ -28,6 +30,7 @@ from textual.widgets import DataTable
 from console.format import age, one_line, short_id
 from console.state import CallRow
 from console.widgets.keyed_table import KeyedTable
+from engine.lifecycle.call import under_review
 
 COLUMNS = ("tool", "state", "arguments", "thread", "turn", "age")
 COMPACT_COLUMNS = ("call", "state", "arguments", "age")  # call: the tool over the thread
@@ -97,7 +100,7 @@ class DecisionQueue(KeyedTable):
         now = self.clock()
         rows: dict[str, tuple[str, ...]] = {}
         for key, call in self._calls.items():
-            state = "decided" if key in self.decided else str(call.status)
+            state = "decided" if key in self.decided else _state(call)
             args, ago = one_line(call.args, ARGS_PREVIEW), age(now - call.updated_at)
             rows[key] = (
                 (f"{call.tool}\n{call.thread_id}", state, args, ago) if self.lines > 1 else
@@ -153,6 +156,11 @@ class DecisionQueue(KeyedTable):
                 self.notify("No decision is selected.", severity="warning")
             return
         call, ask = self._calls[key], ""
+        if action != "details" and under_review(call.status, call.error):
+            self.notify(f"{call.tool} call {call.call_id} was running when agentdeck stopped: "
+                        "its outcome is unknown, so it takes a review, not a decision. Press ! "
+                        "to review it.", title="Needs review", severity="warning")  # fmt: skip
+            return
         if action != "details" and key not in self.decided:
             if self.keys_clock() - self._focus_at < GUARD:
                 ask = "The decision queue got the focus just now."
@@ -165,3 +173,8 @@ class DecisionQueue(KeyedTable):
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
         self.action_decide("details")
+
+
+def _state(call: CallRow) -> str:
+    """The state word of a waiting call: a call a crash left for review says so."""
+    return "review" if under_review(call.status, call.error) else call.status
