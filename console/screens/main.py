@@ -40,6 +40,7 @@ from console.widgets.key_bar import KeyBar
 from console.widgets.status_bar import StatusBar
 from console.widgets.timeline import Timeline
 from engine.lifecycle import DecisionStatus, TurnStatus
+from engine.lifecycle.call import under_review
 
 DEFAULT_THREAD = "chat:main"
 MAX_NOTICES = 3  # toasts per frame; a flood of notices is summed up, not shown one by one
@@ -323,6 +324,8 @@ class MainScreen(Screen[None]):
     def _refusal(self, call: CallRow) -> str | None:
         """Why `call` takes no decision now (None: it does)."""
         what = f"{call.tool} {one_line(call.args, 40)} on {call.thread_id}"
+        if under_review(call.status, call.error):  # the engine would refuse a decision
+            return f"{what} was running when agentdeck stopped: press ! to review it."
         if (decided := self.state.decided.get(call.call_id)) is None:
             return None  # (a call decided and applied elsewhere: the runtime says whose won)
         word = {"resume": "approved", "cancel": "cancelled", "fail": "marked failed",

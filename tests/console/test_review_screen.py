@@ -164,3 +164,48 @@ async def test_the_queue_shows_it_needs_review_and_its_keys_point_at_the_review(
 
 def test_snapshot_review(snap_compare, crashed: Path) -> None:
     assert snap_compare(build(crashed), terminal_size=(160, 48), run_before=review)
+
+
+async def test_the_detail_view_of_a_call_under_review_points_at_the_review(
+    crashed: Path,
+) -> None:
+    rec = Recorder(Notify)
+    app = build(crashed)
+    async with app.run_test(size=SIZE, message_hook=rec) as pilot:
+        await under_review(pilot)
+        queue = app.main.query_one(DecisionQueue)
+        queue.focus()
+        await until(pilot, lambda: queue.row_count == 1, "the queue's row")
+        await pilot.press("enter")
+        await until(pilot, lambda: type(app.screen).__name__ == "CallDetailScreen", "details")
+        await pilot.press("a")
+        await until(pilot, lambda: any("press ! to review it" in t for t in told(rec)), "said")
+        await pilot.pause()
+        assert the_call(app).status == CallStatus.SUSPENDED
+        assert not app.main.state.decided
+        await app.shutdown()
+
+
+async def test_the_review_screen_works_attached_to_another_owner(crashed: Path) -> None:
+    from tests.console.test_attached import PATIENT, Owner, attached, attached_app
+    from tests.helpers import room_rows
+
+    owner = Owner(crashed)
+    pid = owner.start()  # `agentdeck run`: its restart puts the call up for review
+    try:
+        app = attached_app(crashed)
+        async with app.run_test(size=SIZE) as pilot:
+            await attached(pilot, pid)
+            await until(pilot, lambda: app.main.state.pending, "the call waits", PATIENT)
+            await pilot.press("escape", "exclamation_mark")
+            await until(pilot, lambda: isinstance(app.screen, ReviewScreen), "review screen")
+            screen = app.screen
+            await until(pilot, lambda: screen.reviews, "listed", PATIENT)
+            await pilot.press("f")
+            await answer(pilot, "seen from afar")
+            await until(pilot, lambda: room_rows(crashed, "SELECT status FROM tool_calls")
+                        == [("failed",)], "failed in the owner", PATIENT)  # fmt: skip
+            await until(pilot, lambda: not screen.reviews, "the list is empty", PATIENT)
+            await app.shutdown()
+    finally:
+        owner.stop()
