@@ -92,6 +92,7 @@ def test_decide_fail_ends_the_call_failed_and_the_turn_finishes(crashed) -> None
     until(lambda: listed(room), "the call is under review")
     cancel = agentdeck(room, "decide", call_id, "cancel")  # not for a call under review
     assert cancel.returncode == 1 and "mark it failed instead" in cancel.stderr
+    assert f"decide: agentdeck decide {call_id} fail|rerun" in cancel.stderr  # the hint
     out = agentdeck(room, "decide", call_id, "fail", "--reason", "it hung", "--json")
     assert out.returncode == 0, out.stderr
     outcome = json.loads(out.stdout)

@@ -18,13 +18,15 @@ async def read_outcome(store: Store, turn_id: str) -> TurnOutcome:
     if row is None:
         raise LookupError(f"no turn {turn_id}")
     calls = await store.fetchall(
-        "SELECT id, tool, args, status FROM tool_calls WHERE turn_id=? ORDER BY step_id, idx",
+        "SELECT id, tool, args, status, suspend_reason FROM tool_calls WHERE turn_id=?"
+        " ORDER BY step_id, idx",
         (turn_id,),
     )
     return TurnOutcome(
         turn_id=turn_id, thread_id=row["thread_id"], status=row["status"],
         reason=row["reason"], detail=row["detail"], text=row["final_text"] or "",
-        pending=[{"call_id": c["id"], "tool": c["tool"], "args": json_or_text(c["args"])}
+        pending=[{"call_id": c["id"], "tool": c["tool"], "args": json_or_text(c["args"]),
+                  "reason": c["suspend_reason"] or ""}
                  for c in calls if c["status"] == "suspended"],
         calls=[{"call_id": c["id"], "tool": c["tool"], "status": c["status"]} for c in calls],
         input_tokens=row["input_tokens"], output_tokens=row["output_tokens"],

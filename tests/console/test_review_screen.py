@@ -13,6 +13,7 @@ import pytest
 from textual.notifications import Notify
 from textual.widgets import Button, Input
 
+from console.commands import DeckCommands
 from console.screens.confirm import ConfirmScreen
 from console.screens.prompt import PromptScreen
 from console.screens.review import ReviewScreen
@@ -20,7 +21,7 @@ from console.widgets.decision_queue import DecisionQueue
 from engine import orphans
 from engine.lifecycle import CallStatus
 from tests.console.conftest import build
-from tests.console.helpers import SIZE, Recorder, told, until
+from tests.console.helpers import SIZE, Recorder, palette, told, until
 from tests.console.review_scenes import ASK, prepare_review, review, under_review
 from tests.test_review import crashed_shell
 
@@ -159,6 +160,10 @@ async def test_the_queue_shows_it_needs_review_and_its_keys_point_at_the_review(
         assert said == ["1 call was running when agentdeck stopped: the outcome is unknown. "
                         "Review (Esc, then !): mark succeeded or failed, or run again."]  # fmt: skip
         assert ASK.split('"')[1] in the_call(app).args["text"]
+        # the palette has it too
+        titles = await palette(DeckCommands(app.main))
+        await titles["Review after a crash"]()  # type: ignore[misc]
+        await until(pilot, lambda: isinstance(app.screen, ReviewScreen), "review screen")
         await app.shutdown()
 
 
