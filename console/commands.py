@@ -1,4 +1,5 @@
-"""The command palette (ctrl+p): threads, theme, cancel turn, scheduler, every pane's actions.
+"""The command palette (ctrl+p): threads, theme, cancel turn, scheduler, every pane's actions
+(and the history, scheduler, rules and review screens' own while one is shown).
 
 Pane actions are read from the widgets' bindings, so a new binding shows up here (and in
 the footer and help screen) without further code.
@@ -40,6 +41,7 @@ class DeckCommands(Provider):
             return
         app: Any = self.app
         from console.screens.history import HistoryScreen
+        from console.screens.review import ReviewScreen
         from console.screens.rules import RulesScreen
         from console.screens.scheduler import SchedulerScreen
 
@@ -51,6 +53,9 @@ class DeckCommands(Provider):
             return
         if isinstance(self.screen, RulesScreen):
             yield from self._rules_commands(self.screen)
+            return
+        if isinstance(self.screen, ReviewScreen):
+            yield from self.screen.commands()
             return
         yield "New thread", "Start a new chat thread", main.action_new_thread
         yield "Switch thread…", "Pick the thread the chat shows", main.action_switch_thread

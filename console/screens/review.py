@@ -15,6 +15,8 @@ action and every REFRESH seconds while shown (a process group may end by itself)
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Iterator
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Group
@@ -88,6 +90,14 @@ class ReviewScreen(Screen[None]):
 
     def action_close(self) -> None:
         self.dismiss(None)
+
+    def commands(self) -> Iterator[tuple[str, str, Callable[[], Any]]]:
+        """(title, help, callback) for the palette while this screen is shown."""
+        for b in self.BINDINGS:
+            if isinstance(b, Binding) and b.description and b.action != "close":
+                yield (f"Review: {b.description}", f"key {b.key} (the selected call)",
+                       partial(self.run_action, b.action))  # fmt: skip
+        yield "Close review", "Back to the main screen (q)", self.action_close
 
     # -- drawing ----------------------------------------------------------------------------
 
