@@ -21,11 +21,13 @@ from typing import Any
 from textual import on, work
 from textual.app import App
 from textual.binding import Binding
+from textual.notifications import Notify
 from textual.theme import Theme
 from textual.worker import Worker, WorkerState
 
 import themes
 from console import settings
+from console.attention import Attention
 from console.bridge import FPS, Bridge
 from console.host import AttachedHost, Host, RuntimeHost, console_provider
 from console.screens.confirm import ConfirmScreen
@@ -44,6 +46,7 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 STOP_GRACE = 3.0  # seconds the exit may take after a stop signal, once the room is closed
 CLOSE_WAIT = 10.0  # seconds the app waits at exit for the runtime to close the room
 SWITCH_INTERVAL = 0.001  # seconds; Python's default is 0.005
+MAX_TOASTS = 3  # notifications shown at once (the oldest gives way): see themes/app.tcss
 
 
 def _tune_process() -> None:
@@ -94,7 +97,7 @@ class AgentDeck(App[int]):
         self._hosting = dict(clock=clock, ids=ids, provider=provider, serve_api=serve_api,
                              loops=loops)  # fmt: skip
         self.host: Host = AttachedHost(room) if attach else RuntimeHost(room, **self._hosting)
-        self.main = MainScreen(self.bridge, clock, keys_clock)
+        self.main = MainScreen(self.bridge, clock, keys_clock, Attention.of_room(room.config))
         settings.use_themes(self)
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
@@ -124,6 +127,13 @@ class AgentDeck(App[int]):
         # tests share theirs with each other.
         if self.tune_process:
             self.call_after_refresh(_tune_process)
+
+    def on_notify(self, event: Notify) -> None:
+        """Before Textual's own handler shows the new notification, the oldest shown beyond
+        MAX_TOASTS - 1 give way, so the stack at the top stays clear of the queue (Textual
+        has no public way to drop one: these are the names its own handler uses)."""
+        for old in list(self._notifications)[: -(MAX_TOASTS - 1) or None]:
+            self._unnotify(old, refresh=False)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.worker.name == "runtime" and event.state is WorkerState.ERROR:

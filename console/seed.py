@@ -25,9 +25,12 @@ async def seed(client: RoomClient, state: DeckState) -> None:
     for t in recent.turns:
         state.add_turn(TurnRow(t.turn_id, t.thread_id, t.status, t.reason, t.created_at, t.text,
                                group=t.group))  # fmt: skip
+    waiting = {p.call_id: p for p in await client.pending()} if recent.calls else {}
     for c in recent.calls:
+        w = waiting.get(c.call_id)
         state.add_call(CallRow(c.call_id, c.turn_id, c.thread_id, c.tool, c.args, c.status,
-                               c.result, c.error, c.created_at, c.updated_at, c.ended_at))  # fmt: skip
+                               c.result, c.error, c.created_at, c.updated_at, c.ended_at,
+                               w.deadline_at if w else None, w.on_deadline if w else None))  # fmt: skip
     for s in recent.steps:
         state.add_step(StepRow(0, s.step_id, s.started_at, s.thread_id, s.turn_id, s.kind,
                                s.status.value, s.duration, s.summary, s.group))  # fmt: skip

@@ -51,6 +51,8 @@ class CallRow:
     created_at: float = 0.0
     updated_at: float = 0.0
     ended_at: float | None = None
+    deadline_at: float | None = None  # suspended: when its deadline decides it
+    on_deadline: str | None = None  # what it decides then: cancel or approve
 
 
 @dataclass
@@ -374,6 +376,7 @@ class DeckState:
             self.calls[call.call_id] = call
             self._turn(event.turn_id, event.thread_id, event.at).calls.append(call.call_id)
         call.args, call.status, call.updated_at = event.args, event.status, event.at
+        call.deadline_at, call.on_deadline = event.deadline_at, event.on_deadline
         call.result, call.error = event.result, event.error
         if event.status.terminal:
             call.ended_at = event.at

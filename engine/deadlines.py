@@ -66,28 +66,33 @@ def deadline_for(approvals: ApprovalsConfig, tool: str, group: str | None) -> De
     return Deadline(seconds, action or approvals.on_deadline, source)
 
 
-def deadline_at(
-    approvals: ApprovalsConfig, tool: str, group: str | None, reason: str | None, since: float
-) -> float | None:
-    """When a call that started waiting at `since` is decided by its deadline (None: never;
-    a call under review after a crash never is)."""
-    if reason == REVIEW_REASON:
-        return None
-    deadline = deadline_for(approvals, tool, group)
-    return None if deadline is None else since + deadline.seconds
+def deadline_of(
+    approvals: ApprovalsConfig, tool: str, group: str | None, reason: str | None
+) -> Deadline | None:
+    """The deadline of a suspended call (None: it may wait for ever; a call under review
+    after a crash always may)."""
+    return None if reason == REVIEW_REASON else deadline_for(approvals, tool, group)
 
 
 def stamp(event: Event, approvals: ApprovalsConfig, group: str | None) -> Event:
     """`event`, with its deadline when it says a call started waiting."""
-    if not isinstance(event, CallChanged) or event.status is not CallStatus.SUSPENDED:
+    if not isinstance(event, CallChanged) or event.status != CallStatus.SUSPENDED:
         return event
-    when = deadline_at(approvals, event.tool, group, event.error, event.at)
-    return event if when is None else event.model_copy(update={"deadline_at": when})
+    deadline = deadline_of(approvals, event.tool, group, event.error)
+    if deadline is None:
+        return event
+    when = event.at + deadline.seconds
+    return event.model_copy(update={"deadline_at": when, "on_deadline": deadline.on_deadline})
 
 
 async def pending_calls(store: Store, approvals: ApprovalsConfig) -> list[PendingCall]:
     """Every suspended call in the room, oldest first, with its deadline."""
-    return await read_pending(store, partial(deadline_at, approvals))
+    calls = await read_pending(store)
+    for i, call in enumerate(calls):
+        if (deadline := deadline_of(approvals, call.tool, call.group, call.reason)) is not None:
+            calls[i] = call.model_copy(update={"deadline_at": call.since + deadline.seconds,
+                                               "on_deadline": deadline.on_deadline})  # fmt: skip
+    return calls
 
 
 def duration(seconds: float) -> str:

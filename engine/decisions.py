@@ -140,6 +140,7 @@ class PendingCall(BaseModel):
     group: str | None = None  # its thread's group
     # when its deadline decides it (engine.deadlines); None: it waits as long as it takes
     deadline_at: float | None = None
+    on_deadline: Literal["cancel", "approve"] | None = None  # what the deadline decides
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -111,12 +111,14 @@ class CallChanged(_Event):
     error: str | None = None
     # suspended: when its deadline decides it (engine.deadlines); None: no deadline
     deadline_at: float | None = None
+    on_deadline: Literal["cancel", "approve"] | None = None  # what the deadline decides
 
     @model_serializer(mode="wrap")
     def _deadline_if_any(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
-        if data.get("deadline_at", 0) is None:
-            del data["deadline_at"]
+        for name in ("deadline_at", "on_deadline"):
+            if data.get(name, 0) is None:
+                del data[name]
         return data
 
 

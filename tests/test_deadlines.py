@@ -60,6 +60,14 @@ def offline(tmp_path: Path, time: FakeTime, **kw):
                    **kw)  # fmt: skip
 
 
+async def until_decided(rt, call_id: str) -> None:
+    """Let the runtime run until a decision on `call_id` is applied (the timer's read and
+    write go through the store's thread, which wait_all_tasks_blocked does not wait for)."""
+    with anyio.fail_after(10):
+        while not [d for d in await decided(rt, call_id) if d[-1] == "applied"]:
+            await anyio.sleep(0.01)
+
+
 async def decided(rt, call_id: str) -> list[tuple]:
     return await rows(rt, "SELECT action, decided_by, reason, args_hash IS NOT NULL, status"
                           " FROM decisions WHERE call_id=?", call_id)  # fmt: skip
@@ -127,10 +135,11 @@ async def test_at_the_deadline_the_call_is_cancelled_and_recorded_as_decided_by_
     async with offline(tmp_path, time) as rt:
         out = await rt.run_turn(msg("run `echo hi`"))
         [call] = await rt.pending()
-        assert call.deadline_at == T0 + 600 and call.group == "chat"
+        assert (call.deadline_at, call.on_deadline, call.group) == (T0 + 600, "cancel", "chat")
         await time.advance(599)
         assert await decided(rt, call.call_id) == []
         await time.advance(1)
+        await until_decided(rt, call.call_id)
         done = await rt.wait_turn(out.turn_id)
         [(action, by, reason, bound, status)] = await decided(rt, call.call_id)
         assert (action, by, bound, status) == ("cancel", "deadline", False, "applied")
@@ -146,6 +155,7 @@ async def test_a_deadline_approval_is_bound_to_the_calls_arguments(tmp_path):
         out = await rt.run_turn(msg("run `echo hi`"))
         [call] = await rt.pending()
         await time.advance(90)
+        await until_decided(rt, call.call_id)
         done = await rt.wait_turn(out.turn_id)
         [(action, by, _, bound, status)] = await decided(rt, call.call_id)
         assert (action, by, bound, status) == ("resume", "deadline", True, "applied")
@@ -186,7 +196,7 @@ async def test_an_overdue_call_is_decided_at_once_after_a_restart(tmp_path):
     toml(tmp_path, '[approvals]\ndeadline = "10m"\n')
     time.now += 3600  # the room was closed for an hour
     async with offline(tmp_path, time, first_id=100) as rt:
-        await anyio.wait_all_tasks_blocked()
+        await until_decided(rt, call.call_id)  # at once: the clock has not moved
         done = await rt.wait_turn(out.turn_id)
         assert done.calls[0]["status"] == "cancelled"
         assert [r[1] for r in await decided(rt, call.call_id)] == ["deadline"]
@@ -221,4 +231,4 @@ async def test_a_call_that_starts_waiting_carries_its_deadline_in_its_event(tmp_
         rt.subscribe(lambda e: seen.append(e) if e.kind == "call_changed" else None)
         await rt.run_turn(msg("run `echo hi`"))
         [event] = [e for e in seen if e.status == "suspended"]
-        assert event.deadline_at == T0 + 7200
+        assert (event.deadline_at, event.on_deadline) == (T0 + 7200, "cancel")

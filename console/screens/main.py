@@ -22,6 +22,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Input
 
+from console.attention import Attention
 from console.bridge import CALLS, CHAT, STATUS, TIMELINE, Bridge
 from console.format import one_line, short_id
 from console.glyphs import look
@@ -73,8 +74,10 @@ class MainScreen(Screen[None]):
             self.action, self.target, self.result = action, target, result
 
     def __init__(self, bridge: Bridge, clock: Any,
-                 keys_clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+                 keys_clock: Callable[[], float] = time.monotonic,
+                 attention: Attention | None = None) -> None:  # fmt: skip
         super().__init__()
+        self.attention = attention or Attention()  # bell and desktop notification
         self.bridge, self.clock, self.keys_clock = bridge, clock, keys_clock
         self.state = bridge.state
         self.thread_id = DEFAULT_THREAD
@@ -156,6 +159,8 @@ class MainScreen(Screen[None]):
         if ch.pending:
             self._redraw_pending()
         reviews = tell_reviews(self, self.state.pending, self._reviews_told) if ch.pending else 0
+        if ch.new_pending:  # once per redraw, however many came
+            self._ask_attention(ch.new_pending)
         if ch.new_pending > reviews and not isinstance(self.focused, DecisionQueue):
             n, total = ch.new_pending - reviews, len(self.state.pending)
             # `d` is a letter: in the chat input it types, so the way there is said too
@@ -179,9 +184,19 @@ class MainScreen(Screen[None]):
     def _count(self) -> None:
         status = self.query_one(StatusBar)
         status.running, status.waiting = self.state.counts()
+        status.calls = len(self.state.pending)
+
+    def _ask_attention(self, new: int) -> None:
+        """Calls started waiting: the bell, and a desktop notification where it shows."""
+        newest = list(self.state.pending.values())[-1:]
+        what = f"{newest[0].tool} on {newest[0].thread_id}" if newest else "a tool call"
+        self.attention.calls_waiting(
+            self.app, new, what + (f" and {new - 1} more" if new > 1 else "")
+        )
 
     def _redraw_pending(self) -> None:
         self.query_one(DecisionQueue).show_pending(self.state.pending, self.state.decided)
+        self.query_one(StatusBar).calls = len(self.state.pending)
         self._title_decisions()
 
     def _title_decisions(self) -> None:

@@ -16,18 +16,25 @@ review screen) instead of sending a decision the engine would refuse.
 Narrower than COMPACT_BELOW cells (an 80-column terminal), the queue draws each call on
 two lines (tool over thread) and gives the arguments the width, wrapped over both lines,
 so a whole command of about 90 characters shows in its row.
+
+A call with a deadline (engine.deadlines) shows the time left in a `left` column (shown
+only while some call has one), redrawn each second; in the last minute (the last fifth of
+a shorter deadline) its row is styled as a warning, and a notification says once which
+call it is, when its deadline passes and what happens then.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 
+from rich.text import Text
 from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable
 
-from console.format import age, one_line, short_id
+from console.format import age, clock_time, one_line, short_id
 from console.state import CallRow
 from console.widgets.keyed_table import KeyedTable
 from engine.lifecycle.call import under_review
@@ -35,6 +42,7 @@ from engine.lifecycle.call import under_review
 COLUMNS = ("tool", "state", "arguments", "thread", "turn", "age")
 COMPACT_COLUMNS = ("call", "state", "arguments", "age")  # call: the tool over the thread
 COMPACT_BELOW = 80  # cells of width under which the queue is compact
+WARN_LAST = 60.0  # seconds before a deadline its row warns (a fifth of a shorter deadline)
 ARGS_PREVIEW = 120  # characters of arguments at most; a narrower table cuts them further
 GUARD = 0.3  # seconds after the focus arrives in which a decision key asks first
 
@@ -58,6 +66,8 @@ class DecisionQueue(KeyedTable):
         Binding("enter", "decide('details')", "Details", priority=True),
     ]
 
+    COMPONENT_CLASSES = KeyedTable.COMPONENT_CLASSES | {"queue--warning"}
+
     class Decide(Message):
         """The operator pressed a decision key on `call`."""
 
@@ -79,6 +89,8 @@ class DecisionQueue(KeyedTable):
         self._thread_of: dict[str, str] = {}  # of the calls drawn, for the cursor's next row
         self._focus_at = float("-inf")
         self._landed: str | None = None  # another thread's call the cursor moved to itself
+        self._near: set[str] = set()  # calls shown whose deadline is near (rows warned)
+        self._told: set[str] = set()  # calls whose near deadline was notified
 
     def on_focus(self) -> None:
         self._focus_at = self.keys_clock()
@@ -98,14 +110,26 @@ class DecisionQueue(KeyedTable):
         }  # fmt: skip
         self._thread_of.update((k, c.thread_id) for k, c in self._calls.items())
         now = self.clock()
+        near = {k for k, c in pending.items() if k not in self.decided and deadline_near(c, now)}
+        self._tell(pending, near, now)
+        base = COMPACT_COLUMNS if self.lines > 1 else COLUMNS
+        timed = any(c.deadline_at is not None for c in self._calls.values())
+        labels = (*base[:2], "left", *base[2:]) if timed else base  # after the state
+        near &= set(self._calls)
+        if labels != self.labels or near != self._near:  # new columns, or rows restyled:
+            self.labels, self._near, self._drawn, self._room = labels, near, {}, {"": -1}
+            if not self._calls:  # (`show` redraws all, columns too, when there are rows)
+                self.clear(columns=True)
+                self._add_columns()
         rows: dict[str, tuple[str, ...]] = {}
         for key, call in self._calls.items():
             state = "decided" if key in self.decided else _state(call)
             args, ago = one_line(call.args, ARGS_PREVIEW), age(now - call.updated_at)
-            rows[key] = (
+            cells = (
                 (f"{call.tool}\n{call.thread_id}", state, args, ago) if self.lines > 1 else
                 (call.tool, state, args, call.thread_id, short_id(call.turn_id), ago)
             )  # fmt: skip
+            rows[key] = (*cells[:2], left(call, now, key in near), *cells[2:]) if timed else cells
         self.show(rows)
         self._thread_of = {k: c.thread_id for k, c in self._calls.items()}
 
@@ -124,6 +148,25 @@ class DecisionQueue(KeyedTable):
                 self.move_cursor(row=self.get_row_index(keep), animate=False)
             return
         super().on_resize()
+
+    def _tell(self, pending: dict[str, CallRow], near: set[str], now: float) -> None:
+        """Say once of each call whose deadline came near: which, when, and what then."""
+        self._told &= set(pending)
+        for key in sorted(near - self._told, key=lambda k: pending[k].deadline_at or 0):
+            call, self._told = pending[key], self._told | {key}
+            then = "approved" if call.on_deadline == "approve" else "cancelled"
+            at = call.deadline_at or now
+            self.notify(f"{call.tool} {one_line(call.args, 40)} on {call.thread_id}: its deadline "
+                        f"is {clock_time(at)} (in {time_left(at - now)}); undecided, it is {then} "
+                        "then.", title="Decision deadline", severity="warning")  # fmt: skip
+
+    def _cell(self, label: str, value: str, key: str | None = None) -> Text | str:
+        cell = super()._cell(label, value, key)
+        if key not in self._near or label == "state":  # (the state keeps its own colour)
+            return cell
+        text = cell.copy() if isinstance(cell, Text) else Text(cell)
+        text.stylize(self.get_component_rich_style("queue--warning", partial=True))
+        return text
 
     def successor(
         self, gone: str, before: list[str], rows: dict[str, tuple[str, ...]]
@@ -178,3 +221,30 @@ class DecisionQueue(KeyedTable):
 def _state(call: CallRow) -> str:
     """The state word of a waiting call: a call a crash left for review says so."""
     return "review" if under_review(call.status, call.error) else call.status
+
+
+def time_left(seconds: float) -> str:
+    """Time to a deadline as the queue shows it: 4m12s, 45s, 1h05m; "due now" once passed."""
+    if seconds <= 0:
+        return "due now"
+    whole = math.ceil(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def deadline_near(call: CallRow, now: float) -> bool:
+    """Whether `call`'s deadline is in its last minute (the last fifth of a short one)."""
+    if call.deadline_at is None:
+        return False
+    whole = call.deadline_at - call.updated_at
+    return call.deadline_at - now <= min(WARN_LAST, whole / 5)
+
+
+def left(call: CallRow, now: float, near: bool) -> str:
+    """The `left` cell: the time to its deadline (marked ⚠ when near), else nothing."""
+    if call.deadline_at is None:
+        return ""
+    return f"⚠ {time_left(call.deadline_at - now)}" if near else time_left(call.deadline_at - now)

@@ -77,7 +77,8 @@ class KeyedTable(DataTable[Text | str]):
             return f"{state.glyph} {state.word}"
         return value
 
-    def _cell(self, label: str, value: str) -> Text | str:
+    def _cell(self, label: str, value: str, key: str | None = None) -> Text | str:
+        """One cell as drawn (`key`: its row's, for a subclass that styles rows)."""
         if label in self.state_columns:
             return state_text(self, value)
         room = self._room.get(label)
@@ -97,7 +98,7 @@ class KeyedTable(DataTable[Text | str]):
             for key, cells in rows.items():
                 for label, old, new in zip(self.labels, before[key], cells, strict=True):
                     if old != new:
-                        self.update_cell(key, label, self._cell(label, new))
+                        self.update_cell(key, label, self._cell(label, new, key))
             return
         keep = self.current_key()
         if keep is not None and keep not in rows:
@@ -106,7 +107,8 @@ class KeyedTable(DataTable[Text | str]):
         if refit:
             self._add_columns()
         for key, cells in rows.items():
-            self.add_row(*(self._cell(lb, v) for lb, v in zip(self.labels, cells, strict=True)),
+            self.add_row(*(self._cell(lb, v, key)
+                           for lb, v in zip(self.labels, cells, strict=True)),
                          key=key, height=self.lines)  # fmt: skip
         if keep is not None and keep in self.rows:
             self.move_cursor(row=self.get_row_index(keep), animate=False)

@@ -1,5 +1,5 @@
-"""The status bar: room, run id, model in use, hosted or attached, and how many turns run
-and wait."""
+"""The status bar: room, run id, model in use, hosted or attached, how many turns run and
+wait, and how many calls wait for a decision."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ class StatusBar(Widget):
     mode: reactive[str] = reactive("")  # hosted | attached to pid N | detached: …
     running: reactive[int] = reactive(0)
     waiting: reactive[int] = reactive(0)
+    calls: reactive[int] = reactive(0)  # calls waiting for a decision
     follow: reactive[bool] = reactive(True)
 
     def render(self) -> Text:
@@ -35,7 +36,10 @@ class StatusBar(Widget):
         text.append(f"{run.glyph} {self.running} running",
                     self.get_component_rich_style("state--running"))  # fmt: skip
         text.append("  ")
-        text.append(f"{wait.glyph} {self.waiting} waiting",
+        calls = (
+            f" ({self.calls} call{'s' if self.calls > 1 else ''} to decide)" if self.calls else ""
+        )
+        text.append(f"{wait.glyph} {self.waiting} waiting{calls}",
                     self.get_component_rich_style("state--waiting"))  # fmt: skip
         if self.mode:  # what a narrow terminal cuts first comes last
             text.append("  ").append(self.mode, dim if self.mode == "hosted" else None)

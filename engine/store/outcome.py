@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from engine.decisions import PendingCall
 from engine.outcome import TurnOutcome
 from engine.store.sqlite import Store, json_or_text
-
-# When a call of (tool, group, suspend reason, waiting since) is decided by its deadline.
-Deadline = Callable[[str, str | None, str | None, float], float | None]
 
 
 async def read_outcome(store: Store, turn_id: str) -> TurnOutcome:
@@ -33,9 +28,8 @@ async def read_outcome(store: Store, turn_id: str) -> TurnOutcome:
     )  # fmt: skip
 
 
-async def read_pending(store: Store, deadline: Deadline | None = None) -> list[PendingCall]:
-    """Every suspended call in the room, oldest first; `deadline` says when each is decided
-    by its deadline (engine.deadlines)."""
+async def read_pending(store: Store) -> list[PendingCall]:
+    """Every suspended call in the room, oldest first (engine.deadlines adds deadlines)."""
     rows = await store.fetchall(
         "SELECT c.id, c.turn_id, c.thread_id, c.tool, c.args, c.suspend_reason, c.updated_at,"
         " h.group_name FROM tool_calls c LEFT JOIN threads h ON h.id = c.thread_id"
@@ -44,8 +38,6 @@ async def read_pending(store: Store, deadline: Deadline | None = None) -> list[P
     return [
         PendingCall(call_id=r["id"], turn_id=r["turn_id"], thread_id=r["thread_id"],
                     tool=r["tool"], args=json_or_text(r["args"]), reason=r["suspend_reason"] or "",
-                    since=r["updated_at"], group=r["group_name"],
-                    deadline_at=deadline(r["tool"], r["group_name"], r["suspend_reason"],
-                                         r["updated_at"]) if deadline else None)
+                    since=r["updated_at"], group=r["group_name"])
         for r in rows
     ]  # fmt: skip

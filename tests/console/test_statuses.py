@@ -97,6 +97,9 @@ async def test_seeded_rows_hold_the_enums_the_room_read_gives(tmp_path) -> None:
         async def recent(self) -> Recent:
             return recent
 
+        async def pending(self) -> list:  # (seed reads the deadlines from it)
+            return []
+
     s = DeckState()
     await seed(Client(), s)  # type: ignore[arg-type]
     [turn] = s.turns.values()
