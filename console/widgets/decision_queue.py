@@ -150,15 +150,23 @@ class DecisionQueue(KeyedTable):
         super().on_resize()
 
     def _tell(self, pending: dict[str, CallRow], near: set[str], now: float) -> None:
-        """Say once of each call whose deadline came near: which, when, and what then."""
+        """Say once of the calls whose deadline came near: which (the soonest, and how many
+        more), when, and what then; one notification however many came near at once."""
         self._told &= set(pending)
-        for key in sorted(near - self._told, key=lambda k: pending[k].deadline_at or 0):
-            call, self._told = pending[key], self._told | {key}
-            then = "approved" if call.on_deadline == "approve" else "cancelled"
-            at = call.deadline_at or now
-            self.notify(f"{call.tool} {one_line(call.args, 40)} on {call.thread_id}: its deadline "
-                        f"is {clock_time(at)} (in {time_left(at - now)}); undecided, it is {then} "
-                        "then.", title="Decision deadline", severity="warning")  # fmt: skip
+        new = sorted(
+            (k for k in pending if k in near and k not in self._told),
+            key=lambda k: pending[k].deadline_at or 0,
+        )  # (in the queue's order)
+        if not new:
+            return
+        self._told |= set(new)
+        call = pending[new[0]]
+        then = "approved" if call.on_deadline == "approve" else "cancelled"
+        at = call.deadline_at or now
+        more = f" (and {len(new) - 1} more call{'s' if len(new) > 2 else ''})" if new[1:] else ""
+        self.notify(f"{call.tool} {one_line(call.args, 40)} on {call.thread_id}{more}: its "
+                    f"deadline is {clock_time(at)} (in {time_left(at - now)}); undecided, it is "
+                    f"{then} then.", title="Decision deadline", severity="warning")  # fmt: skip
 
     def _cell(self, label: str, value: str, key: str | None = None) -> Text | str:
         cell = super()._cell(label, value, key)

@@ -21,6 +21,7 @@ from engine.events import CallChanged
 from engine.providers.offline import OfflineModel
 from tests.console.conftest import T0, KeysClock, fixed_ids
 from tests.console.helpers import Recorder, call_waits, started, told, until
+from tests.console.scenes import queue, steady
 
 pytestmark = pytest.mark.anyio
 
@@ -219,3 +220,29 @@ async def test_notifications_do_not_cover_the_queue(deck_app, size) -> None:
         newest = app.screen.find_widget(toasts[-1]).visible_region
         assert newest.area > 0, "the newest notification is seen"
         await app.shutdown()
+
+
+# -- snapshots ----------------------------------------------------------------------------------
+
+DEADLINES = '[approvals]\ndeadline = "1h"\n[approvals.tools.shell]\ndeadline = "5m"\n'
+
+
+@pytest.mark.parametrize("size", [(160, 48), (80, 24)], ids=["wide", "narrow"])
+def test_deadlines_snapshot(snap_compare, room: Path, size) -> None:
+    """Three waiting calls 4m10s after they started waiting: the two shell calls (5m) in
+    their last minute, warned, and the write_file call (1h) with 55m50s left; the warning's
+    notification at the top right, clear of the queue."""
+    toml(room, DEADLINES)
+    now = [T0]
+    app = make_app(room, clock=lambda: now[0], provider=OfflineModel(delay=0), ids=fixed_ids(),
+                   keys_clock=KeysClock())  # fmt: skip
+
+    async def run_before(pilot) -> None:
+        await queue(pilot)
+        main = app.main
+        now[0] = T0 + 250
+        await until(pilot, lambda: len(main.query_one(DecisionQueue)._near) == 2, "warned")
+        await pilot.pause(0.1)
+        await steady(pilot)
+
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
