@@ -1,6 +1,6 @@
 """Step benchmark: microseconds per step at conversation lengths 50, 200 and 800.
 
-    .venv/bin/python -m tests.bench.bench_steps [--threads N] [--layout turns|long]
+    .venv/bin/python -m tests.bench.bench_steps [--threads N] [--layout turns|long] [--peer]
 
 One step = one inference of a scripted zero-latency model + one call of the no-op tool
 `noop` (approval never), with their checkpoints (assistant_turn_committed,
@@ -22,6 +22,12 @@ nothing else (on a 2-core VM a hop alone costs about 100 us, two thread wake-ups
 Targets (printed as information; the exit status never depends on time): FULL <= 1 ms
 per step, NORMAL <= 300 us per step, the step at length 800 within 1.2x of the step at
 length 50.
+
+`--peer` runs the same loop on LangGraph with SqliteSaver, durability "sync", in the same
+run (tests/bench/peer_langgraph.py; `pip install -e '.[bench]'`), and prints the time per
+loop of each and their ratio at each length, FULL (layout `turns`). Targets: agentdeck
+>= 7x faster at 200 messages and >= 14x at 800. Without LangGraph it says how to install
+it and exits 2.
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ from engine.providers.base import (
 )
 from engine.runtime import Runtime
 from engine.tools import tool
+from tests.bench import peer_langgraph
 
 LENGTHS = (50, 200, 800)
 MEASURED_STEPS = 51  # per measured turn: 50 timed steps, the conversation grows by ~100
@@ -60,6 +67,9 @@ PREFILL_STEPS = 10  # steps per pre-fill turn (each adds 2 messages per step + 2
 LONG_TURN_STEPS = (max(LENGTHS) + 25) // 2 + 2  # --layout long: one turn past 800
 TARGET_US = {"FULL": 1000.0, "NORMAL": 300.0}
 MAX_GROWTH = 1.2
+CPU = [0.0, 0]  # process CPU seconds of the measured turns (all threads), and their steps
+PEER_CPU = [0.0, 0]  # the same for LangGraph's measured turns
+PEER_TARGETS = {200: 7.0, 800: 14.0}  # agentdeck's speed-up over LangGraph, per loop
 
 
 @tool(name="noop")
@@ -101,6 +111,7 @@ async def measure_turn(
             marks.append((time.perf_counter(), len(conv.messages)))
 
     unsubscribe = rt.subscribe(on_event)
+    cpu = time.process_time()
     try:
         model.remaining = steps
         msg = Message(origin="invoke", sender="bench", thread_id=thread_id, text="go")
@@ -108,6 +119,8 @@ async def measure_turn(
         assert out.status == "done", out
     finally:
         unsubscribe()
+    CPU[0] += time.process_time() - cpu
+    CPU[1] += steps
     # Between two tool-round commits: one inference + its commit, one tool round + its commit.
     return [(n0, t1 - t0) for (t0, n0), (t1, _) in zip(marks, marks[1:], strict=False)]
 
@@ -137,9 +150,11 @@ async def bench_mode(
     )
     model = NoopModel()
     samples: dict[int, list[float]] = {n: [] for n in LENGTHS}
+    CPU[:] = [0.0, 0]
     room = root / f"room-{synchronous.lower()}-{layout}"
     async with Runtime.open(room, kind="run", provider=model, tools=[noop], config=config) as rt:
         await measure_turn(rt, model, "warmup", MEASURED_STEPS)
+        CPU[:] = [0.0, 0]
         for i in range(threads):
             thread = f"bench-{i}"
             if layout == "long":  # one turn calls noop until the conversation is past 800
@@ -227,6 +242,7 @@ async def main(threads: int, layout: str) -> None:
         print(header)
         print("-" * len(header))
         verdicts: list[str] = []
+        cpus: dict[str, float] = {}
         for synchronous in ("FULL", "NORMAL"):
             samples = await bench_mode(root, synchronous, threads, layout)
             bare = bare_commit_us(root, synchronous)
@@ -240,6 +256,7 @@ async def main(threads: int, layout: str) -> None:
                 print(f"{synchronous:<7}{length:>7}{len(xs):>7}{means[length]:>10.0f}"
                       f"{p50:>9.0f}{p90:>9.0f}{1e6 / means[length]:>9.0f}{bare:>16.0f}"
                       f"{floor:>16.0f}")  # fmt: skip
+            cpus[synchronous] = CPU[0] / max(1, CPU[1]) * 1e6
             worst = max(means.values())
             growth = means[max(LENGTHS)] / means[min(LENGTHS)]
             limit = TARGET_US[synchronous]
@@ -252,9 +269,71 @@ async def main(threads: int, layout: str) -> None:
                 f"{min(LENGTHS)} = {growth:.2f}x <= {MAX_GROWTH}x"
             )
         print()
+        print("process CPU per step (measured turns, every thread of the process): "
+              + ", ".join(f"{k} {v:.0f} us" for k, v in cpus.items()))  # fmt: skip
+        print()
         print("targets (information only):")
         for line in verdicts:
             print("  " + line)
+
+
+def peer_samples(root: Path, synchronous: str, threads: int) -> dict[int, list[float]]:
+    """Per length, LangGraph's loop durations (seconds), laid out as agentdeck's `turns`."""
+    samples: dict[int, list[float]] = {n: [] for n in LENGTHS}
+    peer = peer_langgraph.Peer(root, synchronous)
+    try:
+        peer.turn("warmup", MEASURED_STEPS)
+        for i in range(threads):
+            for target in LENGTHS:
+                thread = f"bench-{i}"
+                peer.prefill(thread, target - MEASURED_STEPS, PREFILL_STEPS)
+                cpu = time.process_time()
+                samples[target].extend(s for _, s in peer.turn(thread, MEASURED_STEPS))
+                PEER_CPU[0] += time.process_time() - cpu
+                PEER_CPU[1] += MEASURED_STEPS
+    finally:
+        peer.close()
+    return samples
+
+
+async def main_peer(threads: int) -> None:
+    synchronous = "FULL"
+    with tempfile.TemporaryDirectory(prefix="agentdeck-bench-") as tmp:
+        root = Path(tmp)
+        print(f"agentdeck vs LangGraph (SqliteSaver, durability sync), synchronous={synchronous}:"
+              f" per loop (an inference step and a tool step), zero-latency model; threads"
+              f" pre-filled by turns of {PREFILL_STEPS} loops, then a measured turn of"
+              f" {MEASURED_STEPS} loops centred on each length; {threads} thread(s) each")  # fmt: skip
+        print(f"temp dir {root}")
+        print(f"sqlite {sqlite3.sqlite_version}, python {sys.version.split()[0]}")
+        print()
+        ours = await bench_mode(root, synchronous, threads, "turns")
+        theirs = peer_samples(root, synchronous, threads)
+        ours_cpu = CPU[0] / max(1, CPU[1]) * 1e6
+        theirs_cpu = PEER_CPU[0] / max(1, PEER_CPU[1]) * 1e6
+        bare = bare_commit_us(root, synchronous)
+        floor = await hop_floor_us(root, synchronous)
+        header = (f"{'length':>7}{'agentdeck us':>14}{'langgraph us':>14}{'ratio':>8}"
+                  f"{'bare commit us':>16}{'2-hop floor us':>16}{'ratio at floor':>16}")  # fmt: skip
+        print(header)
+        print("-" * len(header))
+        ratios: dict[int, float] = {}
+        for length in LENGTHS:
+            a = statistics.fmean(ours[length]) * 1e6
+            b = statistics.fmean(theirs[length]) * 1e6
+            ratios[length] = b / a
+            print(f"{length:>7}{a:>14.0f}{b:>14.0f}{ratios[length]:>7.1f}x{bare:>16.0f}"
+                  f"{floor:>16.0f}{b / floor:>15.1f}x")  # fmt: skip
+        print()
+        print(f"process CPU per loop (measured turns): agentdeck {ours_cpu:.0f} us,"
+              f" LangGraph {theirs_cpu:.0f} us")  # fmt: skip
+        print("ratio at floor: LangGraph's loop over agentdeck's least possible one (its two"
+              " checkpoints as bare one-row commits, one hop each), measured here")  # fmt: skip
+        print()
+        print("targets (information only):")
+        for length, want in PEER_TARGETS.items():
+            ok = ratios[length] >= want
+            print(f"  {mark(ok)}  at {length}: {ratios[length]:.1f}x >= {want:g}x")
 
 
 if __name__ == "__main__":
@@ -265,5 +344,15 @@ if __name__ == "__main__":
         help="turns: pre-fill with short turns, measure a turn at each length (default); "
         "long: one turn per thread keeps calling noop past 800 messages",
     )  # fmt: skip
+    parser.add_argument(
+        "--peer", action="store_true",
+        help="also run the loop on LangGraph (SqliteSaver, durability sync) and print the ratio",
+    )  # fmt: skip
     args = parser.parse_args()
-    anyio.run(main, args.threads, args.layout)
+    if args.peer:
+        if not peer_langgraph.available():
+            print(f"--peer needs LangGraph and its SQLite checkpointer: {peer_langgraph.INSTALL}")
+            sys.exit(2)
+        anyio.run(main_peer, args.threads)
+    else:
+        anyio.run(main, args.threads, args.layout)
