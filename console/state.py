@@ -399,8 +399,8 @@ class DeckState:
     def _fold_decision(self, event: DecisionRecorded, ch: Changes) -> None:
         if event.status == DecisionStatus.QUEUED:
             self.decided[event.call_id] = event.action
-        elif event.status == DecisionStatus.APPLIED:
-            self.decided.pop(event.call_id, None)
+        elif event.status in (DecisionStatus.APPLIED, DecisionStatus.REFUSED):
+            self.decided.pop(event.call_id, None)  # refused: the call takes a decision again
         else:  # a duplicate leaves the mark of the decision that won; superseded, the newer's
             return
         ch.pending = ch.pending or event.call_id in self.pending

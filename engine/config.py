@@ -200,6 +200,12 @@ class ApprovalsConfig(_Section):
     tools: dict[str, DeadlineSettings] = Field(default_factory=dict)
     groups: dict[str, DeadlineSettings] = Field(default_factory=dict)
 
+    @property
+    def any_deadline(self) -> bool:
+        """Whether some call may have a deadline (else nothing needs watching)."""
+        more = [*self.tools.values(), *self.groups.values()]
+        return self.deadline is not None or any(s.deadline is not None for s in more)
+
 
 class ConsoleConfig(_Section):
     """`[console]`: how the console asks for attention when a call starts waiting."""

@@ -18,6 +18,7 @@ import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -53,7 +54,7 @@ from engine.store import turns as rows
 from engine.store.outcome import read_outcome
 from engine.store.schedule import group_row, key_row, keyed_request, request_row, restore_schedule
 from engine.strategies import strategy_for
-from engine.summary import SummaryFile
+from engine.summary import SummaryFile, summary_of
 from engine.supervisor import TurnHandle, TurnSupervisor
 from engine.tools import Tool, ToolRegistry
 from engine.turn.call import CallState
@@ -101,7 +102,7 @@ class Runtime:
             plugins=plugins, decisions=self.decisions, rules=self.rules, config=config,
             workspace=room.workspace, log=self.log,
         )  # fmt: skip
-        self.summary_file = SummaryFile(room, self._summary)
+        self.summary_file = SummaryFile(room, partial(summary_of, self))
         self.supervisor = TurnSupervisor(
             self.ctx, store, self.scheduler, config,
             changed=lambda: self.summary_file.changed(self.supervisor.tg),
@@ -159,9 +160,10 @@ class Runtime:
                         sv.tg = tg
                         tg.start_soon(store.index_forever, INDEX_EVERY)
                         if resume == "all":
-                            tg.start_soon(DeadlineWatch(store, config.approvals, clock=clock,
-                                sleep=sleep, decide=rt.decide, queued=rt.decisions.queued_for,
-                                subscribe=rt.subscribe, notice=rt.notice).run)  # fmt: skip
+                            if config.approvals.any_deadline:  # else nothing to watch
+                                tg.start_soon(DeadlineWatch(store, config.approvals, clock=clock,
+                                    sleep=sleep, decide=rt.decide, queued=rt.decisions.queued_for,
+                                    subscribe=rt.subscribe, notice=rt.notice).run)  # fmt: skip
                             for turn_id in sorted(sv.interrupted):
                                 sv.spawn_resume(turn_id)
                             for turn_id in await rt.decisions.stale_turns():  # decided, not
@@ -433,21 +435,3 @@ class Runtime:
     async def outcome(self, turn_id: str) -> TurnOutcome:
         """Where a turn stands, from execution.db."""
         return await read_outcome(self.store, turn_id)
-
-    # -- the summary ------------------------------------------------------------------------
-
-    def _summary(self, stopped: bool) -> dict[str, Any]:
-        """What agent.run says (see engine.summary)."""
-        return {
-            "run_id": self.run_id,
-            "kind": self.kind,
-            "pid": os.getpid(),
-            "state": "stopped" if stopped else "active",
-            "model": f"{self.provider.name}:{self.provider.model}",
-            "running_turns": sorted(self.supervisor.loops),
-            "waiting_turns": sorted(
-                h.turn_id for h in self.scheduler.holders.values() if h.state == "waiting"
-            ),
-            "updated_at": time.time(),  # wall time, not the runtime clock tests fix
-            **self.api,
-        }

@@ -8,6 +8,8 @@ turns changed meanwhile, in a worker thread (a write costs about a millisecond h
 from __future__ import annotations
 
 import logging
+import os
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -50,3 +52,20 @@ class SummaryFile:
             self.room.write_summary(summary)
         except OSError as exc:
             log.warning("cannot write %s: %s", self.room.summary, exc)
+
+
+def summary_of(rt: Any, stopped: bool) -> dict[str, Any]:
+    """What agent.run says of the runtime `rt` (an engine.runtime.Runtime)."""
+    return {
+        "run_id": rt.run_id,
+        "kind": rt.kind,
+        "pid": os.getpid(),
+        "state": "stopped" if stopped else "active",
+        "model": f"{rt.provider.name}:{rt.provider.model}",
+        "running_turns": sorted(rt.supervisor.loops),
+        "waiting_turns": sorted(
+            h.turn_id for h in rt.scheduler.holders.values() if h.state == "waiting"
+        ),
+        "updated_at": time.time(),  # wall time, not the runtime clock tests fix
+        **rt.api,
+    }

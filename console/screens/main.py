@@ -8,10 +8,8 @@ due (its pacing keeps keys quick in a flood).
 
 from __future__ import annotations
 
-import copy
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 from typing import Any
 
 from textual import on, work
@@ -24,15 +22,12 @@ from textual.widgets import Input
 
 from console.attention import Attention
 from console.bridge import CALLS, CHAT, STATUS, TIMELINE, Bridge
-from console.format import one_line, short_id
-from console.glyphs import look
+from console.format import short_id
 from console.groups import next_filter
-from console.screens.call_detail import CallDetailScreen
 from console.screens.confirm import ConfirmScreen
-from console.screens.deciding import ask_decision
+from console.screens.decide_flow import Deciding
 from console.screens.review import tell_reviews
 from console.screens.threads import ThreadPickerScreen
-from console.state import CallRow
 from console.widgets.calls_table import CallsTable
 from console.widgets.chat_pane import ChatPane
 from console.widgets.decision_queue import DecisionQueue
@@ -41,14 +36,13 @@ from console.widgets.key_bar import KeyBar
 from console.widgets.status_bar import StatusBar
 from console.widgets.timeline import Timeline
 from engine.lifecycle import DecisionStatus, TurnStatus
-from engine.lifecycle.call import under_review
 
 DEFAULT_THREAD = "chat:main"
 MAX_NOTICES = 3  # toasts per frame; a flood of notices is summed up, not shown one by one
 REVIEW_NOTICE = "was running when agentdeck stopped"  # engine.review.notice_text's words
 
 
-class MainScreen(Screen[None]):
+class MainScreen(Screen[None], Deciding):
     """The operator's day: four panes, a status bar and the footer."""
 
     BINDINGS = [
@@ -168,12 +162,16 @@ class MainScreen(Screen[None]):
             plural = "s" if n > 1 else ""
             calls = f"{n} call{plural}" if total <= n else f"{n} more call{plural} ({total} in all)"
             self.notify(f"{calls} waiting for a decision ({where})", title="Decision queue")
-        for lost in (d for d in ch.decisions if d.status == DecisionStatus.DUPLICATE):
-            if lost.decision_id in self._mine:  # another decision on the call came first
+        for lost in (d for d in ch.decisions if d.decision_id in self._mine):
+            if lost.status == DecisionStatus.DUPLICATE:  # another decision came first
                 self._mine.discard(lost.decision_id)
                 self.notify(f"Your decision on {lost.call_id} was not applied: "
                             f"{lost.note or 'the call was already decided'}.",
                             title="Decided elsewhere", severity="warning")  # fmt: skip
+            elif lost.status == DecisionStatus.REFUSED:  # nothing ran; the call still waits
+                self._mine.discard(lost.decision_id)
+                self.notify(f"Your decision on {lost.call_id} was refused: {lost.note}. "
+                            "The call still waits.", title="Nothing ran", severity="error")  # fmt: skip
         notices = [n for n in ch.notices if REVIEW_NOTICE not in n.text]  # told once, above
         for notice in notices[:MAX_NOTICES]:
             level = "information" if notice.level == "info" else notice.level  # Textual's word
@@ -296,64 +294,6 @@ class MainScreen(Screen[None]):
         self.query_one(target).focus()
 
     # -- actions ----------------------------------------------------------------------------
-
-    @work(group="decide")
-    async def _decide(self, action: str, call: CallRow, ask: str = "") -> None:
-        if action == "details":  # its decision keys come back here, on the arguments shown
-            call = replace(call, args=copy.deepcopy(call.args))  # (the state's row may change)
-            room = getattr(self.app, "room", None)
-            picked = await self.app.push_screen_wait(CallDetailScreen(
-                call, self._refusal_here, room.workspace if room is not None else None))  # fmt: skip
-            if picked is None:
-                return
-            action = picked
-        if (refused := self._refusal(call)) is not None:
-            self.notify(refused, title="Nothing decided", severity="warning")
-            return
-        if ask:  # the key may not have been meant for the queue: No is the default
-            what = f"{call.tool} {one_line(call.args, 50)} on {call.thread_id}"
-            question = f"{ask} {action.replace('_', ' ').capitalize()} {what}?"
-            if not await self.app.push_screen_wait(ConfirmScreen(question, yes="Go on")):
-                return
-        decision = await ask_decision(self.app, action, call, self.bridge.decision_id)
-        if decision is None:
-            return
-        if (refused := self._refusal(call)) is not None:  # decided meanwhile
-            self.notify(refused, title="Nothing decided", severity="warning")
-            return
-        self.state.mark_decided(call.call_id, decision.action)  # no second decision from here
-        self._redraw_pending()
-        self._mine.add(decision.id)
-        self._act(action, call.call_id, self._send_decision(decision))
-
-    def _refusal_here(self, call: CallRow) -> str | None:
-        """Why `call`, as a detail view shows it, takes no decision now (None: it does)."""
-        what = f"{call.tool} {one_line(call.args, 40)} on {call.thread_id}"
-        if (live := self.state.pending.get(call.call_id)) is None:
-            state = look(self.state.calls.get(call.call_id, call).status)
-            return f"{what} is not waiting for a decision ({state.glyph} {state.word})."
-        if live.args != call.args:
-            return f"The arguments of {call.tool} on {call.thread_id} changed since shown: Esc, then open it again."
-        return self._refusal(call)
-
-    def _refusal(self, call: CallRow) -> str | None:
-        """Why `call` takes no decision now (None: it does)."""
-        what = f"{call.tool} {one_line(call.args, 40)} on {call.thread_id}"
-        if under_review(call.status, call.error):  # the engine would refuse a decision
-            return f"{what} was running when agentdeck stopped: press ! to review it."
-        if (decided := self.state.decided.get(call.call_id)) is None:
-            return None  # (a call decided and applied elsewhere: the runtime says whose won)
-        word = {"resume": "approved", "cancel": "cancelled", "fail": "marked failed",
-                "rerun": "run again"}.get(decided, decided)  # fmt: skip
-        return f"{what} is decided ({word}): it applies when the turn is free."
-
-    async def _send_decision(self, decision: Any) -> Any:
-        try:
-            return await self.bridge.decide(decision)
-        except BaseException:  # not recorded: the call takes a decision again
-            self.state.decided.pop(decision.call_id, None)
-            self._redraw_pending()
-            raise
 
     def _act(self, action: str, target: str, work: Awaitable[Any]) -> None:
         from engine.api.models import Decided, Submitted  # loaded with the runtime by now

@@ -12,6 +12,7 @@ from console.bridge import Bridge
 from console.state import DeckState
 from engine.events import (
     CallChanged,
+    DecisionRecorded,
     Event,
     StepFinished,
     StepStarted,
@@ -64,6 +65,19 @@ def test_fold_tracks_steps_calls_and_pending() -> None:
     ])  # fmt: skip
     assert ch.pending and not s.pending and ch.new_pending == 0
     assert s.thread("chat:1").streaming == "" and s.counts() == (0, 0)
+
+
+def test_a_refused_decision_leaves_its_call_decidable_again() -> None:
+    s = DeckState()
+    s.fold(_turn(1))
+    s.mark_decided("c_1", "resume")  # the console sent an approval
+    recorded = dict(at=3, thread_id="chat:1", turn_id="t_1", decision_id="d_1", call_id="c_1",
+                    action="resume")  # fmt: skip
+    ch = s.fold([DecisionRecorded(**recorded, status="queued")])
+    assert s.decided == {"c_1": "resume"} and ch.pending
+    # the engine refused it (its arguments were not those shown): nothing ran, it waits
+    ch = s.fold([DecisionRecorded(**recorded, status="refused", note="hash differs")])
+    assert s.decided == {} and ch.pending and list(s.pending) == ["c_1"]
 
 
 def _sample(kind: type) -> object:
