@@ -80,7 +80,8 @@ class RulesScreen(Screen[None]):
         now = self.clock()
         active = sum(r.state(now) == "active" for r in rules)
         toml = sum(r.source == "toml" for r in rules)
-        summary.update(f" {len(rules)} rule{"" if len(rules) == 1 else "s"}, {active} active · {toml} from agentdeck.toml, "
+        plural = "" if len(rules) == 1 else "s"
+        summary.update(f" {len(rules)} rule{plural}, {active} active · {toml} from agentdeck.toml, "
                        f"{len(rules) - toml} remembered or added")  # fmt: skip
         self.query_one(RulesTable).show_rules(rules, now)
         title = f"Rules ({len(rules)})"
