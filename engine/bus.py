@@ -40,16 +40,23 @@ class EventBus:
             callback(event)
 
     async def commit(
-        self, ops: list[Op], events: list[Event], *, checkpoint: str | None, turn_id: str
+        self,
+        ops: list[Op],
+        events: list[Event],
+        *,
+        checkpoint: str | None,
+        turn_id: str,
+        urgent: bool = False,
     ) -> None:
-        """One transaction: the ops, the checkpoint row, the events; then publish them."""
+        """One transaction: the ops, the checkpoint row, the events; then publish them.
+        `urgent` (a turn's admission, a decision): first in the writer's next batch."""
         now = self.clock()
         if checkpoint:
             ops.append(rows.checkpoint(turn_id, self.run_id, checkpoint, now))
         stored, self._unstored = [*self._unstored, *events], []
         ops.extend(rows.event_stored(e, self.run_id) for e in stored
                    if not isinstance(e, MessageAppended))  # (the messages table is the record)  # fmt: skip
-        await self.store.write(ops)
+        await self.store.write(ops, urgent=urgent)
         for event in events:
             for callback in list(self._subscribers):
                 callback(event)

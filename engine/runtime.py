@@ -296,7 +296,7 @@ class Runtime:
             self._keys[key] = req
             ops.append(key_row(key, req.id, self.clock()))
         try:
-            await self.store.write(ops)
+            await self.store.write(ops, urgent=True)  # admission never waits behind steps
         except BaseException:
             if key is not None:
                 self._keys.pop(key, None)  # whether it committed, execution.db now says
@@ -337,7 +337,7 @@ class Runtime:
     async def configure_group(self, name: str, **changes: Any) -> GroupConfig:
         """Change a thread group while running (pause, budget, priority...); it persists."""
         group = self.scheduler.configure(name, **changes)
-        await self.store.write([group_row(group)])
+        await self.store.write([group_row(group)], urgent=True)
         self.supervisor.pump()
         return group
 

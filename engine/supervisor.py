@@ -121,7 +121,7 @@ class TurnSupervisor:
         await loop.run_start()
         if user_message:
             loop.append(ConvMessage(role="user", text=message.text))
-        await loop.commit("user_message")
+        await loop.commit("user_message", urgent=True)  # the admission: never behind steps
         return loop
 
     async def _resume(self, handle: TurnHandle) -> None:
@@ -268,7 +268,7 @@ class TurnSupervisor:
                     decision_id=old.id, call_id=old.call_id, action=old.action,
                     status="superseded", reason=old.reason, note=f"superseded by {decision.id}",
                 ))  # fmt: skip
-        await self.ctx.commit(ops, events, checkpoint=None, turn_id=event.turn_id)
+        await self.ctx.commit(ops, events, checkpoint=None, turn_id=event.turn_id, urgent=True)
         if status == "refused":
             return status
         if decided:
@@ -281,7 +281,7 @@ class TurnSupervisor:
             lost = event.model_copy(update={"at": self.ctx.clock(), "note": note,
                                             "status": DecisionStatus.DUPLICATE})  # fmt: skip
             await self.ctx.commit([recorded.duplicate(decision.id, note)], [lost], checkpoint=None,
-                              turn_id=event.turn_id)  # fmt: skip
+                                  turn_id=event.turn_id, urgent=True)  # fmt: skip
             return "duplicate"
         self.ctx.decisions.add(decision)
         if call is not None:

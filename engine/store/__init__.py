@@ -1,4 +1,4 @@
-"""The truth layer: execution.db in the room, written one transaction per checkpoint."""
+"""The truth layer: execution.db in the room, written by one writer thread (group commit)."""
 
 from engine.store.sqlite import Op, Store, StoreError, json_or_text
 

@@ -1,8 +1,10 @@
-"""execution.db over aiosqlite: WAL, one writer, one transaction per checkpoint.
+"""execution.db: WAL, one writer thread with group commit, reads over aiosqlite.
 
-A checkpoint is a list of statements run in one hop to the database thread (one queue
-item, one BEGIN..COMMIT), not one await per statement. SQL stays portable so the store can
-later move behind the same interface to a shared server database.
+A checkpoint is a list of statements handed to the writer (engine/store/writer.py) in one
+piece; the writer commits every checkpoint waiting in one transaction, a savepoint each.
+Reads stay on aiosqlite's thread with a connection of their own: in WAL mode they never
+wait for the writer, and a read made after a write returned sees it. SQL stays portable so
+the store can later move behind the same interface to a shared server database.
 
 Two jobs stay off a checkpoint's transaction because each costs more than the checkpoint
 itself: copying the WAL back into the database (a background thread with its own
@@ -12,6 +14,7 @@ for everything written since the last one; the runtime calls it about once a sec
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import sqlite3
@@ -25,8 +28,9 @@ import aiosqlite
 import anyio
 
 from engine.store import migrations
+from engine.store.writer import Op, Writer, WriterStatistics
 
-Op = tuple[str, Sequence[Any]]
+__all__ = ["Op", "Store", "StoreError", "WriterStatistics", "json_or_text"]
 Synchronous = Literal["FULL", "NORMAL"]
 
 
@@ -113,46 +117,71 @@ def _schema() -> str:
     return resources.files("engine.store").joinpath("schema.sql").read_text()
 
 
-class Store:
-    """The one writer of a room's execution.db."""
+def _open_writer(path: Path, synchronous: Synchronous) -> sqlite3.Connection:
+    """The writer's connection, with the schema migrated and created (blocking).
 
-    def __init__(self, db: aiosqlite.Connection, path: Path) -> None:
-        self._db = db
+    One transaction: a new room costs one sync, not one per statement, and a migration
+    interrupted half-way leaves the room as it was. The version is read first: only the
+    room's owner opens it for writing, so nobody migrates between.
+    """
+    try:
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot open {path}: {exc}") from exc
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA synchronous={synchronous}")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute("PRAGMA busy_timeout=5000")
+        conn.execute("PRAGMA wal_autocheckpoint=0")  # the Checkpointer's job
+        version = (conn.execute("PRAGMA user_version").fetchone() or (0,))[0]
+        conn.executescript(
+            f"BEGIN IMMEDIATE;\n{migrations.script(version)}{_schema()}\n"
+            f"PRAGMA user_version = {migrations.VERSION};\nCOMMIT;"
+        )
+    except (sqlite3.Error, migrations.TooNew) as exc:
+        conn.close()
+        raise StoreError(f"cannot prepare {path}: {exc}") from exc
+    return conn
+
+
+class Store:
+    """The one writer of a room's execution.db (a `Writer` thread), and its reads."""
+
+    def __init__(self, db: aiosqlite.Connection, path: Path, conn: sqlite3.Connection) -> None:
+        self._db = db  # reads: aiosqlite's thread, beside the writer (WAL)
         self.path = path
         self.unindexed = True  # written since the last full-text batch
-        self._commits = 0
+        self._since_checkpoint = 0
         self._write_lock = threading.Lock()
         self._checkpointer = Checkpointer(path, self._write_lock)
         self._checkpointer.start()
+        self._writer = Writer(conn, self._write_lock, asyncio.get_running_loop(), self._committed)
+        self._writer.start()
 
     @classmethod
     async def open(cls, path: Path, synchronous: Synchronous = "FULL") -> Store:
         """Open (creating if needed) the database for writing."""
         if synchronous not in ("FULL", "NORMAL"):
             raise StoreError(f"synchronous must be FULL or NORMAL, not {synchronous!r}")
+        conn = await anyio.to_thread.run_sync(_open_writer, path, synchronous)
         try:
             db = await aiosqlite.connect(path, isolation_level=None)
         except sqlite3.Error as exc:
+            conn.close()
             raise StoreError(f"cannot open {path}: {exc}") from exc
         db.row_factory = sqlite3.Row
         try:
-            await db.execute("PRAGMA journal_mode=WAL")
+            # the writer's settings, so that a read of them tells what writes get
             await db.execute(f"PRAGMA synchronous={synchronous}")
             await db.execute("PRAGMA foreign_keys=ON")
             await db.execute("PRAGMA busy_timeout=5000")
-            await db.execute("PRAGMA wal_autocheckpoint=0")  # the Checkpointer's job
-            # One transaction: a new room costs one sync, not one per statement, and a
-            # migration interrupted half-way leaves the room as it was. The version is read
-            # first: only the room's owner opens it for writing, so nobody migrates between.
-            version = (await (await db.execute("PRAGMA user_version")).fetchone() or (0,))[0]
-            await db.executescript(
-                f"BEGIN IMMEDIATE;\n{migrations.script(version)}{_schema()}\n"
-                f"PRAGMA user_version = {migrations.VERSION};\nCOMMIT;"
-            )
-        except (sqlite3.Error, migrations.TooNew) as exc:
+            await db.execute("PRAGMA wal_autocheckpoint=0")
+        except sqlite3.Error as exc:
             await db.close()
+            conn.close()
             raise StoreError(f"cannot prepare {path}: {exc}") from exc
-        store = cls(db, path)
+        store = cls(db, path, conn)
         try:
             await store.index()  # what a run that stopped left unindexed
         except BaseException:
@@ -167,15 +196,17 @@ class Store:
             await self._shutdown()
 
     async def _shutdown(self) -> None:
-        self._checkpointer.close()
-        await self._db.close()  # the last connection out checkpoints the rest
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(self._writer.close)  # commits what is queued
+            self._checkpointer.close()
+            await self._db.close()  # the last connection out checkpoints the rest
 
     async def index(self) -> None:
         """Bring the full-text indexes up to date, in one transaction."""
         if self.unindexed:
             self.unindexed = False  # a write made while the batch runs sets it again
             try:
-                await self._apply(INDEX_BATCH)
+                await self._apply(INDEX_BATCH, urgent=False)
             except BaseException:
                 self.unindexed = True
                 raise
@@ -189,35 +220,32 @@ class Store:
             except StoreError:
                 logging.getLogger("agentdeck").warning("full-text indexing failed", exc_info=True)
 
-    async def write(self, ops: Sequence[Op]) -> None:
-        """Run `ops` in one transaction, in one hop to the database thread."""
+    async def write(self, ops: Sequence[Op], *, urgent: bool = False) -> None:
+        """Run `ops` in one transaction (atomically); return once it is committed.
+
+        The writer commits it with whatever else is waiting (a savepoint each); `urgent`
+        writes (admission, decisions) go first in the next batch and never wait for room
+        in the queue. Cancelled while it waits, the write still commits.
+        """
         self.unindexed = True
-        await self._apply(ops)
+        await self._apply(ops, urgent=urgent)
 
-    async def _apply(self, ops: Sequence[Op]) -> None:
-
-        def apply() -> None:
-            conn = self._db._conn  # noqa: SLF001 - we are on aiosqlite's own thread here
-            with self._write_lock:
-                try:
-                    conn.execute("BEGIN IMMEDIATE")
-                    for sql, params in ops:
-                        conn.execute(sql, params)
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
-
+    async def _apply(self, ops: Sequence[Op], *, urgent: bool) -> None:
         try:
-            # aiosqlite has no public "run this function on the connection's thread";
-            # _execute is how its own methods do it, and it keeps a checkpoint one hop.
-            await self._db._execute(apply)  # noqa: SLF001
+            await self._writer.submit(ops, urgent)
         except sqlite3.Error as exc:
             raise StoreError(f"write to {self.path.name} failed: {exc}") from exc
-        self._commits += 1
-        if self._commits % CHECKPOINT_EVERY == 0:
+
+    def _committed(self, writes: int) -> None:
+        """On the writer's thread, after each COMMIT: poke the WAL checkpointer now and then."""
+        self._since_checkpoint += writes
+        if self._since_checkpoint >= CHECKPOINT_EVERY:
+            self._since_checkpoint = 0
             self._checkpointer.poke()
+
+    def statistics(self) -> WriterStatistics:
+        """The writer's counts: transactions, writes, what is queued."""
+        return self._writer.statistics()
 
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         try:

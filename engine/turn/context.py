@@ -28,7 +28,13 @@ class Commit(Protocol):
     publish the events."""
 
     def __call__(
-        self, ops: list[Op], events: list[Event], *, checkpoint: str | None, turn_id: str
+        self,
+        ops: list[Op],
+        events: list[Event],
+        *,
+        checkpoint: str | None,
+        turn_id: str,
+        urgent: bool = False,
     ) -> Awaitable[None]: ...
 
 

@@ -110,8 +110,11 @@ class TurnLoop(Replay):
         self.append(call.message())
         call.has_message = PLACEHOLDER if call.status is CallStatus.SUSPENDED else ANSWERED
 
-    async def commit(self, checkpoint: str | None, touched: Sequence[CallState] = ()) -> None:
-        """Write everything gathered since the last commit as one transaction."""
+    async def commit(
+        self, checkpoint: str | None, touched: Sequence[CallState] = (), *, urgent: bool = False
+    ) -> None:
+        """Write everything gathered since the last commit as one transaction (`urgent`:
+        first in the writer's next batch, for a turn's admission)."""
         now = self.ctx.clock()
         before = [(call, call.written) for call in touched]
         for call in touched:
@@ -127,7 +130,8 @@ class TurnLoop(Replay):
         ops, events, self.ops, self.events = self.ops, self.events, [], []
         try:
             with anyio.CancelScope(shield=True):  # a checkpoint is written whole or not at all
-                await self.ctx.commit(ops, events, checkpoint=checkpoint, turn_id=self.turn.id)
+                await self.ctx.commit(ops, events, checkpoint=checkpoint, turn_id=self.turn.id,
+                                      urgent=urgent)  # fmt: skip
         except BaseException:  # nothing was written: the next commit writes it all again
             for call, written in before:
                 call.written = written

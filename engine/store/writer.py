@@ -1,0 +1,239 @@
+"""The one writer of execution.db: a thread with its own sqlite3 connection, group commit.
+
+Every write of the room goes through `Writer.submit`. The thread drains its queue and
+commits everything waiting in ONE transaction, each write (a checkpoint: a list of
+statements that must apply together) inside its own SAVEPOINT, so a write that fails rolls
+back alone while the others commit. One fsync then covers the whole batch, which is how many
+concurrent turns commit faster than the disk syncs. The event loop is woken once per batch
+(one `call_soon_threadsafe` that settles every future of the batch), and a future is settled
+only after the COMMIT that holds its statements: with synchronous=FULL, nothing is
+acknowledged before it is on disk.
+
+Urgent writes (admission of turn requests, decisions) go to the front of the next batch,
+which starts as soon as the current one commits; they never wait behind a queue of step
+checkpoints. The queue is bounded (by statements, `max_ops`): a producer that finds it full
+waits, in order, until a batch frees room; nothing is dropped or reordered.
+
+A write handed to the writer is committed or failed, never half-known: if its awaiter is
+cancelled, it still commits with its batch (there is no need to shield the await).
+
+AGENTDECK_WRITER_KILL=POINT:N makes the writer SIGKILL its own process at POINT of its N-th
+batch of two writes or more (POINT: `savepoint`, between two savepoints; `commit`, before
+COMMIT; `wake`, after COMMIT, before the loop hears of it). Only the crash test sets it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sqlite3
+import threading
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+Op = tuple[str, Sequence[Any]]
+MAX_OPS = 8192  # statements queued or committing before producers wait
+KILL_POINTS = ("savepoint", "commit", "wake")
+
+
+@dataclass(frozen=True)
+class WriterStatistics:
+    """What the writer has done since it started."""
+
+    transactions: int  # COMMITs (batches)
+    writes: int  # writes committed or failed
+    queued_ops: int  # statements queued or committing now
+    producers_waiting: int  # awaiting room in the queue
+
+
+class _Job:
+    __slots__ = ("ops", "future", "error")
+
+    def __init__(self, ops: Sequence[Op], future: asyncio.Future[None]) -> None:
+        self.ops = ops
+        self.future = future
+        self.error: BaseException | None = None
+
+
+def _kill_plan() -> tuple[str, int] | None:
+    spec = os.environ.get("AGENTDECK_WRITER_KILL", "")
+    point, _, n = spec.partition(":")
+    if point not in KILL_POINTS:
+        return None
+    return point, int(n or "1")
+
+
+class Writer(threading.Thread):
+    """Owns `conn` (opened, configured) and every write made through it."""
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        write_lock: threading.Lock,
+        loop: asyncio.AbstractEventLoop,
+        on_commit: Callable[[int], None],
+        max_ops: int = MAX_OPS,
+    ) -> None:
+        super().__init__(name="agentdeck-writer", daemon=True)
+        self._conn = conn
+        self._write_lock = write_lock  # shared with the WAL checkpointer
+        self._loop = loop
+        self._on_commit = on_commit  # called on the writer's thread with the batch size
+        self.max_ops = max_ops
+        self._cond = threading.Condition(threading.Lock())
+        self._urgent: deque[_Job] = deque()
+        self._normal: deque[_Job] = deque()
+        self._closing = False
+        # the event loop's side: statements in flight, producers waiting for room (FIFO)
+        self._in_flight = 0
+        self._space: deque[asyncio.Future[None]] = deque()
+        self._transactions = 0
+        self._writes = 0
+        self._kill = _kill_plan()
+        self._multi = 0  # batches of two writes or more, for the kill plan
+
+    # -- the event loop's side ----------------------------------------------------------------
+
+    async def submit(self, ops: Sequence[Op], urgent: bool = False) -> None:
+        """Commit `ops` in one savepoint of the next batch; return after its COMMIT.
+
+        Raises the statement's error (sqlite3.Error, or what sqlite3 raised) if it failed.
+        """
+        size = max(1, len(ops))
+        if not urgent and (self._space or self._full(size)):  # behind those already waiting
+            room: asyncio.Future[None] = self._loop.create_future()
+            self._space.append(room)
+            while True:
+                try:
+                    await room
+                except BaseException:
+                    if room in self._space:
+                        self._space.remove(room)
+                    elif room.done() and not room.cancelled():
+                        self._wake_producer()  # pass the wake-up on
+                    raise
+                if not self._full(size):
+                    break
+                room = self._loop.create_future()
+                self._space.appendleft(room)  # still first in line
+        future: asyncio.Future[None] = self._loop.create_future()
+        job = _Job(ops, future)
+        with self._cond:
+            if self._closing:
+                raise RuntimeError("the writer is closed")
+            (self._urgent if urgent else self._normal).append(job)
+            self._cond.notify()
+        self._in_flight += size
+        self._wake_producer()  # room may be left for the next one in line
+        await future  # cancelled: the job stays queued and commits all the same
+
+    def _settle(self, jobs: list[_Job]) -> None:
+        """On the loop: the batch holding `jobs` committed (or failed); release its awaiters."""
+        freed = 0
+        for job in jobs:
+            freed += max(1, len(job.ops))
+            if job.future.done():  # its awaiter was cancelled
+                continue
+            if job.error is None:
+                job.future.set_result(None)
+            else:
+                job.future.set_exception(job.error)
+        self._free(freed)
+
+    def _full(self, size: int) -> bool:
+        return self._in_flight > 0 and self._in_flight + size > self.max_ops
+
+    def _free(self, freed: int) -> None:
+        self._in_flight -= freed
+        self._wake_producer()
+
+    def _wake_producer(self) -> None:
+        """Wake the first producer waiting for room (it checks its own size, and wakes the
+        next one once it is in)."""
+        while self._space and self._in_flight < self.max_ops:
+            room = self._space.popleft()
+            if not room.done():
+                room.set_result(None)
+                return
+
+    def statistics(self) -> WriterStatistics:
+        return WriterStatistics(self._transactions, self._writes, self._in_flight,
+                                len(self._space))  # fmt: skip
+
+    def close(self) -> None:
+        """Commit what is queued, then stop the thread (blocking: call it off the loop)."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify()
+        self.join()
+
+    # -- the writer's thread --------------------------------------------------------------------
+
+    def run(self) -> None:
+        try:
+            self._drain()
+        finally:
+            self._conn.close()
+
+    def _drain(self) -> None:
+        while True:
+            with self._cond:
+                while not self._urgent and not self._normal and not self._closing:
+                    self._cond.wait()
+                if not self._urgent and not self._normal:
+                    return  # closing, and everything is committed
+                batch = [*self._urgent, *self._normal]
+                self._urgent.clear()
+                self._normal.clear()
+            self._commit(batch)
+            self._transactions += 1
+            self._writes += len(batch)
+            self._on_commit(len(batch))
+            self._maybe_kill("wake", batch)
+            try:
+                self._loop.call_soon_threadsafe(self._settle, batch)
+            except RuntimeError:  # the loop is closed: nobody waits any more
+                pass
+
+    def _commit(self, batch: list[_Job]) -> None:
+        conn = self._conn
+        with self._write_lock:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                if len(batch) == 1:  # no savepoint needed: the transaction is the write
+                    for sql, params in batch[0].ops:
+                        conn.execute(sql, params)
+                else:
+                    self._multi += 1
+                    for i, job in enumerate(batch):
+                        if i == 1:
+                            self._maybe_kill("savepoint", batch)
+                        self._savepoint(job)
+                    self._maybe_kill("commit", batch)
+                conn.execute("COMMIT")
+            except Exception as exc:  # the whole batch fails: nothing of it is on disk
+                if conn.in_transaction:
+                    try:
+                        conn.execute("ROLLBACK")
+                    except sqlite3.Error:
+                        pass
+                for job in batch:
+                    job.error = job.error or exc
+
+    def _savepoint(self, job: _Job) -> None:
+        conn = self._conn
+        conn.execute("SAVEPOINT w")
+        try:
+            for sql, params in job.ops:
+                conn.execute(sql, params)
+        except Exception as exc:  # this write alone rolls back
+            job.error = exc
+            conn.execute("ROLLBACK TO w")
+        conn.execute("RELEASE w")
+
+    def _maybe_kill(self, point: str, batch: list[_Job]) -> None:
+        if self._kill is not None and len(batch) > 1 and self._kill == (point, self._multi):
+            os.kill(os.getpid(), signal.SIGKILL)

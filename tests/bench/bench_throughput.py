@@ -1,0 +1,185 @@
+"""Throughput benchmark: 64 threads running at once on a zero-latency model.
+
+    .venv/bin/python -m tests.bench.bench_throughput [--threads 64] [--rounds 40]
+
+Each thread runs one turn of `rounds` tool rounds (a scripted model calls the no-op tool
+`noop` until the turn has that many results, then answers with text); every inference and
+every tool round is one step, with its own checkpoint. All threads run at once
+(max_running_turns = threads), for synchronous=FULL and NORMAL in separate temp rooms.
+
+Printed per mode, with the baseline measured in the same run on the same filesystem:
+- steps/s (StepFinished events per second of wall time);
+- checkpoints per transaction (the writer's group commit; 1.00 where the store does not
+  tell, i.e. one transaction per checkpoint);
+- process CPU per step (time.process_time over the run, every thread of the process);
+- the bare one-row commit rate: a plain sqlite3 loop of BEGIN; INSERT one row; COMMIT with
+  the store's pragmas (WAL, the same synchronous), the most commits/s the disk takes when
+  each is its own transaction.
+Targets (information only; the exit status never depends on time): steps/s >= 2x the bare
+commit rate, CPU per step <= 150 us.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sqlite3
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make `engine` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import anyio
+
+from engine.config import Config
+from engine.events import Event, StepFinished
+from engine.messages import Message
+from engine.providers.base import ModelEvent, ModelRequest, StopEvent, TextDelta, ToolCallDelta
+from engine.runtime import Runtime
+from engine.tools import tool
+
+TARGET_RATIO = 2.0
+TARGET_CPU_US = 150.0
+
+
+@tool(name="noop")
+async def noop() -> str:
+    """Does nothing."""
+    return "ok"
+
+
+class RoundsModel:
+    """Zero latency: `noop` until the turn has `rounds` tool results, then text."""
+
+    name = "bench"
+    model = "rounds-1"
+
+    def __init__(self, rounds: int) -> None:
+        self.rounds = rounds
+        self.ids = itertools.count()
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        results = 0
+        for m in reversed(request.messages):
+            if m.role == "user":
+                break
+            results += m.role == "tool"
+        if results < self.rounds:
+            yield ToolCallDelta(index=0, id=f"n{next(self.ids)}", name="noop", arguments="{}")
+            yield StopEvent(reason="tool_use")
+        else:
+            yield TextDelta(text="done")
+            yield StopEvent(reason="end_turn")
+
+
+def config(synchronous: str, threads: int) -> Config:
+    return Config.model_validate({
+        "store": {"synchronous": synchronous},
+        "runtime": {"max_running_turns": threads, "max_rounds": 100_000},
+        "groups": {"chat": {"max_running_turns": threads, "max_queued_turns": 100_000}},
+    })  # fmt: skip
+
+
+def transactions(rt: Runtime) -> tuple[int, int] | None:
+    """(transactions, checkpoints) so far, if the store counts them."""
+    stats = getattr(rt.store, "statistics", None)
+    if stats is None:
+        return None
+    s = stats()
+    return s.transactions, s.writes
+
+
+async def run_mode(root: Path, synchronous: str, threads: int, rounds: int) -> dict[str, float]:
+    steps = 0
+
+    def seen(event: Event) -> None:
+        nonlocal steps
+        if isinstance(event, StepFinished):
+            steps += 1
+
+    model = RoundsModel(rounds)
+    room = root / f"room-{synchronous.lower()}"
+    async with Runtime.open(
+        room, kind="run", provider=model, tools=[noop], config=config(synchronous, threads),
+        plugins=[],
+    ) as rt:  # fmt: skip
+        rt.subscribe(seen)
+
+        async def one(i: int, label: str) -> None:
+            msg = Message(origin="invoke", sender="bench", thread_id=f"{label}-{i}", text="go")
+            out = await rt.run_turn(msg)
+            assert out.status == "done", out
+
+        async def wave(label: str) -> None:
+            async with anyio.create_task_group() as tg:
+                for i in range(threads):
+                    tg.start_soon(one, i, label)
+
+        await wave("warmup")
+        steps, tx0 = 0, transactions(rt)
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        await wave("bench")
+        wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+        tx1 = transactions(rt)
+    per_tx = 1.0 if tx0 is None or tx1 is None else (tx1[1] - tx0[1]) / max(1, tx1[0] - tx0[0])
+    return {"steps": steps, "steps_s": steps / wall, "cpu_us": cpu / steps * 1e6,
+            "per_tx": per_tx}  # fmt: skip
+
+
+def bare_commits_per_s(root: Path, synchronous: str, n: int = 2000) -> float:
+    """One-row INSERT transactions per second on a WAL database in `root`."""
+    conn = sqlite3.connect(root / f"bare-{synchronous.lower()}.db", isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA synchronous={synchronous}")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute("PRAGMA wal_autocheckpoint=0")  # as the store's writer
+        conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)")
+        for _ in range(50):
+            conn.execute("INSERT INTO t(v) VALUES ('warm')")
+        start = time.perf_counter()
+        for i in range(n):
+            conn.execute("BEGIN")
+            conn.execute("INSERT INTO t(v) VALUES (?)", (f"row {i}",))
+            conn.execute("COMMIT")
+        return n / (time.perf_counter() - start)
+    finally:
+        conn.close()
+
+
+async def main(threads: int, rounds: int) -> None:
+    print(f"agentdeck throughput benchmark: {threads} threads at once, one turn of {rounds} "
+          "tool rounds each, zero-latency model, no plugins")  # fmt: skip
+    print(f"sqlite {sqlite3.sqlite_version}, python {sys.version.split()[0]}")
+    header = (f"{'sync':<7}{'steps':>7}{'steps/s':>9}{'bare commits/s':>16}{'ratio':>7}"
+              f"{'ckpt/tx':>9}{'CPU us/step':>13}")  # fmt: skip
+    print(header)
+    print("-" * len(header))
+    verdicts = []
+    with tempfile.TemporaryDirectory(prefix="agentdeck-bench-") as tmp:
+        for synchronous in ("FULL", "NORMAL"):
+            bare = bare_commits_per_s(Path(tmp), synchronous)
+            r = await run_mode(Path(tmp), synchronous, threads, rounds)
+            ratio = r["steps_s"] / bare
+            print(f"{synchronous:<7}{r['steps']:>7.0f}{r['steps_s']:>9.0f}{bare:>16.0f}"
+                  f"{ratio:>7.2f}{r['per_tx']:>9.2f}{r['cpu_us']:>13.0f}")  # fmt: skip
+            verdicts.append(f"{'PASS' if ratio >= TARGET_RATIO else 'MISS'}  {synchronous}: "
+                            f"steps/s / bare commits/s = {ratio:.2f} >= {TARGET_RATIO}")  # fmt: skip
+            verdicts.append(f"{'PASS' if r['cpu_us'] <= TARGET_CPU_US else 'MISS'}  "
+                            f"{synchronous}: CPU {r['cpu_us']:.0f} us/step <= {TARGET_CPU_US:.0f}")  # fmt: skip
+    print()
+    print("targets (information only):")
+    for line in verdicts:
+        print("  " + line)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=40, help="tool rounds per turn")
+    args = parser.parse_args()
+    anyio.run(main, args.threads, args.rounds)

@@ -1,0 +1,130 @@
+"""The writer thread (engine/store/writer.py): group commit, a savepoint per write, urgent
+writes first, a bounded queue, cancelled awaiters' writes still committed.
+
+Each test holds the store's write lock (which the writer takes for every batch) while it
+queues writes, so what goes into one batch does not depend on timing: the writer takes at
+most one batch, then waits for the lock, and everything queued meanwhile is the next batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from functools import partial
+from pathlib import Path
+
+import anyio
+import pytest
+
+from engine.store import Store, StoreError
+
+RUN = "INSERT INTO runs (id, kind, pid, started_at, status) VALUES (?, ?, 1, 1.0, 'active')"
+
+
+def run(name: str) -> tuple[str, tuple[str, str]]:
+    return (RUN, (name, "run"))
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Store]:
+    s = await Store.open(tmp_path / "execution.db")
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+async def until(check: Callable[[], object]) -> None:
+    with anyio.fail_after(10):
+        while not check():
+            await anyio.sleep(0.001)
+
+
+async def order(store: Store) -> list[str]:
+    return [r[0] for r in await store.fetchall("SELECT id FROM runs ORDER BY rowid")]
+
+
+@pytest.mark.anyio
+async def test_waiting_writes_commit_in_one_transaction_and_a_bad_one_fails_alone(
+    store: Store,
+) -> None:
+    before = store.statistics()
+    errors: list[BaseException] = []
+
+    async def write(ops: list) -> None:
+        try:
+            await store.write(ops)
+        except StoreError as exc:
+            errors.append(exc)
+
+    store._write_lock.acquire()
+    try:
+        async with anyio.create_task_group() as tg:
+            for i in range(10):
+                tg.start_soon(write, [run(f"r{i}")])
+            tg.start_soon(write, [run("bad"), ("INSERT INTO nowhere VALUES (1)", ())])
+            await until(lambda: store.statistics().queued_ops == 12)
+            store._write_lock.release()
+    finally:
+        if store._write_lock.locked():
+            store._write_lock.release()
+    after = store.statistics()
+    assert after.writes - before.writes == 11
+    assert after.transactions - before.transactions <= 2  # one taken first, the rest at once
+    assert [str(e) for e in errors] == ["write to execution.db failed: no such table: nowhere"]
+    assert sorted(await order(store)) == sorted(f"r{i}" for i in range(10))  # not `bad`
+
+
+@pytest.mark.anyio
+async def test_urgent_writes_go_first_in_the_next_batch(store: Store) -> None:
+    store._write_lock.acquire()
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(store.write, [run("blocker")])
+            await until(lambda: store.statistics().queued_ops == 1 and not store._writer._normal)
+            for queued, name in enumerate(("step-a", "step-b"), start=1):
+                tg.start_soon(store.write, [run(name)])
+                await until(partial(lambda n: len(store._writer._normal) == n, queued))
+            tg.start_soon(partial(store.write, [run("decision")], urgent=True))
+            await until(lambda: store._writer._urgent)
+            store._write_lock.release()
+    finally:
+        if store._write_lock.locked():
+            store._write_lock.release()
+    assert await order(store) == ["blocker", "decision", "step-a", "step-b"]
+
+
+@pytest.mark.anyio
+async def test_a_full_queue_makes_producers_wait_in_order(store: Store) -> None:
+    store._writer.max_ops = 4
+    store._write_lock.acquire()
+    peak = 0
+    try:
+        async with anyio.create_task_group() as tg:
+            for i in range(20):
+                tg.start_soon(store.write, [run(f"r{i:02d}")])
+                await anyio.sleep(0)  # started in this order
+            await until(lambda: store.statistics().producers_waiting == 16)
+            peak = store.statistics().queued_ops
+            tg.start_soon(partial(store.write, [run("urgent")], urgent=True))  # no wait
+            await until(lambda: store.statistics().queued_ops == peak + 1)
+            store._write_lock.release()
+    finally:
+        if store._write_lock.locked():
+            store._write_lock.release()
+    assert peak == 4
+    names = await order(store)
+    assert [n for n in names if n != "urgent"] == [f"r{i:02d}" for i in range(20)]
+    assert store.statistics().queued_ops == 0
+
+
+@pytest.mark.anyio
+async def test_a_write_whose_awaiter_is_cancelled_still_commits(store: Store) -> None:
+    store._write_lock.acquire()
+    try:
+        with anyio.move_on_after(0.05) as scope:
+            await store.write([run("cancelled")])
+        assert scope.cancelled_caught
+    finally:
+        store._write_lock.release()
+    await store.write([run("after")])
+    assert await order(store) == ["cancelled", "after"]
