@@ -5,7 +5,8 @@
 It opens a Runtime on ROOM with a scripted model and three tools, prints `ready`, then
 submits turns on several threads and decides some of the pending calls, forever. Every
 tool execution appends "<call_id>\\n" to ROOM/executions.log (O_APPEND, write, fsync)
-before it returns, so the test can count how often each call really ran.
+before it returns, so the test can count how often each call really ran; what the runtime
+acknowledged (a turn seen done, a decision answered) goes to ROOM/acked.log.
 
 The model (tests/scripted.py's, on the `random_calls` script), the tools and the config are
 shared with tests/test_crash.py, which reopens the room with the same pieces after each kill.
@@ -34,6 +35,7 @@ from engine.tools import Tool, ToolContext, tool
 from tests.scripted import Reply, ScriptedModel, after_tools
 
 LOG = "executions.log"
+ACKED = "acked.log"  # what the runtime acknowledged: "done <turn_id>", "decision <id>"
 THREADS = 4
 APPROVAL_TOOL, IDEMPOTENT_TOOL, PLAIN_TOOL = "approve_op", "idem_op", "plain_op"
 TOOL_NAMES = (APPROVAL_TOOL, IDEMPOTENT_TOOL, PLAIN_TOOL)
@@ -85,6 +87,15 @@ def make_tools(*, hang: bool = False) -> list[Tool]:
     return [approve_op, idem_op, plain_op]
 
 
+def acked(room: Path, what: str) -> None:
+    """Note an acknowledgement (a process kill keeps what os.write handed the kernel)."""
+    fd = os.open(room / ACKED, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, f"{what}\n".encode())
+    finally:
+        os.close(fd)
+
+
 def random_calls(
     rng: random.Random | None = None, tools: tuple[str, ...] = TOOL_NAMES, max_calls: int = 3
 ) -> Callable[[ModelRequest], Reply]:
@@ -115,7 +126,9 @@ async def _chatter(rt: Runtime, thread_id: str, seed: int) -> None:
                       text=f"seed {seed} message {i}")  # fmt: skip
         handle = await rt.submit(msg)
         if _rng.random() < 0.7:
-            await rt.wait_turn(handle.turn_id)
+            out = await rt.wait_turn(handle.turn_id)
+            if out.status == "done":
+                acked(rt.room.path, f"done {handle.turn_id}")
         await anyio.sleep(_rng.uniform(0.0, 0.01))
 
 
@@ -125,9 +138,13 @@ async def _decider(rt: Runtime) -> None:
         for p in await rt.pending():
             roll = _rng.random()
             if roll < 0.45:
-                await rt.decide(Decision.approve(p.call_id, decided_by="crash-worker"))
+                decision = Decision.approve(p.call_id, decided_by="crash-worker")
             elif roll < 0.6:
-                await rt.decide(Decision.cancel(p.call_id, "no", decided_by="crash-worker"))
+                decision = Decision.cancel(p.call_id, "no", decided_by="crash-worker")
+            else:
+                continue
+            if await rt.decide(decision) in ("queued", "duplicate"):
+                acked(rt.room.path, f"decision {decision.id}")
 
 
 async def main(room: str, seed: int) -> None:

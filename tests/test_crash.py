@@ -6,7 +6,12 @@ After each kill: execution.db passes `PRAGMA integrity_check`; nothing committed
 idempotent, and end `failed` when the review says so; waiting turns can still be decided; and no call ran twice unless its tool is idempotent and it was left
 `running` by a crash. Executions are counted in ROOM/executions.log (see crash_worker.py).
 
-CRASH_ITERATIONS (default 25) sets the number of kills; CRASH_SEED fixes the random
+The writer's own kill points (engine/store/writer.py, AGENTDECK_WRITER_KILL) make the
+worker SIGKILL itself inside a group-commit batch: between two savepoints, before the
+COMMIT, after it before the event loop is woken; what the worker was acknowledged
+(ROOM/acked.log) must survive each.
+
+CRASH_ITERATIONS (default 25) sets the number of random kills; CRASH_SEED fixes the random
 choices (kill delays, worker seeds), not the timing.
 """
 
@@ -23,7 +28,7 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
@@ -40,8 +45,10 @@ from engine.providers.base import (
     ToolCallDelta,
 )
 from engine.runtime import Runtime
+from engine.store.writer import KILL_POINTS
 from engine.tools import tool
 from tests.crash_worker import (
+    ACKED,
     APPROVAL_TOOL,
     IDEMPOTENT,
     LOG,
@@ -55,6 +62,7 @@ from tests.scripted import ScriptedModel
 
 ROOT = Path(__file__).resolve().parent.parent
 ITERATIONS = int(os.environ.get("CRASH_ITERATIONS", "25"))
+WRITER_ITERATIONS = 3  # per kill point of the writer's batch
 # Known engine bug (see test_a_call_killed_mid_replay_does_not_run_again): a call the
 # kill left `resuming` had already started its replay, but `running` was never committed,
 # so the restart replays it again. Until that is fixed the crash test tolerates exactly
@@ -163,6 +171,102 @@ async def settle(rt: Runtime, where: str) -> None:
                 return
 
 
+@dataclass
+class Kills:
+    """What the kills of one room left so far, across its iterations."""
+
+    left_running: Counter[str] = field(default_factory=Counter)  # call id -> kills
+    left_resuming: Counter[str] = field(default_factory=Counter)
+    tools_of: dict[str, str] = field(default_factory=dict)
+    with_work: int = 0  # kills that landed while a tool call was open
+
+
+def acknowledged(room: Path) -> tuple[set[str], set[str]]:
+    """The turns the worker saw done and the decisions it was answered (crash_worker.py)."""
+    lines = (room / ACKED).read_text().splitlines() if (room / ACKED).exists() else []
+    pairs = [line.split(" ", 1) for line in lines]
+    return {x for k, x in pairs if k == "done"}, {x for k, x in pairs if k == "decision"}
+
+
+async def recover_and_check(
+    room: Path, seed: int, done_before: set[str], where: str, kills: Kills
+) -> None:
+    """After a kill: check the database as it was left, restart, settle, check again."""
+    db = room / "execution.db"
+    crashed = snapshot(db)
+    assert crashed.integrity == "ok", f"integrity {where}: {crashed.integrity}"
+    lost = done_before - crashed.done()
+    assert not lost, f"turns done before the kill are not done after it {where}: {lost}"
+    acked_done, acked_decisions = acknowledged(room)
+    lost = acked_done - crashed.done()
+    assert not lost, f"turns acknowledged done are not done after the kill {where}: {lost}"
+    with closing(read_only(db)) as conn:
+        recorded = {r[0] for r in conn.execute("SELECT id FROM decisions")}
+    assert not acked_decisions - recorded, f"acknowledged decisions lost {where}"
+    running = crashed.calls_in("running")
+    resuming = crashed.calls_in("resuming")
+    kills.left_running.update(running.keys())
+    kills.left_resuming.update(resuming.keys())
+    kills.with_work += bool(running or resuming)
+    kills.tools_of.update({c: tool for c, (tool, _, _) in crashed.calls.items()})
+
+    # Restart: resume interrupted turns, then decide every waiting call.
+    async with Runtime.open(
+        room, kind="run", provider=ScriptedModel(random_calls(random.Random(seed))),
+        tools=make_tools(), config=config_for(seed), resume="all",
+    ) as rt:  # fmt: skip
+        with anyio.fail_after(30):
+            for turn_id in crashed.turns_in("running"):
+                if (handle := rt.live.get(turn_id)) is not None:
+                    await handle.done.wait()
+        for call_id, tool in running.items():
+            row = await rt.store.fetchone(
+                "SELECT status, suspend_reason FROM tool_calls WHERE id=?", (call_id,)
+            )
+            assert row is not None
+            if tool in IDEMPOTENT:
+                assert row["status"] == "succeeded", f"{call_id} re-run {where}: {dict(row)}"
+            else:
+                assert row["status"] == "suspended", f"{call_id} not reviewed {where}"
+                assert row["suspend_reason"] == REVIEW_REASON, f"{call_id} {where}"
+        for call_id in resuming:
+            status = await rt.store.scalar("SELECT status FROM tool_calls WHERE id=?", (call_id,))
+            assert status in ("succeeded", "failed", "cancelled"), f"{call_id} {where}"
+        await settle(rt, where)
+
+    # After the restart and its close: everything committed is still there.
+    after = snapshot(db)
+    assert after.integrity == "ok", where
+    assert fts_unsound(db) == [], where
+    assert crashed.done() <= after.done(), f"done turns lost {where}"
+    assert done_before <= after.done(), where
+    errors = {t: r for t, (s, r) in after.turns.items() if s == "done" and r == "error"}
+    assert not errors, f"turns ended with a runtime error {where}: {errors}"
+    kills.tools_of.update({c: tool for c, (tool, _, _) in after.calls.items()})
+    assert not after.turns_in("running"), f"turns still running after recovery {where}"
+    assert not after.turns_in("waiting"), f"turns still waiting after deciding {where}"
+    for request in crashed.requests_in("queued"):  # accepted before the kill: it ran
+        assert after.requests.get(request) == "admitted", f"request {request} {where}"
+        assert after.turns[request][0] == "done", f"request {request} {where}"
+
+    # No call ran twice (idempotent ones only as often as crashes left them running),
+    # and every call committed as succeeded did run.
+    ran = executions(room)
+    for call_id, count in ran.items():
+        tool = kills.tools_of.get(call_id)
+        assert tool is not None, f"{call_id} ran but was never committed {where}"
+        limit = 1 + kills.left_running[call_id] if tool in IDEMPOTENT else 1
+        if KNOWN_BUG_RESUMING_RERUNS:
+            limit += kills.left_resuming[call_id]
+        assert count <= limit, (
+            f"{tool} call {call_id} ran {count} times {where}; left running "
+            f"{kills.left_running[call_id]}, left resuming {kills.left_resuming[call_id]} times"
+        )
+    for call_id, (tool, status, _) in after.calls.items():
+        if status == "succeeded":
+            assert ran[call_id] >= 1, f"{tool} {call_id} succeeded but never ran {where}"
+
+
 @pytest.mark.anyio
 async def test_sigkill_at_random_points_loses_nothing_and_runs_nothing_twice(
     tmp_path: Path,
@@ -170,91 +274,57 @@ async def test_sigkill_at_random_points_loses_nothing_and_runs_nothing_twice(
     base_seed = int(os.environ.get("CRASH_SEED", random.randrange(2**31)))
     rng = random.Random(base_seed)
     room = tmp_path / "room"
-    db = room / "execution.db"
-    left_running: Counter[str] = Counter()  # call id -> kills that left it `running`
-    left_resuming: Counter[str] = Counter()
-    tools_of: dict[str, str] = {}
-    kills_with_work = 0
-
+    kills = Kills()
     for i in range(ITERATIONS):
         seed = base_seed + i
         where = f"(CRASH_SEED={base_seed}, iteration {i}, worker seed {seed})"
         stderr_path = tmp_path / f"worker-{i}.stderr"
         done_before = kill_worker_at_random(room, seed, rng.uniform(0.05, 0.6), stderr_path)
         assert "Traceback" not in stderr_path.read_text(), f"worker failed {where}"
+        await recover_and_check(room, seed, done_before, where, kills)
+    assert kills.with_work, "no kill ever landed while a tool call was open"
+    assert PLAIN_TOOL in kills.tools_of.values()
 
-        # The database as the kill left it.
-        crashed = snapshot(db)
-        assert crashed.integrity == "ok", f"integrity {where}: {crashed.integrity}"
-        lost = done_before - crashed.done()
-        assert not lost, f"turns done before the kill are not done after it {where}: {lost}"
-        running = crashed.calls_in("running")
-        resuming = crashed.calls_in("resuming")
-        left_running.update(running.keys())
-        left_resuming.update(resuming.keys())
-        kills_with_work += bool(running or resuming)
-        tools_of.update({c: tool for c, (tool, _, _) in crashed.calls.items()})
 
-        # Restart: resume interrupted turns, then decide every waiting call.
-        async with Runtime.open(
-            room, kind="run", provider=ScriptedModel(random_calls(random.Random(seed))),
-            tools=make_tools(), config=config_for(seed), resume="all",
-        ) as rt:  # fmt: skip
-            with anyio.fail_after(30):
-                for turn_id in crashed.turns_in("running"):
-                    if (handle := rt.live.get(turn_id)) is not None:
-                        await handle.done.wait()
-            for call_id, tool in running.items():
-                row = await rt.store.fetchone(
-                    "SELECT status, suspend_reason FROM tool_calls WHERE id=?", (call_id,)
-                )
-                assert row is not None
-                if tool in IDEMPOTENT:
-                    assert row["status"] == "succeeded", f"{call_id} re-run {where}: {dict(row)}"
-                else:
-                    assert row["status"] == "suspended", f"{call_id} not reviewed {where}"
-                    assert row["suspend_reason"] == REVIEW_REASON, f"{call_id} {where}"
-            for call_id in resuming:
-                status = await rt.store.scalar(
-                    "SELECT status FROM tool_calls WHERE id=?", (call_id,)
-                )
-                assert status in ("succeeded", "failed", "cancelled"), f"{call_id} {where}"
-            await settle(rt, where)
+def writer_kills_itself(room: Path, seed: int, plan: str, stderr_path: Path) -> None:
+    """Run the worker with AGENTDECK_WRITER_KILL=`plan` until its writer SIGKILLs it."""
+    env = {**os.environ, "AGENTDECK_WRITER_KILL": plan}
+    with (
+        stderr_path.open("w") as err,
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.crash_worker", str(room), str(seed)],
+            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err, text=True, env=env,
+        ) as proc,
+    ):  # fmt: skip
+        try:
+            code = proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            pytest.fail(f"the writer never reached {plan} (seed {seed})")
+    assert code == -signal.SIGKILL, f"worker exited {code}: {stderr_path.read_text()}"
 
-        # After the restart and its close: everything committed is still there.
-        after = snapshot(db)
-        assert after.integrity == "ok", where
-        assert fts_unsound(db) == [], where
-        assert crashed.done() <= after.done(), f"done turns lost {where}"
-        assert done_before <= after.done(), where
-        errors = {t: r for t, (s, r) in after.turns.items() if s == "done" and r == "error"}
-        assert not errors, f"turns ended with a runtime error {where}: {errors}"
-        tools_of.update({c: tool for c, (tool, _, _) in after.calls.items()})
-        assert not after.turns_in("running"), f"turns still running after recovery {where}"
-        assert not after.turns_in("waiting"), f"turns still waiting after deciding {where}"
-        for request in crashed.requests_in("queued"):  # accepted before the kill: it ran
-            assert after.requests.get(request) == "admitted", f"request {request} {where}"
-            assert after.turns[request][0] == "done", f"request {request} {where}"
 
-        # No call ran twice (idempotent ones only as often as crashes left them running),
-        # and every call committed as succeeded did run.
-        ran = executions(room)
-        for call_id, count in ran.items():
-            tool = tools_of.get(call_id)
-            assert tool is not None, f"{call_id} ran but was never committed {where}"
-            limit = 1 + left_running[call_id] if tool in IDEMPOTENT else 1
-            if KNOWN_BUG_RESUMING_RERUNS:
-                limit += left_resuming[call_id]
-            assert count <= limit, (
-                f"{tool} call {call_id} ran {count} times {where}; left running "
-                f"{left_running[call_id]}, left resuming {left_resuming[call_id]} times"
-            )
-        for call_id, (tool, status, _) in after.calls.items():
-            if status == "succeeded":
-                assert ran[call_id] >= 1, f"{tool} {call_id} succeeded but never ran {where}"
-
-    assert kills_with_work, "no kill ever landed while a tool call was open"
-    assert PLAIN_TOOL in tools_of.values()
+@pytest.mark.anyio
+@pytest.mark.parametrize("point", KILL_POINTS)
+async def test_sigkill_inside_the_writers_batch_loses_nothing_and_runs_nothing_twice(
+    tmp_path: Path, point: str
+) -> None:
+    """The writer kills its own process between two savepoints of a batch, before its
+    COMMIT, or after the COMMIT before the event loop hears of it: nothing acknowledged is
+    lost (acked.log), nothing runs twice."""
+    base_seed = int(os.environ.get("CRASH_SEED", random.randrange(2**31)))
+    rng = random.Random(base_seed)
+    room = tmp_path / "room"
+    kills = Kills()
+    for i in range(WRITER_ITERATIONS):
+        seed = base_seed + i
+        plan = f"{point}:{rng.randint(1, 40)}"
+        where = f"(CRASH_SEED={base_seed}, iteration {i}, worker seed {seed}, kill {plan})"
+        stderr_path = tmp_path / f"worker-{i}.stderr"
+        writer_kills_itself(room, seed, plan, stderr_path)
+        assert "Traceback" not in stderr_path.read_text(), f"worker failed {where}"
+        await recover_and_check(room, seed, set(), where, kills)
 
 
 # -- engine bugs the crash test found, as deterministic reproductions ------------------------
