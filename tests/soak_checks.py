@@ -9,7 +9,8 @@ What is checked (see tests/soak.py for the workload that produces it):
 
 - every write a client was told is durable (a submitted request, a turn it saw `done`, a
   decision answered by the API or by `agentdeck decide`) is in execution.db after every
-  kill, and a decided call is never suspended again with no decision left to apply;
+  kill, and a decided call is never suspended again with no decision left to apply (but
+  for a review: a kill left it running, its outcome unknown);
 - `PRAGMA integrity_check` says ok;
 - no shell call ran twice: each call's command appends its own marker to shell.log, so a
   marker seen twice (or on two calls) is a double execution; a cancelled call whose marker
@@ -32,6 +33,8 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from engine.lifecycle.call import under_review
 
 FAILURES = (
     "lost acknowledged writes",
@@ -56,6 +59,7 @@ class Call:
     error: str | None
     decision_id: str | None
     marker: str | None  # the shell command's marker, if it has one
+    reviewed: bool = False  # suspended for a review: a kill left it running (it was decided)
 
 
 @dataclass(frozen=True)
@@ -93,10 +97,12 @@ def snapshot(db: Path, *, integrity: bool = True) -> Snapshot:
                  for r in conn.execute("SELECT id, thread_id, status, reason FROM turns")}  # fmt: skip
         calls = {}
         for r in conn.execute(
-            "SELECT id, turn_id, thread_id, tool, status, error, decision_id, args FROM tool_calls"
+            "SELECT id, turn_id, thread_id, tool, status, error, decision_id, args, suspend_reason"
+            " FROM tool_calls"
         ):
             found = MARKER.search(r[7]) if r[3] == "shell" else None
-            calls[r[0]] = Call(*r[1:7], marker=found.group(0) if found else None)
+            calls[r[0]] = Call(*r[1:7], marker=found.group(0) if found else None,
+                               reviewed=under_review(r[4], r[8]))  # fmt: skip
         decisions = {r[0]: (r[1], r[2], r[3], r[4]) for r in conn.execute(
             "SELECT id, call_id, action, decided_by, status FROM decisions")}  # fmt: skip
     return Snapshot(checked, requests, turns, calls, decisions)
@@ -199,7 +205,8 @@ class Tally:
                           f"({where})")  # fmt: skip
                 return
             call = snap.calls.get(call_id)
-            if call is not None and call.status == "suspended" and call_id not in queued:
+            if (call is not None and call.status == "suspended" and not call.reviewed
+                    and call_id not in queued):  # fmt: skip
                 self.fail(
                     lost,
                     f"decision on {call_id}",
