@@ -117,9 +117,14 @@ def test_history_of_a_room_without_a_database(tmp_path, capsys):
 
 
 def full_scan(line: str) -> bool:
-    """A plan line that reads a whole table (an FTS5 match or an ordered index walk is not)."""
-    return line.startswith("SCAN ") and not any(
-        word in line for word in (" USING ", "VIRTUAL TABLE", "CONSTANT ROW")
+    """A plan line that reads a whole table (an FTS5 match or an ordered index walk is not).
+    open_calls (`SCAN o`) is read whole on purpose: it holds only the calls that were open
+    at the last batch, so that the marks they may give are counted before the batch writes
+    them (engine/store/history/pending.py)."""
+    return (
+        line.startswith("SCAN ")
+        and not any(word in line for word in (" USING ", "VIRTUAL TABLE", "CONSTANT ROW"))
+        and line not in ("SCAN o", "SCAN open_calls")
     )
 
 

@@ -12,7 +12,7 @@ To add a column: add it to its table in schema.sql (for new rooms), then add
 
 from __future__ import annotations
 
-VERSION = 3  # the user_version of a room this agentdeck writes
+VERSION = 4  # the user_version of a room this agentdeck writes
 
 # version -> the statements that bring a room of version - 1 to it
 STEPS: dict[int, list[str]] = {
@@ -29,6 +29,27 @@ STEPS: dict[int, list[str]] = {
     ],
     # issue 15, decisions bound to what was approved: the hash of the approved arguments.
     3: ["ALTER TABLE decisions ADD COLUMN args_hash TEXT"],
+    # issue 16, trigger work off the step: the marks calls give their turns and their
+    # full-text queue move from triggers on tool_calls to the batch (index_batch.py). The
+    # triggers kept both current up to now, so the batch starts at the last call, with the
+    # calls still open (a suspended one's text is in calls_fts, or queued to be: either
+    # way, its text now is what the index will hold).
+    4: [
+        "DROP TRIGGER IF EXISTS hist_calls_tool",
+        "DROP TRIGGER IF EXISTS hist_calls_settled",
+        "DROP TRIGGER IF EXISTS hist_calls_end",
+        "DROP TRIGGER IF EXISTS hist_calls_fts_queue",
+        "DROP TRIGGER IF EXISTS hist_calls_fts_unindex",
+        "DROP TRIGGER IF EXISTS hist_calls_fts_delete",
+        "CREATE TABLE IF NOT EXISTS open_calls (rowid INTEGER PRIMARY KEY,"
+        " indexed INTEGER NOT NULL DEFAULT 0, args TEXT, result TEXT, error TEXT)",
+        "INSERT OR IGNORE INTO open_calls(rowid, indexed, args, result, error)"
+        " SELECT rowid, status = 'suspended', iif(status = 'suspended', args, NULL),"
+        " iif(status = 'suspended', result, NULL), iif(status = 'suspended', error, NULL)"
+        " FROM tool_calls WHERE status IN ('new', 'running', 'suspended', 'resuming')",
+        "INSERT INTO counters(name, value) SELECT 'marks:calls', coalesce(max(rowid), 0)"
+        " FROM tool_calls WHERE true ON CONFLICT(name) DO NOTHING",
+    ],
 }
 
 

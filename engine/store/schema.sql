@@ -201,8 +201,9 @@ CREATE TABLE IF NOT EXISTS request_keys (
 );
 
 -- History (issue 6): what the history screen and `agentdeck history` read without scanning.
--- Marks and counters are kept current by triggers, inside the writer's own transaction;
--- the full-text indexes are filled in batches (below).
+-- The marks and counters of turns, threads, runs and decisions are kept current by
+-- triggers, inside the writer's own transaction; the marks tool calls give their turns and
+-- the full-text indexes are filled in batches (below, and engine/store/index_batch.py).
 
 CREATE INDEX IF NOT EXISTS turns_time ON turns(created_at, id);
 CREATE INDEX IF NOT EXISTS runs_started ON runs(started_at, id);
@@ -236,15 +237,17 @@ CREATE TABLE IF NOT EXISTS counters (
 --
 -- Indexing is not done in the step's transaction: an FTS5 write costs more than the rest
 -- of a checkpoint together. Messages are indexed up to the watermark counters.fts:messages
--- (messages are append-only); a call that becomes indexable is queued in fts_queue (one
--- plain row). The writer indexes both in one batch transaction about once a second, when
--- it closes, and when it opens: History.search lags the writer by about a second, and
--- for that second a call that changed may still be found by its old text.
+-- (messages are append-only), calls as the batch finds them changed (index_batch.py). The
+-- writer indexes both in one batch transaction about once a second, when it closes, and
+-- when it opens: History.search lags the writer by about a second, and for that second a
+-- call that changed may still be found by its old text.
 --
--- To refill the indexes (after a VACUUM, which may renumber tool_calls' rowids):
+-- To refill the indexes (after a VACUUM, which may renumber tool_calls' rowids: then
+-- also rebuild open_calls and the watermark as migrations.py step 4 does):
 --   INSERT INTO calls_fts(calls_fts) VALUES ('delete-all');
 --   INSERT INTO messages_fts(messages_fts) VALUES ('delete-all');
 --   UPDATE counters SET value = 0 WHERE name = 'fts:messages';
+--   DELETE FROM fts_unindex; UPDATE open_calls SET indexed = 0;
 --   INSERT OR IGNORE INTO fts_queue(rowid) SELECT rowid FROM tool_calls;
 -- and open the room. Both indexes hold only some rows of their table, so check them with
 -- ('integrity-check', 0) and never 'rebuild' them.
@@ -254,8 +257,8 @@ CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(
 CREATE VIRTUAL TABLE IF NOT EXISTS calls_fts USING fts5(
     args, result, error, content='tool_calls', content_rowid='rowid'
 );
-CREATE TABLE IF NOT EXISTS fts_queue (rowid INTEGER PRIMARY KEY);  -- tool_calls to index
-CREATE TABLE IF NOT EXISTS fts_unindex (  -- indexed text of tool_calls that changed since
+CREATE TABLE IF NOT EXISTS fts_queue (rowid INTEGER PRIMARY KEY);  -- tool_calls to index (by hand)
+CREATE TABLE IF NOT EXISTS fts_unindex (  -- indexed text of settled calls edited since
     id          INTEGER PRIMARY KEY,
     call_rowid  INTEGER NOT NULL,
     args        TEXT,
@@ -318,64 +321,52 @@ WHEN new.reason IN ('error', 'cancelled') AND old.reason IS NOT new.reason BEGIN
         ON CONFLICT DO NOTHING;
 END;
 
--- A call's marks: its tool always; is:failed / is:denied only when it is inserted settled
--- that way (its own trigger, so the common insert runs one statement).
-CREATE TRIGGER IF NOT EXISTS hist_calls_tool AFTER INSERT ON tool_calls BEGIN
-    INSERT INTO turn_marks(mark, created_at, turn_id)
-        SELECT 'tool:' || new.tool, t.created_at, t.id FROM turns t WHERE t.id = new.turn_id
-        ON CONFLICT DO NOTHING;
-    INSERT INTO fts_queue(rowid) SELECT new.rowid
-        WHERE new.status NOT IN ('new', 'running', 'resuming')
-        ON CONFLICT DO NOTHING;
-END;
-CREATE TRIGGER IF NOT EXISTS hist_calls_settled AFTER INSERT ON tool_calls
-WHEN new.status IN ('failed', 'cancelled') BEGIN
-    INSERT INTO turn_marks(mark, created_at, turn_id)
-        SELECT 'is:failed', t.created_at, t.id FROM turns t
-        WHERE t.id = new.turn_id AND new.status = 'failed'
-        UNION ALL
-        SELECT 'is:denied', t.created_at, t.id FROM turns t
-        WHERE t.id = new.turn_id AND new.status = 'cancelled'
-          AND EXISTS (SELECT 1 FROM decisions d WHERE d.id = new.decision_id AND d.action = 'cancel')
-        ON CONFLICT DO NOTHING;
-END;
-CREATE TRIGGER IF NOT EXISTS hist_calls_end AFTER UPDATE OF status ON tool_calls
-WHEN new.status IN ('failed', 'cancelled') AND old.status IS NOT new.status BEGIN
-    INSERT INTO turn_marks(mark, created_at, turn_id)
-        SELECT 'is:failed', t.created_at, t.id FROM turns t
-        WHERE t.id = new.turn_id AND new.status = 'failed'
-        UNION ALL
-        SELECT 'is:denied', t.created_at, t.id FROM turns t
-        WHERE t.id = new.turn_id AND new.status = 'cancelled'
-          AND EXISTS (SELECT 1 FROM decisions d WHERE d.id = new.decision_id AND d.action = 'cancel')
-        ON CONFLICT DO NOTHING;
-END;
--- A call is queued when it becomes indexable. A call already indexed (indexable and not
--- waiting in the queue) whose status or text changes, or that is deleted, leaves its old
--- text in fts_unindex for the batch to take out of calls_fts, and is queued again if it is
--- still indexable. No trigger on tool_calls names calls_fts: a statement that may write an
--- FTS5 table opens it for writing even when it writes nothing, which costs more than the
--- rest of the update. The conditions do not overlap, so the triggers' order does not matter.
-CREATE TRIGGER IF NOT EXISTS hist_calls_fts_queue AFTER UPDATE OF status ON tool_calls
-WHEN old.status IN ('new', 'running', 'resuming')
-    AND new.status NOT IN ('new', 'running', 'resuming') BEGIN
-    INSERT INTO fts_queue(rowid) VALUES (new.rowid) ON CONFLICT DO NOTHING;
-END;
-CREATE TRIGGER IF NOT EXISTS hist_calls_fts_unindex AFTER UPDATE OF status, args, result, error
-ON tool_calls WHEN old.status NOT IN ('new', 'running', 'resuming')
+-- A call's marks (tool:<name>; is:failed, is:denied when it fails or a decision cancels it)
+-- and its full-text indexing are the batch's work (engine/store/index_batch.py): no
+-- trigger on tool_calls runs on a step. The batch's state: the watermark
+-- counters['marks:calls'] (the highest tool_calls rowid it has seen) and open_calls.
+CREATE TABLE IF NOT EXISTS open_calls (  -- calls the batch saw not yet settled
+    rowid    INTEGER PRIMARY KEY,         -- tool_calls' rowid
+    indexed  INTEGER NOT NULL DEFAULT 0,  -- 1: suspended, its text below is in calls_fts
+    args     TEXT,
+    result   TEXT,
+    error    TEXT
+);
+INSERT INTO counters(name, value)
+    SELECT 'marks:calls', coalesce(max(rowid), 0) FROM tool_calls WHERE true
+    ON CONFLICT(name) DO NOTHING;
+DROP TRIGGER IF EXISTS hist_calls_tool;  -- the step's triggers before issue 16
+DROP TRIGGER IF EXISTS hist_calls_settled;
+DROP TRIGGER IF EXISTS hist_calls_end;
+DROP TRIGGER IF EXISTS hist_calls_fts_queue;
+DROP TRIGGER IF EXISTS hist_calls_fts_unindex;
+DROP TRIGGER IF EXISTS hist_calls_fts_delete;
+-- agentdeck never changes a settled call's text or status, nor deletes a call; an
+-- operator's edit might. A settled call the batch has indexed (at or below the watermark,
+-- not open) that changes leaves its old text in fts_unindex and becomes open again, for
+-- the batch to index and mark anew; one deleted leaves the text the index holds. On a
+-- step these only test their WHEN (old.status is open when a call settles). A delete
+-- lets a new call reuse the highest rowid: do not delete the newest calls.
+CREATE TRIGGER IF NOT EXISTS hist_calls_edited AFTER UPDATE OF status, args, result, error
+ON tool_calls WHEN old.status IN ('succeeded', 'failed', 'cancelled')
     AND (old.status IS NOT new.status OR old.args IS NOT new.args
          OR old.result IS NOT new.result OR old.error IS NOT new.error)
-    AND NOT EXISTS (SELECT 1 FROM fts_queue q WHERE q.rowid = old.rowid) BEGIN
+    AND old.rowid <= (SELECT value FROM counters WHERE name = 'marks:calls')
+    AND NOT EXISTS (SELECT 1 FROM open_calls o WHERE o.rowid = old.rowid) BEGIN
     INSERT INTO fts_unindex(call_rowid, args, result, error)
         VALUES (old.rowid, old.args, old.result, old.error);
-    INSERT INTO fts_queue(rowid) SELECT new.rowid
-        WHERE new.status NOT IN ('new', 'running', 'resuming');
+    INSERT INTO open_calls(rowid) VALUES (old.rowid);
 END;
-CREATE TRIGGER IF NOT EXISTS hist_calls_fts_delete AFTER DELETE ON tool_calls
-WHEN old.status NOT IN ('new', 'running', 'resuming') BEGIN
+CREATE TRIGGER IF NOT EXISTS hist_calls_deleted AFTER DELETE ON tool_calls BEGIN
     INSERT INTO fts_unindex(call_rowid, args, result, error)
         SELECT old.rowid, old.args, old.result, old.error
-        WHERE NOT EXISTS (SELECT 1 FROM fts_queue q WHERE q.rowid = old.rowid);
+        WHERE old.status IN ('succeeded', 'failed', 'cancelled')
+          AND old.rowid <= (SELECT value FROM counters WHERE name = 'marks:calls')
+          AND NOT EXISTS (SELECT 1 FROM open_calls o WHERE o.rowid = old.rowid)
+        UNION ALL
+        SELECT o.rowid, o.args, o.result, o.error FROM open_calls o
+        WHERE o.rowid = old.rowid AND o.indexed = 1;
+    DELETE FROM open_calls WHERE rowid = old.rowid;
     DELETE FROM fts_queue WHERE rowid = old.rowid;
 END;
 

@@ -8,8 +8,10 @@ the store can later move behind the same interface to a shared server database.
 
 Two jobs stay off a checkpoint's transaction because each costs more than the checkpoint
 itself: copying the WAL back into the database (a background thread with its own
-connection does it, so no commit pays for it) and full-text indexing (`index`, one batch
-for everything written since the last one; the runtime calls it about once a second).
+connection does it, so no commit pays for it) and the history bookkeeping (`index`: the
+full-text indexes and the marks tool calls give their turns, one batch for everything
+written since the last one, engine/store/index_batch.py; the runtime calls it about once
+a second).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import aiosqlite
 import anyio
 
 from engine.store import migrations
+from engine.store.index_batch import INDEX_BATCH
 from engine.store.writer import Op, Writer, WriterStatistics
 
 __all__ = ["Op", "Store", "StoreError", "WriterStatistics", "json_or_text"]
@@ -48,23 +51,6 @@ class StoreError(RuntimeError):
     """The truth layer could not be read or written."""
 
 
-# Everything written since the last batch goes into the full-text indexes (schema.sql says
-# which rows each holds).
-INDEX_BATCH: list[Op] = [
-    ("INSERT INTO messages_fts(rowid, text) SELECT id, text FROM messages"
-     " WHERE id > (SELECT value FROM counters WHERE name = 'fts:messages')"
-     " AND role != 'tool' AND text != ''", ()),
-    ("UPDATE counters SET value = (SELECT coalesce(max(id), 0) FROM messages)"
-     " WHERE name = 'fts:messages'", ()),
-    ("INSERT INTO calls_fts(calls_fts, rowid, args, result, error)"
-     " SELECT 'delete', call_rowid, args, result, error FROM fts_unindex ORDER BY id", ()),
-    ("DELETE FROM fts_unindex", ()),
-    ("INSERT INTO calls_fts(rowid, args, result, error)"
-     " SELECT c.rowid, c.args, c.result, c.error FROM fts_queue q"
-     " JOIN tool_calls c ON c.rowid = q.rowid"
-     " WHERE c.status NOT IN ('new', 'running', 'resuming')", ()),
-    ("DELETE FROM fts_queue", ()),
-]  # fmt: skip
 CHECKPOINT_EVERY = 64  # commits between two background WAL checkpoints
 
 

@@ -7,10 +7,9 @@ task, chore, will), ~20 steps a turn (inference and tool rounds, a replay where 
 decided), ~half a million tool calls of 12 tools (a few failed, some approved or denied by a
 decision, a few still suspended), a message per user text, inference and call result, and
 a checkpoint per step. Rows go in by direct SQL through the real schema, so its triggers
-fill turn_marks, counters and the full-text queue as the runtime's writes would, one
-transaction per 250 turns, each followed by the runtime's full-text batch
-(engine.store.sqlite.INDEX_BATCH), so the FTS indexes grow by segments as they would in
-life.
+fill turn_marks and counters as the runtime's writes would, one transaction per 250 turns,
+each followed by the runtime's batch (engine.store.sqlite.INDEX_BATCH: the calls' marks
+and the full-text indexes), so the FTS indexes grow by segments as they would in life.
 
 The room is cached under /tmp/agentdeck-bench-history (its `gen.json` names the seed and
 size); it is reused unless --fresh or the parameters differ.
@@ -32,7 +31,7 @@ from pathlib import Path
 from engine.store.sqlite import INDEX_BATCH
 
 DEFAULT_PATH = Path("/tmp/agentdeck-bench-history")
-VERSION = 3  # bump when the schema or the shape changes
+VERSION = 4  # bump when the schema or the shape changes
 BASE = 1_735_689_600.0  # 2025-01-01T00:00:00Z: the history covers the 90 days after it
 DAYS = 90
 GROUPS = {"chat": 0.55, "task": 0.25, "chore": 0.15, "will": 0.05}  # share of threads

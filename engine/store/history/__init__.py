@@ -8,7 +8,9 @@
 History reads through its own read-only connection (`mode=ro`): it never needs the room's
 ownership and never blocks its owner (WAL readers don't). Lists are keyset-paged, newest
 first (`after` = the `cursor` of the last row seen; no OFFSET), by index only; totals come
-from counters the writer's triggers keep in its own transaction, never from count(*).
+from counters, never from count(*): kept by the writer's triggers in its own
+transaction, and for the marks tool calls give their turns by the once-a-second batch,
+with what it has not seen yet read beside them (`pending`), so they are exact too.
 
 Shapes (also what `agentdeck history --json` prints; keys are only ever added):
 - a turn row: `turn_id thread_id origin status reason text answer created_at ended_at
@@ -48,6 +50,7 @@ import aiosqlite
 import anyio
 
 from engine.room import Room
+from engine.store.history import pending
 from engine.store.history.filters import (
     STATUSES,
     TURN_SQL,
@@ -61,6 +64,7 @@ from engine.store.history.filters import (
     parse_search_cursor,
     parse_time,
     parse_turn_cursor,
+    pending_turns_sql,
     search_sql,
     turns_sql,
 )
@@ -98,12 +102,17 @@ class History:
         self.room = room
         self._db: aiosqlite.Connection | None = None
         self.indexed = False  # the room's database has the history tables
+        self.batched = False  # ... and its call marks are the batch's (issue 16)
 
     async def __aenter__(self) -> History:
         if self.room.db.exists():
             self._db = await connect_readonly(self.room)
-            row = await self._one("SELECT 1 FROM sqlite_master WHERE name = 'turn_marks'")
-            self.indexed = row is not None
+            rows = await self._all(
+                "SELECT name FROM sqlite_master WHERE name IN ('turn_marks', 'open_calls')"
+            )
+            names = {r[0] for r in rows}
+            self.indexed = "turn_marks" in names
+            self.batched = "open_calls" in names
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -135,9 +144,14 @@ class History:
             )
 
     async def _counter(self, names: list[str]) -> dict[str, int]:
-        marks = ",".join("?" * len(names))
-        rows = await self._all(f"SELECT name, value FROM counters WHERE name IN ({marks})", names)
-        found = {r["name"]: r["value"] for r in rows}
+        if self.batched:
+            found = pending.sums(await self._all(*pending.counters_sql(names)))
+        else:
+            marks = ",".join("?" * len(names))
+            rows = await self._all(
+                f"SELECT name, value FROM counters WHERE name IN ({marks})", names
+            )
+            found = {r["name"]: r["value"] for r in rows}
         return {n: found.get(n, 0) for n in names}
 
     # -- lists ------------------------------------------------------------------------------
@@ -158,8 +172,18 @@ class History:
         if marks:  # walk the rarest facet; check the others by key
             sizes = await self._counter(marks)
             driver = min(marks, key=lambda m: sizes[m])
-        sql, params = turns_sql(filters, driver, cursor, limit + 1)
-        return page(await self._all(sql, params), limit, turn_item)
+        extra: list[sqlite3.Row] = []
+        if driver is not None and self.batched and pending.is_call_mark(driver):
+            # Read first: a batch between the two reads moves a turn from here to the
+            # marks, where the page finds it again (kept once), never out of both.
+            extra = await self._all(*pending_turns_sql(filters, driver, cursor))
+        sql, params = turns_sql(filters, driver, cursor, limit + 1, self.batched)
+        rows = await self._all(sql, params)
+        if extra:
+            merged = {r["id"]: r for r in [*rows, *extra]}
+            rows = sorted(merged.values(), key=lambda r: (r["created_at"], r["id"]),
+                          reverse=True)[: limit + 1]  # fmt: skip
+        return page(rows, limit, turn_item)
 
     async def runs(self, *, after: str | None = None, limit: int = 50) -> Page:
         """Runs (console sessions, `run`, `invoke`...), newest first, with their turn counts."""
@@ -211,7 +235,7 @@ class History:
         for kind, bound in zip(("message", "call"), bounds, strict=True):
             at, turn = ("m.created_at", "m.turn_id") if kind == "message" else \
                 ("c.created_at", "c.turn_id")  # fmt: skip
-            where, params = hit_filter_sql(filters, at, turn)
+            where, params = hit_filter_sql(filters, at, turn, self.batched)
             sql = search_sql(kind, where, bound is not None)
             args = [match, *([bound] if bound is not None else []), *params, limit + 1]
             found.append(await self._all(sql, args))
@@ -300,11 +324,15 @@ class History:
         sizes = await self._counter(list(status_marks.values()))
         out["status"] = {s: sizes[m] for s, m in status_marks.items()}
         for key, prefix in (("groups", "group:"), ("origins", "origin:"), ("tools", "tool:")):
-            rows = await self._all(
-                "SELECT name, value FROM counters WHERE name >= ? AND name < ? ORDER BY name",
-                (prefix, prefix[:-1] + ";"),
-            )
-            out[key] = {r["name"][len(prefix) :]: r["value"] for r in rows if r["value"]}
+            if key == "tools" and self.batched:
+                found = pending.sums(await self._all(*pending.tool_counters_sql()))
+            else:
+                rows = await self._all(
+                    "SELECT name, value FROM counters WHERE name >= ? AND name < ?",
+                    (prefix, prefix[:-1] + ";"),
+                )
+                found = {r["name"]: r["value"] for r in rows}
+            out[key] = {n[len(prefix) :]: v for n, v in sorted(found.items()) if v}
         return out
 
     async def count(self, filters: Filters | None = None) -> int | None:

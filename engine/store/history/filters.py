@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from engine.store.history import pending as unbatched
+
 # Turn statuses a filter takes: the lifecycle's own, and three derived ones.
 RAW_STATUSES = ("running", "waiting", "done")
 DERIVED_STATUSES = {
@@ -153,9 +155,19 @@ def fts_query(text: str) -> str:
     return " ".join(terms)
 
 
+def holds(mark: str, at: str, turn_id: str, batched: bool) -> tuple[str, list[Any]]:
+    """The condition that a turn has `mark`; `batched`: the room's call marks are written
+    by the batch, so calls it has not seen yet count too (engine.store.history.pending)."""
+    if batched:
+        return unbatched.holds_sql(mark, at, turn_id)
+    return (f"EXISTS (SELECT 1 FROM turn_marks x WHERE x.mark = ?"
+            f" AND x.created_at = {at} AND x.turn_id = {turn_id})", [mark])  # fmt: skip
+
+
 def turns_sql(
-    filters: Filters, driver: str | None, after: tuple[float, str] | None, limit: int
-) -> tuple[str, list[Any]]:
+    filters: Filters, driver: str | None, after: tuple[float, str] | None, limit: int,
+    batched: bool = False,
+) -> tuple[str, list[Any]]:  # fmt: skip
     """A page of turns, newest first, after the cursor. `driver` is the mark to walk (the
     rarest asked for); the other marks are checked by primary key."""
     params: list[Any] = []
@@ -179,16 +191,39 @@ def turns_sql(
         params.extend(after)
     for mark in filters.marks():
         if mark != driver:
-            where.append(
-                "EXISTS (SELECT 1 FROM turn_marks x WHERE x.mark = ?"
-                f" AND x.created_at = {at} AND x.turn_id = {ident})"
-            )
-            params.append(mark)
+            cond, more = holds(mark, at, ident, batched)
+            where.append(cond)
+            params.extend(more)
     params.append(limit)
     sql = (
         f"SELECT {TURN_COLUMNS} FROM {source} WHERE {' AND '.join(where)} ORDER BY {order} LIMIT ?"
     )
     return sql, params
+
+
+def pending_turns_sql(
+    filters: Filters, driver: str, after: tuple[float, str] | None
+) -> tuple[str, list[Any]]:
+    """The turns that only calls the batch has not seen yet may give the driver mark (a
+    call mark), with every filter: a few rows, which `History.turns` merges into the page
+    the marks give (`turns_sql`)."""
+    pending, params = unbatched.turns_sql(driver)
+    where = [f"t.id IN ({pending})"]
+    if filters.since is not None:
+        where.append("t.created_at >= ?")
+        params.append(filters.since)
+    if filters.until is not None:
+        where.append("t.created_at < ?")
+        params.append(filters.until)
+    if after is not None:
+        where.append("(t.created_at, t.id) < (?, ?)")
+        params.extend(after)
+    for mark in filters.marks():
+        if mark != driver:
+            cond, more = holds(mark, "t.created_at", "t.id", True)
+            where.append(cond)
+            params.extend(more)
+    return f"SELECT {TURN_COLUMNS} FROM turns t WHERE {' AND '.join(where)}", params
 
 
 def legacy_thread_sql(
@@ -208,7 +243,9 @@ def legacy_thread_sql(
     return sql, [*params, limit]
 
 
-def hit_filter_sql(filters: Filters, at: str, turn_id: str) -> tuple[str, list[Any]]:
+def hit_filter_sql(
+    filters: Filters, at: str, turn_id: str, batched: bool = False
+) -> tuple[str, list[Any]]:
     """Conditions a search hit's turn must meet (its marks, by primary key) and its time."""
     where: list[str] = []
     params: list[Any] = []
@@ -219,11 +256,9 @@ def hit_filter_sql(filters: Filters, at: str, turn_id: str) -> tuple[str, list[A
         where.append(f"{at} < ?")
         params.append(filters.until)
     for mark in filters.marks():
-        where.append(
-            "EXISTS (SELECT 1 FROM turns ft JOIN turn_marks x ON x.mark = ?"
-            f" AND x.created_at = ft.created_at AND x.turn_id = ft.id WHERE ft.id = {turn_id})"
-        )
-        params.append(mark)
+        cond, more = holds(mark, "ft.created_at", "ft.id", batched)
+        where.append(f"EXISTS (SELECT 1 FROM turns ft WHERE ft.id = {turn_id} AND {cond})")
+        params.extend(more)
     return "".join(f" AND {w}" for w in where), params
 
 
