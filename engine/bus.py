@@ -54,8 +54,9 @@ class EventBus:
         if checkpoint:
             ops.append(rows.checkpoint(turn_id, self.run_id, checkpoint, now))
         stored, self._unstored = [*self._unstored, *events], []
-        ops.extend(rows.event_stored(e, self.run_id) for e in stored
-                   if not isinstance(e, MessageAppended))  # (the messages table is the record)  # fmt: skip
+        ops += rows.events_stored(  # one INSERT (the messages table is the record of those)
+            [e for e in stored if not isinstance(e, MessageAppended)], self.run_id
+        )
         await self.store.write(ops, urgent=urgent)
         for event in events:
             for callback in list(self._subscribers):

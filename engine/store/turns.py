@@ -7,11 +7,12 @@ the caller; reads take the store. Nothing outside `engine/store/` writes SQL.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from typing import Any
 
-from engine.events import Event
+from engine.events import Event, event_json
 from engine.messages import Message
 from engine.store.sqlite import Op, Store
 
@@ -159,8 +160,24 @@ def checkpoint(turn_id: str, run_id: str, kind: str, at: float) -> Op:
     )
 
 
-def event_stored(event: Event, run_id: str) -> Op:
-    return (
-        "INSERT INTO events(at, run_id, thread_id, turn_id, kind, body) VALUES (?,?,?,?,?,?)",
-        (event.at, run_id, event.thread_id, event.turn_id, event.kind, event.model_dump_json()),
+EVENTS_PER_INSERT = 500  # rows of one events INSERT (6 parameters each; SQLite takes 32,766)
+
+
+@functools.cache
+def _events_insert(n: int) -> str:
+    return "INSERT INTO events(at, run_id, thread_id, turn_id, kind, body) VALUES " + ",".join(
+        ["(?,?,?,?,?,?)"] * n
     )
+
+
+def events_stored(events: Sequence[Event], run_id: str) -> list[Op]:
+    """The events of one checkpoint as one multi-row INSERT (more than EVENTS_PER_INSERT:
+    several), in order."""
+    ops: list[Op] = []
+    for i in range(0, len(events), EVENTS_PER_INSERT):
+        chunk = events[i : i + EVENTS_PER_INSERT]
+        params: list[Any] = []
+        for e in chunk:
+            params += (e.at, run_id, e.thread_id, e.turn_id, e.kind, event_json(e))
+        ops.append((_events_insert(len(chunk)), params))
+    return ops

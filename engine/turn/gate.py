@@ -8,7 +8,7 @@ Both work on a `Site`: the turn the call belongs to, as far as they need it.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, Protocol
 
 import anyio
@@ -125,7 +125,7 @@ async def execute(loop: Site, call: CallState, kwargs: dict[str, Any]) -> None:
         rt.workspace, call.id, call.thread_id, call.turn_id,
         time_limit=limits.tool_timeouts.get(call.tool, limits.tool_timeout),
         shell_timeout=limits.shell_timeout,
-        max_result_bytes=limits.max_result_bytes, env=secrets.tool_env(),
+        max_result_bytes=limits.max_result_bytes, env=ToolEnv(secrets),
         started=_recorder(loop, call),
     )  # fmt: skip
     result = await tool.call(kwargs, ctx)
@@ -133,6 +133,29 @@ async def execute(loop: Site, call: CallState, kwargs: dict[str, Any]) -> None:
     await loop.phase(
         Phase.AFTER_TOOL_EXECUTE, tool=call.tool, args=call.args, outcome=call.status.value
     )
+
+
+class ToolEnv(Mapping[str, str]):
+    """This process's environment without the secret variables, copied when a tool first
+    reads it (most tools start no process, and the copy cost more than their call)."""
+
+    def __init__(self, secrets: Secrets) -> None:
+        self._secrets = secrets
+        self._env: dict[str, str] | None = None
+
+    def _copy(self) -> dict[str, str]:
+        if self._env is None:
+            self._env = self._secrets.tool_env()
+        return self._env
+
+    def __getitem__(self, key: str) -> str:
+        return self._copy()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._copy())
+
+    def __len__(self) -> int:
+        return len(self._copy())
 
 
 def _recorder(loop: Site, call: CallState) -> Callable[[dict[str, Any]], Awaitable[None]]:
