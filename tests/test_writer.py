@@ -128,3 +128,24 @@ async def test_a_write_whose_awaiter_is_cancelled_still_commits(store: Store) ->
         store._write_lock.release()
     await store.write([run("after")])
     assert await order(store) == ["cancelled", "after"]
+
+
+@pytest.mark.anyio
+async def test_a_batch_holds_at_most_max_batch_ops_statements_of_step_checkpoints(
+    store: Store,
+) -> None:
+    store._writer.max_batch_ops = 2
+    before = store.statistics()
+    store._write_lock.acquire()
+    try:
+        async with anyio.create_task_group() as tg:
+            for i in range(6):
+                tg.start_soon(store.write, [run(f"r{i}")])
+            await until(lambda: store.statistics().queued_ops == 6)
+            store._write_lock.release()
+    finally:
+        if store._write_lock.locked():
+            store._write_lock.release()
+    after = store.statistics()
+    assert after.writes - before.writes == 6
+    assert after.transactions - before.transactions >= 3  # an urgent write waits for less

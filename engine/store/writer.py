@@ -1,13 +1,13 @@
 """The one writer of execution.db: a thread with its own sqlite3 connection, group commit.
 
 Every write of the room goes through `Writer.submit`. The thread drains its queue and
-commits everything waiting in ONE transaction, each write (a checkpoint: a list of
-statements that must apply together) inside its own SAVEPOINT, so a write that fails rolls
-back alone while the others commit. One fsync then covers the whole batch, which is how many
-concurrent turns commit faster than the disk syncs. The event loop is woken once per batch
-(one `call_soon_threadsafe` that settles every future of the batch), and a future is settled
-only after the COMMIT that holds its statements: with synchronous=FULL, nothing is
-acknowledged before it is on disk.
+commits everything waiting (up to MAX_BATCH_OPS statements) in ONE transaction, each write
+(a checkpoint: a list of statements that must apply together) inside its own SAVEPOINT, so
+a write that fails rolls back alone while the others commit. One fsync then covers the
+whole batch, which is how many concurrent turns commit faster than the disk syncs. The
+event loop is woken once per batch (one `call_soon_threadsafe` that settles every future
+of the batch), and a future is settled only after the COMMIT that holds its statements:
+with synchronous=FULL, nothing is acknowledged before it is on disk.
 
 Urgent writes (admission of turn requests, decisions) go to the front of the next batch,
 which starts as soon as the current one commits; they never wait behind a queue of step
@@ -36,6 +36,9 @@ from typing import Any
 
 Op = tuple[str, Sequence[Any]]
 MAX_OPS = 8192  # statements queued or committing before producers wait
+# Statements of step checkpoints per transaction: an urgent write waits for at most one
+# batch this size (with 1,000 threads a batch would otherwise hold everything queued).
+MAX_BATCH_OPS = 1024
 KILL_POINTS = ("savepoint", "commit", "wake")
 
 
@@ -83,6 +86,7 @@ class Writer(threading.Thread):
         self._loop = loop
         self._on_commit = on_commit  # called on the writer's thread with the batch size
         self.max_ops = max_ops
+        self.max_batch_ops = MAX_BATCH_OPS
         self._cond = threading.Condition(threading.Lock())
         self._urgent: deque[_Job] = deque()
         self._normal: deque[_Job] = deque()
@@ -185,9 +189,12 @@ class Writer(threading.Thread):
                     self._cond.wait()
                 if not self._urgent and not self._normal:
                     return  # closing, and everything is committed
-                batch = [*self._urgent, *self._normal]
+                batch, size = [*self._urgent], 0
                 self._urgent.clear()
-                self._normal.clear()
+                while self._normal and (not batch or size < self.max_batch_ops):
+                    job = self._normal.popleft()
+                    size += len(job.ops)
+                    batch.append(job)
             self._commit(batch)
             self._transactions += 1
             self._writes += len(batch)
