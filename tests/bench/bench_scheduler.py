@@ -10,6 +10,10 @@ Printed, with the same run's baselines:
   run one after another on one thread (the cost of a turn without scheduling);
 - scheduling delay p50/p99 (submit -> TurnStarted) with requests arriving at half the
   measured rate, so the delay is the scheduler's and not a queue's;
+- scheduling delay p50/p99 at 140 arrivals/s (short chat turns on 1,000 threads) while 64
+  other threads keep running turns of tool rounds (a model of 200 ms latency; their
+  checkpoints are what the arrivals must not wait behind), NORMAL and FULL, next to the
+  same arrivals with nothing else running, and the load's checkpoints/s;
 - memory per queued request (tracemalloc, 100,000 requests in a paused group).
 Numbers are information; the exit status never depends on them.
 """
@@ -17,11 +21,13 @@ Numbers are information; the exit status never depends on them.
 from __future__ import annotations
 
 import argparse
+import random
 import statistics
 import sys
 import tempfile
 import time
 import tracemalloc
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 if __package__ in (None, ""):
@@ -30,13 +36,20 @@ if __package__ in (None, ""):
 import anyio
 
 from engine.config import Config
-from engine.events import Event, TurnStarted
+from engine.events import Event, StepFinished, TurnStarted
 from engine.messages import Message
+from engine.providers.base import ModelEvent, ModelRequest, StopEvent, TextDelta
 from engine.runtime import Runtime
 from engine.scheduler import GroupConfig, Request, Scheduler
+from engine.tools import tool
+from tests.bench.bench_throughput import RoundsModel
 from tests.scripted import Reply, ScriptedModel
 
 GROUPS = ("chat", "task", "chore", "will")
+# The running threads' model latency: 64 threads then make about 600 checkpoints/s, which
+# keeps the writer busy without saturating the event loop (with no latency they would take
+# every cycle of it, and any arrival would wait for the CPU, not for the writer).
+LOAD_LATENCY = 0.2
 
 
 def config() -> Config:
@@ -107,6 +120,90 @@ async def delays(rate: float, seconds: float) -> list[float]:
     return [(started[t] - s) * 1000 for t, s in submitted.items() if t in started]
 
 
+@tool(name="noop")
+async def noop() -> str:
+    """Does nothing."""
+    return "ok"
+
+
+class LoadModel(RoundsModel):
+    """20 `noop` rounds for a turn whose message says "work", each inference after
+    LOAD_LATENCY on average; other turns get text at once."""
+
+    def __init__(self, rounds: int) -> None:
+        super().__init__(rounds)
+        self.rng = random.Random(0)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        user = next((m for m in reversed(request.messages) if m.role == "user"), None)
+        if user is not None and user.text == "work":
+            await anyio.sleep(self.rng.uniform(0.5, 1.5) * LOAD_LATENCY)  # threads out of step
+            async for event in super().stream(request):
+                yield event
+        else:
+            yield TextDelta(text="ok")
+            yield StopEvent(reason="end_turn")
+
+
+async def delays_under_load(
+    rate: float, running: int, seconds: float, synchronous: str
+) -> tuple[list[float], float]:
+    """Submit -> TurnStarted of text turns arriving at `rate`/s on 1,000 threads of `chat`,
+    while `running` threads of `task` run turns of 20 tool rounds, one after another.
+    Returns the delays (ms) and the steps/s all turns made meanwhile."""
+    model = LoadModel(20)
+    cfg = Config.model_validate({
+        "store": {"synchronous": synchronous},
+        "runtime": {"max_running_turns": running + 64, "max_rounds": 1000},
+        "groups": {"chat": {"coalesce": "none", "max_queued_turns": 1_000_000,
+                            "max_running_turns": 64},
+                   "task": {"coalesce": "none", "max_queued_turns": 1_000_000,
+                            "max_running_turns": max(1, running)}},
+    })  # fmt: skip
+    submitted: dict[str, float] = {}
+    started: dict[str, float] = {}
+    steps = 0
+
+    def seen(event: Event) -> None:
+        nonlocal steps
+        if isinstance(event, TurnStarted) and event.turn_id in submitted:
+            started[event.turn_id] = time.perf_counter()
+        elif isinstance(event, StepFinished):
+            steps += 1
+
+    with tempfile.TemporaryDirectory() as room:
+        async with Runtime.open(room, provider=model, tools=[noop], config=cfg, plugins=[]) as rt:
+            rt.subscribe(seen)
+            stop = anyio.Event()
+
+            async def load(i: int) -> None:
+                while not stop.is_set():
+                    await rt.run_turn(Message(origin="task", sender="self",
+                                              thread_id=f"load:{i}", text="work"))  # fmt: skip
+
+            async with anyio.create_task_group() as tg:
+                for i in range(running):
+                    tg.start_soon(load, i)
+                await anyio.sleep(0.5)  # the load is running
+                handles, t0, k, steps = [], time.perf_counter(), 0, 0
+                while time.perf_counter() - t0 < seconds:
+                    due = t0 + k / rate
+                    if (wait := due - time.perf_counter()) > 0:
+                        await anyio.sleep(wait)
+                    before = time.perf_counter()
+                    msg = Message(origin="chat", channel="bench", sender="bench",
+                                  thread_id=f"chat:{k % 1000}", text=f"turn {k}")  # fmt: skip
+                    h = await rt.submit(msg)
+                    submitted[h.turn_id] = before
+                    handles.append(h)
+                    k += 1
+                rate_of_steps = steps / (time.perf_counter() - t0)
+                stop.set()
+                for h in handles:
+                    await h.done.wait()
+    return [(started[t] - s) * 1000 for t, s in submitted.items() if t in started], rate_of_steps
+
+
 def memory_per_request(n: int = 100_000) -> float:
     s = Scheduler(groups={"task": GroupConfig("task", paused=True, max_queued_turns=n)})
     msgs = [message(i, 0) for i in range(n)]  # the messages exist before they are offered
@@ -128,6 +225,11 @@ async def main(threads: int, turns: int) -> None:
     ms = await delays(rate / 2, seconds=5.0)
     print(f"  scheduling delay at {rate / 2:.0f}/s     : p50 {statistics.median(ms):.2f} ms, "
           f"p99 {pct(ms, 0.99):.2f} ms over {len(ms)} turns")  # fmt: skip
+    for running, sync in ((0, "NORMAL"), (64, "NORMAL"), (64, "FULL")):
+        ms, steps = await delays_under_load(140.0, running, seconds=5.0, synchronous=sync)
+        print(f"  delay at 140/s, {running:2d} running, {sync:<6}: p50 {statistics.median(ms):.2f}"
+              f" ms, p99 {pct(ms, 0.99):.2f} ms over {len(ms)} turns, {steps:.0f} steps/s"
+              f"{' (target p99 <= 5 ms)' if running else ''}")  # fmt: skip
     print(f"  memory per queued request      : {memory_per_request():8.0f} bytes (request + indexes, "
           "not the message)")  # fmt: skip
 

@@ -12,6 +12,7 @@ Printed per mode, with the baseline measured in the same run on the same filesys
 - checkpoints per transaction (the writer's group commit; 1.00 where the store does not
   tell, i.e. one transaction per checkpoint);
 - process CPU per step (time.process_time over the run, every thread of the process);
+- the process's peak RSS (with --threads 1000, what 1,000 turns at once hold);
 - the bare one-row commit rate: a plain sqlite3 loop of BEGIN; INSERT one row; COMMIT with
   the store's pragmas (WAL, the same synchronous), the most commits/s the disk takes when
   each is its own transaction.
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import resource
 import sqlite3
 import sys
 import tempfile
@@ -171,6 +173,9 @@ async def main(threads: int, rounds: int) -> None:
                             f"steps/s / bare commits/s = {ratio:.2f} >= {TARGET_RATIO}")  # fmt: skip
             verdicts.append(f"{'PASS' if r['cpu_us'] <= TARGET_CPU_US else 'MISS'}  "
                             f"{synchronous}: CPU {r['cpu_us']:.0f} us/step <= {TARGET_CPU_US:.0f}")  # fmt: skip
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak RSS of the process: {peak:.0f} MB (--threads 1000: the writer's queue is "
+          "bounded, producers wait)")  # fmt: skip
     print()
     print("targets (information only):")
     for line in verdicts:
