@@ -29,6 +29,7 @@ import os
 import signal
 import sqlite3
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -50,6 +51,7 @@ class WriterStatistics:
     writes: int  # writes committed or failed
     queued_ops: int  # statements queued or committing now
     producers_waiting: int  # awaiting room in the queue
+    cpu: float  # seconds of CPU the writer's thread has used
 
 
 class _Job:
@@ -96,6 +98,7 @@ class Writer(threading.Thread):
         self._space: deque[asyncio.Future[None]] = deque()
         self._transactions = 0
         self._writes = 0
+        self._cpu = 0.0
         self._kill = _kill_plan()
         self._multi = 0  # batches of two writes or more, for the kill plan
 
@@ -165,7 +168,7 @@ class Writer(threading.Thread):
 
     def statistics(self) -> WriterStatistics:
         return WriterStatistics(self._transactions, self._writes, self._in_flight,
-                                len(self._space))  # fmt: skip
+                                len(self._space), self._cpu)  # fmt: skip
 
     def close(self) -> None:
         """Commit what is queued, then stop the thread (blocking: call it off the loop)."""
@@ -199,6 +202,7 @@ class Writer(threading.Thread):
             self._transactions += 1
             self._writes += len(batch)
             self._on_commit(len(batch))
+            self._cpu = time.thread_time()
             self._maybe_kill("wake", batch)
             try:
                 self._loop.call_soon_threadsafe(self._settle, batch)
