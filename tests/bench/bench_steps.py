@@ -17,7 +17,7 @@ messages (the turn's own call count then grows with the conversation too).
 Runs for synchronous=FULL and NORMAL in separate temp rooms. Measured in the same run:
 a bare SQLite commit (one-row INSERT transaction, WAL, the same synchronous setting, the
 same filesystem), and a 2-hop floor, the least a step costs in this design: its two
-checkpoints as one-row transactions, each made in one hop to aiosqlite's thread, with
+checkpoints as one-row transactions, each handed to the writer thread and awaited, with
 nothing else (on a 2-core VM a hop alone costs about 100 us, two thread wake-ups).
 Targets (printed as information; the exit status never depends on time): FULL <= 1 ms
 per step, NORMAL <= 300 us per step, the step at length 800 within 1.2x of the step at
@@ -33,10 +33,12 @@ it and exits 2.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sqlite3
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -44,7 +46,6 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make `engine` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import aiosqlite
 import anyio
 
 from engine.config import Config, RuntimeConfig, StoreConfig
@@ -58,6 +59,7 @@ from engine.providers.base import (
     ToolCallDelta,
 )
 from engine.runtime import Runtime
+from engine.store.writer import Writer
 from engine.tools import tool
 from tests.bench import peer_langgraph
 
@@ -192,28 +194,26 @@ def bare_commit_us(root: Path, synchronous: str, n: int = 500) -> float:
 
 async def hop_floor_us(root: Path, synchronous: str, n: int = 500) -> float:
     """The least a step can cost in this design: its two checkpoints, each a one-row
-    transaction made in one hop to aiosqlite's thread, with nothing else around them."""
-    db = await aiosqlite.connect(root / f"hops-{synchronous.lower()}.db", isolation_level=None)
+    transaction handed to the room's writer thread (engine/store/writer.py) and awaited
+    until its COMMIT, one after the other, with nothing else around them."""
+    conn = sqlite3.connect(root / f"hops-{synchronous.lower()}.db", isolation_level=None,
+                           check_same_thread=False)  # fmt: skip
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(f"PRAGMA synchronous={synchronous}")
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)")
+    writer = Writer(conn, threading.Lock(), asyncio.get_running_loop(), lambda _: None)
+    writer.start()  # closes conn when it stops
+    checkpoint = [("INSERT INTO t(v) VALUES ('step')", ())]
     try:
-        await db.execute("PRAGMA journal_mode=WAL")
-        await db.execute(f"PRAGMA synchronous={synchronous}")
-        await db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)")
-        conn = db._conn  # noqa: SLF001 - as Store._apply: the function runs on its thread
-
-        def checkpoint() -> None:
-            conn.execute("BEGIN IMMEDIATE")
-            conn.execute("INSERT INTO t(v) VALUES ('step')")
-            conn.execute("COMMIT")
-
         for _ in range(20):  # warm up
-            await db._execute(checkpoint)  # noqa: SLF001
+            await writer.submit(checkpoint)
         start = time.perf_counter()
         for _ in range(n):
-            await db._execute(checkpoint)  # noqa: SLF001 - assistant_turn_committed
-            await db._execute(checkpoint)  # noqa: SLF001 - tool_results_committed
+            await writer.submit(checkpoint)  # assistant_turn_committed
+            await writer.submit(checkpoint)  # tool_results_committed
         return (time.perf_counter() - start) / n * 1e6
     finally:
-        await db.close()
+        await anyio.to_thread.run_sync(writer.close)
 
 
 def mark(ok: bool) -> str:
@@ -328,7 +328,7 @@ async def main_peer(threads: int) -> None:
         print(f"process CPU per loop (measured turns): agentdeck {ours_cpu:.0f} us,"
               f" LangGraph {theirs_cpu:.0f} us")  # fmt: skip
         print("ratio at floor: LangGraph's loop over agentdeck's least possible one (its two"
-              " checkpoints as bare one-row commits, one hop each), measured here")  # fmt: skip
+              " checkpoints as one-row commits through the writer thread), measured here")  # fmt: skip
         print()
         print("targets (information only):")
         for length, want in PEER_TARGETS.items():
