@@ -129,6 +129,60 @@ def fts_unsound(db: Path) -> list[str]:
     return wrong
 
 
+def marks_unsound(db: Path) -> list[str]:
+    """What is wrong with the marks tool calls give their turns in a room whose last batch
+    ran (engine/store/index_batch.py): turn_marks holds exactly tool:<name>, is:failed and
+    is:denied as the rows say, the counters count them, and the batch's state is caught up."""
+    want = set(
+        truth(
+            db,
+            """
+        SELECT 'tool:' || c.tool, t.created_at, t.id FROM tool_calls c JOIN turns t ON t.id = c.turn_id
+        UNION SELECT 'is:failed', t.created_at, t.id FROM turns t WHERE t.reason = 'error'
+            OR EXISTS (SELECT 1 FROM tool_calls c WHERE c.turn_id = t.id AND c.status = 'failed')
+        UNION SELECT 'is:denied', t.created_at, t.id FROM turns t WHERE EXISTS (SELECT 1
+            FROM tool_calls c JOIN decisions d ON d.id = c.decision_id
+            WHERE c.turn_id = t.id AND c.status = 'cancelled' AND d.action = 'cancel')""",
+        )
+    )
+    have = set(
+        truth(
+            db,
+            "SELECT mark, created_at, turn_id FROM turn_marks"
+            " WHERE mark LIKE 'tool:%' OR mark IN ('is:failed', 'is:denied')",
+        )
+    )
+    wrong = []
+    if have != want:
+        wrong.append(
+            f"call marks: missing {sorted(want - have)[:3]}, extra {sorted(have - want)[:3]}"
+        )
+    counted = dict(
+        truth(
+            db,
+            "SELECT name, value FROM counters WHERE name LIKE 'tool:%'"
+            " OR name IN ('is:failed', 'is:denied')",
+        )
+    )
+    sizes: dict[str, int] = {}
+    for mark, _, _ in have:
+        sizes[mark] = sizes.get(mark, 0) + 1
+    if {k: v for k, v in counted.items() if v} != sizes:
+        wrong.append("counters of call marks differ from turn_marks")
+    if truth(db, "SELECT value FROM counters WHERE name = 'marks:calls'") != truth(
+        db, "SELECT coalesce(max(rowid), 0) FROM tool_calls"
+    ):
+        wrong.append("the batch's watermark is not at the last call")
+    if set(truth(db, "SELECT rowid FROM open_calls")) != set(
+        truth(
+            db,
+            "SELECT rowid FROM tool_calls WHERE status IN ('new', 'running', 'suspended', 'resuming')",
+        )
+    ):
+        wrong.append("open_calls is not the open calls")
+    return wrong
+
+
 def turn_ids(db: Path, where: str = "1", *params: Any) -> list[str]:
     """Turn ids, newest first, that satisfy `where` (on turns t)."""
     return [r[0] for r in truth(db, f"SELECT t.id FROM turns t WHERE {where}"

@@ -46,7 +46,7 @@ from tests.crash_worker import (
     make_tools,
     random_calls,
 )
-from tests.history_seed import fts_unsound
+from tests.history_seed import fts_unsound, marks_unsound
 from tests.scripted import ScriptedModel
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -227,6 +227,7 @@ async def recover_and_check(
     after = snapshot(db)
     assert after.integrity == "ok", where
     assert fts_unsound(db) == [], where
+    assert marks_unsound(db) == [], where
     assert crashed.done() <= after.done(), f"done turns lost {where}"
     assert done_before <= after.done(), where
     errors = {t: r for t, (s, r) in after.turns.items() if s == "done" and r == "error"}

@@ -24,6 +24,7 @@ from tests.history_seed import (
     boom,
     fts_rows,
     fts_unsound,
+    marks_unsound,
     msg,
     script,
     shell,
@@ -106,6 +107,7 @@ async def test_a_step_writes_no_marks_and_history_counts_what_is_committed(tmp_p
         await assert_exact(room)
     await assert_exact(room)
     assert fts_unsound(room.db) == []
+    assert marks_unsound(room.db) == []
 
 
 async def test_the_batch_indexes_a_suspended_call_and_its_change(tmp_path: Path):
@@ -164,4 +166,5 @@ async def test_a_room_made_with_the_step_triggers_is_taken_over_by_the_batch(tmp
         await assert_exact(room)
     await assert_exact(room)
     assert fts_unsound(room.db) == []
+    assert marks_unsound(room.db) == []
     assert rowid in fts_rows(room.db, "calls_fts")
