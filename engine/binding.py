@@ -15,18 +15,11 @@ decision recorded before hashes existed: it has none, and applies as it always d
 
 from __future__ import annotations
 
-import hashlib
-import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from engine.decisions import Decision
+from engine.decisions import Decision, args_digest
 
-
-def args_digest(args: Any) -> str:
-    """The SHA-256 (hex) of `args` as canonical JSON: what a decision binds to."""
-    text = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+__all__ = ["args_digest", "fits", "refusal", "runs_tool", "why_not"]
 
 
 def runs_tool(decision: Decision) -> bool:

@@ -8,15 +8,21 @@ into a rule (engine.rules) that later gates apply without asking.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
-from engine.binding import args_digest
-
 _UNSEEN: Any = object()  # `approve` was not told what the operator saw
+
+
+def args_digest(args: Any) -> str:
+    """The SHA-256 (hex) of `args` as canonical JSON: what a decision binds to
+    (engine/binding.py)."""
+    text = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class Decision(BaseModel):
