@@ -149,3 +149,11 @@ async def test_a_batch_holds_at_most_max_batch_ops_statements_of_step_checkpoint
     after = store.statistics()
     assert after.writes - before.writes == 6
     assert after.transactions - before.transactions >= 3  # an urgent write waits for less
+
+
+@pytest.mark.anyio
+async def test_a_write_after_close_is_a_store_error(tmp_path: Path) -> None:
+    s = await Store.open(tmp_path / "execution.db")
+    await s.close()
+    with pytest.raises(StoreError, match="the writer is closed"):
+        await s.write([run("late")])

@@ -130,7 +130,7 @@ class Writer(threading.Thread):
         job = _Job(ops, future)
         with self._cond:
             if self._closing:
-                raise RuntimeError("the writer is closed")
+                raise sqlite3.ProgrammingError("the writer is closed")  # a StoreError
             (self._urgent if urgent else self._normal).append(job)
             self._cond.notify()
         self._in_flight += size
