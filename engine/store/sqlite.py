@@ -29,8 +29,8 @@ from typing import Any, Literal
 import aiosqlite
 import anyio
 
-from engine.store import migrations
 from engine.store.index_batch import INDEX_BATCH
+from engine.store.migrations import VERSION, TooNew, script
 from engine.store.writer import Op, Writer, WriterStatistics
 
 __all__ = ["Op", "Store", "StoreError", "WriterStatistics", "json_or_text"]
@@ -122,10 +122,10 @@ def _open_writer(path: Path, synchronous: Synchronous) -> sqlite3.Connection:
         conn.execute("PRAGMA wal_autocheckpoint=0")  # the Checkpointer's job
         version = (conn.execute("PRAGMA user_version").fetchone() or (0,))[0]
         conn.executescript(
-            f"BEGIN IMMEDIATE;\n{migrations.script(version)}{_schema()}\n"
-            f"PRAGMA user_version = {migrations.VERSION};\nCOMMIT;"
+            f"BEGIN IMMEDIATE;\n{script(version)}{_schema()}\n"
+            f"PRAGMA user_version = {VERSION};\nCOMMIT;"
         )
-    except (sqlite3.Error, migrations.TooNew) as exc:
+    except (sqlite3.Error, TooNew) as exc:
         conn.close()
         raise StoreError(f"cannot prepare {path}: {exc}") from exc
     return conn

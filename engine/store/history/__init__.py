@@ -50,7 +50,6 @@ import aiosqlite
 import anyio
 
 from engine.room import Room
-from engine.store.history import pending
 from engine.store.history.filters import (
     STATUSES,
     TURN_SQL,
@@ -68,6 +67,7 @@ from engine.store.history.filters import (
     search_sql,
     turns_sql,
 )
+from engine.store.history.pending import counters_sql, is_call_mark, sums, tool_counters_sql
 from engine.store.history.rows import (
     Page,
     merge_hits,
@@ -145,7 +145,7 @@ class History:
 
     async def _counter(self, names: list[str]) -> dict[str, int]:
         if self.batched:
-            found = pending.sums(await self._all(*pending.counters_sql(names)))
+            found = sums(await self._all(*counters_sql(names)))
         else:
             marks = ",".join("?" * len(names))
             rows = await self._all(
@@ -173,7 +173,7 @@ class History:
             sizes = await self._counter(marks)
             driver = min(marks, key=lambda m: sizes[m])
         extra: list[sqlite3.Row] = []
-        if driver is not None and self.batched and pending.is_call_mark(driver):
+        if driver is not None and self.batched and is_call_mark(driver):
             # Read first: a batch between the two reads moves a turn from here to the
             # marks, where the page finds it again (kept once), never out of both.
             extra = await self._all(*pending_turns_sql(filters, driver, cursor))
@@ -325,7 +325,7 @@ class History:
         out["status"] = {s: sizes[m] for s, m in status_marks.items()}
         for key, prefix in (("groups", "group:"), ("origins", "origin:"), ("tools", "tool:")):
             if key == "tools" and self.batched:
-                found = pending.sums(await self._all(*pending.tool_counters_sql()))
+                found = sums(await self._all(*tool_counters_sql()))
             else:
                 rows = await self._all(
                     "SELECT name, value FROM counters WHERE name >= ? AND name < ?",

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from engine.store.history import pending as unbatched
+from engine.store.history.pending import holds_sql
+from engine.store.history.pending import turns_sql as unbatched_turns_sql
 
 # Turn statuses a filter takes: the lifecycle's own, and three derived ones.
 RAW_STATUSES = ("running", "waiting", "done")
@@ -159,7 +160,7 @@ def holds(mark: str, at: str, turn_id: str, batched: bool) -> tuple[str, list[An
     """The condition that a turn has `mark`; `batched`: the room's call marks are written
     by the batch, so calls it has not seen yet count too (engine.store.history.pending)."""
     if batched:
-        return unbatched.holds_sql(mark, at, turn_id)
+        return holds_sql(mark, at, turn_id)
     return (f"EXISTS (SELECT 1 FROM turn_marks x WHERE x.mark = ?"
             f" AND x.created_at = {at} AND x.turn_id = {turn_id})", [mark])  # fmt: skip
 
@@ -207,7 +208,7 @@ def pending_turns_sql(
     """The turns that only calls the batch has not seen yet may give the driver mark (a
     call mark), with every filter: a few rows, which `History.turns` merges into the page
     the marks give (`turns_sql`)."""
-    pending, params = unbatched.turns_sql(driver)
+    pending, params = unbatched_turns_sql(driver)
     where = [f"t.id IN ({pending})"]
     if filters.since is not None:
         where.append("t.created_at >= ?")
