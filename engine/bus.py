@@ -57,7 +57,7 @@ class EventBus:
         ops += rows.events_stored(  # one INSERT (the messages table is the record of those)
             [e for e in stored if not isinstance(e, MessageAppended)], self.run_id
         )
-        await self.store.write(ops, urgent=urgent)
+        await self.store.write(ops, urgent=urgent, key=turn_id)  # a turn's own rows
         for event in events:
             for callback in list(self._subscribers):
                 callback(event)

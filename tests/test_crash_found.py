@@ -145,11 +145,12 @@ async def test_a_decision_recorded_while_another_is_applied_ends_duplicate(tmp_p
         held, release, answers = anyio.Event(), anyio.Event(), []
         write = rt.store.write
 
-        async def held_write(ops: list, *, urgent: bool = False) -> None:  # hold the late
+        async def held_write(ops: list, *, urgent: bool = False, key: str | None = None) -> None:
+            # hold the late
             if any(params and params[0] == late.id for _, params in ops):  # decision's INSERT
                 held.set()
                 await release.wait()
-            await write(ops, urgent=urgent)
+            await write(ops, urgent=urgent, key=key)
 
         rt.store.write = held_write  # type: ignore[method-assign]
 

@@ -206,19 +206,23 @@ class Store:
             except StoreError:
                 logging.getLogger("agentdeck").warning("full-text indexing failed", exc_info=True)
 
-    async def write(self, ops: Sequence[Op], *, urgent: bool = False) -> None:
+    async def write(
+        self, ops: Sequence[Op], *, urgent: bool = False, key: str | None = None
+    ) -> None:
         """Run `ops` in one transaction (atomically); return once it is committed.
 
         The writer commits it with whatever else is waiting (a savepoint each); `urgent`
         writes (admission, decisions) go first in the next batch and never wait for room
-        in the queue. Cancelled while it waits, the write still commits.
+        in the queue. Cancelled while it waits, the write still commits. `key` (a turn's
+        id): the write touches only that key's rows (and counters), so the writer may run
+        its statements together with other keys' (engine/store/plan.py).
         """
         self.unindexed = True
-        await self._apply(ops, urgent=urgent)
+        await self._apply(ops, urgent=urgent, key=key)
 
-    async def _apply(self, ops: Sequence[Op], *, urgent: bool) -> None:
+    async def _apply(self, ops: Sequence[Op], *, urgent: bool, key: str | None = None) -> None:
         try:
-            await self._writer.submit(ops, urgent)
+            await self._writer.submit(ops, urgent, key)
         except sqlite3.Error as exc:
             raise StoreError(f"write to {self.path.name} failed: {exc}") from exc
 

@@ -1,9 +1,11 @@
 """The one writer of execution.db: a thread with its own sqlite3 connection, group commit.
 
 Every write of the room goes through `Writer.submit`. The thread drains its queue and
-commits everything waiting (up to MAX_BATCH_OPS statements) in ONE transaction, each write
-(a checkpoint: a list of statements that must apply together) inside its own SAVEPOINT, so
-a write that fails rolls back alone while the others commit. One fsync then covers the
+commits everything waiting (up to MAX_BATCH_OPS statements) in ONE transaction: first as
+few statements as it can (the rows of one SQL in one `executemany`, engine/store/plan.py);
+if one of them fails, it rolls that back and runs each write (a checkpoint: a list of
+statements that must apply together) inside its own SAVEPOINT, so a write that fails rolls
+back alone while the others commit. One fsync then covers the
 whole batch, which is how many concurrent turns commit faster than the disk syncs. The
 event loop is woken once per batch (one `call_soon_threadsafe` that settles every future
 of the batch), and a future is settled only after the COMMIT that holds its statements:
@@ -18,7 +20,7 @@ A write handed to the writer is committed or failed, never half-known: if its aw
 cancelled, it still commits with its batch (there is no need to shield the await).
 
 AGENTDECK_WRITER_KILL=POINT:N makes the writer SIGKILL its own process at POINT of its N-th
-batch of two writes or more (POINT: `savepoint`, between two savepoints; `commit`, before
+batch of two writes or more (POINT: `savepoint`, between two statements or savepoints; `commit`, before
 COMMIT; `wake`, after COMMIT, before the loop hears of it). Only the crash test sets it.
 """
 
@@ -34,6 +36,8 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from engine.store.plan import plan
 
 Op = tuple[str, Sequence[Any]]
 MAX_OPS = 8192  # statements queued or committing before producers wait
@@ -55,10 +59,11 @@ class WriterStatistics:
 
 
 class _Job:
-    __slots__ = ("ops", "future", "error")
+    __slots__ = ("ops", "key", "future", "error")
 
-    def __init__(self, ops: Sequence[Op], future: asyncio.Future[None]) -> None:
+    def __init__(self, ops: Sequence[Op], key: str | None, future: asyncio.Future[None]) -> None:
         self.ops = ops
+        self.key = key
         self.future = future
         self.error: BaseException | None = None
 
@@ -84,6 +89,7 @@ class Writer(threading.Thread):
     ) -> None:
         super().__init__(name="agentdeck-writer", daemon=True)
         self._conn = conn
+        self._cur = conn.cursor()
         self._write_lock = write_lock  # shared with the WAL checkpointer
         self._loop = loop
         self._on_commit = on_commit  # called on the writer's thread with the batch size
@@ -104,10 +110,13 @@ class Writer(threading.Thread):
 
     # -- the event loop's side ----------------------------------------------------------------
 
-    async def submit(self, ops: Sequence[Op], urgent: bool = False) -> None:
-        """Commit `ops` in one savepoint of the next batch; return after its COMMIT.
+    async def submit(self, ops: Sequence[Op], urgent: bool = False, key: str | None = None) -> None:
+        """Commit `ops` atomically in the next batch; return after its COMMIT.
 
         Raises the statement's error (sqlite3.Error, or what sqlite3 raised) if it failed.
+        Writes with different `key`s (a turn's id) touch different rows: the batch may run
+        their statements of one SQL together (engine/store/plan.py); without a key, a write
+        keeps its place against every other.
         """
         size = max(1, len(ops))
         if not urgent and (self._space or self._full(size)):  # behind those already waiting
@@ -127,7 +136,7 @@ class Writer(threading.Thread):
                 room = self._loop.create_future()
                 self._space.appendleft(room)  # still first in line
         future: asyncio.Future[None] = self._loop.create_future()
-        job = _Job(ops, future)
+        job = _Job(ops, key, future)
         with self._cond:
             if self._closing:
                 raise sqlite3.ProgrammingError("the writer is closed")  # a StoreError
@@ -212,18 +221,23 @@ class Writer(threading.Thread):
     def _commit(self, batch: list[_Job]) -> None:
         conn = self._conn
         with self._write_lock:
+            if len(batch) > 1:
+                self._multi += 1
             try:
                 conn.execute("BEGIN IMMEDIATE")
-                if len(batch) == 1:  # no savepoint needed: the transaction is the write
-                    for sql, params in batch[0].ops:
-                        conn.execute(sql, params)
-                else:
-                    self._multi += 1
+                try:
+                    self._grouped(batch)
+                except Exception:
+                    if len(batch) == 1:  # the transaction is the write: it fails
+                        raise
+                    # one write failed: run them again one by one, so that it fails alone
+                    conn.execute("ROLLBACK")
+                    conn.execute("BEGIN IMMEDIATE")
                     for i, job in enumerate(batch):
                         if i == 1:
                             self._maybe_kill("savepoint", batch)
                         self._savepoint(job)
-                    self._maybe_kill("commit", batch)
+                self._maybe_kill("commit", batch)
                 conn.execute("COMMIT")
             except Exception as exc:  # the whole batch fails: nothing of it is on disk
                 if conn.in_transaction:
@@ -233,6 +247,18 @@ class Writer(threading.Thread):
                         pass
                 for job in batch:
                     job.error = job.error or exc
+
+    def _grouped(self, batch: list[_Job]) -> None:
+        """Every write of `batch`, rows of one SQL in one `executemany` (plan.py): one
+        statement (and one wait for the GIL) where there were a write's worth."""
+        cur = self._cur
+        for i, (sql, rows) in enumerate(plan((job.key, job.ops) for job in batch)):
+            if i == 1:
+                self._maybe_kill("savepoint", batch)
+            if len(rows) == 1:
+                cur.execute(sql, rows[0])
+            else:
+                cur.executemany(sql, rows)
 
     def _savepoint(self, job: _Job) -> None:
         conn = self._conn

@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Sequence
+from functools import partial
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: make `engine` importable
@@ -99,7 +100,11 @@ def transactions(rt: Runtime) -> tuple[int, int, float] | None:
 
 
 async def run_mode(
-    root: Path, synchronous: str, threads: int, rounds: int, recorded: list[list[Op]]
+    root: Path,
+    synchronous: str,
+    threads: int,
+    rounds: int,
+    recorded: list[tuple[str | None, list[Op]]],
 ) -> dict[str, float]:
     """Run the benchmark in a new room; `recorded` gets every write the store was given."""
     steps = 0
@@ -118,9 +123,11 @@ async def run_mode(
         rt.subscribe(seen)
         write = rt.store.write
 
-        async def recording(ops: Sequence[Op], *, urgent: bool = False) -> None:
-            recorded.append(list(ops))
-            await write(ops, urgent=urgent)
+        async def recording(
+            ops: Sequence[Op], *, urgent: bool = False, key: str | None = None
+        ) -> None:
+            recorded.append((key, list(ops)))
+            await write(ops, urgent=urgent, key=key)
 
         rt.store.write = recording  # type: ignore[method-assign]
 
@@ -146,7 +153,9 @@ async def run_mode(
             "per_tx": per_tx, "writer_us": writer_cpu / steps * 1e6}  # fmt: skip
 
 
-async def store_alone(root: Path, synchronous: str, recorded: list[list[Op]]) -> dict[str, float]:
+async def store_alone(
+    root: Path, synchronous: str, recorded: list[tuple[str | None, list[Op]]]
+) -> dict[str, float]:
     """The floor of the store: the same writes, replayed in order into a fresh room's Store
     by one task each, all at once (the writer batches them as it batches turns'), with no
     turn around them. The run's first writes (before recording began) are absent, so the
@@ -158,8 +167,8 @@ async def store_alone(root: Path, synchronous: str, recorded: list[list[Op]]) ->
         tx0 = store.statistics()
         cpu0, t0 = time.process_time(), time.perf_counter()
         async with anyio.create_task_group() as tg:
-            for ops in recorded:
-                tg.start_soon(store.write, ops)
+            for key, ops in recorded:
+                tg.start_soon(partial(store.write, ops, key=key))
         wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
         tx1 = store.statistics()
     finally:
@@ -202,7 +211,7 @@ async def main(threads: int, rounds: int) -> None:
     with tempfile.TemporaryDirectory(prefix="agentdeck-bench-") as tmp:
         for synchronous in ("FULL", "NORMAL"):
             bare = bare_commits_per_s(Path(tmp), synchronous)
-            recorded: list[list[Op]] = []
+            recorded: list[tuple[str | None, list[Op]]] = []
             r = await run_mode(Path(tmp), synchronous, threads, rounds, recorded)
             alone = await store_alone(Path(tmp), synchronous, recorded)
             ratio = r["steps_s"] / bare
