@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
+from collections.abc import Iterator
+
 import pytest
 
 
@@ -22,3 +26,16 @@ def _isolated_env(
     for var in ("AGENT_ROOM", "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY",
                 "ANTHROPIC_BASE_URL", "NO_COLOR"):  # fmt: skip
         monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture
+def leftover() -> Iterator[list[int]]:
+    """Process groups a test left (append their ids); whatever survives it is killed at
+    its end."""
+    pgids: list[int] = []
+    yield pgids
+    for pgid in pgids:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

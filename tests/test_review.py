@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -148,18 +148,6 @@ async def test_rerun_runs_the_call_exactly_once_more(tmp_path):
     async with Runtime.open(room, kind="run", provider=model, tools=make_tools()) as rt:
         assert await rt.pending() == []
     assert executions(room)[call_id] == 2
-
-
-@pytest.fixture
-def leftover() -> Iterator[list[int]]:
-    """Process groups a test left; whatever survives it is killed at its end."""
-    pgids: list[int] = []
-    yield pgids
-    for pgid in pgids:
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 async def crashed_shell(tmp_path: Path, command: str) -> tuple[Path, str, str, dict]:

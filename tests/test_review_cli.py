@@ -6,8 +6,6 @@ exit codes."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -23,17 +21,6 @@ from tests.test_review import crashed_shell
 
 # The rerun finds `go` in the workspace and does not sleep; the crashed one did.
 COMMAND = "[ -e go ] || sleep 120"
-
-
-@pytest.fixture
-def leftover() -> Iterator[list[int]]:
-    pgids: list[int] = []
-    yield pgids
-    for pgid in pgids:
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 @pytest.fixture(params=["owned", "free"])

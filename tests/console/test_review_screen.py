@@ -4,9 +4,6 @@ decision queue's row of such a call; the one notification at start; a snapshot."
 
 from __future__ import annotations
 
-import os
-import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -104,17 +101,6 @@ async def test_run_again_asks_naming_the_risk_and_no_is_the_default(crashed: Pat
         assert (crashed / "workspace" / "NOTES.md").read_text() == TEXT  # whole now
         await until(pilot, lambda: app.main.state.counts() == (0, 0), "the turn finished")
         await app.shutdown()
-
-
-@pytest.fixture
-def leftover() -> Iterator[list[int]]:
-    pgids: list[int] = []
-    yield pgids
-    for pgid in pgids:
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 async def test_kill_a_surviving_process_group(tmp_path: Path, leftover: list[int]) -> None:
