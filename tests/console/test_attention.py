@@ -79,6 +79,9 @@ async def test_the_queue_shows_the_time_left_and_warns_before_the_deadline(room:
         await until(pilot, lambda: str(cell("left")) == "⚠ 52s", "the last minute warned")
         tool = cell("tool")
         assert isinstance(tool, Text) and tool.spans, "the row is styled as a warning"
+        await until(
+            pilot, lambda: [t for t in told(rec, "warning") if "deadline" in t], "the warning told"
+        )  # its notification may come a frame after the cell
         [warned] = [t for t in told(rec, "warning") if "deadline" in t]
         assert warned == ('shell {"command": "echo hi"} on chat:main: its deadline is 12:05:00 '
                           "(in 52s); undecided, it is cancelled then.")  # fmt: skip
