@@ -17,6 +17,7 @@ from console.screens.scheduler import SchedulerScreen
 from console.widgets.groups_table import GroupsTable
 from console.widgets.keyed_table import KeyedTable
 from console.widgets.timeline import Timeline
+from engine.lifecycle import TurnStatus
 from engine.room import Room
 from tests.console.conftest import build
 from tests.console.helpers import SIZE, Recorder, palette, send, started, told, until
@@ -176,7 +177,13 @@ async def test_refresh_follows_the_runtime_not_its_events(deck_app) -> None:
         before = screen.snapshots
         for i in range(20):
             await app.bridge.send(f"chat:{i}", "calc 1+1")
-        await until(pilot, lambda: main.state.counts() == (1, 0), "chat turns done")
+
+        def chats_done() -> int:  # (counts() is (1, 0) before the chat turns start, too)
+            return sum(t.thread_id.startswith("chat:") and t.status == TurnStatus.DONE
+                       for t in main.state.turns.values())  # fmt: skip
+
+        await until(pilot, lambda: chats_done() == 20, "chat turns done")
+        assert main.state.counts() == (1, 0)
         assert main.bridge.state.events_folded > 100
         assert screen.snapshots - before < 20
         await app.shutdown()
