@@ -89,3 +89,16 @@ async def palette(provider: Provider) -> dict[str, Callable[[], object]]:
     """What the command palette offers before anything is typed: each title, in order, and
     what choosing it runs (the provider's discovery hits)."""
     return {hit.text or "": hit.command async for hit in provider.discover()}
+
+
+def decisions_sent(main: MainScreen) -> list:
+    """Record each decision the screen hands to the bridge (and still send it)."""
+    sent: list = []
+    decide = main.bridge.decide
+
+    async def record(decision):  # noqa: ANN001, ANN202
+        sent.append(decision)
+        return await decide(decision)
+
+    main.bridge.decide = record  # type: ignore[method-assign]
+    return sent

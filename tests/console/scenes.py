@@ -52,9 +52,11 @@ async def streaming(pilot: Pilot) -> None:
     await steady(pilot)
 
 
-async def queue(pilot: Pilot) -> None:
+async def queue(pilot: Pilot, command: str = "make test") -> None:
+    """Three calls wait on two threads (`command` and `git status`, then a write_file),
+    the queue focused."""
     main = await started(pilot)
-    await send(pilot, "run `make test` and run `git status`", click=False)
+    await send(pilot, f"run `{command}` and run `git status`", click=False)
     await until(pilot, lambda: len(main.state.pending) == 2, "two calls wait")
     await pilot.press("ctrl+n")
     await send(pilot, 'write "release notes" to NOTES.md', click=False)
@@ -84,16 +86,7 @@ LONG_COMMAND = ("rsync -av --delete --exclude '.git' --exclude '__pycache__' bui
 
 async def queue_narrow(pilot: Pilot) -> None:
     """At 80x24: the queue takes the width and shows each command whole."""
-    main = await started(pilot)
-    await send(pilot, f"run `{COMMAND}` and run `git status`", click=False)
-    await until(pilot, lambda: len(main.state.pending) == 2, "two calls wait")
-    await pilot.press("ctrl+n")
-    await send(pilot, 'write "release notes" to NOTES.md', click=False)
-    await until(pilot, lambda: len(main.state.pending) == 3, "three calls wait")
-    main.query_one("#decisions").focus()
-    await pilot.pause(0.1)
-    pilot.app.clear_notifications()
-    await steady(pilot)
+    await queue(pilot, COMMAND)
 
 
 async def detail_of(pilot: Pilot, text: str) -> None:

@@ -16,7 +16,16 @@ from console.screens.prompt import PromptScreen
 from console.widgets.calls_table import CallsTable
 from console.widgets.decision_queue import DecisionQueue
 from engine.binding import args_digest
-from tests.console.helpers import SIZE, Recorder, call_waits, send, started, told, until
+from tests.console.helpers import (
+    SIZE,
+    Recorder,
+    call_waits,
+    decisions_sent,
+    send,
+    started,
+    told,
+    until,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -28,19 +37,6 @@ def drawn(static: Static) -> list[str]:
     """The lines `static` draws, as the operator sees them."""
     width, height = static.size
     return [strip.text.rstrip() for strip in static.render_lines(Region(0, 0, width, height))]
-
-
-def decisions_sent(main: MainScreen) -> list:
-    """Record each decision the screen hands to the bridge (and still send it)."""
-    sent: list = []
-    decide = main.bridge.decide
-
-    async def record(decision):  # noqa: ANN001, ANN202
-        sent.append(decision)
-        return await decide(decision)
-
-    main.bridge.decide = record  # type: ignore[method-assign]
-    return sent
 
 
 async def open_detail(pilot, main: MainScreen) -> CallDetailScreen:  # noqa: ANN001

@@ -11,7 +11,7 @@ from console.screens.confirm import ConfirmScreen
 from console.screens.main import MainScreen
 from console.widgets.decision_queue import GUARD, DecisionQueue
 from tests.console.conftest import KeysClock
-from tests.console.helpers import SIZE, Recorder, send, started, told, until
+from tests.console.helpers import SIZE, Recorder, decisions_sent, send, started, told, until
 
 pytestmark = pytest.mark.anyio
 
@@ -23,18 +23,6 @@ def command(queue: DecisionQueue) -> str:
     key = queue.current_key()
     assert key is not None, "no row under the cursor"
     return str(queue._calls[key].args["command"])
-
-
-def sent_decisions(main: MainScreen) -> list:
-    sent: list = []
-    decide = main.bridge.decide
-
-    async def record(decision):  # noqa: ANN001, ANN202
-        sent.append(decision)
-        return await decide(decision)
-
-    main.bridge.decide = record  # type: ignore[method-assign]
-    return sent
 
 
 async def calls_wait(pilot, *messages: str) -> tuple[MainScreen, DecisionQueue]:  # noqa: ANN001
@@ -82,7 +70,7 @@ async def test_the_cursor_landing_on_another_threads_call_asks_first(deck_app) -
     app = deck_app()
     async with app.run_test(size=SIZE) as pilot:
         main, queue = await calls_wait(pilot, "run `echo a1`", "run `echo b1`")
-        sent = sent_decisions(main)
+        sent = decisions_sent(main)
         assert command(queue) == "echo a1"
         await pilot.press("a")
         await until(pilot, lambda: len(main.state.pending) == 1, "a1 applied")
@@ -107,7 +95,7 @@ async def test_a_key_just_as_the_focus_arrives_asks_first(deck_app) -> None:
         main = await started(pilot)
         await send(pilot, "run `echo hi`", click=False)
         await until(pilot, lambda: main.state.pending, "a call waits")
-        sent = sent_decisions(main)
+        sent = decisions_sent(main)
         keys.held = True
         await pilot.press("escape", "d")  # the focus arrives in the queue now ...
         keys.now += GUARD / 2
@@ -131,7 +119,7 @@ async def test_a_call_decided_while_its_turn_is_busy_says_so_and_takes_no_more(
     app = deck_app()
     async with app.run_test(size=SIZE, message_hook=said) as pilot:
         main, queue = await calls_wait(pilot, f"run `{BUSY}` and run `echo two`")
-        sent = sent_decisions(main)
+        sent = decisions_sent(main)
         await pilot.press("a")  # the first runs, and holds the turn until `go` exists
         await until(pilot, lambda: len(main.state.pending) == 1, "the first is running")
         await pilot.pause()
@@ -158,7 +146,7 @@ async def test_decision_keys_act_only_where_the_queue_has_the_focus(deck_app) ->
     app = deck_app()
     async with app.run_test(size=SIZE, message_hook=said) as pilot:
         main, queue = await calls_wait(pilot, "run `echo hi`")
-        sent = sent_decisions(main)
+        sent = decisions_sent(main)
         main.query_one("#chat-input").focus()
         await pilot.press("a", "x")  # typed in the chat
         main.query_one("#timeline").focus()
