@@ -252,7 +252,8 @@ def _summary(count: int) -> Text:
     if not count:
         return text.append(" No call waits for a review.")
     calls = "1 call was" if count == 1 else f"{count} calls were"
-    return text.append(f" {calls} running when agentdeck stopped: their outcome is "
+    whose = "its" if count == 1 else "their"
+    return text.append(f" {calls} running when agentdeck stopped: {whose} outcome is "
                        "unknown. s succeeded (with a result) · f failed · r run again · "
                        "k kill a surviving process group")  # fmt: skip
 
