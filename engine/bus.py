@@ -57,7 +57,11 @@ class EventBus:
         ops += rows.events_stored(  # one INSERT (the messages table is the record of those)
             [e for e in stored if not isinstance(e, MessageAppended)], self.run_id
         )
-        await self.store.write(ops, urgent=urgent, key=turn_id)  # a turn's own rows
+        # A turn's own rows; the events reach the subscribers right after the COMMIT, also
+        # if the turn is cancelled while it waits (the write commits all the same).
+        await self.store.write(ops, urgent=urgent, key=turn_id, then=lambda: self._hand(events))
+
+    def _hand(self, events: list[Event]) -> None:
         for event in events:
             for callback in list(self._subscribers):
                 callback(event)

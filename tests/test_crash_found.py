@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -145,12 +146,12 @@ async def test_a_decision_recorded_while_another_is_applied_ends_duplicate(tmp_p
         held, release, answers = anyio.Event(), anyio.Event(), []
         write = rt.store.write
 
-        async def held_write(ops: list, *, urgent: bool = False, key: str | None = None) -> None:
+        async def held_write(ops: list, **kw: Any) -> None:
             # hold the late
             if any(params and params[0] == late.id for _, params in ops):  # decision's INSERT
                 held.set()
                 await release.wait()
-            await write(ops, urgent=urgent, key=key)
+            await write(ops, **kw)
 
         rt.store.write = held_write  # type: ignore[method-assign]
 

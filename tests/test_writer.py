@@ -131,6 +131,62 @@ async def test_a_write_whose_awaiter_is_cancelled_still_commits(store: Store) ->
 
 
 @pytest.mark.anyio
+async def test_a_write_cancelled_while_it_waits_for_room_is_queued_all_the_same(
+    store: Store,
+) -> None:
+    """Once `write` is called, a cancel never drops the write (the loop's checkpoints need
+    no shielded scope): one waiting for room in a full queue goes in past the bound."""
+    store._writer.max_ops = 1
+    done: list[str] = []
+    store._write_lock.acquire()
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(store.write, [run("first")])
+            await until(lambda: store.statistics().queued_ops == 1)
+            tg.start_soon(partial(store.write, [run("waited")], then=lambda: done.append("w")))
+            await until(lambda: store.statistics().producers_waiting == 1)
+            scope = anyio.CancelScope()
+
+            async def cancelled() -> None:
+                with scope:
+                    await store.write([run("cancelled")], then=lambda: done.append("c"))
+
+            tg.start_soon(cancelled)
+            await until(lambda: store.statistics().producers_waiting == 2)
+            scope.cancel()
+            await until(lambda: store.statistics().producers_waiting == 1)
+            store._write_lock.release()
+    finally:
+        if store._write_lock.locked():
+            store._write_lock.release()
+    assert sorted(await order(store)) == ["cancelled", "first", "waited"]
+    assert sorted(done) == ["c", "w"]  # `then` ran for the cancelled one too
+
+
+@pytest.mark.anyio
+async def test_then_runs_after_the_commit_even_if_the_awaiter_is_gone_and_not_on_failure(
+    store: Store,
+) -> None:
+    seen: list[tuple[str, list[str]]] = []
+
+    def then(name: str) -> Callable[[], None]:
+        return lambda: seen.append((name, []))
+
+    store._write_lock.acquire()
+    try:
+        with anyio.move_on_after(0.05):
+            await store.write([run("a")], then=then("a"))
+        assert seen == []  # not before the COMMIT
+    finally:
+        store._write_lock.release()
+    with pytest.raises(StoreError):
+        await store.write([run("a")], then=then("dup"))  # the same id: it fails
+    await until(lambda: seen)
+    assert [name for name, _ in seen] == ["a"]
+    assert await order(store) == ["a"]
+
+
+@pytest.mark.anyio
 async def test_a_batch_holds_at_most_max_batch_ops_statements_of_step_checkpoints(
     store: Store,
 ) -> None:

@@ -21,7 +21,7 @@ import json
 import logging
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -207,7 +207,12 @@ class Store:
                 logging.getLogger("agentdeck").warning("full-text indexing failed", exc_info=True)
 
     async def write(
-        self, ops: Sequence[Op], *, urgent: bool = False, key: str | None = None
+        self,
+        ops: Sequence[Op],
+        *,
+        urgent: bool = False,
+        key: str | None = None,
+        then: Callable[[], None] | None = None,
     ) -> None:
         """Run `ops` in one transaction (atomically); return once it is committed.
 
@@ -215,14 +220,22 @@ class Store:
         writes (admission, decisions) go first in the next batch and never wait for room
         in the queue. Cancelled while it waits, the write still commits. `key` (a turn's
         id): the write touches only that key's rows (and counters), so the writer may run
-        its statements together with other keys' (engine/store/plan.py).
+        its statements together with other keys' (engine/store/plan.py). `then` runs on
+        the loop right after the COMMIT, even if the awaiter was cancelled meanwhile.
         """
         self.unindexed = True
-        await self._apply(ops, urgent=urgent, key=key)
+        await self._apply(ops, urgent=urgent, key=key, then=then)
 
-    async def _apply(self, ops: Sequence[Op], *, urgent: bool, key: str | None = None) -> None:
+    async def _apply(
+        self,
+        ops: Sequence[Op],
+        *,
+        urgent: bool,
+        key: str | None = None,
+        then: Callable[[], None] | None = None,
+    ) -> None:
         try:
-            await self._writer.submit(ops, urgent, key)
+            await self._writer.submit(ops, urgent, key, then)
         except sqlite3.Error as exc:
             raise StoreError(f"write to {self.path.name} failed: {exc}") from exc
 

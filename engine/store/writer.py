@@ -16,8 +16,11 @@ which starts as soon as the current one commits; they never wait behind a queue 
 checkpoints. The queue is bounded (by statements, `max_ops`): a producer that finds it full
 waits, in order, until a batch frees room; nothing is dropped or reordered.
 
-A write handed to the writer is committed or failed, never half-known: if its awaiter is
-cancelled, it still commits with its batch (there is no need to shield the await).
+A write handed to the writer is committed or failed, never half-known and never dropped:
+once `submit` is called, a cancel of its awaiter (even one that comes while it waits for
+room in the queue) leaves the write to commit with its batch, so callers need no shielded
+scope. What must follow the commit whether or not the awaiter is still there (publishing
+a checkpoint's events) is its `then`, run on the loop when the batch settles.
 
 AGENTDECK_WRITER_KILL=POINT:N makes the writer SIGKILL its own process at POINT of its N-th
 batch of two writes or more (POINT: `savepoint`, between two statements or savepoints; `commit`, before
@@ -27,6 +30,7 @@ COMMIT; `wake`, after COMMIT, before the loop hears of it). Only the crash test 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import sqlite3
@@ -45,6 +49,7 @@ MAX_OPS = 8192  # statements queued or committing before producers wait
 # batch this size (with 1,000 threads a batch would otherwise hold everything queued).
 MAX_BATCH_OPS = 1024
 KILL_POINTS = ("savepoint", "commit", "wake")
+log = logging.getLogger("agentdeck")
 
 
 @dataclass(frozen=True)
@@ -59,12 +64,19 @@ class WriterStatistics:
 
 
 class _Job:
-    __slots__ = ("ops", "key", "future", "error")
+    __slots__ = ("ops", "key", "future", "then", "error")
 
-    def __init__(self, ops: Sequence[Op], key: str | None, future: asyncio.Future[None]) -> None:
+    def __init__(
+        self,
+        ops: Sequence[Op],
+        key: str | None,
+        future: asyncio.Future[None],
+        then: Callable[[], None] | None,
+    ) -> None:
         self.ops = ops
         self.key = key
         self.future = future
+        self.then = then
         self.error: BaseException | None = None
 
 
@@ -110,8 +122,17 @@ class Writer(threading.Thread):
 
     # -- the event loop's side ----------------------------------------------------------------
 
-    async def submit(self, ops: Sequence[Op], urgent: bool = False, key: str | None = None) -> None:
+    async def submit(
+        self,
+        ops: Sequence[Op],
+        urgent: bool = False,
+        key: str | None = None,
+        then: Callable[[], None] | None = None,
+    ) -> None:
         """Commit `ops` atomically in the next batch; return after its COMMIT.
+
+        `then` runs on the loop right after that COMMIT (before this returns), also when
+        the awaiter was cancelled meanwhile; not if the write failed.
 
         Raises the statement's error (sqlite3.Error, or what sqlite3 raised) if it failed.
         Writes with different `key`s (a turn's id) touch different rows: the batch may run
@@ -125,32 +146,43 @@ class Writer(threading.Thread):
             while True:
                 try:
                     await room
-                except BaseException:
-                    if room in self._space:
+                except BaseException:  # cancelled: the write is queued all the same (past
+                    if room in self._space:  # the bound by one write), never dropped
                         self._space.remove(room)
                     elif room.done() and not room.cancelled():
                         self._wake_producer()  # pass the wake-up on
+                    self._enqueue(ops, urgent, key, then)
                     raise
                 if not self._full(size):
                     break
                 room = self._loop.create_future()
                 self._space.appendleft(room)  # still first in line
+        await self._enqueue(ops, urgent, key, then)  # cancelled: it commits all the same
+
+    def _enqueue(
+        self, ops: Sequence[Op], urgent: bool, key: str | None, then: Callable[[], None] | None
+    ) -> asyncio.Future[None]:
         future: asyncio.Future[None] = self._loop.create_future()
-        job = _Job(ops, key, future)
+        job = _Job(ops, key, future, then)
         with self._cond:
             if self._closing:
                 raise sqlite3.ProgrammingError("the writer is closed")  # a StoreError
             (self._urgent if urgent else self._normal).append(job)
             self._cond.notify()
-        self._in_flight += size
+        self._in_flight += max(1, len(ops))
         self._wake_producer()  # room may be left for the next one in line
-        await future  # cancelled: the job stays queued and commits all the same
+        return future
 
     def _settle(self, jobs: list[_Job]) -> None:
         """On the loop: the batch holding `jobs` committed (or failed); release its awaiters."""
         freed = 0
         for job in jobs:
             freed += max(1, len(job.ops))
+            if job.then is not None and job.error is None:
+                try:
+                    job.then()
+                except Exception:  # a subscriber's fault must not strand the others
+                    log.exception("after a commit")
             if job.future.done():  # its awaiter was cancelled
                 continue
             if job.error is None:

@@ -128,11 +128,10 @@ class TurnLoop(Replay):
         if (row := self.turn.row_update(now)) is not None:
             self.ops.append(row)
         ops, events, self.ops, self.events = self.ops, self.events, [], []
-        try:
-            with anyio.CancelScope(shield=True):  # a checkpoint is written whole or not at all
-                await self.ctx.commit(ops, events, checkpoint=checkpoint, turn_id=self.turn.id,
-                                      urgent=urgent)  # fmt: skip
-        except BaseException:  # nothing was written: the next commit writes it all again
+        try:  # handed to the writer, a checkpoint commits whole even if the turn is cancelled
+            await self.ctx.commit(ops, events, checkpoint=checkpoint, turn_id=self.turn.id,
+                                  urgent=urgent)  # fmt: skip
+        except Exception:  # it failed: nothing was written, the next commit writes it all again
             for call, written in before:
                 call.written = written
             self.turn.written = None

@@ -38,6 +38,8 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make `engine` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from typing import Any
+
 import anyio
 
 from engine.config import Config
@@ -123,11 +125,9 @@ async def run_mode(
         rt.subscribe(seen)
         write = rt.store.write
 
-        async def recording(
-            ops: Sequence[Op], *, urgent: bool = False, key: str | None = None
-        ) -> None:
-            recorded.append((key, list(ops)))
-            await write(ops, urgent=urgent, key=key)
+        async def recording(ops: Sequence[Op], **kw: Any) -> None:
+            recorded.append((kw.get("key"), list(ops)))
+            await write(ops, **kw)
 
         rt.store.write = recording  # type: ignore[method-assign]
 
