@@ -1,0 +1,91 @@
+"""Channels: the room's edges to Telegram, Slack and signed webhooks.
+
+`load_channels` reads channels.toml and hooks.toml and builds one channel object per
+table, each with its secrets from the environment; the poll and hook loops use `poll` and
+`accept` to turn what arrives into `Inbound` messages, the delivery worker `deliver` to send
+answers back.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import httpx
+
+from engine.channels.base import (
+    Channel,
+    ChannelError,
+    DeliveryError,
+    HookChannel,
+    HookRejected,
+    HookReply,
+    Inbound,
+    PollChannel,
+    PollError,
+)
+from engine.channels.config import (
+    ChannelConfigError,
+    Secret,
+    SlackConfig,
+    TelegramConfig,
+    WebhookConfig,
+    read_channels,
+)
+from engine.channels.slack import SlackChannel
+from engine.channels.telegram import TelegramChannel
+from engine.channels.webhook import WebhookChannel
+
+__all__ = [
+    "Channel",
+    "ChannelConfigError",
+    "ChannelError",
+    "DeliveryError",
+    "HookChannel",
+    "HookRejected",
+    "HookReply",
+    "Inbound",
+    "PollChannel",
+    "PollError",
+    "Secret",
+    "SlackChannel",
+    "TelegramChannel",
+    "WebhookChannel",
+    "load_channels",
+]
+
+
+def load_channels(
+    room_dir: Path,
+    env: Mapping[str, str] | None = None,
+    client: httpx.AsyncClient | None = None,
+) -> list[TelegramChannel | SlackChannel | WebhookChannel]:
+    """The channels `room_dir`'s channels.toml and hooks.toml define (none when neither
+    exists), their secrets from `env` (default: this process's environment); one shared
+    `client` if given, else each opens its own (closed by its `aclose`).
+    ChannelConfigError names the file and channel when one cannot start."""
+    env = os.environ if env is None else env
+    configs = read_channels(room_dir)
+    for config in configs:  # every secret is checked before any client is opened
+        for key in _secret_keys(config):
+            config.secret(key, env)
+    channels: list[TelegramChannel | SlackChannel | WebhookChannel] = []
+    for config in configs:
+        if isinstance(config, TelegramConfig):
+            channels.append(TelegramChannel(config, config.secret("token_env", env), client))
+        elif isinstance(config, SlackConfig):
+            signing = config.secret("signing_secret_env", env)
+            token = config.secret("token_env", env)
+            channels.append(SlackChannel(config, signing, token, client))
+        else:
+            channels.append(WebhookChannel(config, config.secret("secret_env", env), client))
+    return channels
+
+
+def _secret_keys(config: TelegramConfig | SlackConfig | WebhookConfig) -> tuple[str, ...]:
+    if isinstance(config, SlackConfig):
+        return ("signing_secret_env", "token_env")
+    if isinstance(config, TelegramConfig):
+        return ("token_env",)
+    return ("secret_env",)
