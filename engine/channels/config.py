@@ -173,12 +173,11 @@ def read_channels(room_dir: Path) -> list[TelegramConfig | SlackConfig | Webhook
     for file, kinds in ((CHANNELS_FILE, POLLED), (HOOKS_FILE, HOOKED)):
         path = room_dir / file
         for name, table in _read(path).items():
-            config = _channel(path, name, table, kinds)
             if name in seen:
                 raise ChannelConfigError(f"{path}: [{_key(name)}] the name is taken by a "
                                          f"channel in {seen[name]}")  # fmt: skip
             seen[name] = path
-            found.append(config)
+            found.append(_channel(path, name, table, kinds))
     return found
 
 
