@@ -40,7 +40,7 @@ class TelegramStandin:
     blocked: set[int] = field(default_factory=set)  # chats that blocked the bot (403)
     _queue: list[Any] = field(default_factory=list)
     _next_id: int = 100
-    _failures: dict[str, list[Response]] = field(default_factory=dict)
+    _failures: dict[str, list[list[Any]]] = field(default_factory=dict)  # [after, response]
     _hang: set[str] = field(default_factory=set)
     _arrived: asyncio.Event = field(default_factory=asyncio.Event)
     _closing: asyncio.Event = field(default_factory=asyncio.Event)
@@ -71,14 +71,14 @@ class TelegramStandin:
         self._queue.append(_Raw(item))
         self._arrived.set()
 
-    def fail_next(self, method: str, response: Response) -> None:
-        """The next call of `method` gets `response`."""
-        self._failures.setdefault(method, []).append(response)
+    def fail_next(self, method: str, response: Response, after: int = 0) -> None:
+        """The call of `method` after the next `after` ones gets `response`."""
+        self._failures.setdefault(method, []).append([after, response])
 
-    def too_many(self, method: str, retry_after: int) -> None:
-        """The next call of `method` is refused with 429 and `retry_after`."""
+    def too_many(self, method: str, retry_after: int, after: int = 0) -> None:
+        """The call of `method` after the next `after` ones is refused with 429."""
         text = f"Too Many Requests: retry after {retry_after}"
-        self.fail_next(method, _error(429, text, retry_after))
+        self.fail_next(method, _error(429, text, retry_after), after)
 
     def hang_next(self, method: str) -> None:
         """The next call of `method` is held until the stand-in closes."""
@@ -109,8 +109,11 @@ class TelegramStandin:
             self._hang.discard(method)
             await self._closing.wait()
             return _error(500, "Internal Server Error")
-        if self._failures.get(method):
-            return self._failures[method].pop(0)
+        failures = self._failures.get(method)
+        if failures:
+            if failures[0][0] == 0:
+                return failures.pop(0)[1]  # type: ignore[no-any-return]
+            failures[0][0] -= 1
         if method == "getUpdates":
             return await self._get_updates(params)
         if method == "sendMessage":
