@@ -111,6 +111,13 @@ def test_a_signed_but_unusable_body(body: Any, status: int, reason: str) -> None
     assert caught.status == status and reason in caught.reason
 
 
+def test_githubs_ping_is_answered_without_a_message() -> None:
+    headers, body = signed({"zen": "Keep it logically awesome.", "hook_id": 1})
+    reply, found = channel().accept({**headers, "X-GitHub-Event": "ping"}, body, NOW)
+    assert reply.status == 200 and found == []
+    assert rejected(headers, body).status == 422  # the same body, not a ping
+
+
 def test_an_oversized_body_is_413() -> None:
     assert rejected(*signed(b"x" * 2049)).status == 413
 

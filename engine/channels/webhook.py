@@ -109,6 +109,8 @@ class WebhookChannel:
             payload = json.loads(body)
         except (ValueError, RecursionError):
             raise HookRejected(400, "body is not JSON") from None
+        if headers.get("x-github-event") == "ping":  # GitHub's check of a new hook
+            return HookReply(200, {"ok": True}), []
         text = pick(payload, config.text)
         if not isinstance(text, str) or not text.strip():
             raise HookRejected(422, f"body has no text at {config.text}")
