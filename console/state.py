@@ -18,6 +18,7 @@ from console.steps import StepLog, StepRow
 from engine.events import (
     CallChanged,
     DecisionRecorded,
+    DeliveryChanged,
     Event,
     MessageAppended,
     Notice,
@@ -337,6 +338,8 @@ class DeckState:
                     self._fold_decision(event, ch)
                 case Notice():
                     ch.notices.append(event)
+                case DeliveryChanged():  # the channels view reads the outbox (issue 17)
+                    pass
                 case _:  # a kind the engine added and the console does not fold yet
                     assert_never(event)
         self.events_folded += folded

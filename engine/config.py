@@ -115,6 +115,32 @@ class ServerConfig(_Section):
         return value
 
 
+class BusConfig(_Section):
+    """`[bus]`: the bus projection several rooms of a machine may share (engine/projector.py)."""
+
+    path: str | None = None  # default <room>/bus/events.db; relative: to the room
+    every: float = Field(1.0, gt=0, le=3600)  # seconds between catch-ups when nothing pokes
+
+
+class ChannelDelivery(_Section):
+    max_tries: int | None = Field(None, ge=1, le=1000)
+
+
+class DeliveryConfig(_Section):
+    """`[delivery]`: how answers go out to channels (engine/delivery.py)."""
+
+    max_tries: int = Field(8, ge=1, le=1000)  # then the answer is dead (an operator may retry)
+    channels: dict[str, ChannelDelivery] = Field(default_factory=dict)  # max_tries per channel
+    timeout: float = Field(30.0, gt=0, le=3600)  # seconds one try may take
+    backoff: float = Field(1.0, gt=0, le=3600)  # seconds before the first retry (at most)
+    backoff_cap: float = Field(300.0, gt=0, le=86400)  # the longest wait between tries
+    concurrency: int = Field(8, ge=1, le=256)  # answers in flight (one per thread)
+
+    def tries_for(self, channel: str) -> int:
+        settings = self.channels.get(channel)
+        return settings.max_tries if settings and settings.max_tries else self.max_tries
+
+
 def split_listen(listen: str) -> tuple[str, int]:
     """`host:port` (IPv6 in brackets) as a pair; ValueError saying what is wrong."""
     host, sep, port = listen.rpartition(":")
@@ -227,6 +253,8 @@ class Config(_Section):
     rules: list[RuleSettings] = Field(default_factory=list)
     approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
     console: ConsoleConfig = Field(default_factory=ConsoleConfig)
+    bus: BusConfig = Field(default_factory=BusConfig)
+    delivery: DeliveryConfig = Field(default_factory=DeliveryConfig)
 
 
 def toml_rules(config: Config, path: Path, tools: Iterable[str]) -> list[Rule]:

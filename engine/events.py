@@ -139,6 +139,21 @@ class DecisionRecorded(_Event):
     note: str | None = None  # a duplicate's or a refusal's why ("call already ...")
 
 
+class DeliveryChanged(_Event):
+    """An answer owed to a channel was recorded or moved (engine/delivery.py): `state` is
+    pending, sent, retrying, dead or dropped; `key` is its idempotency key (the turn's
+    id), `outbox_id` its row (None when it was just recorded)."""
+
+    kind: Literal["delivery_changed"] = "delivery_changed"
+    channel: str
+    key: str
+    state: Literal["pending", "sent", "retrying", "dead", "dropped"]
+    outbox_id: int | None = None
+    tries: int = 0
+    next_at: float | None = None  # retrying: not before
+    error: str | None = None  # the last try's, one line
+
+
 class Notice(_Event):
     """Something an operator should know that is not a state change (a bad file, a retry)."""
 
@@ -156,6 +171,7 @@ Event = Annotated[
     | MessageAppended
     | CallChanged
     | DecisionRecorded
+    | DeliveryChanged
     | Notice,
     Discriminator("kind"),
 ]

@@ -48,6 +48,12 @@ class TurnHandle:
     cancel_reason: str | None = None
 
 
+def reply_of(meta: dict[str, Any]) -> dict[str, Any]:
+    """Where a channel's answer goes: the request's `meta["reply"]` ({} if it has none)."""
+    reply = meta.get("reply") if isinstance(meta, dict) else None
+    return reply if isinstance(reply, dict) else {}
+
+
 class TurnSupervisor:
     """The turns of one run, from admission (or resumption) to their end."""
 
@@ -110,7 +116,8 @@ class TurnSupervisor:
         now, message = self.ctx.clock(), req.message
         conv = await self.conversation(message.thread_id)
         turn = TurnState(req.id, message.thread_id, TurnStatus.RUNNING, now, strategy,
-                         group=req.group, record=initial_record(strategy, message.meta))  # fmt: skip
+                         group=req.group, record=initial_record(strategy, message.meta),
+                         channel=message.channel, reply=reply_of(message.meta))  # fmt: skip
         loop = TurnLoop(self.ctx, turn, conv, strategy_of_turn(strategy))
         loop.ops += rows.turn_opened(turn.id, message, req.group, strategy, self.ctx.run_id, now)
         loop.events.append(
@@ -151,6 +158,7 @@ class TurnSupervisor:
             row["strategy"], row["reason"], row["detail"], row["rounds"], row["input_tokens"],
             row["output_tokens"], row["final_text"], group=row["group_name"],
             record=json.loads(row["record"] or "{}"),  # the strategy's data: tool_logs, …
+            channel=row["channel"], reply=reply_of(json.loads(row["meta"] or "{}")),
         )  # fmt: skip
         turn.add_calls([CallState.from_row(r) for r in await rows.call_rows(self.store, turn_id)])
         conv = await self.conversation(turn.thread_id)

@@ -12,7 +12,7 @@ To add a column: add it to its table in schema.sql (for new rooms), then add
 
 from __future__ import annotations
 
-VERSION = 4  # the user_version of a room this agentdeck writes
+VERSION = 5  # the user_version of a room this agentdeck writes
 
 # version -> the statements that bring a room of version - 1 to it
 STEPS: dict[int, list[str]] = {
@@ -49,6 +49,22 @@ STEPS: dict[int, list[str]] = {
         " FROM tool_calls WHERE status IN ('new', 'running', 'suspended', 'resuming')",
         "INSERT INTO counters(name, value) SELECT 'marks:calls', coalesce(max(rowid), 0)"
         " FROM tool_calls WHERE true ON CONFLICT(name) DO NOTHING",
+    ],
+    # issue 17, outbound delivery: the outbox (engine/store/outbox.py). A new table reaches
+    # an old room through schema.sql alone; the version says the room may hold answers
+    # that an older agentdeck, which would never deliver them, must not take over.
+    # (the same statements as schema.sql's; a room at 4 gets them from either)
+    5: [
+        "CREATE TABLE IF NOT EXISTS outbox (id INTEGER PRIMARY KEY, turn_id TEXT NOT NULL,"
+        " thread_id TEXT NOT NULL, channel TEXT NOT NULL, reply TEXT NOT NULL DEFAULT '{}',"
+        " text TEXT NOT NULL, key TEXT NOT NULL UNIQUE, state TEXT NOT NULL DEFAULT 'pending',"
+        " tries INTEGER NOT NULL DEFAULT 0, next_at REAL NOT NULL, last_error TEXT,"
+        " created_at REAL NOT NULL, sent_at REAL)",
+        "CREATE INDEX IF NOT EXISTS outbox_due ON outbox(next_at, id)"
+        " WHERE state IN ('pending', 'retrying')",
+        "CREATE INDEX IF NOT EXISTS outbox_thread ON outbox(thread_id, id)"
+        " WHERE state IN ('pending', 'retrying')",
+        "CREATE INDEX IF NOT EXISTS outbox_state ON outbox(state, id)",
     ],
 }
 

@@ -200,6 +200,32 @@ CREATE TABLE IF NOT EXISTS request_keys (
     created_at  REAL NOT NULL
 );
 
+-- Outbound delivery (issue 17; engine/delivery.py): a turn that came from a channel and
+-- ended with an answer leaves a row here in its final checkpoint's transaction; the
+-- delivery worker sends it (at least once, in order per thread) and marks it. `key` is the
+-- idempotency key the channel is given (the turn's id). A thread's next answer waits while
+-- an earlier one is pending or retrying.
+CREATE TABLE IF NOT EXISTS outbox (
+    id          INTEGER PRIMARY KEY,
+    turn_id     TEXT NOT NULL,
+    thread_id   TEXT NOT NULL,
+    channel     TEXT NOT NULL,
+    reply       TEXT NOT NULL DEFAULT '{}',  -- JSON: where the answer goes (chat, thread ts)
+    text        TEXT NOT NULL,
+    key         TEXT NOT NULL UNIQUE,
+    state       TEXT NOT NULL DEFAULT 'pending',  -- pending | sent | retrying | dead | dropped
+    tries       INTEGER NOT NULL DEFAULT 0,
+    next_at     REAL NOT NULL,          -- not before: the backoff's next try
+    last_error  TEXT,
+    created_at  REAL NOT NULL,
+    sent_at     REAL
+);
+CREATE INDEX IF NOT EXISTS outbox_due ON outbox(next_at, id)
+    WHERE state IN ('pending', 'retrying');
+CREATE INDEX IF NOT EXISTS outbox_thread ON outbox(thread_id, id)
+    WHERE state IN ('pending', 'retrying');
+CREATE INDEX IF NOT EXISTS outbox_state ON outbox(state, id);
+
 -- History (issue 6): what the history screen and `agentdeck history` read without scanning.
 -- The marks and counters of turns, threads, runs and decisions are kept current by
 -- triggers, inside the writer's own transaction; the marks tool calls give their turns and

@@ -56,6 +56,9 @@ class TurnContext:
     config: Config
     workspace: Path
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("agentdeck"))
+    # Channels whose answers go back out (issue 17): a turn from one of them that ends
+    # with an answer records its delivery in its final checkpoint. Empty: none does.
+    delivering: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         self._at = {  # the plugins listening at each phase, in order

@@ -28,6 +28,7 @@ import anyio
 
 from engine.conversation import Conversation
 from engine.deadlines import stamp
+from engine.delivery import answer_owed
 from engine.events import StepFinished, StepStarted, TextDelta, TurnChanged
 from engine.inbox import already
 from engine.lifecycle import CallStatus, TurnStatus
@@ -402,8 +403,22 @@ class TurnLoop(Replay):
             if call.has_message != ANSWERED:
                 self.answer(call)
         self._set(TurnStatus.DONE, reason, detail)
+        self._answer_owed(reason)
         await self.run_end()
         await self.commit("run_finished", calls)
+
+    def _answer_owed(self, reason: str) -> None:
+        """A turn from a delivering channel that ends with an answer owes it to the
+        channel: its outbox row goes into this, the turn's final checkpoint (engine/delivery
+        sends it). One that fails or is cancelled owes nothing: a failure's detail is the
+        operator's to read (a provider's message, an exception), not the user's, and a
+        cancel is an operator's choice that nothing be answered; both show in the console."""
+        turn, failed = self.turn, (turn_lifecycle.ERROR, turn_lifecycle.CANCELLED)
+        if turn.channel in self.ctx.delivering and turn.final_text and reason not in failed:
+            op, event = answer_owed(turn.id, turn.thread_id, turn.channel, turn.reply,
+                                    turn.final_text, self.ctx.clock())  # fmt: skip
+            self.ops.append(op)
+            self.events.append(event)
 
     def _set(self, status: TurnStatus, reason: str | None, detail: str | None) -> None:
         turn_lifecycle.check(self.turn.status, status)

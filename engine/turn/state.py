@@ -34,6 +34,8 @@ class TurnState:
     output_tokens: int = 0
     final_text: str | None = None
     group: str = "chat"
+    channel: str | None = None  # the request's channel (origin chat)
+    reply: dict[str, Any] = field(default_factory=dict)  # its meta["reply"]: where answers go
     record: dict[str, Any] = field(default_factory=dict)  # strategy data, e.g. tool_logs
     calls: dict[str, CallState] = field(default_factory=dict)
     # Calls not yet seen settled, so that suspended() costs the same late in a long turn.
