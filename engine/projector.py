@@ -83,6 +83,8 @@ class Projector:
         """Copy every public event the bus lacks, and the room's counts; returns the seq
         the bus now holds. One pass at a time (a second caller waits, then finds little)."""
         async with self._lock:
+            # the counts first: they show no commit whose events the bus does not hold
+            running, waiting = await buses.turn_counts(self.store)
             top = await buses.top_seq(self.store)
             last = await self.bus.last_seq(self.room)
             if last > top:  # the bus holds another truth's events (the room was made anew)
@@ -96,7 +98,6 @@ class Projector:
                     (r[0], r[1], r[2], r[3], r[4], public(r[2], r[5])) for r in found
                 ]
                 upto = events[-1][0] if len(events) == PAGE else top
-                running, waiting = await buses.turn_counts(self.store)
                 await self.bus.append(
                     RoomRow(self.room, self.name, self.clock(), running, waiting, self.pid, upto),
                     events,

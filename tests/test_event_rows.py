@@ -85,6 +85,17 @@ def examples() -> list[ev._Event]:
                 reason=text,
                 note=text,
             ),  # fmt: skip
+            ev.DeliveryChanged(**base, channel=text, key=text, state="pending"),
+            ev.DeliveryChanged(
+                **base,
+                channel="telegram",
+                key="t1",
+                state="retrying",
+                outbox_id=3,
+                tries=2,
+                next_at=FLOATS[i],
+                error=text,
+            ),  # fmt: skip
             ev.Notice(**base, level="warning", text=text),
         ]
     return out

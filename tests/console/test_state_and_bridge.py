@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import NamedTuple, get_args
+from typing import Literal, NamedTuple, get_args, get_origin
 
 import pytest
 
@@ -82,9 +82,10 @@ def test_a_refused_decision_leaves_its_call_decidable_again() -> None:
 
 def _sample(kind: type) -> object:
     """An event of `kind` with a plain value in every field it requires (a status: the
-    first of its enum)."""
+    first of its enum, or of its literals)."""
     plain = {str: "x", int: 1, float: 1.0}
     return kind(**{name: next(iter(f.annotation)) if _is_enum(f.annotation)
+                   else get_args(f.annotation)[0] if get_origin(f.annotation) is Literal
                    else plain.get(f.annotation, None)
                    for name, f in kind.model_fields.items() if f.is_required()})  # fmt: skip
 
