@@ -62,6 +62,11 @@ class _Server(uvicorn.Server):
         yield
 
 
+def uvicorn_server(app: object) -> uvicorn.Server:
+    """uvicorn serving `app` inside this process (the hook loop's listener uses it too)."""
+    return _Server(_config(app))
+
+
 def _config(app: object) -> uvicorn.Config:
     return uvicorn.Config(
         app, lifespan="off", log_config=None, access_log=False, http="h11", ws="none",  # type: ignore[arg-type]
@@ -99,10 +104,10 @@ async def serve_api(rt: Runtime) -> AsyncIterator[Serving]:
             async with anyio.create_task_group() as tg:
                 stopped: list[anyio.Event] = []
                 for app, sock in listeners:
-                    server: uvicorn.Server = _Server(_config(app))
+                    server = uvicorn_server(app)
                     serving.servers.append(server)
                     stopped.append(anyio.Event())
-                    tg.start_soon(_serve, server, sock, stopped[-1])
+                    tg.start_soon(serve_on, server, sock, stopped[-1])
                 try:
                     yield serving
                 finally:
@@ -127,7 +132,8 @@ async def serve_api(rt: Runtime) -> AsyncIterator[Serving]:
         _remove_if_ours(rt.room.socket, inode)
 
 
-async def _serve(server: uvicorn.Server, sock: socket.socket, stopped: anyio.Event) -> None:
+async def serve_on(server: uvicorn.Server, sock: socket.socket, stopped: anyio.Event) -> None:
+    """Serve until `server.should_exit`; `stopped` is set when it has."""
     try:
         await server.serve([sock])
     finally:
