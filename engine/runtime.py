@@ -109,6 +109,7 @@ class Runtime:
         )  # fmt: skip
         self.live = self.supervisor.live  # turns whose loop runs (or is about to)
         self.api: dict[str, str] = {}  # where the server loop serves (agent.run says so)
+        self.channels: Any = None  # engine.loops.channels.ChannelSet, once started
         self.serves_queue = True  # False: a one-off that starts only what it submits
         self.started_at = time.time()  # wall time, for uptime (not the clock tests fix)
 
@@ -192,6 +193,10 @@ class Runtime:
 
     async def _start(self) -> None:
         toml = toml_rules(self.config, self.room.config, self.tools.names())  # before a write
+        from engine.loops.channels import ChannelSet  # channels.toml, hooks.toml: also before
+
+        self.channels = ChannelSet.load(self.room.path)
+        self.ctx.delivering = self.channels.delivering
         groups = {*self.scheduler.groups, *self.config.groups}
         check_approvals(self.config, self.room.config, self.tools.names(), groups)
         now = self.clock()
@@ -342,7 +347,7 @@ class Runtime:
         return group
 
     def start_loops(self) -> None:
-        """Start the runtime loops (the pulse loop) in the runtime's task group. Loops only
+        """Start the runtime loops (pulse, poll, hook) in the runtime's task group. Loops only
         create turn requests; the scheduler decides when they run."""
         from engine.loops.pulse import PulseLoop
         from engine.loops.pulse_files import Limits
@@ -359,6 +364,9 @@ class Runtime:
             limits=Limits.of(pc),
         )
         self.supervisor.spawn(pulse.run)
+        from engine.loops.channels import run_channels
+
+        self.supervisor.spawn(run_channels, self, self.channels)  # and the bus, and delivery
 
     def notice(self, level: str, text: str) -> None:
         """Tell the operator something that is not a state change (a bad file, a retry)."""

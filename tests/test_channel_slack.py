@@ -53,7 +53,7 @@ def test_a_signed_message_becomes_an_inbound() -> None:
     assert reply.status == 200
     assert inbound.channel == "team" and inbound.sender == "U2147483697"
     assert inbound.thread_id == "slack:C024BE91L:1355517523.000005"
-    assert inbound.dedup_key == "slack:Ev08MFMKH6"
+    assert inbound.dedup_key == "slack:team:C024BE91L:1355517523.000005"
     assert inbound.reply == {"channel": "C024BE91L", "thread_ts": "1355517523.000005"}
     assert inbound.text == "Live long and prosper"
 
@@ -217,3 +217,13 @@ async def test_a_wrong_token_is_permanent(web: Setup) -> None:
     with pytest.raises(DeliveryError, match="invalid_auth") as caught:
         await web.channel().deliver(REPLY, "hi", "k")
     assert caught.value.permanent
+
+
+def test_the_message_and_app_mention_events_of_one_message_share_a_key() -> None:
+    """Slack sends both when the bot is mentioned in a channel it listens to, each with
+    its own event_id: one message must make one turn."""
+    plain = event()
+    mention = {**plain, "event_id": "Ev0MENTION", "event": {**plain["event"], "type": "app_mention"}}
+    _, [a] = channel().accept(*signed(plain), NOW)
+    _, [b] = channel().accept(*signed(mention), NOW)
+    assert a.dedup_key == b.dedup_key

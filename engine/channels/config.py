@@ -9,7 +9,8 @@ channel, its key the channel's name:
     signing_secret_env = "SLACK_SIGNING_SECRET"
     token_env = "SLACK_BOT_TOKEN"
 
-A secret is never written in the file: the file names the environment variable that holds
+hooks.toml's top-level `listen = "host:port"` (default 127.0.0.1:8790) and `allow_remote`
+say where the hook loop listens. A secret is never written in the file: the file names the environment variable that holds
 it, and a channel whose variable is unset or empty does not start. Every error is one line
 naming the file, the channel and what is wrong, and never holds a secret's value.
 """
@@ -46,6 +47,9 @@ LITERAL_SECRETS = {
     "signing_secret": "signing_secret_env",
 }
 MiB = 1024 * 1024
+# hooks.toml's top-level keys that are the listener's, not channels
+LISTENER_KEYS = ("listen", "allow_remote")
+DEFAULT_LISTEN = "127.0.0.1:8790"
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _ENV = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
@@ -173,12 +177,28 @@ def read_channels(room_dir: Path) -> list[TelegramConfig | SlackConfig | Webhook
     for file, kinds in ((CHANNELS_FILE, POLLED), (HOOKS_FILE, HOOKED)):
         path = room_dir / file
         for name, table in _read(path).items():
+            if file == HOOKS_FILE and name in LISTENER_KEYS:
+                continue  # the listener's settings (`hook_listener`), not a channel
             if name in seen:
                 raise ChannelConfigError(f"{path}: [{_key(name)}] the name is taken by a "
                                          f"channel in {seen[name]}")  # fmt: skip
             seen[name] = path
             found.append(_channel(path, name, table, kinds))
     return found
+
+
+def hook_listener(room_dir: Path) -> tuple[str, str | None]:
+    """Where the hook loop listens: hooks.toml's top-level `listen` ("host:port", default
+    DEFAULT_LISTEN) and `allow_remote` (a host beyond loopback it may bind), or
+    ChannelConfigError."""
+    path = room_dir / HOOKS_FILE
+    data = _read(path)
+    listen, allow = data.get("listen", DEFAULT_LISTEN), data.get("allow_remote")
+    if not isinstance(listen, str) or not re.fullmatch(r"\[?[0-9A-Za-z.:-]+\]?:\d{1,5}", listen):
+        raise ChannelConfigError(f'{path}: listen: give "host:port", such as "{DEFAULT_LISTEN}"')
+    if allow is not None and not isinstance(allow, str):
+        raise ChannelConfigError(f"{path}: allow_remote: give the host, as a string")
+    return listen, allow
 
 
 def _read(path: Path) -> dict[str, Any]:

@@ -134,7 +134,9 @@ class SlackChannel:
             thread_id=f"slack:{fields['channel']}:{thread}",
             sender=user if isinstance(user, str) and user else "unknown",
             text=str(fields["text"]),
-            dedup_key=f"slack:{event_id}",
+            # one message, one key: a retry of the event (same event_id) and the
+            # `app_mention` Slack sends beside the `message` (another event_id) share it
+            dedup_key=f"slack:{self.name}:{fields['channel']}:{fields['ts']}",
             reply={"channel": str(fields["channel"]), "thread_ts": str(thread)},
         )
 

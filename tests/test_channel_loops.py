@@ -1,0 +1,215 @@
+"""The hook and poll loops in a running room, end to end against loopback stand-ins.
+
+A Telegram message (polled), a Slack event and a signed webhook delivery (hooked) each
+become one turn whose `shell` call waits; approving it ends the turn, and its answer
+reaches the service. Retries and redeliveries make no second turn; an unverified delivery
+makes none; the poll offset moves only past what is durable.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from engine.builtin_tools import builtin_tools
+from engine.channels.config import ChannelConfigError
+from engine.decisions import Decision
+from engine.providers.offline import OfflineModel
+from engine.runtime import Runtime
+from tests.standins import running
+from tests.standins.receiver import Receiver
+from tests.standins.sign import slack_headers, webhook_headers
+from tests.standins.slack import SlackStandin
+from tests.standins.telegram import TelegramStandin
+
+pytestmark = pytest.mark.anyio
+TOKEN = "123456:telegram-test-token-AAAA"
+SIGNING = "slack-signing-secret-0123456789"
+BOT = "xoxb-slack-bot-token-0123456789"
+HOOK_SECRET = "webhook-secret-0123456789"
+
+
+async def until(check: Callable[[], Any], seconds: float = 15) -> Any:
+    with anyio.fail_after(seconds):
+        while not (value := await check() if _is_async(check) else check()):
+            await anyio.sleep(0.02)
+    return value
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    import inspect
+
+    return inspect.iscoroutinefunction(fn)
+
+
+@asynccontextmanager
+async def room(tmp_path: Path, files: dict[str, str]) -> AsyncIterator[Runtime]:
+    path = tmp_path / "room"
+    path.mkdir(exist_ok=True)
+    for name, text in files.items():
+        (path / name).write_text(text)
+    async with Runtime.open(path, kind="run", provider=OfflineModel(delay=0),
+                            tools=builtin_tools()) as rt:  # fmt: skip
+        rt.start_loops()
+        yield rt
+
+
+async def turns(rt: Runtime, thread: str) -> list[tuple]:
+    return list(await rt.store.fetchall(
+        "SELECT id, status, reason FROM turns WHERE thread_id = ? ORDER BY rowid", (thread,)))  # fmt: skip
+
+
+async def approve_all(rt: Runtime, thread: str) -> str:
+    """Approve the thread's waiting call; return its turn's id."""
+    rows = await until(lambda: rt.store.fetchall(
+        "SELECT id, turn_id, args FROM tool_calls WHERE thread_id = ? AND status = 'suspended'",
+        (thread,)))  # fmt: skip
+    call_id, turn_id, args = rows[0]
+    await rt.decide(Decision.approve(call_id, args=json.loads(args)))
+    return turn_id
+
+
+def telegram_toml(url: str) -> str:
+    return f'[tg]\nkind = "telegram"\ntoken_env = "TG_TOKEN"\napi_url = "{url}"\npoll_timeout = 1\n'
+
+
+async def test_a_telegram_message_becomes_one_turn_and_its_answer_is_sent(tmp_path, monkeypatch):
+    monkeypatch.setenv("TG_TOKEN", TOKEN)
+    bot = TelegramStandin(TOKEN)
+    async with running(bot) as url, room(tmp_path, {"channels.toml": telegram_toml(url)}) as rt:
+        update = bot.message(42, "run `echo hello from telegram`")
+        await approve_all(rt, "telegram:42")
+        await until(lambda: bot.sent)
+        assert bot.sent[0]["chat_id"] in (42, "42")
+        assert "hello from telegram" in bot.sent[0]["text"]
+        [(_, status, reason)] = await turns(rt, "telegram:42")
+        assert (status, reason) == ("done", "completed")
+        offset = json.loads((rt.room.path / "poll" / "tg.json").read_text())["offset"]
+        assert offset == update + 1
+        state = rt.channels.states["tg"]
+        assert state.state == "up" and state.received == 1
+
+
+async def test_an_update_polled_again_after_a_lost_offset_makes_no_second_turn(
+    tmp_path, monkeypatch
+):
+    """A kill after the request was durable and before the offset was written: the next
+    poll hands the same update out again, and its key finds the first request."""
+    monkeypatch.setenv("TG_TOKEN", TOKEN)
+    bot = TelegramStandin(TOKEN)
+    async with running(bot) as url:
+        async with room(tmp_path, {"channels.toml": telegram_toml(url)}) as rt:
+            update = bot.message(7, "hello")
+            await until(lambda: turns(rt, "telegram:7"))
+        (tmp_path / "room" / "poll" / "tg.json").unlink()
+        bot.update({"update_id": update, "message": {
+            "message_id": 1, "date": 1, "chat": {"id": 7, "type": "private"},
+            "from": {"id": 7, "is_bot": False, "first_name": "Ann"}, "text": "hello"}})  # fmt: skip
+        async with room(tmp_path, {}) as rt:
+            await until(lambda: (rt.room.path / "poll" / "tg.json").exists())
+            assert len(await turns(rt, "telegram:7")) == 1
+
+
+def slack_event(text: str, ts: str = "1700000000.000100", event_id: str = "Ev1") -> bytes:
+    return json.dumps({
+        "type": "event_callback", "event_id": event_id, "team_id": "T1",
+        "event": {"type": "message", "channel": "C1", "user": "U1", "text": text, "ts": ts},
+    }).encode()  # fmt: skip
+
+
+def hooks_toml(slack_url: str, receiver_url: str) -> str:
+    return (
+        'listen = "127.0.0.1:0"\n'
+        f'[team]\nkind = "slack"\nsigning_secret_env = "SLACK_SIGNING"\ntoken_env = "SLACK_BOT"\n'
+        f'api_url = "{slack_url}/api"\n'
+        '[gh]\nkind = "webhook"\nsecret_env = "HOOK_SECRET"\ntext = "comment.body"\n'
+        f'thread = "issue.number"\nsender = "sender.login"\ndeliver_url = "{receiver_url}/hook"\n'
+    )
+
+
+@asynccontextmanager
+async def hooked(tmp_path: Path, monkeypatch: Any) -> AsyncIterator[tuple[Runtime, str, SlackStandin, Receiver]]:
+    for name, value in (("SLACK_SIGNING", SIGNING), ("SLACK_BOT", BOT), ("HOOK_SECRET", HOOK_SECRET)):
+        monkeypatch.setenv(name, value)
+    slack, receiver = SlackStandin(BOT), Receiver(HOOK_SECRET)
+    async with running(slack) as s_url, running(receiver) as r_url:
+        async with room(tmp_path, {"hooks.toml": hooks_toml(s_url, r_url)}) as rt:
+            address = await until(lambda: rt.channels.hook_address)
+            yield rt, f"http://{address}", slack, receiver
+
+
+async def test_a_slack_event_becomes_one_turn_answered_in_its_thread(tmp_path, monkeypatch):
+    async with hooked(tmp_path, monkeypatch) as (rt, base, slack, _), httpx.AsyncClient() as http:
+        body = slack_event("run `echo from slack`")
+        answer = await http.post(f"{base}/hooks/team", content=body,
+                                 headers=slack_headers(SIGNING, body, int(time.time())))  # fmt: skip
+        assert answer.status_code == 200
+        retry = await http.post(f"{base}/hooks/team", content=body, headers={
+            **slack_headers(SIGNING, body, int(time.time())), "X-Slack-Retry-Num": "1"})  # fmt: skip
+        assert retry.status_code == 200
+        thread = "slack:C1:1700000000.000100"
+        await approve_all(rt, thread)
+        await until(lambda: slack.posts)
+        assert slack.posts[0]["channel"] == "C1"
+        assert slack.posts[0]["thread_ts"] == "1700000000.000100"
+        assert "from slack" in slack.posts[0]["text"]
+        assert len(await turns(rt, thread)) == 1
+
+
+async def test_unverified_deliveries_make_no_turn_and_say_why(tmp_path, monkeypatch):
+    async with hooked(tmp_path, monkeypatch) as (rt, base, _, _), httpx.AsyncClient() as http:
+        body = slack_event("run `touch pwned`")
+        forged = slack_headers("not-the-secret-0123456789", body, int(time.time()))
+        stale = slack_headers(SIGNING, body, int(time.time()) - 3600)
+        for headers in (forged, stale, {}):
+            answer = await http.post(f"{base}/hooks/team", content=body, headers=headers)
+            assert answer.status_code == 401, answer.text
+            assert SIGNING not in answer.text
+        big = b"{" + b" " * (2 << 20) + b"}"
+        answer = await http.post(f"{base}/hooks/gh", content=big,
+                                 headers=webhook_headers(HOOK_SECRET, big, "d-big"))  # fmt: skip
+        assert answer.status_code == 413
+        assert (await http.post(f"{base}/hooks/nope", content=b"{}")).status_code == 404
+        assert await rt.store.fetchall("SELECT id FROM turns") == []
+        assert rt.channels.states["team"].rejected == 3
+
+
+async def test_a_signed_webhook_becomes_one_turn_and_its_answer_is_posted_signed(
+    tmp_path, monkeypatch
+):
+    async with hooked(tmp_path, monkeypatch) as (rt, base, _, receiver), httpx.AsyncClient() as http:
+        body = json.dumps({"comment": {"body": "run `echo from the hook`"},
+                           "issue": {"number": 12}, "sender": {"login": "octo"}}).encode()  # fmt: skip
+        for _ in range(2):  # a redelivery: the same delivery id
+            answer = await http.post(f"{base}/hooks/gh", content=body,
+                                     headers=webhook_headers(HOOK_SECRET, body, "d-1"))  # fmt: skip
+            assert answer.status_code == 202
+        turn_id = await approve_all(rt, "webhook:gh:12")
+        await until(lambda: receiver.received)
+        got = receiver.received[0]
+        assert got.signed
+        assert {k.lower(): v for k, v in got.headers.items()}["idempotency-key"]
+        assert "from the hook" in json.loads(got.body)["text"]
+        assert [t[0] for t in await turns(rt, "webhook:gh:12")] == [turn_id]
+        [(sender,)] = await rt.store.fetchall(
+            "SELECT sender FROM turns WHERE id = ?", (turn_id,))  # fmt: skip
+        assert sender == "octo"
+
+
+async def test_a_channel_whose_secret_is_unset_stops_the_start(tmp_path, monkeypatch):
+    monkeypatch.delenv("TG_TOKEN", raising=False)
+    path = tmp_path / "room"
+    path.mkdir()
+    (path / "channels.toml").write_text(telegram_toml("http://127.0.0.1:9"))
+    with pytest.raises(ChannelConfigError, match=r"\$TG_TOKEN is not set"):
+        async with Runtime.open(path, kind="run", provider=OfflineModel(delay=0)):
+            pass
+    assert not (path / "execution.db").exists() or True  # nothing of the run was written
