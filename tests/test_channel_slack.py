@@ -223,7 +223,11 @@ def test_the_message_and_app_mention_events_of_one_message_share_a_key() -> None
     """Slack sends both when the bot is mentioned in a channel it listens to, each with
     its own event_id: one message must make one turn."""
     plain = event()
-    mention = {**plain, "event_id": "Ev0MENTION", "event": {**plain["event"], "type": "app_mention"}}
+    mention = {
+        **plain,
+        "event_id": "Ev0MENTION",
+        "event": {**plain["event"], "type": "app_mention"},
+    }
     _, [a] = channel().accept(*signed(plain), NOW)
     _, [b] = channel().accept(*signed(mention), NOW)
     assert a.dedup_key == b.dedup_key

@@ -73,9 +73,13 @@ class Channel(Protocol):
     """A named channel in a thread group that can deliver an answer."""
 
     name: str
-    kind: Kind
     group: str
     max_tries: int
+
+    @property
+    def kind(self) -> Kind:
+        """telegram, slack or webhook (read-only: each class has its own)."""
+        ...
 
     async def deliver(self, reply: Mapping[str, str | int], text: str, key: str) -> None:
         """Send `text` to where `reply` (an `Inbound.reply`) points; `key` is unique per

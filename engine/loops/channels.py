@@ -26,7 +26,7 @@ from typing import Any
 import anyio
 
 from engine.api.client import ServerError
-from engine.channels import Channel, load_channels
+from engine.channels import SlackChannel, TelegramChannel, WebhookChannel, load_channels
 from engine.channels.base import DeliveryError, HookChannel, PollChannel
 from engine.channels.config import hook_listener
 from engine.delivery import DeliveryWorker, run_delivery
@@ -38,13 +38,14 @@ from engine.runtime import Runtime
 from engine.store.bus import Bus
 
 log = logging.getLogger("agentdeck")
+AnyChannel = TelegramChannel | SlackChannel | WebhookChannel
 
 
 @dataclass
 class ChannelSet:
     """The channels of a room, their states, and what runs them."""
 
-    channels: dict[str, Channel] = field(default_factory=dict)
+    channels: dict[str, AnyChannel] = field(default_factory=dict)
     states: dict[str, ChannelState] = field(default_factory=dict)
     listen: str = ""
     allow_remote: str | None = None
@@ -58,9 +59,7 @@ class ChannelSet:
         """The room's channels (ChannelConfigError, one line, when one cannot start)."""
         found = load_channels(room_dir, os.environ if env is None else env)
         listen, allow = hook_listener(room_dir)
-        states = {
-            ch.name: ChannelState(ch.name, ch.kind, _loop_of(ch), ch.group) for ch in found
-        }
+        states = {ch.name: ChannelState(ch.name, ch.kind, _loop_of(ch), ch.group) for ch in found}
         return cls({ch.name: ch for ch in found}, states, listen, allow)
 
     @property
@@ -100,8 +99,8 @@ class ChannelSet:
                 await channel.aclose()
 
 
-def _loop_of(channel: Channel) -> str:
-    return "hook" if isinstance(channel, HookChannel) else "poll"
+def _loop_of(channel: AnyChannel) -> str:
+    return "poll" if isinstance(channel, TelegramChannel) else "hook"
 
 
 async def run_channels(rt: Runtime, cs: ChannelSet) -> None:

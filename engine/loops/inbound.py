@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from engine.channels.base import Inbound
-from engine.messages import InvalidMessage, Message
 from engine.events import one_line
+from engine.messages import InvalidMessage, Message
 from engine.runtime import Runtime
 from engine.scheduler import Rejected
 
