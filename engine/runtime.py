@@ -195,7 +195,7 @@ class Runtime:
         toml = toml_rules(self.config, self.room.config, self.tools.names())  # before a write
         from engine.loops.channels import ChannelSet  # channels.toml, hooks.toml: also before
 
-        self.channels = ChannelSet.load(self.room.path)
+        self.channels = ChannelSet.read(self.room.path)
         self.ctx.delivering = self.channels.delivering
         groups = {*self.scheduler.groups, *self.config.groups}
         check_approvals(self.config, self.room.config, self.tools.names(), groups)

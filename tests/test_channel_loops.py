@@ -213,12 +213,22 @@ async def test_a_signed_webhook_becomes_one_turn_and_its_answer_is_posted_signed
         assert sender == "octo"
 
 
-async def test_a_channel_whose_secret_is_unset_stops_the_start(tmp_path, monkeypatch):
+async def test_a_channel_whose_secret_is_unset_does_not_start_and_says_why(tmp_path, monkeypatch):
+    """The runtime starts (the console, `agentdeck decide` must not need a bot's token);
+    the channel does not, its state and a notice name the variable, and an answer a turn
+    owes it waits in the outbox."""
     monkeypatch.delenv("TG_TOKEN", raising=False)
+    async with room(tmp_path, {"channels.toml": telegram_toml("http://127.0.0.1:9")}) as rt:
+        state = rt.channels.states["tg"]
+        await until(lambda: state.state == "stopped")
+        assert "$TG_TOKEN is not set" in (state.last_error or "")
+        assert "tg" not in rt.channels.channels and rt.ctx.delivering == {"tg"}
+
+
+async def test_a_malformed_channels_file_stops_the_start_before_any_write(tmp_path):
     path = tmp_path / "room"
     path.mkdir()
-    (path / "channels.toml").write_text(telegram_toml("http://127.0.0.1:9"))
-    with pytest.raises(ChannelConfigError, match=r"\$TG_TOKEN is not set"):
+    (path / "channels.toml").write_text('[tg]\nkind = "telegram"\ntoken = "literal"\n')
+    with pytest.raises(ChannelConfigError, match="a secret is never written in the file"):
         async with Runtime.open(path, kind="run", provider=OfflineModel(delay=0)):
             pass
-    assert not (path / "execution.db").exists() or True  # nothing of the run was written

@@ -52,6 +52,7 @@ __all__ = [
     "SlackChannel",
     "TelegramChannel",
     "WebhookChannel",
+    "channel_of",
     "load_channels",
 ]
 
@@ -70,17 +71,24 @@ def load_channels(
     for config in configs:  # every secret is checked before any client is opened
         for key in _secret_keys(config):
             config.secret(key, env)
-    channels: list[TelegramChannel | SlackChannel | WebhookChannel] = []
-    for config in configs:
-        if isinstance(config, TelegramConfig):
-            channels.append(TelegramChannel(config, config.secret("token_env", env), client))
-        elif isinstance(config, SlackConfig):
-            signing = config.secret("signing_secret_env", env)
-            token = config.secret("token_env", env)
-            channels.append(SlackChannel(config, signing, token, client))
-        else:
-            channels.append(WebhookChannel(config, config.secret("secret_env", env), client))
-    return channels
+    return [channel_of(config, env, client) for config in configs]
+
+
+def channel_of(
+    config: TelegramConfig | SlackConfig | WebhookConfig,
+    env: Mapping[str, str],
+    client: httpx.AsyncClient | None = None,
+) -> TelegramChannel | SlackChannel | WebhookChannel:
+    """The channel `config` describes, its secrets from `env` (ChannelConfigError, naming
+    the variable, when one is unset or empty)."""
+    for key in _secret_keys(config):
+        config.secret(key, env)
+    if isinstance(config, TelegramConfig):
+        return TelegramChannel(config, config.secret("token_env", env), client)
+    if isinstance(config, SlackConfig):
+        signing = config.secret("signing_secret_env", env)
+        return SlackChannel(config, signing, config.secret("token_env", env), client)
+    return WebhookChannel(config, config.secret("secret_env", env), client)
 
 
 def _secret_keys(config: TelegramConfig | SlackConfig | WebhookConfig) -> tuple[str, ...]:

@@ -1,8 +1,10 @@
 """The room's channels at run time: the hook and poll loops, the bus, outbound delivery.
 
-`ChannelSet.load` reads channels.toml and hooks.toml when the runtime opens (a channel
-that cannot start stops the start, before anything is written); `run_channels` then runs,
-in the runtime's task group:
+`ChannelSet.read` reads channels.toml and hooks.toml when the runtime opens (a malformed
+file stops the start, before anything is written), so that every turn from a channel owes
+its answer, whichever process runs it. `run_channels` (the runtime loops, `start_loops`)
+starts each channel with its secrets (one whose variable is unset does not start, and
+says so; the others do) and runs, in the runtime's task group:
 - the projector, which copies the room's public events to the shared bus (truth first,
   the bus second), poked by every commit;
 - the delivery worker, which sends the answers the turns' final checkpoints owe their
@@ -26,9 +28,17 @@ from typing import Any
 import anyio
 
 from engine.api.client import ServerError
-from engine.channels import SlackChannel, TelegramChannel, WebhookChannel, load_channels
+from engine.channels import SlackChannel, TelegramChannel, WebhookChannel, channel_of
 from engine.channels.base import DeliveryError, HookChannel, PollChannel
-from engine.channels.config import hook_listener
+from engine.channels.config import (
+    POLLED,
+    ChannelConfigError,
+    SlackConfig,
+    TelegramConfig,
+    WebhookConfig,
+    hook_listener,
+    read_channels,
+)
 from engine.delivery import DeliveryWorker, run_delivery
 from engine.loops.hook import serve_hooks
 from engine.loops.inbound import ChannelState
@@ -39,13 +49,15 @@ from engine.store.bus import Bus
 
 log = logging.getLogger("agentdeck")
 AnyChannel = TelegramChannel | SlackChannel | WebhookChannel
+AnyConfig = TelegramConfig | SlackConfig | WebhookConfig
 
 
 @dataclass
 class ChannelSet:
     """The channels of a room, their states, and what runs them."""
 
-    channels: dict[str, AnyChannel] = field(default_factory=dict)
+    configs: dict[str, AnyConfig] = field(default_factory=dict)
+    channels: dict[str, AnyChannel] = field(default_factory=dict)  # started (`open`)
     states: dict[str, ChannelState] = field(default_factory=dict)
     listen: str = ""
     allow_remote: str | None = None
@@ -55,17 +67,31 @@ class ChannelSet:
     clock: Callable[[], float] = time.time
 
     @classmethod
-    def load(cls, room_dir: Path, env: Mapping[str, str] | None = None) -> ChannelSet:
-        """The room's channels (ChannelConfigError, one line, when one cannot start)."""
-        found = load_channels(room_dir, os.environ if env is None else env)
+    def read(cls, room_dir: Path) -> ChannelSet:
+        """The room's channels as configured, none started (ChannelConfigError, one line,
+        for a malformed channels.toml or hooks.toml: it stops the start)."""
+        configs = read_channels(room_dir)
         listen, allow = hook_listener(room_dir)
-        states = {ch.name: ChannelState(ch.name, ch.kind, _loop_of(ch), ch.group) for ch in found}
-        return cls({ch.name: ch for ch in found}, states, listen, allow)
+        states = {c.name: ChannelState(c.name, c.kind, _loop_of(c.kind), c.group) for c in configs}
+        return cls(configs={c.name: c for c in configs}, states=states, listen=listen,
+                   allow_remote=allow)  # fmt: skip
+
+    def open(self, env: Mapping[str, str] | None = None) -> None:
+        """Make each channel with its secrets. One whose secret is unset or empty does not
+        start: its state says why, the others run, and its answers wait in the outbox."""
+        env = os.environ if env is None else env
+        for name, config in self.configs.items():
+            try:
+                self.channels[name] = channel_of(config, env)
+            except ChannelConfigError as exc:
+                self.states[name].fail(f"not started: {exc}")
+                self.states[name].state = "stopped"
 
     @property
     def delivering(self) -> frozenset[str]:
-        """The channels whose turns' answers go back out."""
-        return frozenset(self.channels)
+        """The channels whose turns' answers go back out (started or not: an answer
+        owed to one that is down waits in the outbox)."""
+        return frozenset(self.configs)
 
     def hooks(self) -> dict[str, tuple[HookChannel, ChannelState]]:
         return {n: (c, self.states[n]) for n, c in self.channels.items()
@@ -79,6 +105,9 @@ class ChannelSet:
         """The delivery worker's `deliver`: one answer through its channel."""
         found = self.channels.get(channel)
         if found is None:
+            if channel in self.configs:  # its secret is missing: a restart with it may send
+                raise DeliveryError(f"channel {channel!r} is not running: "
+                                    f"{self.states[channel].last_error}", permanent=False)  # fmt: skip
             raise DeliveryError(f"channel {channel!r} is not configured any more",
                                 permanent=True)  # fmt: skip
         state = self.states[channel]
@@ -99,14 +128,18 @@ class ChannelSet:
                 await channel.aclose()
 
 
-def _loop_of(channel: AnyChannel) -> str:
-    return "poll" if isinstance(channel, TelegramChannel) else "hook"
+def _loop_of(kind: str) -> str:
+    return "poll" if kind in POLLED else "hook"
 
 
 async def run_channels(rt: Runtime, cs: ChannelSet) -> None:
     """The projector, the delivery worker, the poll tasks and the hook listener, until
     cancelled."""
     cs.clock = rt.clock
+    cs.open()
+    for name, state in cs.states.items():
+        if name not in cs.channels:
+            rt.notice("error", f"Channel {name} does not start: {state.last_error}")
     bus = await Bus.open(bus_path(rt.room.path, rt.config.bus))
     projector = Projector(rt.store, bus, rt.room.path, clock=rt.clock)
     cs.projector = projector
