@@ -15,13 +15,14 @@ import signal
 import socket
 import sys
 import time
+from typing import Any
 
 import anyio
 
 from engine.api.sockets import answers
 from engine.cli.common import EXIT_BUSY, EXIT_OK, EXIT_OTHER, EXIT_WAITING
 from engine.cli.outlet import Outlet, OutletHandler
-from engine.events import CallChanged, Event, TurnChanged, TurnStarted
+from engine.events import CallChanged, DeliveryChanged, Event, TurnChanged, TurnStarted
 from engine.room import Room, owner_of
 
 START_WAIT = 30.0  # seconds a background runtime may take to answer on its socket
@@ -43,7 +44,27 @@ def log_line(event: Event) -> str | None:
         case CallChanged(status="suspended"):
             return (f"{stamp} {event.thread_id} {event.turn_id} {event.call_id} {event.tool} "
                     f"waits for a decision: agentdeck decide {event.call_id} approve|cancel")  # fmt: skip
+        case DeliveryChanged(state="sent" | "dead" | "dropped"):
+            error = f": {event.error}" if event.error and event.state == "dead" else ""
+            return (f"{stamp} {event.thread_id} {event.turn_id} answer {event.state} "
+                    f"({event.channel}, try {event.tries}){error}")  # fmt: skip
     return None
+
+
+async def _say_channels(rt: Any, out: Outlet) -> None:
+    """Once the hook listener is bound (or gave up), say where the channels are."""
+    cs = rt.channels
+    if cs is None or not cs.configs:
+        return
+    with anyio.move_on_after(5):
+        await cs.hooks_settled.wait()
+    polled = [n for n, s in cs.states.items() if s.loop == "poll"]
+    hooked = [n for n, s in cs.states.items() if s.loop == "hook"]
+    if polled:
+        out.say(f"agentdeck run: polling {', '.join(polled)}")
+    if hooked and cs.hook_address:
+        out.say(f"agentdeck run: hooks on http://{cs.hook_address}/hooks/ "
+                f"({', '.join(hooked)})")  # fmt: skip
 
 
 async def run(room: Room, args: argparse.Namespace) -> int:
@@ -80,6 +101,7 @@ async def _run(room: Room, kind: str, out: Outlet) -> int:
 
             rt.subscribe(log)
             rt.start_loops()
+            rt.supervisor.spawn(_say_channels, rt, out)
             tcp = f" and {serving.listen}" if serving.listen else ""
             out.say(f"agentdeck run {rt.run_id} on {room.path} "
                     f"({rt.provider.name}:{rt.provider.model}); API on {serving.socket}{tcp}; "

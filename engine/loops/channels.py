@@ -62,6 +62,7 @@ class ChannelSet:
     listen: str = ""
     allow_remote: str | None = None
     hook_address: str | None = None  # where the hook listener is bound, once it is
+    hooks_settled: anyio.Event = field(default_factory=anyio.Event)  # bound, failed or none
     worker: DeliveryWorker | None = None
     projector: Projector | None = None
     clock: Callable[[], float] = time.time
@@ -153,6 +154,8 @@ async def run_channels(rt: Runtime, cs: ChannelSet) -> None:
                 tg.start_soon(poll_channel, rt, channel, state)
             if hooks := cs.hooks():
                 tg.start_soon(_hooks, rt, cs, hooks)
+            else:
+                cs.hooks_settled.set()
     finally:
         unsubscribe()
         cs.worker = None
@@ -190,11 +193,13 @@ async def _hooks(
             cs.hook_address = address
             for _, state in hooks.values():
                 state.ok(rt.clock())
+            cs.hooks_settled.set()
             rt.log.info("hooks served on %s: %s", address, ", ".join(sorted(hooks)))
             await anyio.sleep_forever()
     except (ServerError, OSError) as exc:  # the runtime goes on; the hooks say why not
         for _, state in hooks.values():
             state.fail(f"not served: {exc}")
         rt.notice("error", f"The hooks are not served: {exc}")
+        cs.hooks_settled.set()
     finally:
         cs.hook_address = None
