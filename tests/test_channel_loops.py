@@ -232,3 +232,28 @@ async def test_a_malformed_channels_file_stops_the_start_before_any_write(tmp_pa
     with pytest.raises(ChannelConfigError, match="a secret is never written in the file"):
         async with Runtime.open(path, kind="run", provider=OfflineModel(delay=0)):
             pass
+
+
+async def test_a_failing_service_marks_the_channel_and_a_malformed_update_is_passed(
+    tmp_path, monkeypatch
+):
+    """A 502 from getUpdates: the channel says `failing` with the error, polls again after
+    a pause and comes back `up`; an update it cannot read is skipped, not fetched forever,
+    and the message after it still becomes a turn."""
+    from starlette.responses import JSONResponse
+
+    monkeypatch.setenv("TG_TOKEN", TOKEN)
+    bot = TelegramStandin(TOKEN)
+    bot.fail_next("getUpdates", JSONResponse(
+        {"ok": False, "error_code": 502, "description": "Bad Gateway"}, status_code=502))  # fmt: skip
+    async with running(bot) as url, room(tmp_path, {"channels.toml": telegram_toml(url)}) as rt:
+        state = rt.channels.states["tg"]
+        await until(lambda: state.errors == 1)
+        assert state.state == "failing" and "502" in (state.last_error or "")
+        assert TOKEN not in (state.last_error or "")
+        bot.raw({"update_id": 500, "message": "not an object"})
+        bot.message(9, "after the bad one")
+        await until(lambda: turns(rt, "telegram:9"))
+        await until(lambda: state.state == "up")
+        offset = json.loads((rt.room.path / "poll" / "tg.json").read_text())["offset"]
+        assert offset > 500
