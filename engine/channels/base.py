@@ -32,6 +32,7 @@ class Inbound:
     text: str
     dedup_key: str  # unique per message across channels: a retry of it has the same key
     reply: Mapping[str, str | int] = field(default_factory=dict)  # where the answer goes
+    sent_at: float | None = None  # when the sender sent it (unix seconds), if the service says
 
 
 @dataclass(frozen=True)

@@ -138,6 +138,7 @@ class SlackChannel:
             # `app_mention` Slack sends beside the `message` (another event_id) share it
             dedup_key=f"slack:{self.name}:{fields['channel']}:{fields['ts']}",
             reply={"channel": str(fields["channel"]), "thread_ts": str(thread)},
+            sent_at=_seconds(fields["ts"]),
         )
 
     async def deliver(self, reply: Mapping[str, str | int], text: str, key: str) -> None:
@@ -185,3 +186,11 @@ class SlackChannel:
         if error == "ratelimited" and wait is None:
             wait = 1.0
         raise DeliveryError(f"{what}: {error}", permanent=error not in TRANSIENT, retry_after=wait)
+
+
+def _seconds(ts: str | None) -> float | None:
+    """A Slack `ts` ("1355517523.000005") as unix seconds."""
+    try:
+        return float(ts) if ts else None
+    except ValueError:
+        return None

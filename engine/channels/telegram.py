@@ -128,6 +128,7 @@ class TelegramChannel:
             text=message["text"],
             dedup_key=f"telegram:{self.name}:{update_id}",
             reply={"chat_id": chat_id},
+            sent_at=float(date) if isinstance(date := message.get("date"), int) else None,
         )
 
     async def deliver(self, reply: Mapping[str, str | int], text: str, key: str) -> None:

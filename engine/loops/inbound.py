@@ -84,4 +84,6 @@ async def admit(rt: Runtime, inbound: Inbound, state: ChannelState) -> bool:
     except Rejected as exc:  # recorded with its key: refused, durably, once
         log.warning("%s: a message's request was refused: %s", state.name, exc)
     state.received += 1
+    if inbound.sent_at is not None:  # how long the message took to become a request
+        state.lag = max(0.0, rt.clock() - inbound.sent_at)
     return True
