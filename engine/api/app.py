@@ -25,13 +25,16 @@ from engine.api.local import LocalClient
 from engine.api.models import (
     CancelBody,
     Cancelled,
+    ChannelsView,
     Decided,
+    DeliveryRow,
     GroupChange,
     Info,
     NewRule,
     Problem,
     RevokeBody,
     Revoked,
+    RoomOverview,
     SubmitBody,
     Submitted,
 )
@@ -52,6 +55,7 @@ BATCH = 2_000  # events per SSE message at most
 SENDS = 400
 BURST = 4
 GROUP_NAME = r"^[A-Za-z0-9_.:-]{1,64}$"
+DELIVERY_STATE = r"^(pending|retrying|sent|dead|dropped)$"
 T = TypeVar("T")
 
 
@@ -124,6 +128,38 @@ def make_api(client: LocalClient, hub: EventHub, closing: anyio.Event) -> FastAP
         """Revoke a rule of execution.db (404 no such rule; 409 agentdeck.toml's, which is
         changed in the file, or one revoked already)."""
         return await client.revoke_rule(rule_id, (body or RevokeBody()).by)
+
+    @api.get("/v1/channels")
+    async def channels() -> ChannelsView:
+        """Every loop (server, pulse, hook listener) and channel with its state (starting,
+        up, failing, stopped), and the outbound deliveries by state."""
+        return await client.channels()
+
+    @api.get("/v1/deliveries")
+    async def deliveries(
+        state: Annotated[str | None, Query(pattern=DELIVERY_STATE)] = None,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    ) -> list[DeliveryRow]:
+        """The answers owed to channels, newest first; only those in `state` when given."""
+        return await client.deliveries(state, limit)
+
+    @api.post("/v1/deliveries/{outbox_id}/retry")
+    async def retry_delivery(outbox_id: int) -> DeliveryRow:
+        """Send a dead answer again (404 no such delivery; 409 not dead, or the delivery
+        worker is not running)."""
+        return await client.retry_delivery(outbox_id)
+
+    @api.post("/v1/deliveries/{outbox_id}/drop")
+    async def drop_delivery(outbox_id: int) -> DeliveryRow:
+        """Give up on a dead or retrying answer (404 no such delivery; 409 neither, or the
+        delivery worker is not running)."""
+        return await client.drop_delivery(outbox_id)
+
+    @api.get("/v1/rooms")
+    async def rooms() -> list[RoomOverview]:
+        """Every room on the machine's bus, with its running and waiting turns and whether
+        its owner is alive."""
+        return await client.rooms()
 
     @api.get("/v1/scheduler")
     async def scheduler() -> Statistics:

@@ -14,11 +14,14 @@ from anyio.abc import TaskStatus
 
 from engine.api.models import (
     Cancelled,
+    ChannelsView,
     Decided,
+    DeliveryRow,
     GroupChange,
     Info,
     NewRule,
     Revoked,
+    RoomOverview,
     SubmitBody,
     Submitted,
 )
@@ -138,6 +141,29 @@ class RoomClient(Protocol):
     async def revoke_rule(self, rule_id: str, by: str = "operator") -> Revoked:
         """Revoke a rule of execution.db: `NotFound` for no such rule, `Conflict` for
         agentdeck.toml's (changed in the file) or one revoked already."""
+        ...
+
+    async def channels(self) -> ChannelsView:
+        """Every loop (server, pulse, hook listener) and channel with its state, and the
+        outbound deliveries by state."""
+        ...
+
+    async def deliveries(self, state: str | None = None, limit: int = 100) -> list[DeliveryRow]:
+        """The answers owed to channels, newest first (only those in `state` when given)."""
+        ...
+
+    async def retry_delivery(self, outbox_id: int) -> DeliveryRow:
+        """Send a dead answer again: `NotFound` for no such delivery, `Conflict` for one
+        not dead, or when the delivery worker is not running."""
+        ...
+
+    async def drop_delivery(self, outbox_id: int) -> DeliveryRow:
+        """Give up on a dead or retrying answer: `NotFound`, `Conflict` as for a retry."""
+        ...
+
+    async def rooms(self) -> list[RoomOverview]:
+        """Every room on the machine's bus (this room's bus file), with its running and
+        waiting counts and whether its owner is alive."""
         ...
 
     async def statistics(self) -> Statistics:

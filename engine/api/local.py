@@ -13,15 +13,18 @@ import anyio
 from anyio.abc import TaskStatus
 
 from engine import __version__, review
-from engine.api import rulebook
+from engine.api import channelbook, rulebook
 from engine.api.client import Conflict, Invalid, NotFound, Receive, Refused, Resync
 from engine.api.models import (
     Cancelled,
+    ChannelsView,
     Decided,
+    DeliveryRow,
     GroupChange,
     Info,
     NewRule,
     Revoked,
+    RoomOverview,
     SubmitBody,
     Submitted,
 )
@@ -156,6 +159,21 @@ class LocalClient:
 
     async def revoke_rule(self, rule_id: str, by: str = "operator") -> Revoked:
         return await rulebook.revoke(self.runtime, rule_id, by)
+
+    async def channels(self) -> ChannelsView:
+        return await channelbook.channels(self.runtime)
+
+    async def deliveries(self, state: str | None = None, limit: int = 100) -> list[DeliveryRow]:
+        return await channelbook.deliveries(self.runtime, state, limit)
+
+    async def retry_delivery(self, outbox_id: int) -> DeliveryRow:
+        return await channelbook.retry(self.runtime, outbox_id)
+
+    async def drop_delivery(self, outbox_id: int) -> DeliveryRow:
+        return await channelbook.drop(self.runtime, outbox_id)
+
+    async def rooms(self) -> list[RoomOverview]:
+        return await channelbook.rooms(self.runtime)
 
     async def statistics(self) -> Statistics:
         return self.runtime.statistics()

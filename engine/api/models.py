@@ -143,3 +143,62 @@ class Problem(_Body):
     title: str
     status: int
     detail: str = ""
+
+
+class LoopState(_Body):
+    """One loop or channel: its state (starting, up, failing, stopped), its last poll or
+    delivery that went through (`last_ok`), its last error and how many in a row."""
+
+    name: str
+    kind: str  # telegram, slack, webhook; or the loop's own name (server, pulse, hook)
+    loop: str  # server, pulse, hook, poll
+    group: str | None = None  # a channel's thread group
+    state: str
+    last_ok: float | None = None
+    last_error: str | None = None
+    errors: int = 0
+    received: int = 0
+    rejected: int = 0
+    lag: float | None = None
+    detail: dict[str, str] = Field(default_factory=dict)
+
+
+class ChannelsView(_Body):
+    """Every loop (server, pulse, hook listener) and channel of the room, and its outbound
+    deliveries by state; `delivering` is False when the delivery worker does not run."""
+
+    loops: list[LoopState]
+    channels: list[LoopState]
+    hook_address: str | None = None
+    deliveries: dict[str, int]
+    delivering: bool
+
+
+class DeliveryRow(_Body):
+    """One answer owed to a channel (the outbox), as it stands; `text` is its first 200
+    characters. Where it goes (the reply address) is not shown."""
+
+    id: int
+    turn_id: str
+    thread_id: str
+    channel: str
+    state: str  # pending, retrying, sent, dead, dropped
+    tries: int
+    next_at: float
+    last_error: str | None = None
+    created_at: float
+    sent_at: float | None = None
+    text: str = ""
+
+
+class RoomOverview(_Body):
+    """One room of the machine's bus: its turns running and waiting, and its owner."""
+
+    room: str  # its path
+    name: str
+    running: int
+    waiting: int
+    pid: int | None = None  # the owner's, None when nobody served it
+    alive: bool  # the owner's process is alive
+    updated_at: float
+    this: bool = False  # the room this client is for

@@ -34,11 +34,14 @@ from engine.api.client import (
 )
 from engine.api.models import (
     Cancelled,
+    ChannelsView,
     Decided,
+    DeliveryRow,
     GroupChange,
     Info,
     NewRule,
     Revoked,
+    RoomOverview,
     SubmitBody,
     Submitted,
 )
@@ -152,6 +155,27 @@ class RemoteClient:
         data = await self._call("POST", f"/v1/rules/{_seg(rule_id)}/revoke", body={"by": by})
         return Revoked.model_validate(data)
 
+    async def channels(self) -> ChannelsView:
+        return ChannelsView.model_validate(await self._call("GET", "/v1/channels"))
+
+    async def deliveries(self, state: str | None = None, limit: int = 100) -> list[DeliveryRow]:
+        params: dict[str, Any] = {"limit": limit, **({"state": state} if state else {})}
+        return _DELIVERIES.validate_python(await self._call("GET", "/v1/deliveries",
+                                                            params=params))  # fmt: skip
+
+    async def retry_delivery(self, outbox_id: int) -> DeliveryRow:
+        return DeliveryRow.model_validate(
+            await self._call("POST", f"/v1/deliveries/{int(outbox_id)}/retry")
+        )
+
+    async def drop_delivery(self, outbox_id: int) -> DeliveryRow:
+        return DeliveryRow.model_validate(
+            await self._call("POST", f"/v1/deliveries/{int(outbox_id)}/drop")
+        )
+
+    async def rooms(self) -> list[RoomOverview]:
+        return _ROOMS.validate_python(await self._call("GET", "/v1/rooms"))
+
     async def statistics(self) -> Statistics:
         return _STATISTICS.validate_python(await self._call("GET", "/v1/scheduler"))
 
@@ -238,4 +262,6 @@ _PENDING: TypeAdapter[list[PendingCall]] = TypeAdapter(list[PendingCall])
 _REVIEWS: TypeAdapter[list[Review]] = TypeAdapter(list[Review])
 _STATISTICS: TypeAdapter[Statistics] = TypeAdapter(Statistics)
 _RULES: TypeAdapter[list[Rule]] = TypeAdapter(list[Rule])
+_DELIVERIES: TypeAdapter[list[DeliveryRow]] = TypeAdapter(list[DeliveryRow])
+_ROOMS: TypeAdapter[list[RoomOverview]] = TypeAdapter(list[RoomOverview])
 _GROUP: TypeAdapter[GroupConfig] = TypeAdapter(GroupConfig)

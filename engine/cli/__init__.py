@@ -4,7 +4,7 @@ decisions and history.
 `--json` output and exit codes are a contract: 0 done/natural, 3 waiting, 1 any other end,
 2 bad usage or input, 4 the room is held by another process that cannot take this now (a
 one-off that serves no API, an owner that stopped answering): try again. Commands that act on turns (`invoke`, `decide`, `cancel`, `pending`,
-`review`) and `rules` go through the owner's API when the room is owned, and open the room themselves only when
+`review`), `rules`, `channels`, `deliveries` and `rooms` go through the owner's API when the room is owned, and open the room themselves only when
 nobody owns it; their output is the same either way.
 """
 
@@ -80,6 +80,9 @@ def _parser() -> argparse.ArgumentParser:
     from engine.cli.rules import add_parser
 
     add_parser(command("rules", "the rules that allow, ask for or deny calls: list, add, revoke"))
+    from engine.cli.channels import add_parsers
+
+    add_parsers(command)
     sp = command("review", "the calls whose outcome a crash left unknown, with what is known")
     sp.add_argument("what", nargs="?", choices=["list", "kill"], default="list",
                     help="list (the default), or kill CALL: end its surviving process group")  # fmt: skip
@@ -135,7 +138,7 @@ def main(argv: list[str] | None = None, run_console: Callable[[Room], int] | Non
 
 
 _POSITIONAL = {"text": "the text", "call_id": "CALL_ID", "turn_id": "TURN_ID",
-               "rule_id": "RULE_ID"}  # fmt: skip
+               "rule_id": "RULE_ID", "delivery_id": "ID"}  # fmt: skip
 
 
 def _undecodable(args: argparse.Namespace) -> str | None:
@@ -152,7 +155,7 @@ def _undecodable(args: argparse.Namespace) -> str | None:
 
 
 def _handler(command: str) -> Callable[[Room, argparse.Namespace], Awaitable[int]]:
-    from engine.cli import process, reading, review, rules, turns
+    from engine.cli import channels, process, reading, review, rules, turns
 
     return {
         "run": process.run,
@@ -162,6 +165,9 @@ def _handler(command: str) -> Callable[[Room, argparse.Namespace], Awaitable[int
         "cancel": turns.cancel,
         "pending": turns.pending,
         "rules": rules.rules,
+        "channels": channels.channels,
+        "deliveries": channels.deliveries,
+        "rooms": channels.rooms,
         "review": review.review,
         "history": reading.history,
         "info": reading.info,
