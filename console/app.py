@@ -153,10 +153,12 @@ class AgentDeck(App[int]):
 
     def action_help(self) -> None:
         # imported here: the first screen does not need the history and scheduler screens
+        from console.screens.channels import ChannelsScreen, RoomsScreen
         from console.screens.history import HistoryScreen
         from console.screens.review import ReviewScreen
         from console.screens.rules import RulesScreen
         from console.screens.scheduler import SchedulerScreen
+        from console.widgets.channel_tables import DeliveriesTable
         from console.widgets.groups_table import GroupsTable
         from console.widgets.history_list import HistoryList
         from console.widgets.rules_table import RulesTable
@@ -168,6 +170,8 @@ class AgentDeck(App[int]):
             ("Decisions", DecisionQueue.BINDINGS), ("Filter", FilterBar.BINDINGS),
             ("Scheduler", [*SchedulerScreen.BINDINGS, *GroupsTable.BINDINGS]),
             ("Rules", [*RulesScreen.BINDINGS, *RulesTable.BINDINGS]),
+            ("Channels", [*ChannelsScreen.BINDINGS, *DeliveriesTable.BINDINGS]),
+            ("Rooms on the bus", RoomsScreen.BINDINGS),
             ("History", [*HistoryScreen.BINDINGS, *HistoryList.BINDINGS]),
             ("Review after a crash", ReviewScreen.BINDINGS),
         ]  # fmt: skip

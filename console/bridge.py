@@ -38,7 +38,14 @@ from engine.events import Event
 
 if TYPE_CHECKING:  # (the client's modules load with the runtime, after the first screen)
     from engine.api.client import RoomClient
-    from engine.api.models import Decided, Revoked, Submitted
+    from engine.api.models import (
+        ChannelsView,
+        Decided,
+        DeliveryRow,
+        Revoked,
+        RoomOverview,
+        Submitted,
+    )
     from engine.decisions import Decision
     from engine.review import Killed, Review
     from engine.rules import Rule
@@ -287,3 +294,21 @@ class Bridge:
 
     async def revoke_rule(self, rule_id: str, by: str = "operator") -> Revoked:
         return await self._client().revoke_rule(rule_id, by)
+
+    async def channels(self) -> ChannelsView:
+        """Every loop and channel with its state, and the deliveries by state (for the
+        channels screen's timer and its DeliveryChanged refreshes)."""
+        return await self._client().channels()
+
+    async def deliveries(self, state: str | None = None, limit: int = 100) -> list[DeliveryRow]:
+        return await self._client().deliveries(state, limit)
+
+    async def retry_delivery(self, outbox_id: int) -> DeliveryRow:
+        return await self._client().retry_delivery(outbox_id)
+
+    async def drop_delivery(self, outbox_id: int) -> DeliveryRow:
+        return await self._client().drop_delivery(outbox_id)
+
+    async def rooms(self) -> list[RoomOverview]:
+        """Every room on the machine's bus (the rooms overview)."""
+        return await self._client().rooms()

@@ -1,5 +1,6 @@
 """The command palette (ctrl+p): threads, theme, cancel turn, scheduler, every pane's actions
-(and the history, scheduler, rules and review screens' own while one is shown).
+(and the history, scheduler, rules, channels, rooms and review screens' own while one is
+shown).
 
 Pane actions are read from the widgets' bindings, so a new binding shows up here (and in
 the footer and help screen) without further code.
@@ -40,6 +41,7 @@ class DeckCommands(Provider):
         if main is None:
             return
         app: Any = self.app
+        from console.screens.channels import ChannelsScreen, RoomsScreen
         from console.screens.history import HistoryScreen
         from console.screens.review import ReviewScreen
         from console.screens.rules import RulesScreen
@@ -53,6 +55,9 @@ class DeckCommands(Provider):
             return
         if isinstance(self.screen, RulesScreen):
             yield from self._rules_commands(self.screen)
+            return
+        if isinstance(self.screen, ChannelsScreen | RoomsScreen):
+            yield from self._channels_commands(self.screen)
             return
         if isinstance(self.screen, ReviewScreen):
             yield from self.screen.commands()
@@ -113,6 +118,24 @@ class DeckCommands(Provider):
         table = screen.query_one(RulesTable)
         yield "Rules: Revoke rule", "key x (the selected rule; asks first)", table.action_revoke
         yield "Close rules", "Back to the main screen", screen.action_close
+        yield "Switch theme", "Pick a colour theme (remembered)", app.action_change_theme
+        yield "Help: keys", "Every key of the console", app.action_help
+
+    def _channels_commands(self, screen: Any) -> Iterator[tuple[str, str, Callable[[], Any]]]:
+        from console.screens.channels import ChannelsScreen
+        from console.widgets.channel_tables import DeliveriesTable
+
+        app: Any = self.app
+        if isinstance(screen, ChannelsScreen):
+            table = screen.query_one(DeliveriesTable)
+            yield ("Deliveries: Retry delivery", "key r (the selected dead one; asks first)",
+                   table.action_retry)  # fmt: skip
+            yield ("Deliveries: Drop delivery", "key x (the selected dead or retrying one; "
+                   "asks first)", table.action_drop)  # fmt: skip
+            yield "Rooms on the bus", "key o", screen.action_rooms
+            yield "Close channels", "Back to the main screen", screen.action_close
+        else:
+            yield "Close rooms", "Back to the previous screen", screen.action_close
         yield "Switch theme", "Pick a colour theme (remembered)", app.action_change_theme
         yield "Help: keys", "Every key of the console", app.action_help
 

@@ -3,7 +3,7 @@
 The style name is the component class a widget uses to colour it from the theme's
 `$state-*` variables. States are the engine's (`engine.lifecycle`: turn, call and step
 statuses, a turn's end reason) plus the scheduler view's words for groups and threads
-and the rules screen's for rules.
+the rules screen's for rules and the channels screen's for loops and deliveries.
 """
 
 from __future__ import annotations
@@ -45,6 +45,16 @@ _LOOKS: dict[str, Look] = {
     # rules on the rules screen (and "active")
     "expired": Look("−", "expired", "state--muted"),
     "spent": Look("◌", "spent", "state--muted"),
+    # loops and channels, and outbound deliveries, on the channels screen (issue 17)
+    "up": Look("●", "up", "state--succeeded"),
+    "starting": Look("◌", "starting", "state--running"),
+    "failing": Look("✖", "failing", "state--failed"),
+    "stopped": Look("○", "stopped", "state--muted"),
+    "pending": Look("·", "pending", "state--running"),
+    "retrying": Look("↻", "retrying", "state--waiting"),
+    "sent": Look("✔", "sent", "state--succeeded"),
+    "dead": Look("✖", "dead", "state--failed"),
+    "dropped": Look("⊘", "dropped", "state--cancelled"),
 }
 
 STATE_CLASSES = frozenset(look.style for look in _LOOKS.values())

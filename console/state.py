@@ -144,9 +144,11 @@ class Changes:
     new_pending: int = 0
     notices: list[Notice] = field(default_factory=list)
     decisions: list[DecisionRecorded] = field(default_factory=list)
+    deliveries: int = 0  # DeliveryChanged events: the channels screen reads the outbox again
 
     def __bool__(self) -> bool:
-        return bool(self.steps or self.threads or self.turns or self.pending or self.notices)
+        return bool(self.steps or self.threads or self.turns or self.pending or self.notices
+                    or self.deliveries)  # fmt: skip
 
 
 class DeckState:
@@ -338,8 +340,8 @@ class DeckState:
                     self._fold_decision(event, ch)
                 case Notice():
                     ch.notices.append(event)
-                case DeliveryChanged():  # the channels view reads the outbox (issue 17)
-                    pass
+                case DeliveryChanged():  # the channels screen reads the outbox (issue 17)
+                    ch.deliveries += 1
                 case _:  # a kind the engine added and the console does not fold yet
                     assert_never(event)
         self.events_folded += folded

@@ -25,12 +25,14 @@ from tests.console.history_scenes import HISTORY_PREPARE, HISTORY_SCENES  # noqa
 from tests.console.review_scenes import prepare_review, review  # noqa: E402
 from tests.console.scenes import SCENES  # noqa: E402
 from tests.console.scheduler_scenes import SCHEDULER_SCENES  # noqa: E402
+from tests.console.test_channels_screen import channels_scene  # noqa: E402
 from tests.console.test_rules_screen import remember_scene, rules_scene, with_toml  # noqa: E402
 
 ALL_SCENES = SCENES | SCHEDULER_SCENES | {"history": HISTORY_SCENES["history"],
                                           "review": (review, (160, 48), {}),
                                           "rules": (rules_scene, (160, 48), {}),
-                                          "remember": (remember_scene, (160, 48), {})}  # fmt: skip
+                                          "remember": (remember_scene, (160, 48), {}),
+                                          "channels": (channels_scene, (160, 48), {})}  # fmt: skip
 PREPARE = HISTORY_PREPARE | {
     "review": prepare_review,
     "rules": with_toml,

@@ -54,6 +54,8 @@ class MainScreen(Screen[None], Deciding):
         Binding("s", "scheduler", "Scheduler"),
         Binding("r", "rules", "Rules", show=False),
         Binding("h", "history", "History", show=False),
+        Binding("l", "channels", "Channels", show=False),
+        Binding("o", "rooms", "Rooms on the bus", show=False),
         Binding("ctrl+g", "cycle_group", "Group filter", show=False),
         Binding("d", "focus_pane('decisions')", "Decisions", show=False),
         Binding("i", "focus_pane('chat-input')", "Chat", show=False),
@@ -172,6 +174,8 @@ class MainScreen(Screen[None], Deciding):
                 self._mine.discard(lost.decision_id)
                 self.notify(f"Your decision on {lost.call_id} was refused: {lost.note}. "
                             "The call still waits.", title="Nothing ran", severity="error")  # fmt: skip
+        if ch.deliveries and hasattr(self.app.screen, "readings"):  # the channels screen
+            self.app.screen.refresh_view()  # type: ignore[attr-defined]
         notices = [n for n in ch.notices if REVIEW_NOTICE not in n.text]  # told once, above
         for notice in notices[:MAX_NOTICES]:
             level = "information" if notice.level == "info" else notice.level  # Textual's word
@@ -384,6 +388,16 @@ class MainScreen(Screen[None], Deciding):
         from console.screens.rules import RulesScreen
 
         self.app.push_screen(RulesScreen(self.bridge, self.clock))
+
+    def action_channels(self) -> None:
+        from console.screens.channels import ChannelsScreen
+
+        self.app.push_screen(ChannelsScreen(self.bridge, self.clock))
+
+    def action_rooms(self) -> None:
+        from console.screens.channels import RoomsScreen
+
+        self.app.push_screen(RoomsScreen(self.bridge))
 
     def action_review(self) -> None:
         from console.screens.review import ReviewScreen
