@@ -70,15 +70,19 @@ class TurnRow:
     input_tokens: int = 0  # summed over the turn's inference steps
     output_tokens: int = 0
     group: str | None = None  # its thread's group, as the runtime said it (None: not said)
+    channel: str | None = None  # the channel its message came from (None: not a channel's)
+    sender: str = ""
 
 
 @dataclass
 class ChatEntry:
-    """One line of a conversation: operator, agent or tool (or a `system` note)."""
+    """One line of a conversation: operator, agent or tool (or a `system` note); `via`
+    names a channel message's sender and channel ("ann via tg")."""
 
     role: str
     text: str
     turn_id: str = ""
+    via: str = ""
 
 
 QUIET_ENDS = frozenset({turn_lifecycle.NATURAL, turn_lifecycle.BEHAVIOR_REQUESTED})
@@ -311,7 +315,8 @@ class DeckState:
                 case MessageAppended():
                     view = threads.get(event.thread_id) or self.thread(event.thread_id)
                     if view.loaded:  # otherwise it is read from history when opened
-                        view.append(ChatEntry(event.role, event.text, event.turn_id))
+                        view.append(ChatEntry(event.role, event.text, event.turn_id,
+                                              self._via(event.role, event.turn_id)))  # fmt: skip
                     if event.role == "assistant":
                         view.streaming = ""
                     changed_threads.add(event.thread_id)
@@ -321,7 +326,8 @@ class DeckState:
                     self.note_thread(event.thread_id)
                     self.add_turn(
                         TurnRow(event.turn_id, event.thread_id, TurnStatus.RUNNING, None, event.at,
-                                event.text, group=event.group)
+                                event.text, group=event.group, channel=event.channel,
+                                sender=event.sender)
                     )  # fmt: skip
                     changed_turns.add(event.turn_id)
                 case TurnChanged():
@@ -349,6 +355,14 @@ class DeckState:
         if len(self.turns) > MAX_TURNS:
             self._trim_turns()
         return ch
+
+    def _via(self, role: str, turn_id: str) -> str:
+        """Who sent a channel turn's message, and through which channel ("" otherwise, and
+        for the console's own: "you")."""
+        turn = self.turns.get(turn_id) if role == "user" else None
+        if turn is None or turn.channel in (None, "console"):
+            return ""
+        return f"{turn.sender} via {turn.channel}"
 
     def _turn_done(self, thread_id: str, turn_id: str, note: str | None) -> None:
         view = self.threads.get(thread_id)

@@ -38,14 +38,15 @@ class _TurnEvent(_Event):
 
     Events stored before turns carried their group have none; read back, they are written
     out again as they were stored, without the field, so a stored event's JSON never
-    changes.
+    changes. So is a turn's `channel`: said only for a message from a channel.
     """
 
     @model_serializer(mode="wrap")
     def _group_if_known(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
-        if "group" in data and data["group"] is None:
-            del data["group"]
+        for name in ("group", "channel"):
+            if name in data and data[name] is None:
+                del data[name]
         return data
 
 
@@ -56,6 +57,7 @@ class TurnStarted(_TurnEvent):
     text: str
     strategy: str = "react"
     group: str | None = None  # the thread's group (None in events stored before it was said)
+    channel: str | None = None  # the channel a chat message came from (telegram, slack...)
 
 
 class TurnChanged(_TurnEvent):

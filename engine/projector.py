@@ -36,7 +36,7 @@ from engine.store.bus import Bus, BusEvent, RoomRow
 PAGE = 500  # events per bus transaction
 # The fields of each public kind the bus carries (besides at, kind, thread and turn).
 PUBLIC_FIELDS: dict[str, tuple[str, ...]] = {
-    "turn_started": ("origin", "sender", "strategy", "group"),
+    "turn_started": ("origin", "sender", "strategy", "group", "channel"),
     "turn_changed": ("status", "reason", "group"),
     "call_changed": ("call_id", "tool", "status", "deadline_at", "on_deadline"),
     "decision_recorded": ("decision_id", "call_id", "action", "status"),

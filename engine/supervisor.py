@@ -123,7 +123,7 @@ class TurnSupervisor:
         loop.events.append(
             TurnStarted(at=now, thread_id=turn.thread_id, turn_id=turn.id, origin=message.origin,
                         sender=message.sender, text=message.text, strategy=strategy,
-                        group=req.group)
+                        group=req.group, channel=message.channel)
         )  # fmt: skip
         await loop.run_start()
         if user_message:

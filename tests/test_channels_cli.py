@@ -74,6 +74,10 @@ async def dead_answer(rt: Runtime, base: str, receiver: Receiver, issue: int) ->
     client = LocalClient(rt)
     thread = f"webhook:gh:{issue}"
     [dead] = await until(lambda: _dead(client, thread))
+    [(body,)] = await rt.store.fetchall(
+        "SELECT body FROM events WHERE kind = 'turn_started' AND thread_id = ?", (thread,))  # fmt: skip
+    started = json.loads(body)  # the console shows who sent it, and through which channel
+    assert (started["channel"], started["sender"], started["origin"]) == ("gh", "octo", "chat")
     return dead.id
 
 

@@ -104,7 +104,7 @@ class ChatLog(LineView, can_focus=False):
         style = self.get_component_rich_style(role)
         text = Text()
         text.append(
-            f"{LABELS.get(entry.role, entry.role)} › ",
+            f"{entry.via or LABELS.get(entry.role, entry.role)} › ",
             style + self.get_component_rich_style("chat--label"),
         )
         body = entry.text if entry.role != "tool" else " ".join(entry.text.split())[:200]

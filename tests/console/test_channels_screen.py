@@ -21,7 +21,7 @@ from console.screens.help import HelpScreen
 from console.state import DeckState
 from console.widgets.channel_tables import DeliveriesTable, LoopsTable, RoomsTable
 from engine.delivery import answer_owed
-from engine.events import DeliveryChanged
+from engine.events import DeliveryChanged, MessageAppended, TurnStarted
 from tests.console.conftest import T0, build
 from tests.console.helpers import SIZE, Recorder, palette, started, told, until
 from tests.console.scenes import steady
@@ -129,6 +129,25 @@ def test_a_delivery_change_asks_the_channels_screen_to_read_again() -> None:
     ch = DeckState().fold([DeliveryChanged(at=T0, thread_id="telegram:1", turn_id="t_1",
                                            channel="tg", key="t_1", state="dead")])  # fmt: skip
     assert ch and ch.deliveries == 1
+
+
+def test_a_channel_message_shows_its_sender_and_channel_in_the_chat() -> None:
+    state = DeckState()
+    state.show_thread("telegram:7").loaded = True
+    state.fold([
+        TurnStarted(at=T0, thread_id="telegram:7", turn_id="t_1", origin="chat", sender="ann",
+                    text="hi", channel="tg"),
+        MessageAppended(at=T0, thread_id="telegram:7", turn_id="t_1", role="user", text="hi"),
+        MessageAppended(at=T0, thread_id="telegram:7", turn_id="t_1", role="assistant",
+                        text="hello"),
+        TurnStarted(at=T0, thread_id="telegram:7", turn_id="t_2", origin="invoke", sender="api",
+                    text="again"),
+        MessageAppended(at=T0, thread_id="telegram:7", turn_id="t_2", role="user", text="again"),
+    ])  # fmt: skip
+    entries = state.thread("telegram:7").entries
+    assert [(e.role, e.via) for e in entries] == [
+        ("user", "ann via tg"), ("assistant", ""), ("user", "")]  # fmt: skip
+    assert state.turns["t_1"].channel == "tg" and state.turns["t_2"].channel is None
 
 
 async def channels_scene(pilot: Pilot) -> None:
