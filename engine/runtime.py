@@ -55,7 +55,7 @@ from engine.store.outcome import read_outcome
 from engine.store.schedule import group_row, key_row, keyed_request, request_row, restore_schedule
 from engine.strategies import strategy_for
 from engine.summary import SummaryFile, summary_of
-from engine.supervisor import TurnHandle, TurnSupervisor
+from engine.supervisor import Carried, TurnHandle, TurnSupervisor
 from engine.tools import Tool, ToolRegistry
 from engine.turn.call import CallState
 from engine.turn.context import TurnContext
@@ -300,8 +300,12 @@ class Runtime:
         if key is not None:
             self._keys[key] = req
             ops.append(key_row(key, req.id, self.clock()))
-        try:
-            await self.store.write(ops, urgent=True)  # admission never waits behind steps
+        try:  # admission never waits behind steps; one admitted now rides its turn's first
+            carried = Carried(req.id, ops) if changed == [req] else None  # commit (one trip)
+            if carried is None or not self.supervisor.pump(carried):
+                await self.store.write(ops, urgent=True)
+            else:
+                await carried.durable()
         except BaseException:
             if key is not None:
                 self._keys.pop(key, None)  # whether it committed, execution.db now says

@@ -27,7 +27,7 @@ from engine.lifecycle import turn as turn_lifecycle
 from engine.lifecycle.call import under_review
 from engine.messages import ConvMessage
 from engine.scheduler import Request, Scheduler
-from engine.store import Op, Store
+from engine.store import Op, Store, StoreError
 from engine.store import decisions as recorded
 from engine.store import turns as rows
 from engine.strategies import initial_record, strategy_of_turn
@@ -54,6 +54,29 @@ def reply_of(meta: dict[str, Any]) -> dict[str, Any]:
     return reply if isinstance(reply, dict) else {}
 
 
+class Carried:
+    """A request admitted as it was offered: its rows (the request, its key) go into its
+    turn's first commit, one writer trip where there were two; the offer waits for that
+    commit (`durable`), or for the error that stopped it."""
+
+    def __init__(self, request_id: str, ops: list[Op]) -> None:
+        self.request_id, self.ops = request_id, ops
+        self._done = anyio.Event()
+        self._error: BaseException | None = None
+
+    def settle(self, error: BaseException | None) -> None:
+        if not self._done.is_set():
+            self._error = error
+            self._done.set()
+
+    async def durable(self) -> None:
+        await self._done.wait()
+        if self._error is not None:
+            if isinstance(self._error, anyio.get_cancelled_exc_class()):
+                raise StoreError("the runtime stopped before the request was written")
+            raise self._error
+
+
 class TurnSupervisor:
     """The turns of one run, from admission (or resumption) to their end."""
 
@@ -73,13 +96,20 @@ class TurnSupervisor:
         assert self.tg is not None, "the runtime is not open"
         self.tg.start_soon(fn, *args)
 
-    def pump(self) -> None:
-        """Start every request the scheduler admits now."""
+    def pump(self, carried: Carried | None = None) -> bool:
+        """Start every request the scheduler admits now. True if `carried`'s request is
+        one of them: its rows are then written by its turn's first commit."""
         if self.tg is None:
-            return
+            return False
+        taken = False
         for req in self.scheduler.admissions():
             handle = self.live.setdefault(req.id, TurnHandle(req.id, req.thread_id))
-            self.spawn(self._start_turn, req, handle)
+            if carried is not None and req.id == carried.request_id:
+                taken = True
+                self.spawn(self._start_turn, req, handle, carried)
+            else:
+                self.spawn(self._start_turn, req, handle)
+        return taken
 
     def spawn_resume(self, turn_id: str, thread_id: str = "") -> TurnHandle:
         """Continue a waiting or interrupted turn (in the task group)."""
@@ -97,7 +127,9 @@ class TurnSupervisor:
             self._conversations[thread_id] = conv
         return conv
 
-    async def _start_turn(self, req: Request, handle: TurnHandle) -> None:
+    async def _start_turn(
+        self, req: Request, handle: TurnHandle, carried: Carried | None = None
+    ) -> None:
         thread = self.config.threads.get(req.thread_id)
         strategy = (
             req.strategy
@@ -105,11 +137,23 @@ class TurnSupervisor:
             or self.scheduler.group(req.group).strategy
             or "react"
         )
-        loop = await self.open_turn(req, strategy)
+        try:
+            loop = await self.open_turn(req, strategy, carried=carried)
+        except BaseException as exc:
+            if carried is not None:
+                carried.settle(exc)
+            raise
+        if carried is not None:
+            carried.settle(None)
         await self._drive(loop, handle)
 
     async def open_turn(
-        self, req: Request, strategy: str, *, user_message: bool = True
+        self,
+        req: Request,
+        strategy: str,
+        *,
+        user_message: bool = True,
+        carried: Carried | None = None,
     ) -> TurnLoop:
         """Record a new turn (RunStart, then checkpoint user_message, the seed's order) and
         return its loop, not yet run."""
@@ -119,6 +163,8 @@ class TurnSupervisor:
                          group=req.group, record=initial_record(strategy, message.meta),
                          channel=message.channel, reply=reply_of(message.meta))  # fmt: skip
         loop = TurnLoop(self.ctx, turn, conv, strategy_of_turn(strategy))
+        if carried is not None:  # the request's own rows, first
+            loop.ops += carried.ops
         loop.ops += rows.turn_opened(turn.id, message, req.group, strategy, self.ctx.run_id, now)
         loop.events.append(
             TurnStarted(at=now, thread_id=turn.thread_id, turn_id=turn.id, origin=message.origin,
