@@ -176,6 +176,7 @@ EVENTS = [
     ev.DecisionRecorded(at=8.0, decision_id="d_1", call_id="c1", action="cancel", status="applied", reason="no"),
     ev.Notice(at=9.0, level="warning", text="bad agentdeck.toml"),
     ev.Notice(at=9.5, text="retrying"),
+    ev.DeliveryChanged(at=10.0, thread_id="telegram:42", turn_id="u1", channel="tg", key="u1", state="retrying", outbox_id=3, tries=2, next_at=12.5, error="HTTP 502"),
 ]  # fmt: skip
 
 
