@@ -81,6 +81,12 @@ class DeckCommands(Provider):
                 "Show only the steps of this group's threads",
                 partial(main.filter_group, group),
             )
+        for channel in main.channel_filters():
+            yield (
+                f"Filter timeline by channel: {channel or 'all'}",
+                "Show only the steps of turns from this channel",
+                partial(main.filter_channel, channel),
+            )
         yield "Switch theme", "Pick a colour theme (remembered)", app.action_change_theme
         yield "Help: keys", "Every key of the console", app.action_help
         for pane, selector in (("Timeline", "#timeline"), ("Calls", "#calls"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from console.state import CallRow, ChatEntry, DeckState, TurnRow, turn_note
+from console.state import CallRow, ChatEntry, DeckState, TurnRow, turn_note, via
 from console.steps import StepRow
 
 if TYPE_CHECKING:
@@ -24,7 +24,8 @@ async def seed(client: RoomClient, state: DeckState) -> None:
         state.note_thread(thread_id)
     for t in recent.turns:
         state.add_turn(TurnRow(t.turn_id, t.thread_id, t.status, t.reason, t.created_at, t.text,
-                               group=t.group))  # fmt: skip
+                               group=t.group, channel=t.channel,
+                               sender=t.sender))  # fmt: skip
     waiting = {p.call_id: p for p in await client.pending()} if recent.calls else {}
     for c in recent.calls:
         w = waiting.get(c.call_id)
@@ -33,7 +34,8 @@ async def seed(client: RoomClient, state: DeckState) -> None:
                                w.deadline_at if w else None, w.on_deadline if w else None))  # fmt: skip
     for s in recent.steps:
         state.add_step(StepRow(0, s.step_id, s.started_at, s.thread_id, s.turn_id, s.kind,
-                               s.status.value, s.duration, s.summary, s.group))  # fmt: skip
+                               s.status.value, s.duration, s.summary, s.group,
+                               s.channel))  # fmt: skip
 
 
 async def load_thread(client: RoomClient, state: DeckState, thread_id: str) -> None:
@@ -52,7 +54,7 @@ async def load_thread(client: RoomClient, state: DeckState, thread_id: str) -> N
     for m in conv.messages:
         if stored and stored[-1].turn_id != m.turn_id:
             _note_end(stored, notes)
-        stored.append(ChatEntry(m.role, m.text, m.turn_id))
+        stored.append(ChatEntry(m.role, m.text, m.turn_id, via(m.channel, m.sender)))
     if stored:
         _note_end(stored, notes)
     live = [e for e in view.entries if e not in stored]  # folded while the read ran

@@ -85,6 +85,14 @@ class ChatEntry:
     via: str = ""
 
 
+def via(channel: str | None, sender: str) -> str:
+    """How the chat labels a message that came from a channel: "ann via tg" ("" for the
+    console's own, which says "you", and for a turn that came from no channel)."""
+    if channel in (None, "", "console"):
+        return ""
+    return f"{sender} via {channel}"
+
+
 QUIET_ENDS = frozenset({turn_lifecycle.NATURAL, turn_lifecycle.BEHAVIOR_REQUESTED})
 _END_WORDS = {turn_lifecycle.ERROR: "turn failed", turn_lifecycle.CANCELLED: "turn cancelled"}
 
@@ -297,7 +305,8 @@ class DeckState:
                     of_turn = self.turns.get(event.turn_id)
                     self.add_step(
                         StepRow(0, event.step_id, event.at, event.thread_id, event.turn_id,
-                                event.step_kind, group=of_turn.group if of_turn else None)
+                                event.step_kind, group=of_turn.group if of_turn else None,
+                                channel=of_turn.channel if of_turn else None)
                     )  # fmt: skip
                     ch.steps = True
                 case StepFinished():
@@ -360,9 +369,7 @@ class DeckState:
         """Who sent a channel turn's message, and through which channel ("" otherwise, and
         for the console's own: "you")."""
         turn = self.turns.get(turn_id) if role == "user" else None
-        if turn is None or turn.channel in (None, "console"):
-            return ""
-        return f"{turn.sender} via {turn.channel}"
+        return "" if turn is None else via(turn.channel, turn.sender)
 
     def _turn_done(self, thread_id: str, turn_id: str, note: str | None) -> None:
         view = self.threads.get(thread_id)

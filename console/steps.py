@@ -26,6 +26,7 @@ class StepRow(NamedTuple):
     duration: float | None = None
     summary: str = ""
     group: str | None = None  # its thread's group, when the runtime said it
+    channel: str | None = None  # its turn's channel ("console", "tg"...; None: not a channel's)
 
 
 class StepLog(Sequence[StepRow]):

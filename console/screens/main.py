@@ -23,7 +23,7 @@ from textual.widgets import Input
 from console.attention import Attention
 from console.bridge import CALLS, CHAT, STATUS, TIMELINE, Bridge
 from console.format import short_id
-from console.groups import next_filter
+from console.groups import channel_filters, next_channel, next_filter
 from console.screens.confirm import ConfirmScreen
 from console.screens.decide_flow import Deciding
 from console.screens.review import tell_reviews
@@ -57,6 +57,7 @@ class MainScreen(Screen[None], Deciding):
         Binding("l", "channels", "Channels", show=False),
         Binding("o", "rooms", "Rooms on the bus", show=False),
         Binding("ctrl+g", "cycle_group", "Group filter", show=False),
+        Binding("ctrl+l", "cycle_channel", "Channel filter", show=False),
         Binding("d", "focus_pane('decisions')", "Decisions", show=False),
         Binding("i", "focus_pane('chat-input')", "Chat", show=False),
         Binding("exclamation_mark", "review", "Review after a crash", show=False),
@@ -80,6 +81,7 @@ class MainScreen(Screen[None], Deciding):
         self.selected_turn = ""
         self._mine: set[str] = set()  # ids of the decisions taken in this console
         self._reviews_told: set[str] = set()  # calls under review the operator was told of
+        self._group_titled = False  # the timeline's title names its group filter
 
     def compose(self) -> ComposeResult:
         # A grid, so that a narrow terminal can give the decisions the whole width (CSS)
@@ -333,6 +335,8 @@ class MainScreen(Screen[None], Deciding):
         for bar in self.query(FilterBar):
             if bar.has_class("-shown") or bar.value:
                 bar.action_clear_filter()
+        if self.query_one(Timeline).channel:
+            self.filter_channel("")
 
     def cancel_target(self) -> str | None:
         """The turn `c` cancels: the selected one if unfinished, else the thread's active one."""
@@ -415,5 +419,31 @@ class MainScreen(Screen[None], Deciding):
     def filter_group(self, group: str) -> None:
         """Show only the steps of `group`'s threads in the timeline ("" for every group)."""
         self.query_one(Timeline).group = group
-        self.query_one("#timeline-pane").border_title = f"Timeline · {group or 'all groups'}"
+        self._group_titled = True
+        self._title_timeline()
         self.post_message(self.Acted("filter_group", group))
+
+    def channel_filters(self) -> list[str]:
+        """All, the console, and each channel a turn or step here came from."""
+        state = self.state
+        return channel_filters([*(t.channel for t in state.turns.values()),
+                                *(r.channel for r in state.steps)])  # fmt: skip
+
+    def action_cycle_channel(self) -> None:
+        self.filter_channel(next_channel(self.query_one(Timeline).channel, self.channel_filters()))
+
+    def filter_channel(self, channel: str) -> None:
+        """Show only the steps of turns from `channel` in the timeline ("" for every one,
+        "console" for the console's own)."""
+        self.query_one(Timeline).channel = channel
+        self._title_timeline()
+        self.post_message(self.Acted("filter_channel", channel))
+
+    def _title_timeline(self) -> None:
+        timeline = self.query_one(Timeline)
+        title = "Timeline"
+        if self._group_titled:  # once a group was picked, the title says which (or all)
+            title += f" · {timeline.group or 'all groups'}"
+        if timeline.channel:
+            title += f" · via {timeline.channel}"
+        self.query_one("#timeline-pane").border_title = title

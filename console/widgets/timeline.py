@@ -55,6 +55,8 @@ class Timeline(LineView, can_focus=True):
     # Only this thread group's steps ("" for all): a step's row carries its thread's group as
     # the runtime said it; a row without one is placed by its thread id (console.groups).
     group: reactive[str] = reactive("")
+    # Only the steps of turns from this channel ("" for all; "console" for the console's).
+    channel: reactive[str] = reactive("")
 
     class Selected(Message):
         """The cursor moved to a step of another turn."""
@@ -89,7 +91,7 @@ class Timeline(LineView, can_focus=True):
     def refresh_rows(self) -> None:
         """New or changed steps arrived (at most once a frame): scroll as the mode asks,
         then repaint only the lines that now show another step or state."""
-        self._rows = rows = self._filtered() if self.filter_text or self.group else self._all
+        self._rows = rows = self._filtered() if self._filtering else self._all
         self.set_rows(len(rows))
         if not rows:
             self.refresh()
@@ -130,6 +132,7 @@ class Timeline(LineView, can_focus=True):
     def _filtered(self) -> list[StepRow]:
         """The rows matching the filter; a row is tested again only when its state moves."""
         needle, matches, group = self.filter_text.lower(), self._matches, self.group
+        channel = self.channel
         rows = []
         for row in self._all:
             seen = matches.get(row.seq)
@@ -137,7 +140,8 @@ class Timeline(LineView, can_focus=True):
                 seen = matches[row.seq] = (
                     row.status,
                     needle in _haystack(row)
-                    and (not group or group_of(row.thread_id, row.group) == group),
+                    and (not group or group_of(row.thread_id, row.group) == group)
+                    and (not channel or row.channel == channel),
                 )
             if seen[1]:
                 rows.append(row)
@@ -150,7 +154,11 @@ class Timeline(LineView, can_focus=True):
         self._matches = {}
         self.refresh_rows()
 
-    watch_group = watch_filter_text
+    watch_group = watch_channel = watch_filter_text
+
+    @property
+    def _filtering(self) -> bool:
+        return bool(self.filter_text or self.group or self.channel)
 
     def _index_of(self, seq: int) -> int:
         """The row with `seq`, or the next one after it (rows are in seq order)."""
@@ -166,7 +174,8 @@ class Timeline(LineView, can_focus=True):
 
     @property
     def rows(self) -> Sequence[StepRow]:
-        """The steps shown: every step, or those the text and group filters let through."""
+        """The steps shown: every step, or those the text, group and channel filters let
+        through."""
         return self._rows
 
     @property
@@ -278,7 +287,7 @@ class Timeline(LineView, can_focus=True):
         return strip
 
     def _empty_text(self) -> str:
-        if self.filter_text or self.group:
+        if self._filtering:
             return "no step matches the filter (esc clears it)"
         return self.empty
 

@@ -30,6 +30,8 @@ class TurnRecord:
     created_at: float
     text: str
     group: str | None = None  # its thread's group
+    channel: str | None = None  # the channel its message came from (None: not a channel's)
+    sender: str = ""
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,7 @@ class StepRecord:
     started_at: float
     duration: float | None
     group: str | None = None  # its thread's group
+    channel: str | None = None  # its turn's channel
 
 
 @dataclass(frozen=True)
@@ -73,9 +76,14 @@ class Recent:
 
 @dataclass(frozen=True)
 class ChatRecord:
+    """One stored message; a turn's user message (its first) carries who sent it and
+    through which channel, as its turn recorded them (the others: None and "")."""
+
     role: str
     text: str
     turn_id: str
+    channel: str | None = None
+    sender: str = ""
 
 
 @dataclass(frozen=True)
@@ -96,7 +104,8 @@ async def read_recent(room: Room) -> Recent:
             "SELECT id FROM threads ORDER BY updated_at DESC, id")]  # fmt: skip
         turns = await db.execute_fetchall(
             "SELECT * FROM (SELECT t.id, t.thread_id, t.status, t.reason, t.created_at, t.text,"
-            " h.group_name FROM turns t LEFT JOIN threads h ON h.id = t.thread_id"
+            " t.channel, t.sender, h.group_name"
+            " FROM turns t LEFT JOIN threads h ON h.id = t.thread_id"
             " ORDER BY t.created_at DESC, t.id DESC LIMIT ?) ORDER BY created_at, id",
             (RECENT_TURNS,),
         )
@@ -109,7 +118,8 @@ async def read_recent(room: Room) -> Recent:
         )
         steps = await db.execute_fetchall(
             "SELECT * FROM (SELECT s.id, s.turn_id, t.thread_id, s.kind, s.status, s.summary,"
-            " s.started_at, s.ended_at, h.group_name FROM steps s JOIN turns t ON t.id = s.turn_id"
+            " s.started_at, s.ended_at, h.group_name, t.channel"
+            " FROM steps s JOIN turns t ON t.id = s.turn_id"
             " LEFT JOIN threads h ON h.id = t.thread_id ORDER BY s.id DESC LIMIT ?) ORDER BY id",
             (RECENT_STEPS,),
         )
@@ -118,7 +128,8 @@ async def read_recent(room: Room) -> Recent:
     return Recent(
         threads=threads,
         turns=[TurnRecord(r["id"], r["thread_id"], TurnStatus(r["status"]), r["reason"],
-                          r["created_at"], r["text"], r["group_name"]) for r in turns],
+                          r["created_at"], r["text"], r["group_name"], r["channel"],
+                          r["sender"]) for r in turns],
         calls=[CallRecord(r["id"], r["turn_id"], r["thread_id"], r["tool"],
                           json_or_text(r["args"]), CallStatus(r["status"]), r["result"],
                           r["suspend_reason"] if r["status"] == "suspended" else r["error"],
@@ -126,7 +137,7 @@ async def read_recent(room: Room) -> Recent:
         steps=[StepRecord(r["id"], r["turn_id"], r["thread_id"], r["kind"],
                           StepStatus(r["status"]), r["summary"], r["started_at"],
                           r["ended_at"] - r["started_at"] if r["ended_at"] is not None else None,
-                          r["group_name"])
+                          r["group_name"], r["channel"])
                for r in steps],
     )  # fmt: skip
 
@@ -138,18 +149,28 @@ async def read_conversation(room: Room, thread_id: str, limit: int) -> Conversat
     db = await connect_readonly(room)
     try:
         rows = await db.execute_fetchall(
-            "SELECT role, text, turn_id FROM messages WHERE thread_id=? ORDER BY seq DESC LIMIT ?",
+            "SELECT seq, role, text, turn_id FROM messages WHERE thread_id=?"
+            " ORDER BY seq DESC LIMIT ?",
             (thread_id, limit),
         )
         turn_ids = list(dict.fromkeys(r["turn_id"] for r in rows))
-        ends = await db.execute_fetchall(
-            f"SELECT id, reason, detail FROM turns WHERE id IN ({','.join('?' * len(turn_ids))})"
-            " AND status='done'",
+        turns = await db.execute_fetchall(
+            "SELECT t.id, t.status, t.reason, t.detail, t.channel, t.sender,"
+            " (SELECT MIN(m.seq) FROM messages m WHERE m.turn_id = t.id) AS first_seq"
+            f" FROM turns t WHERE t.id IN ({','.join('?' * len(turn_ids))})",
             turn_ids,
         )
     finally:
         await db.close()
+    firsts = {r["first_seq"]: r for r in turns}
     return Conversation(
-        [ChatRecord(r["role"], r["text"], r["turn_id"]) for r in reversed(list(rows))],
-        {r["id"]: (r["reason"], r["detail"]) for r in ends},
+        [_chat(r, firsts.get(r["seq"])) for r in reversed(list(rows))],
+        {r["id"]: (r["reason"], r["detail"]) for r in turns if r["status"] == "done"},
     )
+
+
+def _chat(row: Any, turn: Any) -> ChatRecord:
+    """A stored message; its turn's sender and channel when it is the turn's user message."""
+    if turn is None or turn["id"] != row["turn_id"] or row["role"] != "user":
+        return ChatRecord(row["role"], row["text"], row["turn_id"])
+    return ChatRecord(row["role"], row["text"], row["turn_id"], turn["channel"], turn["sender"])
