@@ -402,10 +402,22 @@ class TurnLoop(Replay):
                 call.move(CallStatus.CANCELLED, now, error=f"turn ended: {reason}")
             if call.has_message != ANSWERED:
                 self.answer(call)
+        if reason == turn_lifecycle.NATURAL and self.turn.final_text is None:
+            self.turn.final_text = self._committed_answer()  # resumed after its answer
         self._set(TurnStatus.DONE, reason, detail)
         self._answer_owed(reason)
         await self.run_end()
         await self.commit("run_finished", calls)
+
+    def _committed_answer(self) -> str | None:
+        """The answer a previous run committed (assistant_turn_committed) and did not end
+        the turn with (a kill before run_finished): the conversation's last message, when
+        it is the model's and calls nothing. Without it the resumed turn would end with no
+        text, and its channel would never get the answer."""
+        last = self.conv.messages[-1] if self.conv.messages else None
+        if last is None or last.role != "assistant" or last.tool_calls:
+            return None
+        return last.text
 
     def _answer_owed(self, reason: str) -> None:
         """A turn from a delivering channel that ends with an answer owes it to the
