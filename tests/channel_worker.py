@@ -14,6 +14,8 @@ AGENTDECK_CHANNEL_KILL=POINT:N makes the worker SIGKILL itself at the N-th passi
 POINT, each a step of a message's way through the room, without a hook in the engine:
 - `admitted`: a channel message's request (and its key) is durable, before the poll
   offset moves past it or the hook answers its sender (wraps `Runtime.offer`);
+- `answered`: the model's answer committed (assistant_turn_committed), before the turn's
+  final checkpoint (an event bus subscriber: the commit's events reach it after COMMIT);
 - `done`: a turn's final checkpoint (its outbox row) committed, before the bus has it
   (an event bus subscriber, called before the projector's pass runs);
 - `sending`: the bus holds the turn's end, before its answer leaves (wraps the channel
@@ -40,12 +42,12 @@ if __package__ in (None, ""):  # run as a script: make `engine` and `tests` impo
 import anyio
 
 from engine.builtin_tools import builtin_tools
-from engine.events import Event, TurnChanged
+from engine.events import Event, MessageAppended, TurnChanged
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime
 
 KILL_ENV = "AGENTDECK_CHANNEL_KILL"
-KILL_POINTS = ("admitted", "done", "sending", "sent")
+KILL_POINTS = ("admitted", "answered", "done", "sending", "sent")
 
 
 class KillPlan:
@@ -76,7 +78,9 @@ def arm(rt: Runtime, plan: KillPlan) -> None:
     rt.offer = offer_then  # type: ignore[method-assign]
 
     def on_event(event: Event) -> None:
-        if isinstance(event, TurnChanged) and event.status == "done":
+        if isinstance(event, MessageAppended) and event.role == "assistant":
+            plan.at("answered")  # the offline model calls no tool on "hello N"
+        elif isinstance(event, TurnChanged) and event.status == "done":
             plan.at("done")
 
     rt.subscribe(on_event)  # before start_loops: called before the projector is poked
@@ -132,7 +136,8 @@ def zygote() -> None:
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
                 children.discard(pid)
-                say(f"exit {pid} {-os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)}")
+                code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+                say(f"exit {pid} {code}")
         if not ready:
             continue
         chunk = os.read(0, 65536)
