@@ -406,3 +406,24 @@ def test_a_batch_of_events_is_bounded_in_bytes():
     assert batch is not None and 5 <= len(batch) <= 10
     assert sum(map(len, batch)) <= 10_000
     assert len(hub.since(0, 2_000, max_bytes=10) or []) == 1  # one at least: progress
+
+
+def test_tcp_connections_are_served_without_nagles_delay() -> None:
+    """A TCP listener's connections have TCP_NODELAY: asyncio sets it only on sockets
+    that say IPPROTO_TCP, and without it each answer (headers, then body) waited for the
+    client's delayed ACK, ~40 ms (the hook listener served 197 deliveries/s)."""
+    import socket
+
+    from engine.loops.server import bind_tcp
+
+    listener = bind_tcp("127.0.0.1:0", None)
+    try:
+        assert listener.proto == socket.IPPROTO_TCP
+        listener.setblocking(True)
+        client = socket.create_connection(listener.getsockname()[:2])
+        conn, _ = listener.accept()
+        with client, conn:
+            assert conn.proto == socket.IPPROTO_TCP
+            assert conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+    finally:
+        listener.close()

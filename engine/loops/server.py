@@ -190,9 +190,13 @@ def bind_tcp(listen: str, allow_remote: str | None) -> socket.socket:
             )
         log.warning("the API listens on %s, beyond this machine (token required)", listen)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP named, not 0: asyncio sets TCP_NODELAY only on connections whose socket
+    # says TCP, and without it every answer (headers, then body) waited ~40 ms for the
+    # client's delayed ACK (Nagle); the listener's own TCP_NODELAY is inherited besides.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind((host, port))
         sock.listen(128)
         sock.setblocking(False)
