@@ -44,7 +44,7 @@ async def running(standin: Standin) -> AsyncIterator[str]:
 @contextlib.asynccontextmanager
 async def serve(app: object) -> AsyncIterator[str]:
     """Serve `app` on 127.0.0.1 until the block exits; yields `http://127.0.0.1:<port>`."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # TCP_NODELAY
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)
