@@ -257,3 +257,19 @@ async def test_a_failing_service_marks_the_channel_and_a_malformed_update_is_pas
         await until(lambda: state.state == "up")
         offset = json.loads((rt.room.path / "poll" / "tg.json").read_text())["offset"]
         assert offset > 500
+
+
+async def test_a_webhook_without_a_deliver_url_owes_no_answers(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOOK_SECRET", HOOK_SECRET)
+    toml = ('listen = "127.0.0.1:0"\n[gh]\nkind = "webhook"\nsecret_env = "HOOK_SECRET"\n'
+            'text = "t"\nthread = "n"\n')  # fmt: skip
+    async with room(tmp_path, {"hooks.toml": toml}) as rt, httpx.AsyncClient() as http:
+        address = await until(lambda: rt.channels.hook_address)
+        body = json.dumps({"t": "hello", "n": 5}).encode()
+        answer = await http.post(f"http://{address}/hooks/gh", content=body,
+                                 headers=webhook_headers(HOOK_SECRET, body, "d-5"))  # fmt: skip
+        assert answer.status_code == 202
+        await until(lambda: rt.store.fetchall(
+            "SELECT id FROM turns WHERE thread_id = 'webhook:gh:5' AND status = 'done'"))  # fmt: skip
+        assert rt.ctx.delivering == frozenset()
+        assert await rt.store.fetchall("SELECT id FROM outbox") == []
