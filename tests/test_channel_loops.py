@@ -273,3 +273,26 @@ async def test_a_webhook_without_a_deliver_url_owes_no_answers(tmp_path, monkeyp
             "SELECT id FROM turns WHERE thread_id = 'webhook:gh:5' AND status = 'done'"))  # fmt: skip
         assert rt.ctx.delivering == frozenset()
         assert await rt.store.fetchall("SELECT id FROM outbox") == []
+
+
+async def test_no_secret_reaches_the_room_even_when_the_service_fails(tmp_path, monkeypatch):
+    """A failed sendMessage (Telegram puts the token in the URL) and a later success: no
+    file of the room (execution.db and its WAL, the bus, poll/) holds a secret's bytes."""
+    from starlette.responses import JSONResponse
+
+    monkeypatch.setenv("TG_TOKEN", TOKEN)
+    bot = TelegramStandin(TOKEN)
+    bot.fail_next("sendMessage", JSONResponse(
+        {"ok": False, "error_code": 502, "description": "Bad Gateway"}, status_code=502))  # fmt: skip
+    async with running(bot) as url:
+        cfg = telegram_toml(url)
+        (tmp_path / "room").mkdir()
+        (tmp_path / "room" / "agentdeck.toml").write_text("[delivery]\nbackoff = 0.05\n")
+        async with room(tmp_path, {"channels.toml": cfg}) as rt:
+            bot.message(3, "hello")
+            await until(lambda: bot.sent, 20)
+            [(state, tries)] = await rt.store.fetchall("SELECT state, tries FROM outbox")
+            assert (state, tries) in (("sent", 2), ("retrying", 1))  # the 502, then sent
+    leaked = [p for p in (tmp_path / "room").rglob("*")
+              if p.is_file() and TOKEN.encode() in p.read_bytes()]  # fmt: skip
+    assert leaked == []
