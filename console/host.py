@@ -98,6 +98,7 @@ class RuntimeHost(Host):
         """Open the runtime, serve it, and follow it until `close`."""
         self.started = True
         from engine.api.local import LocalClient  # after the first screen: not needed to draw
+        from engine.loops.start import start_loops
         from engine.runtime import Runtime
 
         try:
@@ -107,7 +108,7 @@ class RuntimeHost(Host):
                 info = RunInfo(self.room.path.name, rt.run_id,
                                f"{rt.provider.name}:{rt.provider.model}", "hosted")  # fmt: skip
                 if self.loops:
-                    rt.start_loops()
+                    start_loops(rt)
                 async with anyio.create_task_group() as tg:
                     if self.serve_api:  # beside the first full screen, not before it
                         tg.start_soon(self._serve_api, rt)

@@ -25,6 +25,7 @@ from typing import Any, Literal
 import anyio
 
 from engine.bus import EventBus
+from engine.channels.config import delivering
 from engine.config import Config, check_approvals, load_config, toml_rules
 from engine.conversation import Conversation
 from engine.deadlines import DeadlineWatch, pending_calls
@@ -109,7 +110,7 @@ class Runtime:
         )  # fmt: skip
         self.live = self.supervisor.live  # turns whose loop runs (or is about to)
         self.api: dict[str, str] = {}  # where the server loop serves (agent.run says so)
-        self.channels: Any = None  # engine.loops.channels.ChannelSet, once started
+        self.channels: Any = None  # engine.loops.channels.ChannelSet, once its loops start
         self.serves_queue = True  # False: a one-off that starts only what it submits
         self.started_at = time.time()  # wall time, for uptime (not the clock tests fix)
 
@@ -193,10 +194,9 @@ class Runtime:
 
     async def _start(self) -> None:
         toml = toml_rules(self.config, self.room.config, self.tools.names())  # before a write
-        from engine.loops.channels import ChannelSet  # channels.toml, hooks.toml: also before
-
-        self.channels = ChannelSet.read(self.room.path)
-        self.ctx.delivering = self.channels.delivering
+        # channels.toml, hooks.toml (a malformed one stops the start, before a write): every
+        # process records what a channel's turn owes, whoever delivers it
+        self.ctx.delivering = delivering(self.room.path)
         groups = {*self.scheduler.groups, *self.config.groups}
         check_approvals(self.config, self.room.config, self.tools.names(), groups)
         now = self.clock()
@@ -349,28 +349,6 @@ class Runtime:
         await self.store.write([group_row(group)], urgent=True)
         self.supervisor.pump()
         return group
-
-    def start_loops(self) -> None:
-        """Start the runtime loops (pulse, poll, hook) in the runtime's task group. Loops only
-        create turn requests; the scheduler decides when they run."""
-        from engine.loops.pulse import PulseLoop
-        from engine.loops.pulse_files import Limits
-
-        pc = self.config.pulse
-        pulse = PulseLoop(
-            self.room,
-            submit=lambda m, **kw: self.submit(m, strategy=m.meta.get("strategy"), **kw),
-            notice=self.notice,
-            clock=self.clock,
-            interval=pc.interval,
-            will_interval=pc.will_interval,
-            agent=pc.agent,
-            limits=Limits.of(pc),
-        )
-        self.supervisor.spawn(pulse.run)
-        from engine.loops.channels import run_channels
-
-        self.supervisor.spawn(run_channels, self, self.channels)  # and the bus, and delivery
 
     def notice(self, level: str, text: str) -> None:
         """Tell the operator something that is not a state change (a bad file, a retry)."""

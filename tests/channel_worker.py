@@ -43,6 +43,7 @@ import anyio
 
 from engine.builtin_tools import builtin_tools
 from engine.events import Event, MessageAppended, TurnChanged
+from engine.loops.start import start_loops
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime
 
@@ -83,7 +84,7 @@ def arm(rt: Runtime, plan: KillPlan) -> None:
         elif isinstance(event, TurnChanged) and event.status == "done":
             plan.at("done")
 
-    rt.subscribe(on_event)  # before start_loops: called before the projector is poked
+    rt.subscribe(on_event)  # before the channels' tasks run: called before the projector
     deliver: Callable[..., Awaitable[None]] = rt.channels.deliver
 
     async def deliver_between(*args: Any) -> None:
@@ -99,8 +100,8 @@ async def main(room: str, out: Callable[[str], None], once: bool = False) -> Non
     async with Runtime.open(
         room, kind="run", provider=OfflineModel(delay=0), tools=builtin_tools()
     ) as rt:  # fmt: skip
+        start_loops(rt)  # its tasks run at the next await: arming now comes first
         arm(rt, plan)
-        rt.start_loops()
         with anyio.fail_after(20):
             while rt.channels.hook_address is None:
                 await anyio.sleep(0.005)

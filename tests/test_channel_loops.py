@@ -23,6 +23,7 @@ import pytest
 from engine.builtin_tools import builtin_tools
 from engine.channels.config import ChannelConfigError
 from engine.decisions import Decision
+from engine.loops.start import start_loops
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime
 from tests.standins import running
@@ -58,7 +59,7 @@ async def room(tmp_path: Path, files: dict[str, str]) -> AsyncIterator[Runtime]:
         (path / name).write_text(text)
     async with Runtime.open(path, kind="run", provider=OfflineModel(delay=0),
                             tools=builtin_tools()) as rt:  # fmt: skip
-        rt.start_loops()
+        start_loops(rt)
         yield rt
 
 

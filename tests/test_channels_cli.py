@@ -26,6 +26,7 @@ from engine.api.sockets import connect_path
 from engine.builtin_tools import builtin_tools
 from engine.cli import main
 from engine.loops.server import serve_api
+from engine.loops.start import start_loops
 from engine.providers.offline import OfflineModel
 from engine.room import Room
 from engine.runtime import Runtime
@@ -57,7 +58,7 @@ async def owner(tmp_path: Path, monkeypatch: Any) -> AsyncIterator[tuple[Runtime
         (path / "hooks.toml").write_text(hooks_toml(url))
         async with Runtime.open(path, kind="run", provider=OfflineModel(delay=0),
                                 tools=builtin_tools()) as rt, serve_api(rt):  # fmt: skip
-            rt.start_loops()
+            start_loops(rt)
             address = await until(lambda: rt.channels.hook_address)
             yield rt, f"http://{address}", receiver
 

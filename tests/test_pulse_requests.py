@@ -36,7 +36,7 @@ def open_room(room: Path) -> Any:
 def pulse(
     rt: Runtime, clock: Clock, notices: list[tuple[str, str]], submit: Any = None
 ) -> PulseLoop:
-    """A pulse loop over the runtime's room, submitting as `Runtime.start_loops` does."""
+    """A pulse loop over the runtime's room, submitting as `engine.loops.start.start_loops` does."""
 
     async def to_runtime(message: Message, **kw: Any) -> Any:
         return await rt.submit(message, strategy=message.meta.get("strategy"), **kw)

@@ -187,6 +187,13 @@ def read_channels(room_dir: Path) -> list[TelegramConfig | SlackConfig | Webhook
     return found
 
 
+def delivering(room_dir: Path) -> frozenset[str]:
+    """The channels whose turns' answers go back out: all but a webhook with no
+    `deliver_url` (it only brings messages in). ChannelConfigError for a malformed file."""
+    return frozenset(c.name for c in read_channels(room_dir)
+                     if not isinstance(c, WebhookConfig) or c.deliver_url)  # fmt: skip
+
+
 def hook_listener(room_dir: Path) -> tuple[str, str | None]:
     """Where the hook loop listens: hooks.toml's top-level `listen` ("host:port", default
     DEFAULT_LISTEN) and `allow_remote` (a host beyond loopback it may bind), or

@@ -86,6 +86,7 @@ async def run(room: Room, args: argparse.Namespace) -> int:
 
 async def _run(room: Room, kind: str, out: Outlet) -> int:
     from engine.loops.server import serve_api
+    from engine.loops.start import start_loops
     from engine.runtime import Runtime
 
     # SIGTERM (systemd, docker, kill, `agentdeck stop`) stops as Ctrl-C does: the run is
@@ -100,7 +101,7 @@ async def _run(room: Room, kind: str, out: Outlet) -> int:
                     out.say(line)
 
             rt.subscribe(log)
-            rt.start_loops()
+            start_loops(rt)
             rt.supervisor.spawn(_say_channels, rt, out)
             tcp = f" and {serving.listen}" if serving.listen else ""
             out.say(f"agentdeck run {rt.run_id} on {room.path} "

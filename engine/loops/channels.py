@@ -88,14 +88,6 @@ class ChannelSet:
                 self.states[name].fail(f"not started: {exc}")
                 self.states[name].state = "stopped"
 
-    @property
-    def delivering(self) -> frozenset[str]:
-        """The channels whose turns' answers go back out (started or not: an answer
-        owed to one that is down waits in the outbox). A webhook with no `deliver_url`
-        only brings messages in: its turns owe nothing."""
-        return frozenset(n for n, c in self.configs.items()
-                         if not isinstance(c, WebhookConfig) or c.deliver_url)  # fmt: skip
-
     def hooks(self) -> dict[str, tuple[HookChannel, ChannelState]]:
         return {n: (c, self.states[n]) for n, c in self.channels.items()
                 if isinstance(c, HookChannel)}  # fmt: skip

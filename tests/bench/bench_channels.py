@@ -45,6 +45,7 @@ from engine.builtin_tools import builtin_tools
 from engine.channels.base import Inbound
 from engine.events import Event, TurnChanged
 from engine.loops.inbound import message_of
+from engine.loops.start import start_loops
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime
 from tests.standins import running
@@ -108,7 +109,7 @@ async def room(receiver_url: str) -> AsyncIterator[tuple[Runtime, str, dict[str,
                     ended.setdefault(event.turn_id, time.perf_counter())
 
             rt.subscribe(on_event)
-            rt.start_loops()
+            start_loops(rt)
             with anyio.fail_after(20):
                 while rt.channels.hook_address is None:
                     await anyio.sleep(0.005)

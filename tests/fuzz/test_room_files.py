@@ -19,6 +19,7 @@ from engine.config import Config
 from engine.events import Notice
 from engine.loops.pulse import PulseLoop
 from engine.loops.pulse_files import scan_room
+from engine.loops.start import start_loops
 from engine.messages import Message
 from engine.providers.offline import OfflineModel
 from engine.room import Room
@@ -283,7 +284,7 @@ def test_a_task_file_named_with_a_byte_not_utf8_does_not_end_the_runtime(tmp_pat
             async with Runtime.open(room, kind="test", provider=OfflineModel(delay=0),
                                     config=config) as rt:  # fmt: skip
                 rt.subscribe(lambda e: said.append(e.text) if isinstance(e, Notice) else None)
-                rt.start_loops()
+                start_loops(rt)
                 while not (
                     len(said) >= 2
                     and (
