@@ -39,3 +39,18 @@ def leftover() -> Iterator[list[int]]:
             os.killpg(pgid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+@pytest.fixture(scope="session")
+def pg_cluster():  # noqa: ANN201
+    """One throwaway PostgreSQL server for the session (tests/pg.py)."""
+    from tests.pg import cluster
+
+    with cluster() as running:
+        yield running
+
+
+@pytest.fixture
+def pg_url(pg_cluster) -> str:  # noqa: ANN001
+    """A new empty database on the session's server."""
+    return pg_cluster.database()
