@@ -1,0 +1,238 @@
+"""A room's truth layer on PostgreSQL: the `Store` interface over psycopg 3.
+
+Why psycopg 3 (not asyncpg): it is libpq, so a URL's credentials can come from where
+libpq finds them (PGPASSFILE, PGSERVICEFILE, `service=` in the URL, the environment),
+which keeps passwords out of agentdeck.toml; and it has a sync API (the writer's thread)
+and an async one (reads on the event loop).
+
+One writer connection on a thread of its own does group commit exactly as the SQLite
+store does (pg/writer.py); reads go to a small pool of async connections in autocommit
+mode, so a read made after a write returned sees it. Statements are the store's own,
+in SQLite's dialect, turned into PostgreSQL's by dialect.py. Rows index by position and
+by name, like sqlite3.Row. The URL's password never reaches logs or error text: the
+store names its database by `display_url` (password removed) and scrubs errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import anyio
+import psycopg
+from psycopg import conninfo, postgres
+from psycopg.adapt import Dumper
+
+from engine.store.pg.batch import PG_INDEX_BATCH
+from engine.store.pg.dialect import Untranslatable, to_pg
+from engine.store.pg.migrations import TooNew, migrate
+from engine.store.pg.writer import PgWriter
+from engine.store.sqlite import Store, StoreError
+from engine.store.writer import Op, WriterStatistics
+
+__all__ = ["PgStore", "Row", "display_url", "scrub"]
+READERS = 4  # reader connections kept open
+log = logging.getLogger("agentdeck")
+
+
+class Row(tuple[Any, ...]):
+    """A result row indexed by position and by column name (as sqlite3.Row)."""
+
+    _names: dict[str, int]
+
+    def __new__(cls, values: Sequence[Any], names: dict[str, int]) -> Row:
+        row = super().__new__(cls, values)
+        row._names = names
+        return row
+
+    def __getitem__(self, key: Any) -> Any:  # type: ignore[override]
+        if isinstance(key, str):
+            try:
+                return tuple.__getitem__(self, self._names[key])
+            except KeyError:
+                raise IndexError(f"no such column: {key}") from None
+        return tuple.__getitem__(self, key)
+
+    def keys(self) -> list[str]:
+        return list(self._names)
+
+
+def _rows(cursor: Any) -> Callable[[Sequence[Any]], Row]:
+    names: dict[str, int] = {}
+    for i, column in enumerate(cursor.description or ()):
+        names.setdefault(column.name, i)  # the first of two same-named columns, as SQLite
+    return lambda values: Row(values, names)
+
+
+class _BoolAsInt(Dumper):
+    """Python bools as integers: the schema's flags are integer columns, as on SQLite."""
+
+    oid = postgres.types["int8"].oid
+
+    def dump(self, obj: Any) -> bytes:
+        return b"1" if obj else b"0"
+
+
+def _password(url: str) -> str | None:
+    try:
+        return conninfo.conninfo_to_dict(url).get("password") or None  # type: ignore[return-value]
+    except psycopg.Error:
+        return None
+
+
+def display_url(url: str) -> str:
+    """`url` without its password (or, when it cannot be read, only its scheme)."""
+    try:
+        params = conninfo.conninfo_to_dict(url)
+    except psycopg.Error:
+        return "postgresql://(unreadable URL)"
+    params.pop("password", None)
+    return "postgresql: " + conninfo.make_conninfo(**{k: str(v) for k, v in params.items()})
+
+
+def scrub(text: str, url: str) -> str:
+    """`text` with the URL's password, if any, replaced."""
+    secret = _password(url)
+    return text.replace(secret, "***") if secret else text
+
+
+class PgStore(Store):
+    """The one writer of a room's PostgreSQL database (a `PgWriter` thread), and its reads.
+
+    A `Store` by type, so the runtime takes either; it shares none of SQLite's state."""
+
+    def __init__(self, url: str, writer_conn: psycopg.Connection[Any],
+                 readers: list[psycopg.AsyncConnection[Any]]) -> None:  # fmt: skip
+        self._url = url
+        self.path = display_url(url)  # type: ignore[assignment]  # what errors name
+        self.unindexed = True
+        self._idle: asyncio.Queue[psycopg.AsyncConnection[Any]] = asyncio.Queue()
+        self._open = len(readers)
+        for conn in readers:
+            self._idle.put_nowait(conn)
+        self._writer = PgWriter(writer_conn, asyncio.get_running_loop(), lambda _n: None)
+        self._writer.start()
+
+    @classmethod
+    async def open(cls, path: Any, synchronous: Any = "FULL") -> PgStore:  # type: ignore[override]
+        """Connect to the database at URL `path`, migrate it (one worker at a time), start
+        the writer and the readers."""
+        url = str(path)
+        conn = await anyio.to_thread.run_sync(_open_writer, url)
+        readers: list[psycopg.AsyncConnection[Any]] = []
+        try:
+            for _ in range(READERS):
+                readers.append(await _connect_reader(url))
+        except BaseException:
+            for reader in readers:
+                await reader.close()
+            conn.close()
+            raise
+        store = cls(url, conn, readers)
+        try:
+            await store.index()
+        except BaseException:
+            await store._shutdown()
+            raise
+        return store
+
+    async def _shutdown(self) -> None:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(self._writer.close)
+            while not self._idle.empty():
+                await self._idle.get_nowait().close()
+            self._open = 0
+
+    async def _apply(self, ops: Sequence[Op], *, urgent: bool, key: str | None = None,
+                     then: Callable[[], None] | None = None) -> None:  # fmt: skip
+        try:
+            await self._writer.submit(ops, urgent, key, then)
+        except Exception as exc:
+            if isinstance(exc, (psycopg.Error, Untranslatable)) or "closed" in str(exc):
+                raise StoreError(self._error("write", exc)) from None
+            raise
+
+    def _error(self, what: str, exc: BaseException) -> str:
+        return scrub(f"{what} on {self.path} failed: {exc}", self._url)
+
+    async def index(self) -> None:
+        """Bring the marks calls give their turns up to date (the full text needs no batch
+        here: generated tsvector columns)."""
+        if self.unindexed:
+            self.unindexed = False
+            try:
+                await self._apply(PG_INDEX_BATCH, urgent=False)
+            except BaseException:
+                self.unindexed = True
+                raise
+
+    def statistics(self) -> WriterStatistics:
+        return self._writer.statistics()
+
+    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        try:
+            statement = to_pg(sql)
+        except Untranslatable as exc:
+            raise StoreError(self._error("read", exc)) from None
+        conn = await self._reader()
+        ok = False
+        try:
+            async with conn.cursor(row_factory=_rows) as cur:
+                await cur.execute(statement, params)
+                rows = await cur.fetchall()
+            ok = True
+            return rows
+        except psycopg.Error as exc:
+            ok = not conn.closed and not conn.broken
+            raise StoreError(self._error("read", exc)) from None
+        finally:
+            if ok:
+                self._idle.put_nowait(conn)
+            else:  # cancelled mid-read, or the connection broke: a new one next time
+                self._open -= 1
+                with anyio.CancelScope(shield=True):
+                    await conn.close()
+
+    async def _reader(self) -> psycopg.AsyncConnection[Any]:
+        if self._idle.empty() and self._open < READERS:
+            self._open += 1
+            try:
+                return await _connect_reader(self._url)
+            except BaseException:
+                self._open -= 1
+                raise
+        return await self._idle.get()
+
+    async def integrity_check(self) -> str:
+        """'ok' when the database answers with its schema at this agentdeck's version."""
+        from engine.store.pg.migrations import VERSION
+
+        version = await self.scalar("SELECT max(version) FROM agentdeck_schema")
+        return "ok" if version == VERSION else f"schema at version {version}, not {VERSION}"
+
+
+def _open_writer(url: str) -> psycopg.Connection[Any]:
+    """The writer's connection, with the schema migrated (blocking)."""
+    try:
+        conn = psycopg.connect(url, autocommit=True, application_name="agentdeck-writer")
+    except psycopg.Error as exc:
+        raise StoreError(scrub(f"cannot open {display_url(url)}: {exc}", url)) from None
+    conn.adapters.register_dumper(bool, _BoolAsInt)
+    try:
+        migrate(conn)
+    except (psycopg.Error, TooNew) as exc:
+        conn.close()
+        raise StoreError(scrub(f"cannot prepare {display_url(url)}: {exc}", url)) from None
+    return conn
+
+
+async def _connect_reader(url: str) -> psycopg.AsyncConnection[Any]:
+    try:
+        conn = await psycopg.AsyncConnection.connect(url, autocommit=True,
+                                                     application_name="agentdeck-reader")  # fmt: skip
+    except psycopg.Error as exc:
+        raise StoreError(scrub(f"cannot open {display_url(url)}: {exc}", url)) from None
+    conn.adapters.register_dumper(bool, _BoolAsInt)
+    return conn
