@@ -35,6 +35,9 @@ class _Section(BaseModel):
 
 class StoreConfig(_Section):
     synchronous: Literal["FULL", "NORMAL"] = "FULL"
+    # PostgreSQL instead of the room's execution.db (engine/store/select.py); never with a
+    # password in it (AGENTDECK_STORE_URL, PGPASSFILE or a service file hold that).
+    url: str | None = None
 
 
 class ModelConfig(_Section):

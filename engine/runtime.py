@@ -50,6 +50,7 @@ from engine.scheduler import (
     group_for,
 )
 from engine.store import Store
+from engine.store.select import open_store
 from engine.store import rules as ruled
 from engine.store import turns as rows
 from engine.store.outcome import read_outcome
@@ -140,7 +141,7 @@ class Runtime:
         ownership.acquire()
         try:
             room.ensure()
-            store = await Store.open(room.db, config.store.synchronous)
+            store = await open_store(room.db, config.store)
             try:
                 if provider is None:
                     from engine.providers.select import make_provider

@@ -78,6 +78,7 @@ from engine.store.history.rows import (
     turn_item,
     write_json,
 )
+from engine.store.select import on_postgres
 
 __all__ = ["READ_ERRORS", "STATUSES", "Filters", "History", "HistoryError", "Page",
            "UnknownTurn", "connect_readonly", "parse_time", "recent_turns"]  # fmt: skip
@@ -105,6 +106,9 @@ class History:
         self.batched = False  # ... and its call marks are the batch's (issue 16)
 
     async def __aenter__(self) -> History:
+        if on_postgres(self.room.config):
+            raise HistoryError("history is not yet available for a room whose store is on "
+                               "PostgreSQL (issue 18)")  # fmt: skip
         if self.room.db.exists():
             self._db = await connect_readonly(self.room)
             rows = await self._all(

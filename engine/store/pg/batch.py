@@ -11,8 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from engine.store.index_batch import _call_marks  # noqa: PLC2701 - the same marks as SQLite
-from engine.store.index_batch import OPEN, UNBATCHED
+from engine.store.index_batch import (
+    OPEN,
+    UNBATCHED,
+    _call_marks,  # noqa: PLC2701 - the same marks as SQLite
+)
 
 PG_INDEX_BATCH: list[tuple[str, Sequence[Any]]] = [
     (_call_marks(), ()),

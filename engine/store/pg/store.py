@@ -113,6 +113,7 @@ class PgStore(Store):
         for conn in readers:
             self._idle.put_nowait(conn)
         self._writer = PgWriter(writer_conn, asyncio.get_running_loop(), lambda _n: None)
+        self._write_lock = self._writer.write_lock  # as Store's: the writer takes it per batch
         self._writer.start()
 
     @classmethod

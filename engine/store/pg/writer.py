@@ -31,6 +31,7 @@ class PgWriter(Writer):
     def __init__(self, conn: psycopg.Connection[Any], loop: asyncio.AbstractEventLoop,
                  on_commit: Callable[[int], None]) -> None:  # fmt: skip
         super().__init__(conn, threading.Lock(), loop, on_commit)  # type: ignore[arg-type]
+        self.write_lock = self._write_lock
         self.name = "agentdeck-pg-writer"
         self._pg = conn
 
@@ -44,6 +45,10 @@ class PgWriter(Writer):
         return self._pg.info.transaction_status != pq.TransactionStatus.IDLE
 
     def _commit(self, batch: list[_Job]) -> None:
+        with self._write_lock:  # held by tests to choose what one batch holds
+            self._transaction(batch)
+
+    def _transaction(self, batch: list[_Job]) -> None:
         conn = self._pg
         if len(batch) > 1:
             self._multi += 1
