@@ -1,0 +1,177 @@
+"""The store on PostgreSQL (engine/store/pg): migrations under an advisory lock, rows by
+position and name, the writer's guarantees (also tests/test_writer.py, on both backends),
+the store's URL and its password, and a runtime whose turns run on PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import psycopg
+import pytest
+
+from engine.config import StoreConfig
+from engine.decisions import Decision
+from engine.providers.offline import OfflineModel
+from engine.store import StoreError
+from engine.store.pg.migrations import VERSION, migrate
+from engine.store.pg.store import PgStore, display_url, scrub
+from engine.store.select import ENV, open_store, store_url
+from tests.helpers import msg, rows, runtime
+from tests.scripted import first_then
+
+pytestmark = pytest.mark.anyio
+RUN = "INSERT INTO runs (id, kind, pid, started_at, status) VALUES (?, ?, 1, 1.0, 'active')"
+
+
+@pytest.fixture
+async def store(pg_url: str) -> AsyncIterator[PgStore]:
+    s = await PgStore.open(pg_url)
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+async def test_two_workers_opening_a_fresh_database_at_once_migrate_it_once(pg_url: str) -> None:
+    opened: list[PgStore] = []
+
+    async def open_one() -> None:
+        opened.append(await PgStore.open(pg_url))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(3):
+            tg.start_soon(open_one)
+    for s in opened:
+        assert await s.integrity_check() == "ok"
+        await s.close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        assert conn.execute("SELECT version FROM agentdeck_schema").fetchall() == [(VERSION,)]
+        assert migrate(conn) == 0  # current: nothing applied
+
+
+async def test_a_database_newer_than_this_agentdeck_is_refused(pg_url: str) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        migrate(conn)
+        conn.execute("INSERT INTO agentdeck_schema(version) VALUES (%s)", (VERSION + 1,))
+    with pytest.raises(StoreError, match="upgrade agentdeck"):
+        await PgStore.open(pg_url)
+
+
+async def test_rows_index_by_position_and_name(store: PgStore) -> None:
+    await store.write([(RUN, ("r1", "run"))])
+    row = await store.fetchone("SELECT * FROM runs WHERE id = ?", ("r1",))
+    assert row is not None
+    assert (row[0], row["id"], row["pid"], row["started_at"]) == ("r1", "r1", 1, 1.0)
+    assert dict(row)["status"] == "active" and row.keys()[:2] == ["id", "kind"]
+    status, n = (await store.fetchall("SELECT status, count(*) FROM runs GROUP BY status"))[0]
+    assert (status, n) == ("active", 1)
+    assert await store.scalar("SELECT count(*) FROM runs WHERE id = ?", ("none",)) == 0
+    with pytest.raises(IndexError):
+        row["nope"]
+
+
+async def test_a_bad_read_is_a_store_error_and_the_readers_go_on(store: PgStore) -> None:
+    with pytest.raises(StoreError, match="nowhere"):
+        await store.fetchall("SELECT * FROM nowhere")
+    for _ in range(10):  # more reads than readers: none was lost to the error
+        assert await store.scalar("SELECT 1") == 1
+
+
+async def test_sqlite_spellings_reach_postgresql(store: PgStore) -> None:
+    """The statements are SQLite's: upserts, iif, json_set, IS NOT, bools as integers."""
+    from engine.store import turns
+
+    used = "INSERT OR REPLACE INTO rule_calls(call_id, rule, effect, at) VALUES (?,?,?,?)"
+    await store.write([(RUN, ("r1", "run"))])
+    await store.write([(used, ("c1", "db:1", "allow", 1.0))])
+    await store.write([(used, ("c1", "db:2", "ask", 2.0))])
+    row = await store.fetchone("SELECT rule, effect FROM rule_calls")
+    assert tuple(row) == ("db:2", "ask")
+    got = await store.scalar("SELECT iif(1 IS NOT 2, 'yes', 'no')")
+    assert got == "yes"
+    await store.write([
+        ("INSERT INTO threads(id, group_name, created_at, updated_at) VALUES (?,?,?,?)",
+         ("t1", "default", 1.0, 1.0)),
+        ("INSERT INTO turns(id, thread_id, run_id, origin, sender, text, status, created_at,"
+         " updated_at) VALUES (?,?,?,?,?,?,?,?,?)", ("u1", "t1", "r1", "invoke", "s", "x",
+                                                     "running", 1.0, 1.0)),
+        ("INSERT INTO tool_calls(id, model_call_id, turn_id, thread_id, step_id, idx, tool,"
+         " args, status, has_message, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+         ("c1", "m1", "u1", "t1", 1, 0, "shell", "{}", "new", True, 1.0, 1.0)),
+        turns.call_meta_set("c1", "review", {"why": "crash"}),
+    ])  # fmt: skip
+    row = await store.fetchone("SELECT meta, has_message FROM tool_calls WHERE id = 'c1'")
+    assert json.loads(row["meta"]) == {"review": {"why": "crash"}} and row["has_message"] == 1
+    marks = {r[0] for r in await store.fetchall("SELECT mark FROM turn_marks")}
+    assert marks >= {"status:running", "thread:t1", "group:default", "run:r1"}
+    await store.index()  # the batch: the call's tool mark
+    assert await store.scalar("SELECT value FROM counters WHERE name = 'tool:shell'") == 1
+
+
+def test_a_password_in_agentdeck_toml_is_refused_and_the_environment_wins() -> None:
+    with pytest.raises(StoreError, match="AGENTDECK_STORE_URL") as caught:
+        store_url(StoreConfig(url="postgresql://me:s3cret@db/room"), env={})
+    assert "s3cret" not in str(caught.value) and "\n" not in str(caught.value)
+    url = "postgresql://me:s3cret@db/room"
+    assert store_url(StoreConfig(), env={ENV: url}) == url
+    assert store_url(StoreConfig(url="postgresql:///room?service=agents"), env={}) is not None
+    assert store_url(StoreConfig(), env={}) is None
+    with pytest.raises(StoreError, match="postgresql://"):
+        store_url(StoreConfig(url="mysql://db/room"), env={})
+
+
+async def test_the_password_never_reaches_error_text(pg_url: str) -> None:
+    secret = "s3cret-pw"
+    bad = pg_url.replace("postgresql:///", f"postgresql://nobody:{secret}@/") + "&port=1"
+    assert secret not in display_url(bad)
+    assert scrub(f"failed for {secret}", bad) == "failed for ***"
+    with pytest.raises(StoreError) as caught:
+        await open_store(Path("unused"), StoreConfig(), env={ENV: bad})
+    assert secret not in str(caught.value)
+
+
+async def test_a_turn_runs_on_postgresql(tmp_path: Path, pg_url: str, monkeypatch) -> None:
+    monkeypatch.setenv(ENV, pg_url)
+    async with runtime(tmp_path, OfflineModel(), tools=[]) as rt:
+        assert isinstance(rt.store, PgStore)
+        out = await rt.run_turn(msg("hello"))
+        assert out.status == "done" and out.text
+    assert not (tmp_path / "room" / "execution.db").exists()  # nothing went to SQLite
+    async with runtime(tmp_path, OfflineModel(), tools=[], first_id=100) as rt:
+        assert await rows(rt, "SELECT status FROM turns") == [("done",)]
+
+
+async def test_a_shell_call_waits_for_its_decision_on_postgresql(
+    tmp_path: Path, pg_url: str, monkeypatch
+) -> None:
+    monkeypatch.setenv(ENV, pg_url)
+    async with runtime(tmp_path, first_then([("shell", {"command": "ls"})])) as rt:
+        out = await rt.run_turn(msg("go"))
+        assert out.status == "waiting"
+        [pending] = out.pending
+        await rt.decide(Decision.approve(pending["call_id"]))
+        out = await rt.wait_turn(out.turn_id)
+        assert (out.status, out.reason) == ("done", "natural")
+        assert "shell: ran ls" in out.text
+        kinds = [r[0] for r in await rows(rt, "SELECT kind FROM checkpoints ORDER BY id")]
+        assert kinds[0] == "user_message" and kinds[-1] == "run_finished"
+        statuses = await rows(rt, "SELECT status, decision_id IS NOT NULL FROM tool_calls")
+        assert statuses == [("succeeded", True)]
+
+
+async def test_a_waiting_turn_survives_a_restart_on_postgresql(
+    tmp_path: Path, pg_url: str, monkeypatch
+) -> None:
+    monkeypatch.setenv(ENV, pg_url)
+    script = first_then([("shell", {"command": "ls"})])
+    async with runtime(tmp_path, script) as rt:
+        out = await rt.run_turn(msg("go"))
+        assert out.status == "waiting"
+    async with runtime(tmp_path, script, first_id=100) as rt:
+        [(call_id,)] = await rows(rt, "SELECT id FROM tool_calls WHERE status = 'suspended'")
+        await rt.decide(Decision.approve(call_id))
+        out = await rt.wait_turn(out.turn_id)
+        assert out.status == "done"
