@@ -50,11 +50,11 @@ from engine.scheduler import (
     group_for,
 )
 from engine.store import Store
-from engine.store.select import open_store
 from engine.store import rules as ruled
 from engine.store import turns as rows
 from engine.store.outcome import read_outcome
 from engine.store.schedule import group_row, key_row, keyed_request, request_row, restore_schedule
+from engine.store.select import open_store
 from engine.strategies import strategy_for
 from engine.summary import SummaryFile, summary_of
 from engine.supervisor import Carried, TurnHandle, TurnSupervisor

@@ -106,7 +106,7 @@ async def read_recent(room: Room) -> Recent:
             "SELECT * FROM (SELECT t.id, t.thread_id, t.status, t.reason, t.created_at, t.text,"
             " t.channel, t.sender, h.group_name"
             " FROM turns t LEFT JOIN threads h ON h.id = t.thread_id"
-            " ORDER BY t.created_at DESC, t.id DESC LIMIT ?) ORDER BY created_at, id",
+            " ORDER BY t.created_at DESC, t.id DESC LIMIT ?) AS r ORDER BY created_at, id",
             (RECENT_TURNS,),
         )
         turn_ids = tuple(r["id"] for r in turns)
@@ -120,7 +120,8 @@ async def read_recent(room: Room) -> Recent:
             "SELECT * FROM (SELECT s.id, s.turn_id, t.thread_id, s.kind, s.status, s.summary,"
             " s.started_at, s.ended_at, h.group_name, t.channel"
             " FROM steps s JOIN turns t ON t.id = s.turn_id"
-            " LEFT JOIN threads h ON h.id = t.thread_id ORDER BY s.id DESC LIMIT ?) ORDER BY id",
+            " LEFT JOIN threads h ON h.id = t.thread_id ORDER BY s.id DESC LIMIT ?) AS r"
+            " ORDER BY id",
             (RECENT_STEPS,),
         )
     finally:
