@@ -1,0 +1,89 @@
+"""A loop that must run on one worker at a time (pulse, hook, poll): a session advisory lock,
+held on a connection of its own so nothing else the worker does can drop it.
+
+The lock lives as long as the session: when the holder's connection closes, or its backend
+is terminated, or the server finds the holder's host gone (TCP keepalives), it is released
+and the next worker's `try_acquire` takes it. A holder checks `still_held` before each round
+of its loop; between the holder's death and that check the two cannot overlap, but a holder
+cut off from the server runs on until its check fails, so a loop's writes stay idempotent.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import psycopg
+
+from engine.store.pg import cluster as sql
+from engine.store.pg.cluster import Conn
+
+log = logging.getLogger("agentdeck")
+
+
+class SingletonLock:
+    """The lock of one named loop, for one worker."""
+
+    def __init__(self, conninfo: str, name: str, *, application_name: str = "agentdeck") -> None:
+        self.name = name
+        self._conninfo = conninfo
+        self._application_name = application_name
+        self._conn: Conn | None = None
+        self._held = False
+
+    @property
+    def held(self) -> bool:
+        """What this worker last learned: True after a won `try_acquire` until a failed
+        `still_held` or `release`."""
+        return self._held
+
+    @property
+    def connection(self) -> Conn | None:
+        return self._conn
+
+    async def try_acquire(self) -> bool:
+        """Take the lock if no other session holds it; never waits for it."""
+        if self._held:
+            return await self.still_held()
+        try:
+            if self._conn is None or self._conn.closed:
+                self._conn = await psycopg.AsyncConnection.connect(
+                    self._conninfo, autocommit=True, application_name=self._application_name
+                )
+            self._held = await sql.try_advisory_lock(self._conn, self.name)
+        except psycopg.Error as exc:
+            log.warning("loop lock %s: %s", self.name, type(exc).__name__)
+            await self._drop()
+        return self._held
+
+    async def still_held(self) -> bool:
+        """Ask the server whether this session still holds the lock (False if the session
+        is gone: the loop must stop)."""
+        if not self._held or self._conn is None:
+            return False
+        try:
+            self._held = await sql.advisory_lock_held(self._conn, self.name)
+        except psycopg.Error as exc:
+            log.warning("loop lock %s lost: %s", self.name, type(exc).__name__)
+            await self._drop()
+        return self._held
+
+    async def release(self) -> None:
+        """Let another worker run the loop: unlock and close the session."""
+        if self._conn is not None and self._held and not self._conn.closed:
+            try:
+                await sql.advisory_unlock(self._conn, self.name)
+            except psycopg.Error:
+                pass  # closing the session below releases it anyway
+        await self._drop()
+
+    async def _drop(self) -> None:
+        self._held = False
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await conn.close()
+
+    async def __aenter__(self) -> SingletonLock:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.release()
