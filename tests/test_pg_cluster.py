@@ -13,8 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.cluster import ClusterError, ClusterWorker, Fenced, Notifier, SingletonLock
-from engine.cluster.notify import parse_notice
+from engine.cluster import ClusterError, ClusterWorker, Fenced
 from engine.store.pg import cluster as sql
 
 pytestmark = pytest.mark.anyio
@@ -55,7 +54,9 @@ async def workers(url: str, n: int, *, standin: bool = True) -> AsyncIterator[li
             await c.close()
 
 
-async def checkpoint(w: ClusterWorker, conn: psycopg.AsyncConnection, thread: str, now: float) -> None:
+async def checkpoint(
+    w: ClusterWorker, conn: psycopg.AsyncConnection, thread: str, now: float
+) -> None:
     """A checkpoint transaction of `thread`: fenced, then a write."""
     async with conn.transaction():
         await w.fence(conn, thread, now=now)
@@ -209,12 +210,16 @@ async def test_workers_acquiring_the_same_threads_at_once_split_them(pg_url: str
             now = T0 + rnd
             results: list[list[sql.Lease]] = [[] for _ in ws]
 
-            async def take(i: int, now: float = now) -> None:
-                results[i] = await ws[i].acquire(threads, limit=None if rnd % 2 else 6, now=now)
+            limit = None if rnd % 2 else 6
+
+            async def take(
+                i: int, out: list[list[sql.Lease]], limit: int | None, now: float
+            ) -> None:
+                out[i] = await ws[i].acquire(threads, limit=limit, now=now)
 
             async with anyio.create_task_group() as tg:
                 for i in range(len(ws)):
-                    tg.start_soon(take, i)
+                    tg.start_soon(take, i, results, limit, now)
             taken = [x.thread_id for r in results for x in r]
             assert len(taken) == len(set(taken)), f"round {rnd}: a thread went to two workers"
             if rnd % 2:
@@ -265,7 +270,9 @@ async def _race(ws: list[ClusterWorker], stores: list[psycopg.AsyncConnection],
         before = await sql.leases(ws[0].conn, now=now)  # held, unexpired, as the round starts
         got: dict[int, list[sql.Lease]] = {}
 
-        async def act(i: int, kind: str, threads: frozenset[str], now: float = now) -> None:
+        async def act(
+            i: int, kind: str, threads: frozenset[str], got: dict[int, list[sql.Lease]], now: float
+        ) -> None:
             w = ws[i]
             if kind == "acquire":
                 got[i] = await w.acquire(sorted(threads), now=now)
@@ -281,7 +288,7 @@ async def _race(ws: list[ClusterWorker], stores: list[psycopg.AsyncConnection],
 
         async with anyio.create_task_group() as tg:
             for i, (kind, threads) in enumerate(actions):
-                tg.start_soon(act, i, kind, threads)
+                tg.start_soon(act, i, kind, threads, got, now)
         taken = [x for leases in got.values() for x in leases]
         assert len({x.thread_id for x in taken}) == len(taken), "two workers took one thread"
         for x in taken:
@@ -301,4 +308,6 @@ async def _race(ws: list[ClusterWorker], stores: list[psycopg.AsyncConnection],
     for thread, token in rows:
         by_thread.setdefault(thread, []).append(token)
     for thread, tokens in by_thread.items():
-        assert tokens == sorted(tokens), f"{thread}: a checkpoint under an old token after a newer one"
+        assert tokens == sorted(tokens), (
+            f"{thread}: a checkpoint under an old token after a newer one"
+        )
