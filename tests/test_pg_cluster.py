@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from engine.cluster import ClusterError, ClusterWorker, Fenced
 from engine.store.pg import cluster as sql
+from engine.store.pg.migrations import migrate
 
 pytestmark = pytest.mark.anyio
 
@@ -28,7 +29,7 @@ CREATE TABLE turn_requests (id TEXT PRIMARY KEY, thread_id TEXT NOT NULL, status
 CREATE TABLE turns (id TEXT PRIMARY KEY, thread_id TEXT NOT NULL, status TEXT NOT NULL);
 CREATE TABLE tool_calls (id TEXT PRIMARY KEY, thread_id TEXT NOT NULL);
 CREATE TABLE decisions (id TEXT PRIMARY KEY, call_id TEXT NOT NULL, status TEXT NOT NULL);
-CREATE TABLE checkpoints (id BIGSERIAL PRIMARY KEY, thread_id TEXT NOT NULL,
+CREATE TABLE checkpoint_writes (id BIGSERIAL PRIMARY KEY, thread_id TEXT NOT NULL,
                           token BIGINT NOT NULL, worker TEXT NOT NULL);
 """
 
@@ -61,7 +62,7 @@ async def checkpoint(
     async with conn.transaction():
         await w.fence(conn, thread, now=now)
         await conn.execute(
-            "INSERT INTO checkpoints(thread_id, token, worker) VALUES (%s, %s, %s)",
+            "INSERT INTO checkpoint_writes(thread_id, token, worker) VALUES (%s, %s, %s)",
             (thread, w.token(thread), w.id),
         )
 
@@ -142,7 +143,7 @@ async def test_a_zombie_whose_lease_was_taken_cannot_commit(pg_url: str) -> None
             with pytest.raises(Fenced, match="superseded"):
                 await checkpoint(a, a_store, "t", now=T0 + 2)  # even with a stale clock
             await checkpoint(b, b_store, "t", now=T0 + LEASE + 2)
-            cur = await a_store.execute("SELECT worker, token FROM checkpoints ORDER BY id")
+            cur = await a_store.execute("SELECT worker, token FROM checkpoint_writes ORDER BY id")
             rows = await cur.fetchall()
             assert [w for w, _ in rows] == ["w0", "w1"] and rows[1][1] == taken.token
             assert a_store.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
@@ -176,13 +177,13 @@ async def test_a_takeover_waits_for_a_checkpoint_in_flight(pg_url: str) -> None:
             async with store.transaction():
                 await a.fence(store, "t", now=T0 + 9)
                 await store.execute(
-                    "INSERT INTO checkpoints(thread_id, token, worker) VALUES ('t', %s, 'w0')",
+                    "INSERT INTO checkpoint_writes(thread_id, token, worker) VALUES ('t', %s, 'w0')",
                     (lease.token,),
                 )
                 assert await b.acquire(["t"], now=T0 + LEASE + 5) == []  # skipped, not waited
             (taken,) = await b.acquire(["t"], now=T0 + LEASE + 5)
             assert taken.taken_from == "w0"
-            cur = await b.conn.execute("SELECT worker FROM checkpoints")
+            cur = await b.conn.execute("SELECT worker FROM checkpoint_writes")
             assert await cur.fetchall() == [("w0",)]
         finally:
             await store.close()
@@ -201,6 +202,18 @@ async def test_acquire_any_takes_threads_with_runnable_work(pg_url: str) -> None
         assert [x.thread_id for x in got] == ["crashed", "decided"]
         assert [x.thread_id for x in await b.acquire(now=T0)] == ["queued-req"]
         assert await b.acquire(now=T0) == []
+
+
+async def test_cluster_tables_sit_beside_the_stores_schema(pg_url: str) -> None:
+    """On the store's real schema (engine/store/pg/schema.sql): no name clashes, and the
+    runnable-work query reads its tables as they are."""
+    with psycopg.connect(pg_url, autocommit=True) as sync:
+        migrate(sync)
+    async with workers(pg_url, 2, standin=False) as (a, b):
+        await sql.ensure_schema(b.conn)  # again, from another worker: nothing changes
+        assert await a.acquire(now=T0) == []
+        cur = await a.conn.execute("SELECT to_regclass('thread_leases') IS NOT NULL")
+        assert await cur.fetchone() == (True,)
 
 
 async def test_workers_acquiring_the_same_threads_at_once_split_them(pg_url: str) -> None:
@@ -248,7 +261,7 @@ async def test_racing_workers_never_share_a_thread_and_zombies_never_commit(
     conn = await connect(pg_url)
     try:
         await conn.execute("DROP TABLE IF EXISTS thread_leases, group_slots, group_budgets,"
-                           " workers, turn_requests, turns, tool_calls, decisions, checkpoints;"
+                           " workers, turn_requests, turns, tool_calls, decisions, checkpoint_writes;"
                            " DROP SEQUENCE IF EXISTS thread_lease_token")  # fmt: skip
     finally:
         await conn.close()
@@ -302,7 +315,7 @@ async def _race(ws: list[ClusterWorker], stores: list[psycopg.AsyncConnection],
         for lease in await sql.leases(ws[0].conn, now=now):
             assert granted[lease.thread_id] == (lease.worker_id, lease.token)
     # checkpoints of a thread committed in token order: no zombie wrote after a takeover
-    cur = await ws[0].conn.execute("SELECT thread_id, token FROM checkpoints ORDER BY id")
+    cur = await ws[0].conn.execute("SELECT thread_id, token FROM checkpoint_writes ORDER BY id")
     rows = await cur.fetchall()
     by_thread: dict[str, list[int]] = {}
     for thread, token in rows:
