@@ -8,16 +8,20 @@ Turns (ids are deterministic: t<n>, c<n>, ...):
 - chat-c: `shell` suspended, then the turn is cancelled
 - chat-q: a message full of quotes and operators
 - bulk: BULK plain turns (`add`), for paging
+
+`seed(room, url=...)` keeps the room's store on PostgreSQL (its agentdeck.toml names the
+database); `truth` then reads it there.
 """
 
 from __future__ import annotations
 
 import itertools
 import sqlite3
+import tomllib
 from pathlib import Path
 from typing import Any
 
-from engine.config import Config
+from engine.config import Config, StoreConfig
 from engine.decisions import Decision
 from engine.messages import Message
 from engine.providers.base import ModelRequest
@@ -55,13 +59,24 @@ def fake_clock(start: float = 1_700_000_000.0, step: float = 0.01) -> Any:
     return lambda: start + next(ticks) * step
 
 
-async def seed(room: Path, bulk: int = BULK) -> dict[str, str]:
-    """Fill `room`; return the interesting turn ids by name (decisions are d1, d2)."""
+def on_store(room: Path, url: str | None) -> Config:
+    """The config of a room whose store is PostgreSQL at `url` (written to its
+    agentdeck.toml, so that readers find it too), or SQLite (None)."""
+    if url is None:
+        return Config()
+    room.mkdir(parents=True, exist_ok=True)
+    (room / "agentdeck.toml").write_text(f'[store]\nurl = "{url}"\n')
+    return Config(store=StoreConfig(url=url))
+
+
+async def seed(room: Path, bulk: int = BULK, url: str | None = None) -> dict[str, str]:
+    """Fill `room` (its store on PostgreSQL at `url` if given); return the interesting
+    turn ids by name (decisions are d1, d2)."""
     counter = itertools.count(1)
     ids: dict[str, str] = {}
     async with Runtime.open(
         room, kind="test", provider=ScriptedModel(script), tools=[add, shell, boom],
-        config=Config(), clock=fake_clock(), ids=lambda p: f"{p}{next(counter)}",
+        config=on_store(room, url), clock=fake_clock(), ids=lambda p: f"{p}{next(counter)}",
     ) as rt:  # fmt: skip
         ids["added"] = (await rt.run_turn(msg("chat-a", "add two and three"))).turn_id
         ids["failed"] = (await rt.run_turn(msg("task-1", "boom now", "task"))).turn_id
@@ -86,8 +101,25 @@ async def seed(room: Path, bulk: int = BULK) -> dict[str, str]:
     return ids
 
 
+def store_url_of(db: Path) -> str | None:
+    """The PostgreSQL URL in the agentdeck.toml beside `db` (None: the store is `db`)."""
+    config = db.parent / "agentdeck.toml"
+    if not config.exists():
+        return None
+    return tomllib.loads(config.read_text()).get("store", {}).get("url")
+
+
 def truth(db: Path, sql: str, *params: Any) -> list[tuple]:
-    """Ground truth straight from the database (whole-table queries are fine in tests)."""
+    """Ground truth straight from the room's database, execution.db or the PostgreSQL one
+    its agentdeck.toml names (SQLite's dialect; whole-table queries are fine in tests)."""
+    url = store_url_of(db)
+    if url is not None:
+        import psycopg
+
+        from engine.store.pg.dialect import to_pg
+
+        with psycopg.connect(url) as pg:
+            return [tuple(r) for r in pg.execute(to_pg(sql), params).fetchall()]
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         return [tuple(r) for r in conn.execute(sql, params)]

@@ -1,5 +1,6 @@
 """The history API on a room made by the real Runtime: filters, keyset paging, search, one
-turn, where it suspended, export, counters."""
+turn, where it suspended, export, counters; on SQLite and on PostgreSQL (`seeded` and
+`backend` are parametrized over both)."""
 
 from __future__ import annotations
 
@@ -23,20 +24,44 @@ from tests.history_seed import (
     fts_rows,
     fts_unsound,
     msg,
+    on_store,
     script,
     seed,
     shell,
+    store_url_of,
     truth,
     turn_ids,
 )
 from tests.scripted import ScriptedModel
 
 
-@pytest.fixture(scope="module")
-def seeded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Room, dict[str, str]]:
+BACKENDS = ["sqlite", "postgresql"]
+
+
+def database_for(request: pytest.FixtureRequest) -> str | None:
+    """A new PostgreSQL database's URL when the test's backend is PostgreSQL, else None."""
+    if request.param == "sqlite":
+        return None
+    return request.getfixturevalue("pg_cluster").database()
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def seeded(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Room, dict[str, str]]:
     path = tmp_path_factory.mktemp("history") / "room"
-    ids = anyio.run(seed, path)
+    ids = anyio.run(seed, path, BULK, database_for(request))
     return Room.at(path), ids
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str | None:
+    """The store of a test's own room: None (SQLite) or a new PostgreSQL database's URL."""
+    return database_for(request)
+
+
+def on_pg(room: Room) -> bool:
+    return store_url_of(room.db) is not None
 
 
 async def walk(h: History, filters: Filters | None = None, limit: int = 7) -> list[str]:
@@ -105,10 +130,11 @@ async def test_keyset_paging_has_no_duplicates_or_gaps(seeded):
 
 
 @pytest.mark.anyio
-async def test_paging_is_stable_while_turns_are_added(tmp_path):
+async def test_paging_is_stable_while_turns_are_added(tmp_path, backend):
     room = Room.at(tmp_path / "room")
     async with Runtime.open(room, kind="test", provider=ScriptedModel(script),
-                            tools=[add, shell, boom], config=Config()) as rt:  # fmt: skip
+                            tools=[add, shell, boom],
+                            config=on_store(room.path, backend)) as rt:  # fmt: skip
         for i in range(12):
             await rt.run_turn(msg("old", f"add old {i}", "invoke"))
         before = turn_ids(room.db)
@@ -146,9 +172,14 @@ async def test_search_words_quotes_operators_and_paging(seeded):
             found = (await h.search(q)).items
             assert found and all(x["turn_id"] == ids["quoted"] for x in found), q
         assert (await h.search("AND OR NOT")).items == []
-        with pytest.raises(HistoryError, match="bad search query"):
-            await h.search('"unbalanced', raw=True)
-        assert (await h.search("zebra*", raw=True)).items
+        if on_pg(room):  # raw: PostgreSQL's web search syntax, which nothing makes malformed
+            assert (await h.search('"unbalanced', raw=True)).items == []
+            assert (await h.search('zebrafish -nothing "does quoted"', raw=True)).items
+            assert not (await h.search("zebrafish -quoted", raw=True)).items
+        else:  # raw: FTS5's syntax
+            with pytest.raises(HistoryError, match="bad search query"):
+                await h.search('"unbalanced', raw=True)
+            assert (await h.search("zebra*", raw=True)).items
         # filters apply to hits
         assert {x["turn_id"] for x in (await h.search("shell", Filters(group="chore"))).items} == {
             ids["waiting"]}  # fmt: skip
@@ -260,12 +291,15 @@ async def test_counters_match_reality(seeded):
 
 
 @pytest.mark.anyio
-async def test_empty_and_missing_rooms(tmp_path):
-    async with History(Room.at(tmp_path / "nothing")) as h:
+async def test_empty_and_missing_rooms(tmp_path, backend):
+    nothing = Room.at(tmp_path / "nothing")
+    on_store(nothing.path, backend)  # PostgreSQL: a database no runtime has opened yet
+    async with History(nothing) as h:
         assert (await h.turns()).items == [] and (await h.search("x")).items == []
         assert (await h.counts())["turns"] == 0 and (await h.runs()).items == []
     room = Room.at(tmp_path / "empty")
-    async with Runtime.open(room, kind="test", provider=ScriptedModel(script), config=Config()):
+    config = on_store(room.path, backend)
+    async with Runtime.open(room, kind="test", provider=ScriptedModel(script), config=config):
         pass
     async with History(room) as h:
         assert (await h.turns(Filters(status="failed"))).items == []
@@ -289,6 +323,8 @@ def test_fts_indexes_hold_exactly_the_rows_they_should(seeded):
     """After real writes (suspend, decide, replay, cancel): every settled or suspended call
     and every user or assistant text is indexed, nothing else, and the index is sound."""
     room, _ = seeded
+    if on_pg(room):
+        pytest.skip("FTS5's tables: PostgreSQL's full text is generated columns")
     assert fts_unsound(room.db) == []
 
 
@@ -321,6 +357,8 @@ async def test_a_cancelled_turn_read_leaves_no_read_transaction_behind(seeded, t
     import contextlib
     import shutil
 
+    if on_pg(seeded[0]):
+        pytest.skip("SQLite's WAL; on PostgreSQL: tests/test_history_pg.py")
     shutil.copytree(seeded[0].path, tmp_path / "room")
     room = Room.at(tmp_path / "room")
     writer = sqlite3.connect(room.db)

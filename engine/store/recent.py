@@ -1,10 +1,12 @@
-"""What an operator's console shows first, read from execution.db without owning the room.
+"""What an operator's console shows first, read from the truth layer without owning the room.
 
 The runtime publishes only what changes from now on; the threads, the recent turns and
 steps, the calls of those turns and every suspended call come from here, as do a
 thread's stored messages when the console opens it. Reading goes through a read-only
-connection (`engine.history.connect_readonly`): it never contends with the room's writer,
-and it works the same in the owner's process and in an attached one.
+connection (`engine.store.reader.open_reader`: execution.db, or the room's PostgreSQL
+database): it never contends with the room's writer, and it works the same in the owner's
+process and in an attached one. A PostgreSQL store that cannot be reached is a StoreError,
+never an empty view.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 
 from engine.lifecycle import CallStatus, StepStatus, TurnStatus
 from engine.room import Room
-from engine.store.history import connect_readonly
+from engine.store.reader import open_reader
 from engine.store.sqlite import json_or_text
 
 RECENT_STEPS = 500
@@ -96,9 +98,9 @@ class Conversation:
 
 async def read_recent(room: Room) -> Recent:
     """The room's recent state (empty for a room with no database yet)."""
-    if not room.db.exists():
+    db = await open_reader(room)
+    if db is None:
         return Recent()
-    db = await connect_readonly(room)
     try:
         threads = [r[0] for r in await db.execute_fetchall(
             "SELECT id FROM threads ORDER BY updated_at DESC, id")]  # fmt: skip
@@ -145,9 +147,9 @@ async def read_recent(room: Room) -> Recent:
 
 async def read_conversation(room: Room, thread_id: str, limit: int) -> Conversation:
     """A thread's newest `limit` messages, and how the turns among them ended."""
-    if not room.db.exists():
+    db = await open_reader(room)
+    if db is None:
         return Conversation([], {})
-    db = await connect_readonly(room)
     try:
         rows = await db.execute_fetchall(
             "SELECT seq, role, text, turn_id FROM messages WHERE thread_id=?"
@@ -160,7 +162,7 @@ async def read_conversation(room: Room, thread_id: str, limit: int) -> Conversat
             " (SELECT MIN(m.seq) FROM messages m WHERE m.turn_id = t.id) AS first_seq"
             f" FROM turns t WHERE t.id IN ({','.join('?' * len(turn_ids))})",
             turn_ids,
-        )
+        ) if turn_ids else []  # fmt: skip
     finally:
         await db.close()
     firsts = {r["first_seq"]: r for r in turns}

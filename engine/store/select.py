@@ -63,6 +63,28 @@ def on_postgres(config_path: Path, env: Mapping[str, str] = os.environ) -> bool:
         return False
 
 
+def room_store_url(config_path: Path, env: Mapping[str, str] = os.environ) -> str | None:
+    """The PostgreSQL URL of the room whose agentdeck.toml is `config_path` (None: its
+    SQLite file; also when the config cannot be read, as `on_postgres`). A password in
+    agentdeck.toml: StoreError, as when the runtime opens."""
+    from engine.config import ConfigError, StoreConfig, load_config
+
+    try:
+        config = load_config(config_path).store
+    except ConfigError:
+        config = StoreConfig()
+    return store_url(config, env)
+
+
+def display(url: str) -> str:
+    """The URL as it may be shown: without its password."""
+    try:
+        from engine.store.pg.store import display_url
+    except ImportError:  # no psycopg to read it: the scheme only
+        return "postgresql://(psycopg is not installed to read the URL)"
+    return display_url(url)
+
+
 async def open_store(db: Path, config: StoreConfig, env: Mapping[str, str] = os.environ) -> Store:
     """The room's store: PostgreSQL when a URL is set (store_url), else SQLite at `db`."""
     url = store_url(config, env)

@@ -1,4 +1,4 @@
-"""Reading execution.db without owning the room: runs, threads, turns, search, one turn.
+"""Reading a room's truth layer without owning the room: runs, threads, turns, search, one turn.
 
     async with History(room) as h:
         page = await h.turns(Filters(status="failed", group="chat"), limit=50)
@@ -6,7 +6,10 @@
         detail = await h.turn(page.items[0]["turn_id"])
 
 History reads through its own read-only connection (`mode=ro`): it never needs the room's
-ownership and never blocks its owner (WAL readers don't). Lists are keyset-paged, newest
+ownership and never blocks its owner (WAL readers don't). A room whose store is on
+PostgreSQL is read through a read-only session there (engine/store/pg/reader.py), with the
+same statements and the same answers; full-text search there is PostgreSQL's own
+(engine/store/pg/history.py). Lists are keyset-paged, newest
 first (`after` = the `cursor` of the last row seen; no OFFSET), by index only; totals come
 from counters, never from count(*): kept by the writer's triggers in its own
 transaction, and for the marks tool calls give their turns by the once-a-second batch,
@@ -78,22 +81,18 @@ from engine.store.history.rows import (
     turn_item,
     write_json,
 )
-from engine.store.select import on_postgres
+from engine.store.pg import history as pg_history
+from engine.store.reader import connect_postgres, connect_readonly
+from engine.store.select import room_store_url
+from engine.store.sqlite import StoreError
 
 __all__ = ["READ_ERRORS", "STATUSES", "Filters", "History", "HistoryError", "Page",
            "UnknownTurn", "connect_readonly", "parse_time", "recent_turns"]  # fmt: skip
 
 # What reading a room's history can raise: bad input, a database that cannot be read
-# (locked past the timeout, damaged), or a file that cannot be opened.
-READ_ERRORS = (HistoryError, sqlite3.Error, OSError)
-
-
-async def connect_readonly(room: Room) -> aiosqlite.Connection:
-    """A read-only connection that never blocks the room's owner (WAL readers don't)."""
-    db = await aiosqlite.connect(f"file:{room.db}?mode=ro", uri=True)
-    db.row_factory = sqlite3.Row
-    await db.execute("PRAGMA busy_timeout=2000")
-    return db
+# (locked past the timeout, damaged; a PostgreSQL store that cannot be reached: StoreError),
+# or a file that cannot be opened.
+READ_ERRORS = (HistoryError, StoreError, sqlite3.Error, OSError)
 
 
 class History:
@@ -102,14 +101,19 @@ class History:
     def __init__(self, room: Room) -> None:
         self.room = room
         self._db: aiosqlite.Connection | None = None
+        self._pg: Any = None  # a PgReader when the room's store is on PostgreSQL
         self.indexed = False  # the room's database has the history tables
         self.batched = False  # ... and its call marks are the batch's (issue 16)
 
     async def __aenter__(self) -> History:
-        if on_postgres(self.room.config):
-            raise HistoryError("history is not yet available for a room whose store is on "
-                               "PostgreSQL (issue 18)")  # fmt: skip
-        if self.room.db.exists():
+        url = room_store_url(self.room.config)
+        if url is not None:
+            pg = await connect_postgres(url)
+            if not await pg.migrated():  # no runtime opened it yet: an empty history
+                await pg.close()
+                return self
+            self._pg, self.indexed, self.batched = pg, True, True
+        elif self.room.db.exists():
             self._db = await connect_readonly(self.room)
             rows = await self._all(
                 "SELECT name FROM sqlite_master WHERE name IN ('turn_marks', 'open_calls')"
@@ -123,10 +127,20 @@ class History:
         if self._db is not None:
             await self._db.close()
             self._db = None
+        if self._pg is not None:
+            await self._pg.close()
+            self._pg = None
+
+    @property
+    def where(self) -> str:
+        """What the history reads: the room's execution.db, or its PostgreSQL database."""
+        return self._pg.path if self._pg is not None else str(self.room.db)
 
     # -- plumbing ---------------------------------------------------------------------------
 
     async def _all(self, sql: str, params: Any = ()) -> list[sqlite3.Row]:
+        if self._pg is not None:
+            return list(await self._pg.execute_fetchall(sql, params))
         if self._db is None:
             return []
         try:
@@ -228,10 +242,16 @@ class History:
     ) -> Page:  # fmt: skip
         """Full-text hits in message text and tool-call arguments, results and errors, newest
         first. Words are matched as given (all of them; `word*` for a prefix); quotes and
-        operators are plain text. `raw=True` passes FTS5 syntax (a bad one: HistoryError)."""
+        operators are plain text. `raw=True` passes the store's own syntax: FTS5's on SQLite
+        (a bad one: HistoryError), web search's on PostgreSQL (websearch_to_tsquery)."""
         filters, limit = filters or Filters(), check_limit(limit)
         self._need_index()
-        match = query.strip() if raw else fts_query(query)
+        on_pg = self._pg is not None
+        if raw:
+            match = query.strip()
+        else:
+            match = fts_query(query)  # nothing to search for: HistoryError, on both
+            match = pg_history.tsquery(query) if on_pg else match
         if not match:
             raise HistoryError("nothing to search for")
         bounds = parse_search_cursor(after) if after else (None, None)
@@ -240,7 +260,8 @@ class History:
             at, turn = ("m.created_at", "m.turn_id") if kind == "message" else \
                 ("c.created_at", "c.turn_id")  # fmt: skip
             where, params = hit_filter_sql(filters, at, turn, self.batched)
-            sql = search_sql(kind, where, bound is not None)
+            sql = pg_history.search_sql(kind, where, bound is not None, raw) if on_pg else \
+                search_sql(kind, where, bound is not None)  # fmt: skip
             args = [match, *([bound] if bound is not None else []), *params, limit + 1]
             found.append(await self._all(sql, args))
         items, more = merge_hits(found[0], found[1], bounds, limit)
@@ -250,6 +271,8 @@ class History:
 
     async def turn(self, turn_id: str) -> dict[str, Any]:
         """The turn with its steps, messages, tool calls and decisions (one snapshot)."""
+        if self._pg is not None:
+            return await self._pg_turn(turn_id)
         if self._db is None:
             raise UnknownTurn(f"no turn {turn_id}: {self.room.db} does not exist")
 
@@ -292,6 +315,20 @@ class History:
             raise UnknownTurn(f"no turn {turn_id} in {self.room.db}")
         return turn_detail(*found)
 
+    async def _pg_turn(self, turn_id: str) -> dict[str, Any]:
+        q = "SELECT * FROM {} WHERE turn_id = ? ORDER BY {}"
+        found = await self._pg.snapshot([
+            (TURN_SQL, (turn_id,)),
+            (q.format("steps", "idx, id"), (turn_id,)),
+            (q.format("messages", "seq"), (turn_id,)),
+            (q.format("tool_calls", "step_id, idx"), (turn_id,)),
+            ("SELECT d.* FROM tool_calls c JOIN decisions d ON d.call_id = c.id"
+             " WHERE c.turn_id = ? ORDER BY d.created_at, d.id", (turn_id,)),
+        ])  # fmt: skip
+        if not found[0]:
+            raise UnknownTurn(f"no turn {turn_id} in {self.where}")
+        return turn_detail(found[0][0], *found[1:])
+
     async def where_suspended(self, turn_id: str) -> dict[str, Any] | None:
         """The step and calls where the turn suspended (still waiting first); None if it
         never did."""
@@ -317,7 +354,8 @@ class History:
         self._need_index()
         out: dict[str, Any] = await self._counter(["turns", "threads", "runs", "decisions"])
         for key, table in (("steps", "steps"), ("calls", "tool_calls"), ("messages", "messages")):
-            row = await self._one(f"SELECT coalesce(max(rowid), 0) FROM {table}")
+            last = pg_history.LAST_ID[table] if self._pg is not None else "rowid"
+            row = await self._one(f"SELECT coalesce(max({last}), 0) FROM {table}")
             out[key] = row[0] if row else 0
         row = await self._one(  # the open-calls index names its condition: repeat it
             "SELECT count(*) FROM tool_calls WHERE status = 'suspended'"
@@ -346,7 +384,7 @@ class History:
         marks = filters.marks()
         if filters.since is not None or filters.until is not None or len(marks) > 1:
             return None
-        if self._db is None:
+        if self._db is None and self._pg is None:
             return 0
         self._need_index()
         name = marks[0] if marks else "turns"

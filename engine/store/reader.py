@@ -1,0 +1,68 @@
+"""Reading a room's truth layer without owning it, on either backend.
+
+On SQLite a read-only connection to execution.db (`mode=ro`: WAL readers never block the
+writer); on PostgreSQL (the room's `[store] url` or AGENTDECK_STORE_URL) a read-only
+session (`engine.store.pg.reader.PgReader`). Both answer `execute_fetchall(sql, params)`
+with rows indexed by position and by name, for statements in SQLite's dialect.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
+
+import aiosqlite
+
+from engine.room import Room
+from engine.store.select import room_store_url
+from engine.store.sqlite import StoreError
+
+__all__ = ["Reader", "connect_readonly", "open_reader"]
+
+
+class Reader(Protocol):
+    """A read-only connection: aiosqlite's, or `PgReader`."""
+
+    async def execute_fetchall(self, sql: str, parameters: Sequence[Any] = ...) -> Iterable[Any]:
+        """The rows of one statement."""
+
+    async def close(self) -> None:
+        """Let the connection go."""
+
+
+async def connect_readonly(room: Room) -> aiosqlite.Connection:
+    """A read-only connection to execution.db that never blocks the room's owner (WAL
+    readers don't)."""
+    db = await aiosqlite.connect(f"file:{room.db}?mode=ro", uri=True)
+    db.row_factory = sqlite3.Row
+    await db.execute("PRAGMA busy_timeout=2000")
+    return db
+
+
+async def connect_postgres(url: str) -> Any:
+    """A `PgReader` on the database at `url` (StoreError: psycopg is missing, or the
+    database cannot be reached)."""
+    try:
+        from engine.store.pg.reader import PgReader
+    except ImportError as exc:
+        raise StoreError("a PostgreSQL store needs psycopg: pip install 'agentdeck[postgres]'"
+                         ) from exc  # fmt: skip
+    return await PgReader.connect(url)
+
+
+async def open_reader(room: Room) -> Reader | None:
+    """A read-only connection to the room's store; None when it is SQLite and has no
+    database yet. StoreError when a PostgreSQL store cannot be reached (never an empty
+    view in its place)."""
+    url = room_store_url(room.config)
+    if url is not None:
+        pg = await connect_postgres(url)
+        if not await pg.migrated():  # no runtime has opened it yet: nothing to read
+            await pg.close()
+            return None
+        reader: Reader = pg
+        return reader
+    if not room.db.exists():
+        return None
+    return await connect_readonly(room)
