@@ -34,7 +34,6 @@ from tests.history_seed import (
 )
 from tests.scripted import ScriptedModel
 
-
 BACKENDS = ["sqlite", "postgresql"]
 
 

@@ -1,5 +1,6 @@
 """`agentdeck history` flags and JSON; the query plans behind the history lists; browsing
-history while a second process owns the room and writes to it; an old room's upgrade."""
+history while a second process owns the room and writes to it; an old room's upgrade.
+The seeded room and the second process's room are on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -17,18 +18,36 @@ import engine.store.history as history_store
 from engine.cli import main
 from engine.history import Filters, History, connect_readonly
 from engine.room import Room
-from tests.history_seed import STATUS_TRUTH, seed, turn_ids
+from tests.history_seed import STATUS_TRUTH, on_store, seed, store_url_of, turn_ids
 
 ROOT = Path(__file__).resolve().parents[1]
 OLD_KEYS = {"turn_id", "thread_id", "origin", "status", "reason", "text", "answer",
             "created_at", "ended_at", "calls"}  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def seeded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Room, dict[str, str]]:
+BACKENDS = ["sqlite", "postgresql"]
+
+
+def database_for(request: pytest.FixtureRequest) -> str | None:
+    """A new PostgreSQL database's URL when the test's backend is PostgreSQL, else None."""
+    if request.param == "sqlite":
+        return None
+    return request.getfixturevalue("pg_cluster").database()
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def seeded(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Room, dict[str, str]]:
     path = tmp_path_factory.mktemp("history-cli") / "room"
-    ids = anyio.run(seed, path)
+    ids = anyio.run(seed, path, 23, database_for(request))
     return Room.at(path), ids
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str | None:
+    """The store of a test's own room: None (SQLite) or a new PostgreSQL database's URL."""
+    return database_for(request)
 
 
 def run(capsys: pytest.CaptureFixture[str], room: Room, *args: str) -> tuple[int, str, str]:
@@ -134,6 +153,8 @@ async def test_history_queries_use_indexes(seeded, monkeypatch):
     page is never sorted (keyset paging walks an index); filtered lists walk turn_marks.
     (Only the rows of one turn, in `turn()`, may be sorted.)"""
     room, ids = seeded
+    if store_url_of(room.db) is not None:
+        pytest.skip("SQLite's query plans (PostgreSQL's: tests/test_history_pg.py)")
     opened: list[aiosqlite.Connection] = []
 
     async def connect(room: Room) -> aiosqlite.Connection:  # History's, kept to trace it
@@ -181,14 +202,15 @@ async def test_history_queries_use_indexes(seeded, monkeypatch):
 
 WRITER = """
 import sys, time, anyio
-from engine.config import Config
+from pathlib import Path
 from engine.runtime import Runtime
-from tests.history_seed import add, boom, msg, script, shell
+from tests.history_seed import add, boom, msg, on_store, script, shell
 from tests.scripted import ScriptedModel
 
-async def main(room, seconds):
+async def main(room, seconds, url):
+    config = on_store(Path(room), url or None)
     async with Runtime.open(room, kind="run", provider=ScriptedModel(script),
-                            tools=[add, shell, boom], config=Config()) as rt:
+                            tools=[add, shell, boom], config=config) as rt:
         await rt.run_turn(msg("w0", "add first needle", "invoke"))
         await rt.store.index()  # search lags the writer by up to a second otherwise
         print("ready", flush=True)
@@ -200,14 +222,16 @@ async def main(room, seconds):
                 await rt.run_turn(msg(f"b{n}", "boom again", "task"))
     print(n, flush=True)
 
-anyio.run(main, sys.argv[1], float(sys.argv[2]))
+anyio.run(main, sys.argv[1], float(sys.argv[2]), sys.argv[3])
 """
 
 
 @pytest.mark.anyio
-async def test_browse_while_a_second_process_writes(tmp_path):
+async def test_browse_while_a_second_process_writes(tmp_path, backend):
     room = Room.at(tmp_path / "room")
-    with subprocess.Popen([sys.executable, "-c", WRITER, str(room.path), "2.5"], cwd=ROOT,
+    on_store(room.path, backend)  # History reads the room's agentdeck.toml before it opens
+    with subprocess.Popen([sys.executable, "-c", WRITER, str(room.path), "2.5", backend or ""],
+                          cwd=ROOT,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:  # fmt: skip
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         totals, rounds = set(), 0

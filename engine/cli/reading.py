@@ -12,6 +12,7 @@ from engine.api.connect import describe
 from engine.cli.common import EXIT_OK, UsageError
 from engine.config import load_config
 from engine.room import Room, owner_of
+from engine.store.select import display, store_url
 
 
 async def history(room: Room, args: argparse.Namespace) -> int:
@@ -62,7 +63,11 @@ async def info(room: Room, args: argparse.Namespace) -> int:
     choice = make_provider(config)
     print(f"agentdeck {__version__}")
     print(f"room:      {room.path}")
-    print(f"database:  {room.db}{'' if room.db.exists() else ' (not created yet)'}")
+    url = store_url(config.store)
+    if url is not None:  # never its password: display() leaves it out
+        print(f"database:  {display(url)}")
+    else:
+        print(f"database:  {room.db}{'' if room.db.exists() else ' (not created yet)'}")
     print(f"config:    {room.config}{'' if room.config.exists() else ' (not present; defaults)'}")
     print(f"workspace: {room.workspace}")
     print(f"model:     {choice.provider.name}:{choice.provider.model}")
