@@ -2,8 +2,9 @@
 
 The runtime publishes only what changes from now on; threads, recent steps, unfinished
 turns and their calls, and a thread's conversation come from the truth layer through the
-room's client (`recent`, `conversation`), which reads execution.db read-only, so it never
-contends with the room's writer and works the same hosted or attached.
+room's client (`recent`, `conversation`), which reads the room's store read-only
+(execution.db, or its PostgreSQL database), so it never contends with the room's writer
+and works the same hosted or attached.
 """
 
 from __future__ import annotations
