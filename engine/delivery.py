@@ -210,6 +210,17 @@ class DeliveryWorker:
         channel, timeout = row["channel"], self.config.timeout
         try:
             failure = None
+            if row["tries"] >= self.config.tries_for(channel):  # every try died with its process
+                failure = Failure(False, None, f"{row['tries']} tries ended with the runtime")
+                with anyio.CancelScope(shield=True):
+                    await self._mark(row, failure, counted=True)
+                return
+            try:
+                await self.commit([outbox.attempted(row["id"], row["tries"] + 1)], [],
+                                  checkpoint=None, turn_id=row["turn_id"])  # fmt: skip
+            except StoreError as exc:  # not counted, so not sent: the next pass tries again
+                self.log.error("delivery %s: cannot count its try: %s", row["id"], exc)
+                return
             try:
                 reply = json.loads(row["reply"])
                 with anyio.fail_after(timeout):
@@ -225,8 +236,10 @@ class DeliveryWorker:
             self._busy.discard(row["thread_id"])
             self.poke()
 
-    async def _mark(self, row: Any, failure: Failure | None) -> None:
-        now, tries, channel = self.clock(), row["tries"] + 1, row["channel"]
+    async def _mark(self, row: Any, failure: Failure | None, counted: bool = False) -> None:
+        """Record how a try ended (`counted`: no try was made, its count stands)."""
+        now, channel = self.clock(), row["channel"]
+        tries = row["tries"] if counted else row["tries"] + 1
         next_at: float | None = None
         if failure is None:
             state, op = "sent", outbox.sent(row["id"], tries, now)

@@ -292,6 +292,39 @@ async def test_a_restart_delivers_what_was_owed(tmp_path: Path, receiver: Any) -
     assert {k: s for k, (s, _) in states(db).items()} == dict.fromkeys(["r1", "r2", "s1"], "sent")
 
 
+async def test_a_try_is_counted_before_it_leaves_so_an_answer_that_kills_goes_dead(
+    tmp_path: Path, receiver: Any
+) -> None:
+    """A process that dies during every try of one answer (the answer kills it) must not
+    go round and round: each try is counted before it leaves, and an answer whose tries
+    all ended with their runtime is dead at the next start, without another try."""
+    url, got = receiver
+    db = tmp_path / "execution.db"
+    await owe(db, ("k1", "K"))
+    t = FakeTime()
+    seen: list[tuple[str, int]] = []
+    async with worker(db, url, t) as (w, _):
+        inner = w.deliver
+
+        async def deliver(*args: Any) -> None:
+            seen.append(states(db)["k1"])  # what a kill now would leave
+            await inner(*args)
+
+        w.deliver = deliver  # type: ignore[method-assign]
+        await until(lambda: settled(db, 1))
+    assert seen == [("pending", 1)]
+    await owe(db, ("k2", "K2"))
+    conn = sqlite3.connect(db)
+    with conn:  # as if 8 runs had died during its tries
+        conn.execute("UPDATE outbox SET tries = 8 WHERE key = 'k2'")
+    conn.close()
+    before = len(got.got)
+    async with worker(db, url, t):
+        await until(lambda: states(db)["k2"][0] == "dead")
+    assert states(db)["k2"] == ("dead", 8)
+    assert len(got.got) == before  # no ninth try
+
+
 async def test_the_bus_holds_the_turn_before_its_answer_leaves(tmp_path: Path,
                                                                receiver: Any) -> None:  # fmt: skip
     url, got = receiver

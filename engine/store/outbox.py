@@ -68,6 +68,15 @@ def sent(outbox_id: int, tries: int, at: float) -> Op:
     )
 
 
+def attempted(outbox_id: int, tries: int) -> Op:
+    """A try starts: counted before it leaves, so a process that dies during every try of
+    one answer (the answer kills it) still brings it to `dead`, not round and round."""
+    return (
+        "UPDATE outbox SET tries=? WHERE id=? AND state IN ('pending', 'retrying')",
+        (tries, outbox_id),
+    )
+
+
 def failed(outbox_id: int, state: str, tries: int, next_at: float, error: str) -> Op:
     """A try failed: `retrying` at `next_at`, or `dead`. An answer an operator dropped
     while it was being tried stays dropped."""
