@@ -250,13 +250,24 @@ class Writer(threading.Thread):
             except RuntimeError:  # the loop is closed: nobody waits any more
                 pass
 
+    # How a batch reaches the database (a subclass for another one changes only these:
+    # engine/store/pg/writer.py).
+    BEGIN = "BEGIN IMMEDIATE"
+
+    def _sql(self, sql: str) -> str:
+        """A statement as this database spells it (the store's are SQLite's)."""
+        return sql
+
+    def _in_transaction(self) -> bool:
+        return bool(self._conn.in_transaction)
+
     def _commit(self, batch: list[_Job]) -> None:
         conn = self._conn
-        with self._write_lock:
+        with self._write_lock:  # (tests hold it to choose what one batch holds)
             if len(batch) > 1:
                 self._multi += 1
             try:
-                conn.execute("BEGIN IMMEDIATE")
+                conn.execute(self.BEGIN)
                 try:
                     self._grouped(batch)
                 except Exception:
@@ -264,7 +275,7 @@ class Writer(threading.Thread):
                         raise
                     # one write failed: run them again one by one, so that it fails alone
                     conn.execute("ROLLBACK")
-                    conn.execute("BEGIN IMMEDIATE")
+                    conn.execute(self.BEGIN)
                     for i, job in enumerate(batch):
                         if i == 1:
                             self._maybe_kill("savepoint", batch)
@@ -272,10 +283,10 @@ class Writer(threading.Thread):
                 self._maybe_kill("commit", batch)
                 conn.execute("COMMIT")
             except Exception as exc:  # the whole batch fails: nothing of it is on disk
-                if conn.in_transaction:
+                if self._in_transaction():
                     try:
                         conn.execute("ROLLBACK")
-                    except sqlite3.Error:
+                    except Exception:  # the connection is gone: so is the transaction
                         pass
                 for job in batch:
                     job.error = job.error or exc
@@ -288,20 +299,20 @@ class Writer(threading.Thread):
             if i == 1:
                 self._maybe_kill("savepoint", batch)
             if len(rows) == 1:
-                cur.execute(sql, rows[0])
+                cur.execute(self._sql(sql), rows[0])
             else:
-                cur.executemany(sql, rows)
+                cur.executemany(self._sql(sql), rows)
 
     def _savepoint(self, job: _Job) -> None:
         conn = self._conn
         conn.execute("SAVEPOINT w")
         try:
             for sql, params in job.ops:
-                conn.execute(sql, params)
+                conn.execute(self._sql(sql), params)
         except Exception as exc:  # this write alone rolls back
             job.error = exc
-            conn.execute("ROLLBACK TO w")
-        conn.execute("RELEASE w")
+            conn.execute("ROLLBACK TO SAVEPOINT w")
+        conn.execute("RELEASE SAVEPOINT w")
 
     def _maybe_kill(self, point: str, batch: list[_Job]) -> None:
         if self._kill is not None and len(batch) > 1 and self._kill == (point, self._multi):

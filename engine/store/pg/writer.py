@@ -21,12 +21,13 @@ import psycopg
 from psycopg import pq
 
 from engine.store.pg.dialect import to_pg
-from engine.store.plan import plan
-from engine.store.writer import Writer, _Job
+from engine.store.writer import Writer
 
 
 class PgWriter(Writer):
     """Owns `conn` (a psycopg Connection in autocommit mode) and every write made through it."""
+
+    BEGIN = "BEGIN"
 
     def __init__(self, conn: psycopg.Connection[Any], loop: asyncio.AbstractEventLoop,
                  on_commit: Callable[[int], None]) -> None:  # fmt: skip
@@ -35,65 +36,9 @@ class PgWriter(Writer):
         self.name = "agentdeck-pg-writer"
         self._pg = conn
 
-    def run(self) -> None:
-        try:
-            self._drain()
-        finally:
-            self._pg.close()
+    def _sql(self, sql: str) -> str:
+        return to_pg(sql)
 
     def _in_transaction(self) -> bool:
-        return self._pg.info.transaction_status != pq.TransactionStatus.IDLE
-
-    def _commit(self, batch: list[_Job]) -> None:
-        with self._write_lock:  # held by tests to choose what one batch holds
-            self._transaction(batch)
-
-    def _transaction(self, batch: list[_Job]) -> None:
-        conn = self._pg
-        if len(batch) > 1:
-            self._multi += 1
-        try:
-            conn.execute("BEGIN")
-            try:
-                self._grouped(batch)
-            except Exception:
-                if len(batch) == 1:  # the transaction is the write: it fails
-                    raise
-                # one write failed: run them again one by one, so that it fails alone
-                conn.execute("ROLLBACK")
-                conn.execute("BEGIN")
-                for i, job in enumerate(batch):
-                    if i == 1:
-                        self._maybe_kill("savepoint", batch)
-                    self._savepoint(job)
-            self._maybe_kill("commit", batch)
-            conn.execute("COMMIT")
-        except Exception as exc:  # the whole batch fails: nothing of it is committed
-            if not conn.closed and self._in_transaction():
-                try:
-                    conn.execute("ROLLBACK")
-                except psycopg.Error:
-                    pass
-            for job in batch:
-                job.error = job.error or exc
-
-    def _grouped(self, batch: list[_Job]) -> None:
-        with self._pg.cursor() as cur:
-            for i, (sql, rows) in enumerate(plan((job.key, job.ops) for job in batch)):
-                if i == 1:
-                    self._maybe_kill("savepoint", batch)
-                if len(rows) == 1:
-                    cur.execute(to_pg(sql), rows[0])
-                else:
-                    cur.executemany(to_pg(sql), rows)
-
-    def _savepoint(self, job: _Job) -> None:
-        conn = self._pg
-        conn.execute("SAVEPOINT w")
-        try:
-            for sql, params in job.ops:
-                conn.execute(to_pg(sql), params)
-        except Exception as exc:  # this write alone rolls back
-            job.error = exc
-            conn.execute("ROLLBACK TO SAVEPOINT w")
-        conn.execute("RELEASE SAVEPOINT w")
+        pg = self._pg
+        return not pg.closed and pg.info.transaction_status != pq.TransactionStatus.IDLE
