@@ -144,8 +144,17 @@ async def test_the_queue_shows_it_needs_review_and_its_keys_point_at_the_review(
         assert not rec.of(DecisionQueue.Decide) and the_call(app).status == CallStatus.SUSPENDED
         # at start, one notification said how many and how to review them
         said = [t for t in told(rec) if "the outcome is unknown. Review" in t]
-        assert said == ["1 call was running when agentdeck stopped: the outcome is unknown. "
-                        "Review (Esc, then !): mark succeeded or failed, or run again."]  # fmt: skip
+        # how to get to `!` depends on where the focus was as the review arrived (in the
+        # chat's input at start, unless the app was slower to focus it than the runtime
+        # was to find the call: it failed once so in a loaded full run)
+        ways = ("Esc, then !", "press !")
+        assert said in [
+            [
+                f"1 call was running when agentdeck stopped: the outcome is unknown. "
+                f"Review ({way}): mark succeeded or failed, or run again."
+            ]
+            for way in ways
+        ]
         assert ASK.split('"')[1] in the_call(app).args["text"]
         # the palette has it too
         titles = await palette(DeckCommands(app.main))
