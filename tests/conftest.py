@@ -1,12 +1,19 @@
-"""Fixtures for every test: asyncio as the anyio backend, no user config, no stray room."""
+"""Fixtures for every test: asyncio as the anyio backend, no user config, no stray room;
+a throwaway PostgreSQL server, and `backend` to run a module's rooms on both stores."""
 
 from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from engine.config import StoreConfig
+    from engine.store.sqlite import Store
 
 
 @pytest.fixture
@@ -24,7 +31,7 @@ def _isolated_env(
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
     for var in ("AGENT_ROOM", "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY",
-                "ANTHROPIC_BASE_URL", "NO_COLOR"):  # fmt: skip
+                "ANTHROPIC_BASE_URL", "NO_COLOR", "AGENTDECK_STORE_URL"):  # fmt: skip
         monkeypatch.delenv(var, raising=False)
 
 
@@ -54,3 +61,44 @@ def pg_cluster():  # noqa: ANN201
 def pg_url(pg_cluster) -> str:  # noqa: ANN001
     """A new empty database on the session's server."""
     return pg_cluster.database()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "sqlite_only(reason): with `backend`, the test runs on SQLite alone")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """`backend` is 'sqlite' and 'postgresql', or 'sqlite' alone for a test marked
+    `sqlite_only` (the reason says why: it reads execution.db's file, SQLite's own SQL)."""
+    if "backend" in metafunc.fixturenames:
+        only = metafunc.definition.get_closest_marker("sqlite_only")
+        metafunc.parametrize("backend", ["sqlite"] if only else ["sqlite", "postgresql"],
+                             indirect=True)  # fmt: skip
+
+
+@pytest.fixture
+def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The store the test's rooms open: a module runs on both with
+    `pytestmark = pytest.mark.usefixtures("backend")`. On 'postgresql',
+    each room the test opens keeps its store in a database of its own, with no rows
+    (tests/pg.py `Rooms`); AGENTDECK_STORE_URL names the first room's, as an operator's
+    environment would, for the processes the test starts."""
+    if request.param != "postgresql":
+        yield "sqlite"
+        return
+    import engine.store.select
+    from tests import pg
+
+    cluster = request.getfixturevalue("pg_cluster")
+    rooms = pg.Rooms(cluster, cluster.store_database())
+    real = engine.store.select.open_store
+
+    async def per_room(db: Path, config: StoreConfig, env: Mapping[str, str] = os.environ) -> Store:
+        return await real(db, config, {**env, engine.store.select.ENV: rooms.url(db)})
+
+    monkeypatch.setattr("engine.runtime.open_store", per_room)
+    monkeypatch.setattr(pg, "ROOMS", rooms)
+    monkeypatch.setenv(engine.store.select.ENV, rooms.first)
+    yield "postgresql"
+    rooms.give_back()

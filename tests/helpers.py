@@ -68,7 +68,17 @@ async def rows(rt: Runtime, sql: str, *params: Any) -> list[tuple]:
 
 def room_rows(room: Path, sql: str, *params: Any) -> list[tuple]:
     """The rows a query of `room`'s execution.db returns, read-only: safe while another
-    process owns the room."""
+    process owns the room. (When the test runs its rooms on PostgreSQL, `backend` in
+    tests/conftest.py: the rows of the room's database, read in a transaction of their own.)"""
+    from tests import pg
+
+    if pg.ROOMS is not None:
+        import psycopg
+
+        from engine.store.pg.dialect import to_pg
+
+        with psycopg.connect(pg.ROOMS.url(room / "execution.db")) as pconn:
+            return [tuple(r) for r in pconn.execute(to_pg(sql), params).fetchall()]
     conn = sqlite3.connect(f"file:{room / 'execution.db'}?mode=ro", uri=True)
     try:
         return conn.execute(sql, params).fetchall()

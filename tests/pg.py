@@ -2,7 +2,10 @@
 
 `cluster()` starts one server (no TCP: `listen_addresses = ''`, a Unix socket in a 0700
 folder of its own; fsync off, it is thrown away) and yields its `Cluster`; each test asks
-it for a fresh database (`cluster.database()`). The server binaries are found on PATH or
+it for a fresh database (`cluster.database()`), or for one holding the store's schema
+and no rows (`cluster.store_database()`, given back with `cluster.give_back(url)`:
+emptied and reused, as CREATE DATABASE takes a quarter second); `Rooms` gives each room
+a test opens a database of its own. The server binaries are found on PATH or
 in Debian's /usr/lib/postgresql/<version>/bin; without them the tests that need a server
 are skipped with the reason, unless AGENTDECK_REQUIRE_PG is set (CI sets it, so a missing
 server fails there instead of passing quietly).
@@ -20,6 +23,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,6 +49,8 @@ class Cluster:
     sockets: Path
     user: str
     _n: Iterator[int] = field(default_factory=itertools.count)
+    _free: list[str] = field(default_factory=list)  # store databases given back, emptied
+    _seed: dict[str, list[tuple[Any, ...]]] = field(default_factory=dict)  # migration's rows
 
     def url(self, db: str = "postgres") -> str:
         return f"postgresql:///{db}?host={self.sockets}&user={self.user}"
@@ -56,6 +62,79 @@ class Cluster:
         with psycopg.connect(self.url(), autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
         return self.url(name)
+
+    def store_database(self) -> str:
+        """A database with the store's schema at its version and only the rows migrating
+        writes (a reused one, or a new one migrated)."""
+        if self._free:
+            return self._free.pop()
+        import psycopg
+
+        from engine.store.pg.migrations import migrate
+
+        url = self.database()
+        with psycopg.connect(url, autocommit=True) as conn:
+            migrate(conn)
+            if not self._seed:
+                self._seed = {t: conn.execute(f'SELECT * FROM "{t}"').fetchall()
+                              for t in _tables(conn)}  # fmt: skip
+        return url
+
+    def give_back(self, url: str) -> None:
+        """Empty a database from `store_database` for another test: its other sessions
+        ended, every table emptied, sequences restarted, migration's rows put back. One
+        that cannot be emptied is left alone (the next test gets a new one)."""
+        import psycopg
+
+        try:
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                             " WHERE datname = current_database() AND pid <> pg_backend_pid()")  # fmt: skip
+                conn.execute("SET lock_timeout = '5s'")
+                with conn.transaction():
+                    names = ", ".join(f'"{t}"' for t in _tables(conn))
+                    conn.execute(f"TRUNCATE {names} RESTART IDENTITY CASCADE")
+                    for (seq,) in conn.execute("SELECT sequencename FROM pg_sequences"
+                                               " WHERE schemaname = 'public'").fetchall():  # fmt: skip
+                        conn.execute(f'ALTER SEQUENCE "{seq}" RESTART')
+                    for table, rows in self._seed.items():
+                        for row in rows:
+                            marks = ", ".join(["%s"] * len(row))
+                            conn.execute(f'INSERT INTO "{table}" VALUES ({marks})', row)
+        except psycopg.Error:
+            return
+        self._free.append(url)
+
+
+def _tables(conn: Any) -> list[str]:
+    """The tables of the store's schema (not its version's), in `conn`'s database."""
+    return [r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname ="
+                                       " 'public' AND tablename <> 'agentdeck_schema'")]  # fmt: skip
+
+
+@dataclass
+class Rooms:
+    """The database each room of a test keeps its store in, on PostgreSQL: the first room
+    opened gets `first` (the database AGENTDECK_STORE_URL names, which processes the test
+    starts use), another room a database of its own."""
+
+    cluster: Cluster
+    first: str
+    urls: dict[Path, str] = field(default_factory=dict)
+
+    def url(self, db: Path) -> str:
+        """The URL of the database of the room whose execution.db would be `db`."""
+        key = db.resolve()
+        if key not in self.urls:
+            self.urls[key] = self.first if not self.urls else self.cluster.store_database()
+        return self.urls[key]
+
+    def give_back(self) -> None:
+        for url in {self.first, *self.urls.values()}:
+            self.cluster.give_back(url)
+
+
+ROOMS: Rooms | None = None  # the running test's, when it runs its rooms on PostgreSQL
 
 
 @contextlib.contextmanager

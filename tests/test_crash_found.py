@@ -32,6 +32,8 @@ from tests.crash_worker import APPROVAL_TOOL, PLAIN_TOOL, make_tools, random_cal
 from tests.scripted import ScriptedModel
 from tests.test_crash import ROOT, executions, snapshot
 
+pytestmark = pytest.mark.usefixtures("backend")
+
 
 @pytest.mark.anyio
 async def test_a_call_killed_mid_replay_does_not_run_again(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from engine.lifecycle.call import REVIEW_REASON
 from engine.providers.offline import OfflineModel
 from tests.helpers import msg, room_rows, rows, runtime
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("backend")]
 
 T0 = 1_800_000_000.0
 

@@ -14,6 +14,8 @@ from engine.scheduler import GroupConfig, Rejected, Request, Scheduler
 from engine.tools import tool
 from tests.scripted import Reply, ScriptedModel, first_then
 
+pytestmark = pytest.mark.usefixtures("backend")
+
 ids = itertools.count(1)
 
 

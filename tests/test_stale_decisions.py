@@ -18,7 +18,7 @@ from engine.messages import Message
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("backend")]
 ROOT = Path(__file__).resolve().parents[1]
 
 # Records a decision durably, then dies (SIGKILL) before the runtime applies it.
