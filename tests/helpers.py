@@ -70,6 +70,16 @@ def room_rows(room: Path, sql: str, *params: Any) -> list[tuple]:
     """The rows a query of `room`'s execution.db returns, read-only: safe while another
     process owns the room. (When the test runs its rooms on PostgreSQL, `backend` in
     tests/conftest.py: the rows of the room's database, read in a transaction of their own.)"""
+    return _on_room(room, sql, params, write=False)
+
+
+def room_write(room: Path, sql: str, *params: Any) -> None:
+    """Run one statement on `room`'s store from outside its runtime and commit it (what a
+    test does to put a room in a state no runtime writes); SQLite or PostgreSQL as `rows`."""
+    _on_room(room, sql, params, write=True)
+
+
+def _on_room(room: Path, sql: str, params: tuple[Any, ...], *, write: bool) -> list[tuple]:
     from tests import pg
 
     if pg.ROOMS is not None:
@@ -78,9 +88,12 @@ def room_rows(room: Path, sql: str, *params: Any) -> list[tuple]:
         from engine.store.pg.dialect import to_pg
 
         with psycopg.connect(pg.ROOMS.url(room / "execution.db")) as pconn:
-            return [tuple(r) for r in pconn.execute(to_pg(sql), params).fetchall()]
-    conn = sqlite3.connect(f"file:{room / 'execution.db'}?mode=ro", uri=True)
+            cur = pconn.execute(to_pg(sql), params)
+            return [tuple(r) for r in cur.fetchall()] if cur.description else []
+    mode = "rw" if write else "ro"
+    conn = sqlite3.connect(f"file:{room / 'execution.db'}?mode={mode}", uri=True)
     try:
-        return conn.execute(sql, params).fetchall()
+        with conn:
+            return conn.execute(sql, params).fetchall()
     finally:
         conn.close()

@@ -6,7 +6,6 @@ whose sleeps wake only when the test moves it."""
 from __future__ import annotations
 
 import math
-import sqlite3
 from pathlib import Path
 
 import anyio
@@ -17,7 +16,7 @@ from engine.config import ApprovalsConfig, Config, ConfigError, load_config, par
 from engine.deadlines import deadline_for, duration
 from engine.lifecycle.call import REVIEW_REASON
 from engine.providers.offline import OfflineModel
-from tests.helpers import msg, room_rows, rows, runtime
+from tests.helpers import msg, room_rows, room_write, rows, runtime
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("backend")]
 
@@ -207,12 +206,8 @@ async def test_a_call_under_crash_review_gets_no_deadline(tmp_path):
     async with offline(tmp_path, time) as rt:
         await rt.run_turn(msg("run `echo hi`"))
         [call] = await rt.pending()
-    db = sqlite3.connect(tmp_path / "room" / "execution.db")
-    with db:
-        db.execute(
-            "UPDATE tool_calls SET suspend_reason=? WHERE id=?", (REVIEW_REASON, call.call_id)
-        )
-    db.close()
+    room_write(tmp_path / "room", "UPDATE tool_calls SET suspend_reason=? WHERE id=?",
+               REVIEW_REASON, call.call_id)  # fmt: skip
     toml(tmp_path, '[approvals]\ndeadline = "10m"\n')
     time.now += 3600
     async with offline(tmp_path, time, first_id=100) as rt:

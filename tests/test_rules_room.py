@@ -117,7 +117,7 @@ pattern = "private/**"
         assert asked.status == "waiting"  # read_file runs unasked, but this rule asks
         [pending] = await rt.pending()
         assert "agentdeck.toml's room rule toml:3 (read_file: private/**) asks" in pending.reason
-        uses = await rows(rt, "SELECT rule, effect FROM rule_calls ORDER BY rowid")
+        uses = await rows(rt, "SELECT rule, effect FROM rule_calls ORDER BY at")
         assert [effect for _, effect in uses] == ["allow", "deny", "ask"]
         assert all(key.startswith("toml:") for key, _ in uses)
     async with offline(tmp_path, first_id=100) as rt:  # counted under the rule's content

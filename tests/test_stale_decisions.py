@@ -5,7 +5,6 @@ again first wins, and the stale decision is recorded as superseded."""
 
 from __future__ import annotations
 
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ from engine.decisions import Decision
 from engine.messages import Message
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime
+from tests.helpers import room_rows
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("backend")]
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,6 +28,7 @@ import anyio
 from engine.decisions import Decision
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime
+from tests.helpers import room_rows
 from engine.supervisor import TurnSupervisor
 
 def die(self, turn_id):
@@ -61,12 +62,7 @@ def decide_and_die(room: Path, call_id: str, action: str) -> None:
 
 
 def decisions(room: Path) -> dict[str, tuple[str, str | None]]:
-    conn = sqlite3.connect(room / "execution.db")
-    try:
-        rows = conn.execute("SELECT id, status, note FROM decisions").fetchall()
-    finally:
-        conn.close()
-    return {r[0]: (r[1], r[2]) for r in rows}
+    return {r[0]: (r[1], r[2]) for r in room_rows(room, "SELECT id, status, note FROM decisions")}
 
 
 @pytest.mark.parametrize(("stale", "later"), [("approve", "cancel"), ("cancel", "approve")])
