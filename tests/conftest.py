@@ -64,16 +64,17 @@ def pg_url(pg_cluster) -> str:  # noqa: ANN001
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "sqlite_only(reason): with `backend`, the test runs on SQLite alone")
+    config.addinivalue_line("markers", "one_store(reason): with `backend`, the test runs on"
+                            " SQLite alone (the reason: SQLite's own, or no store)")  # fmt: skip
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """`backend` is 'sqlite' and 'postgresql', or 'sqlite' alone for a test marked
-    `sqlite_only` (the reason says why: it reads execution.db's file, SQLite's own SQL)."""
+    """`backend` is 'sqlite' and 'postgresql' for a test that can make a room (it takes
+    `tmp_path`), else 'sqlite' alone, as for a test marked `one_store`."""
     if "backend" in metafunc.fixturenames:
-        only = metafunc.definition.get_closest_marker("sqlite_only")
-        metafunc.parametrize("backend", ["sqlite"] if only else ["sqlite", "postgresql"],
+        both = "tmp_path" in metafunc.fixturenames
+        both = both and metafunc.definition.get_closest_marker("one_store") is None
+        metafunc.parametrize("backend", ["sqlite", "postgresql"] if both else ["sqlite"],
                              indirect=True)  # fmt: skip
 
 

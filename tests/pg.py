@@ -82,25 +82,29 @@ class Cluster:
 
     def give_back(self, url: str) -> None:
         """Empty a database from `store_database` for another test: its other sessions
-        ended, every table emptied, sequences restarted, migration's rows put back. One
-        that cannot be emptied is left alone (the next test gets a new one)."""
+        ended, every table's rows deleted (triggers off: a session in replication role),
+        sequences restarted, migration's rows put back. One that cannot be emptied is left
+        alone (the next test gets a new one)."""
         import psycopg
+        from psycopg import sql
 
         try:
             with psycopg.connect(url, autocommit=True) as conn:
                 conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
                              " WHERE datname = current_database() AND pid <> pg_backend_pid()")  # fmt: skip
-                conn.execute("SET lock_timeout = '5s'")
                 with conn.transaction():
-                    names = ", ".join(f'"{t}"' for t in _tables(conn))
-                    conn.execute(f"TRUNCATE {names} RESTART IDENTITY CASCADE")
-                    for (seq,) in conn.execute("SELECT sequencename FROM pg_sequences"
-                                               " WHERE schemaname = 'public'").fetchall():  # fmt: skip
-                        conn.execute(f'ALTER SEQUENCE "{seq}" RESTART')
+                    conn.execute("SET LOCAL lock_timeout = '5s'")
+                    conn.execute("SET LOCAL session_replication_role = replica")
+                    empty = sql.SQL("; ").join(sql.SQL("DELETE FROM {}").format(sql.Identifier(t))
+                                               for t in _tables(conn))  # fmt: skip
+                    conn.execute(empty)
+                    conn.execute("SELECT setval(format('%I', sequencename)::regclass, 1, false)"
+                                 " FROM pg_sequences WHERE schemaname = 'public'")  # fmt: skip
                     for table, rows in self._seed.items():
                         for row in rows:
-                            marks = ", ".join(["%s"] * len(row))
-                            conn.execute(f'INSERT INTO "{table}" VALUES ({marks})', row)
+                            marks = sql.SQL(", ").join([sql.Placeholder()] * len(row))
+                            conn.execute(sql.SQL("INSERT INTO {} VALUES ({})").format(
+                                sql.Identifier(table), marks), row)  # fmt: skip
         except psycopg.Error:
             return
         self._free.append(url)

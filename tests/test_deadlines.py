@@ -75,6 +75,7 @@ async def decided(rt, call_id: str) -> list[tuple]:
 # -- configuration ----------------------------------------------------------------------------
 
 
+@pytest.mark.one_store("no store: durations alone")
 def test_durations_parse_and_bad_ones_are_one_line_errors(tmp_path):
     assert [parse_duration(v) for v in ("90s", "10m", "2h", "1h30m", "1d", 45)] == [
         90, 600, 7200, 5400, 86400, 45]  # fmt: skip

@@ -34,7 +34,7 @@ from engine.store.outbox import outbox_row
 from tests.helpers import runtime
 from tests.scripted import Reply
 
-pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("backend")]
+pytestmark = pytest.mark.anyio
 
 
 class Receiver:

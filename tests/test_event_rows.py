@@ -17,8 +17,6 @@ from engine.events import event_json, parse_event
 from engine.store import turns as rows
 from engine.store.sqlite import Store
 
-pytestmark = pytest.mark.usefixtures("backend")
-
 KINDS = typing.get_args(typing.get_args(ev.Event)[0])
 
 TEXTS = ["", "plain", 'q"uote\\back', "line\nbreak\ttab\r\b\f", "\x00\x01\x1f\x7f", "é ü 中 🙂",

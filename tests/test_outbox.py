@@ -109,6 +109,7 @@ async def test_a_turn_resumed_in_a_later_run_owes_its_answer(tmp_path: Path) -> 
         assert owed == [(out.turn_id, json.dumps(REPLY), "shell: ran ls")]
 
 
+@pytest.mark.one_store("SQLite's own migration (PRAGMA user_version)")
 async def test_a_version_4_room_gains_the_outbox(tmp_path: Path) -> None:
     path = tmp_path / "execution.db"
     store = await Store.open(path)

@@ -124,6 +124,7 @@ pattern = "private/**"
         assert [r.uses for r in rt.rules.listed()] == [1, 1, 1]
 
 
+@pytest.mark.one_store("no store: the config alone")
 @pytest.mark.parametrize(
     "text, error",
     [

@@ -21,8 +21,6 @@ from engine.room import Ownership, Room, RoomBusy, default_room
 from engine.store import StoreError, migrations
 from engine.store.sqlite import Store
 
-pytestmark = pytest.mark.usefixtures("backend")
-
 TABLES = {
     "runs",
     "thread_groups",
