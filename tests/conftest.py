@@ -1,5 +1,5 @@
 """Fixtures for every test: asyncio as the anyio backend, no user config, no stray room;
-a throwaway PostgreSQL server, and `backend` to run a module's rooms on both stores."""
+a throwaway PostgreSQL server, and `store_backend` to run a module's rooms on both stores."""
 
 from __future__ import annotations
 
@@ -64,24 +64,24 @@ def pg_url(pg_cluster) -> str:  # noqa: ANN001
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "one_store(reason): with `backend`, the test runs on"
+    config.addinivalue_line("markers", "one_store(reason): with `store_backend`, the test runs on"
                             " SQLite alone (the reason: SQLite's own, or no store)")  # fmt: skip
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """`backend` is 'sqlite' and 'postgresql' for a test that can make a room (it takes
+    """`store_backend` is 'sqlite' and 'postgresql' for a test that can make a room (it takes
     `tmp_path`), else 'sqlite' alone, as for a test marked `one_store`."""
-    if "backend" in metafunc.fixturenames:
+    if "store_backend" in metafunc.fixturenames:
         both = "tmp_path" in metafunc.fixturenames
         both = both and metafunc.definition.get_closest_marker("one_store") is None
-        metafunc.parametrize("backend", ["sqlite", "postgresql"] if both else ["sqlite"],
+        metafunc.parametrize("store_backend", ["sqlite", "postgresql"] if both else ["sqlite"],
                              indirect=True)  # fmt: skip
 
 
 @pytest.fixture
-def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+def store_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """The store the test's rooms open: a module runs on both with
-    `pytestmark = pytest.mark.usefixtures("backend")`. On 'postgresql',
+    `pytestmark = pytest.mark.usefixtures("store_backend")`. On 'postgresql',
     each room the test opens keeps its store in a database of its own, with no rows
     (tests/pg.py `Rooms`); AGENTDECK_STORE_URL names the first room's, as an operator's
     environment would, for the processes the test starts."""

@@ -68,7 +68,7 @@ async def rows(rt: Runtime, sql: str, *params: Any) -> list[tuple]:
 
 def room_rows(room: Path, sql: str, *params: Any) -> list[tuple]:
     """The rows a query of `room`'s execution.db returns, read-only: safe while another
-    process owns the room. (When the test runs its rooms on PostgreSQL, `backend` in
+    process owns the room. (When the test runs its rooms on PostgreSQL, `store_backend` in
     tests/conftest.py: the rows of the room's database, read in a transaction of their own.)"""
     return _on_room(room, sql, params, write=False)
 

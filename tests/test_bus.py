@@ -18,7 +18,7 @@ from engine.store.bus import Bus
 from tests.helpers import rows, runtime
 from tests.scripted import first_then
 
-pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("backend")]
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_backend")]
 SECRET_ARG = "echo hunter2-in-the-args"
 
 

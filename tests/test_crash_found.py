@@ -32,7 +32,7 @@ from tests.crash_worker import APPROVAL_TOOL, PLAIN_TOOL, make_tools, random_cal
 from tests.scripted import ScriptedModel
 from tests.test_crash import ROOT, executions, snapshot
 
-pytestmark = pytest.mark.usefixtures("backend")
+pytestmark = pytest.mark.usefixtures("store_backend")
 
 
 @pytest.mark.anyio

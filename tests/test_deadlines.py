@@ -18,7 +18,7 @@ from engine.lifecycle.call import REVIEW_REASON
 from engine.providers.offline import OfflineModel
 from tests.helpers import msg, room_rows, room_write, rows, runtime
 
-pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("backend")]
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_backend")]
 
 T0 = 1_800_000_000.0
 

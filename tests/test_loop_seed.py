@@ -16,7 +16,7 @@ from engine.providers.base import ModelRequest
 from tests.helpers import msg, rows, runtime
 from tests.scripted import Reply, echo_results, first_then
 
-pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("backend")]
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_backend")]
 
 
 async def call_events(rt: Any) -> dict[str, list[str]]:

@@ -19,7 +19,7 @@ from engine.store.sqlite import Store
 from tests.helpers import msg, rows, runtime
 from tests.scripted import Reply, first_then
 
-pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("backend")]
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_backend")]
 REPLY = {"chat_id": 42}
 
 

@@ -34,7 +34,7 @@ from tests import helpers
 from tests.helpers import msg, rows
 from tests.scripted import Reply, ScriptedModel, add, shell
 
-pytestmark = pytest.mark.usefixtures("backend")
+pytestmark = pytest.mark.usefixtures("store_backend")
 
 RECORD_KEYS = {"purpose", "tool_name", "kwargs", "todo_suggestion", "next", "success", "result",
                "error"}  # fmt: skip

@@ -33,7 +33,7 @@ from tests.helpers import room_rows
 from tests.scripted import Reply, ScriptedModel, after_tools
 from tests.test_crash import executions
 
-pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("backend")]
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_backend")]
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -31,7 +31,7 @@ from engine.runtime import Runtime
 from tests.helpers import msg, room_rows
 from tests.test_processes import ROOT, agentdeck, reap
 
-pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("backend")]
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_backend")]
 
 TOML = '[[rules]]\neffect = "ask"\ntool = "read_file"\npattern = "private/**"\n'
 

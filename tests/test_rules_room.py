@@ -15,7 +15,7 @@ from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime
 from tests.helpers import msg, room_rows, rows, runtime
 
-pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("backend")]
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_backend")]
 
 
 def offline(tmp_path: Path, **kw):

@@ -24,7 +24,7 @@ from engine.tools import tool
 from tests.helpers import rows, runtime
 from tests.scripted import Reply, first_then
 
-pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("backend")]
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_backend")]
 
 
 class Counted:

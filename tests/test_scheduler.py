@@ -14,7 +14,7 @@ from engine.scheduler import GroupConfig, Rejected, Request, Scheduler
 from engine.tools import tool
 from tests.scripted import Reply, ScriptedModel, first_then
 
-pytestmark = pytest.mark.usefixtures("backend")
+pytestmark = pytest.mark.usefixtures("store_backend")
 
 ids = itertools.count(1)
 

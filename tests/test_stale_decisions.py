@@ -18,7 +18,7 @@ from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime
 from tests.helpers import room_rows
 
-pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("backend")]
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_backend")]
 ROOT = Path(__file__).resolve().parents[1]
 
 # Records a decision durably, then dies (SIGKILL) before the runtime applies it.

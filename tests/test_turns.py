@@ -25,7 +25,7 @@ from engine.tools import ToolResult, tool
 from tests.helpers import msg, rows, runtime
 from tests.scripted import Reply, add, echo_results, first_then
 
-pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("backend")]
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_backend")]
 
 
 async def test_plain_turn_runs_tools_and_answers(tmp_path):
