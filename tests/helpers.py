@@ -79,6 +79,21 @@ def room_write(room: Path, sql: str, *params: Any) -> None:
     _on_room(room, sql, params, write=True)
 
 
+def room_bytes(room: Path) -> bytes:
+    """Everything `room`'s store holds, as bytes: execution.db's files (every page, the
+    WAL's too), or on PostgreSQL every row of every table as text."""
+    from tests import pg
+
+    if pg.ROOMS is None:
+        return b"".join(p.read_bytes() for p in room.glob("execution.db*"))
+    import psycopg
+
+    with psycopg.connect(pg.ROOMS.url(room / "execution.db")) as conn:
+        tables = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+        return b"\n".join(str(row[0]).encode() for (table,) in tables.fetchall()
+                           for row in conn.execute(f'SELECT t::text FROM "{table}" t'))  # fmt: skip
+
+
 def _on_room(room: Path, sql: str, params: tuple[Any, ...], *, write: bool) -> list[tuple]:
     from tests import pg
 

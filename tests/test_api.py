@@ -31,7 +31,7 @@ from engine.runtime import Runtime
 from engine.sse import parse_sse
 from tests.helpers import room_rows
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_backend")]
 
 
 @asynccontextmanager

@@ -16,7 +16,7 @@ from engine.decisions import Decision
 from engine.providers.offline import OfflineModel
 from tests.helpers import msg, rows, runtime
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_backend")]
 
 
 def offline(tmp_path: Path, **kw):

@@ -32,7 +32,7 @@ from tests.standins.sign import slack_headers, webhook_headers
 from tests.standins.slack import SlackStandin
 from tests.standins.telegram import TelegramStandin
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_backend")]
 TOKEN = "123456:telegram-test-token-AAAA"
 SIGNING = "slack-signing-secret-0123456789"
 BOT = "xoxb-slack-bot-token-0123456789"
@@ -65,7 +65,7 @@ async def room(tmp_path: Path, files: dict[str, str]) -> AsyncIterator[Runtime]:
 
 async def turns(rt: Runtime, thread: str) -> list[tuple]:
     return list(await rt.store.fetchall(
-        "SELECT id, status, reason FROM turns WHERE thread_id = ? ORDER BY rowid", (thread,)))  # fmt: skip
+        "SELECT id, status, reason FROM turns WHERE thread_id = ? ORDER BY created_at, id", (thread,)))  # fmt: skip
 
 
 async def approve_all(rt: Runtime, thread: str) -> str:

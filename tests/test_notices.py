@@ -11,7 +11,7 @@ from engine.events import Notice
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_backend")]
 
 
 async def test_a_notice_with_line_breaks_is_one_line(tmp_path, caplog) -> None:

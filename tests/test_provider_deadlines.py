@@ -24,7 +24,7 @@ from engine.providers.openai import OpenAIProvider
 from engine.providers.select import make_provider
 from tests.helpers import msg, runtime
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_backend")]
 
 REQUEST = ModelRequest(messages=[ConvMessage(role="user", text="hi")])
 GUARD = 20.0  # seconds before a test that did not end is failed

@@ -13,9 +13,10 @@ from engine.loops.pulse_files import FileError, split_front_matter
 from engine.loops.pulse_schedule import ScheduleError, parse_every
 from engine.messages import Message
 from engine.room import Room
+from tests.helpers import room_rows
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC).timestamp()  # a Monday, 00:00 UTC
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_backend")]
 
 
 class Rig:
@@ -372,7 +373,6 @@ def test_agentdeck_run_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
     """systemd, docker and `timeout` stop with SIGTERM: the run ends as with Ctrl-C (exit 0,
     the run marked ended, agent.run saying stopped), not killed midway and found crashed."""
     import signal
-    import sqlite3
     import subprocess
     import sys
 
@@ -391,9 +391,5 @@ def test_agentdeck_run_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
         proc.kill()
     assert proc.returncode == 0, err
     assert "SIGTERM, stopping" in out
-    conn = sqlite3.connect(room / "execution.db")
-    try:
-        assert conn.execute("SELECT status FROM runs").fetchall() == [("ended",)]
-    finally:
-        conn.close()
+    assert room_rows(room, "SELECT status FROM runs") == [("ended",)]
     assert json.loads((room / "agent.run").read_text())["state"] == "stopped"

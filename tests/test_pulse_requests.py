@@ -18,7 +18,7 @@ from engine.runtime import Runtime
 from tests.scripted import ScriptedModel, first_then
 from tests.test_pulse import T0
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_backend")]
 
 
 class Clock:
@@ -52,7 +52,9 @@ async def settle(rt: Runtime) -> None:
 
 
 async def requests(rt: Runtime) -> list[tuple[str, str]]:
-    rows = await rt.store.fetchall("SELECT thread_id, status FROM turn_requests ORDER BY rowid")
+    rows = await rt.store.fetchall(
+        "SELECT thread_id, status FROM turn_requests ORDER BY created_at, id"
+    )
     return [(r[0], r[1]) for r in rows]
 
 
@@ -156,6 +158,7 @@ async def test_a_fire_becomes_one_request_when_the_process_dies_after_submit(
     assert notices == []
 
 
+@pytest.mark.one_store("an execution.db from before the keys: SQLite's own upgrade")
 async def test_idempotency_keys_on_an_execution_db_made_before_them(tmp_path: Path) -> None:
     room = tmp_path / "room"
     async with open_room(room):

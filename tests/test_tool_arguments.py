@@ -17,7 +17,7 @@ from engine.providers.base import AssistantAccumulator, ToolCallDelta
 from tests.helpers import runtime
 from tests.scripted import Reply, add, echo_results, first_then, shell
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_backend")]
 
 
 def nested(depth: int) -> str:

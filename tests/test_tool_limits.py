@@ -13,10 +13,10 @@ from engine.config import Config
 from engine.decisions import Decision
 from engine.redact import Secrets
 from engine.tools import ToolError, tool
-from tests.helpers import msg, rows, runtime
+from tests.helpers import msg, room_bytes, rows, runtime
 from tests.scripted import first_then
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_backend")]
 
 
 # --- time limit ----------------------------------------------------------------------------
@@ -58,22 +58,22 @@ def shout() -> str:
     raise ToolError("y" * 1_000_000)
 
 
+def size(text: str | None) -> int | None:
+    """The stored text's length in bytes (UTF-8), as the cap counts it."""
+    return None if text is None else len(text.encode())
+
+
 async def test_every_result_and_error_is_cut_to_the_cap_before_it_is_stored(tmp_path):
     config = Config.model_validate({"runtime": {"max_result_bytes": 2048}})
     script = first_then([("flood", {}), ("shout", {})])
     async with runtime(tmp_path, script, [flood, shout], config=config) as rt:
         out = await rt.run_turn(msg("go"))
         assert (out.status, out.reason) == ("done", "natural")
-        stored = await rows(
-            rt, "SELECT length(CAST(result AS BLOB)), length(CAST(error AS BLOB)) FROM tool_calls"
-        )
-        assert stored == [(2048, None), (None, 2048)]
-        longest = await rows(
-            rt, "SELECT max(length(CAST(text AS BLOB))) FROM messages WHERE role='tool'"
-        )
-        assert longest[0][0] <= 2048 + len("error: ")
-        longest_event = await rows(rt, "SELECT max(length(CAST(body AS BLOB))) FROM events")
-        assert longest_event[0][0] < 8192
+        calls = await rows(rt, "SELECT result, error FROM tool_calls ORDER BY step_id, idx")
+        assert [tuple(size(v) for v in r) for r in calls] == [(2048, None), (None, 2048)]
+        tool_texts = await rows(rt, "SELECT text FROM messages WHERE role='tool'")
+        assert max(size(t) for (t,) in tool_texts) <= 2048 + len("error: ")
+        assert max(size(b) for (b,) in await rows(rt, "SELECT body FROM events")) < 8192
         seen = [m.text for m in rt.provider.requests[-1].messages if m.role == "tool"]
         assert all("[cut by the runtime: the result was 1,000,0" in t for t in seen), seen
 
@@ -120,9 +120,8 @@ async def test_an_approved_env_leaves_no_key_anywhere_in_execution_db(tmp_path, 
         assert "[OPENAI_API_KEY masked]" in results["leak"]
         assert "[MY_TOKEN masked]" in results["leak"]
         assert results["leak_error"] == "refused key [OPENAI_API_KEY masked]"
-    room = tmp_path / "room"
-    stored = b"".join(p.read_bytes() for p in room.glob("execution.db*"))
-    assert stored, "the room has no database files"
+    stored = room_bytes(tmp_path / "room")
+    assert b"HARMLESS=visible-value" in stored, "the scan does not see the stored results"
     for secret in (FAKE_OPENAI, FAKE_ANTHROPIC, "FAKE\\5555", "FAKE\\\\5555"):
         assert secret.encode() not in stored, secret
 
