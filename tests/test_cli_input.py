@@ -3,7 +3,6 @@ changes nothing (issue 13, items 13 and 16)."""
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import anyio
@@ -14,6 +13,9 @@ from engine.messages import Message
 from engine.providers.offline import OfflineModel
 from engine.room import Ownership, Room
 from engine.runtime import Runtime
+from tests.helpers import room_rows
+
+pytestmark = pytest.mark.usefixtures("store_backend")
 
 
 def waiting_call(room: Path) -> str:
@@ -27,13 +29,8 @@ def waiting_call(room: Path) -> str:
 
 
 def call_status(room: Path, call_id: str) -> str:
-    conn = sqlite3.connect(room / "execution.db")
-    try:
-        return str(
-            conn.execute("SELECT status FROM tool_calls WHERE id=?", (call_id,)).fetchone()[0]
-        )
-    finally:
-        conn.close()
+    [(status,)] = room_rows(room, "SELECT status FROM tool_calls WHERE id=?", call_id)
+    return str(status)
 
 
 def one_line(capsys: pytest.CaptureFixture[str]) -> str:
@@ -66,11 +63,7 @@ def test_bad_decided_arguments_are_refused_and_the_call_keeps_waiting(
     assert code == 2
     assert says in one_line(capsys)
     assert call_status(room, call_id) == "suspended"
-    conn = sqlite3.connect(room / "execution.db")
-    try:
-        assert conn.execute("SELECT count(*) FROM decisions").fetchone() == (0,)
-    finally:
-        conn.close()
+    assert room_rows(room, "SELECT count(*) FROM decisions") == [(0,)]
 
 
 @pytest.mark.parametrize(
@@ -137,12 +130,8 @@ def test_text_no_message_can_hold_is_one_line_and_nothing_is_recorded(
     assert main(["--room", str(room), *argv]) == 2
     assert says in one_line(capsys)
     assert call_status(room, call_id) == "suspended"
-    conn = sqlite3.connect(room / "execution.db")
-    try:
-        assert conn.execute("SELECT count(*) FROM decisions").fetchone() == (0,)
-        assert conn.execute("SELECT count(*) FROM turns").fetchone() == (1,)
-    finally:
-        conn.close()
+    assert room_rows(room, "SELECT count(*) FROM decisions") == [(0,)]
+    assert room_rows(room, "SELECT count(*) FROM turns") == [(1,)]
 
 
 @pytest.mark.parametrize("where", ["file", "proc", "db"])
@@ -155,6 +144,7 @@ def test_a_room_that_is_not_a_usable_directory_is_one_line(
     elif where == "db":
         waiting_call(tmp_path / "room")
         room = tmp_path / "room" / "execution.db"
+        room.touch()  # the room's store file (a room on PostgreSQL has none: one as it were)
     else:
         room = Path("/proc/1")
     capsys.readouterr()
@@ -188,8 +178,4 @@ def test_decide_on_a_room_nobody_owns_applies_the_decision(
     capsys.readouterr()
     assert main(["--room", str(room), "decide", call_id, "approve"]) == 0, capsys.readouterr()
     assert call_status(room, call_id) == "succeeded"
-    conn = sqlite3.connect(room / "execution.db")
-    try:
-        assert conn.execute("SELECT status FROM decisions").fetchall() == [("applied",)]
-    finally:
-        conn.close()
+    assert room_rows(room, "SELECT status FROM decisions") == [("applied",)]

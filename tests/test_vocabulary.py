@@ -32,6 +32,8 @@ from engine.store.recent import read_recent
 from tests.helpers import rows, runtime
 from tests.scripted import first_then
 
+pytestmark = pytest.mark.usefixtures("store_backend")
+
 # Events as execution.db and the API's stream held them before statuses were enums and
 # turn events named their group (written by that code, kept here as text).
 STORED = [
