@@ -12,6 +12,7 @@ from engine import builtin_tools as bt
 from engine.config import Config
 from engine.decisions import Decision
 from engine.redact import Secrets
+from engine.store.bus import public_events, top_seq
 from engine.tools import ToolError, tool
 from tests.helpers import msg, room_bytes, rows, runtime
 from tests.scripted import first_then
@@ -76,6 +77,37 @@ async def test_every_result_and_error_is_cut_to_the_cap_before_it_is_stored(tmp_
         assert max(size(b) for (b,) in await rows(rt, "SELECT body FROM events")) < 8192
         seen = [m.text for m in rt.provider.requests[-1].messages if m.role == "tool"]
         assert all("[cut by the runtime: the result was 1,000,0" in t for t in seen), seen
+
+
+# --- a NUL character --------------------------------------------------------------------
+
+
+@tool
+def binary() -> str:
+    """Output as a program that prints a NUL gives it."""
+    return "before\x00after"
+
+
+async def test_a_nul_in_a_message_an_argument_or_a_result_is_stored_and_the_turn_goes_on(
+    tmp_path,
+):
+    """Found running these tests on PostgreSQL, whose text cannot hold NUL (0x00): there
+    it is stored as U+FFFD; the write failed, the turn with it, and a call_changed event's
+    body with an escaped NUL failed every read of the event stream."""
+    script = first_then([("binary", {}), ("shell", {"command": "printf 'a\x00b'"})])
+    async with runtime(tmp_path, script, [binary, bt.shell]) as rt:
+        out = await rt.run_turn(msg("nul \x00 here"))
+        assert out.status == "waiting"  # the shell call waits with its NUL argument
+        await rt.decide(Decision.cancel(out.pending[0]["call_id"], "no"))
+        out = await rt.wait_turn(out.turn_id)
+        assert (out.status, out.reason) == ("done", "natural")
+        [(result,)] = await rows(rt, "SELECT result FROM tool_calls WHERE tool = 'binary'")
+        assert result.replace("\ufffd", "\x00") == "before\x00after"
+        [(text,)] = await rows(rt, "SELECT text FROM messages WHERE role = 'user'")
+        assert text.replace("\ufffd", "\x00") == "nul \x00 here"
+        top = await top_seq(rt.store)
+        public = await public_events(rt.store, 0, top, 1000)  # the stream reads past them
+        assert "call_changed" in {e["kind"] for e in public}
 
 
 # --- secrets -------------------------------------------------------------------------------

@@ -8,8 +8,9 @@ constructs PostgreSQL spells differently, so the two backends share their SQL:
   on the table's primary key (`PRIMARY_KEYS`) that sets every other column named;
 - `iif(a, b, c)` becomes `CASE WHEN a THEN b ELSE c END`; scalar `max(a, b)`/`min(a, b)`
   become GREATEST/LEAST; `group_concat` becomes `string_agg`;
-- `json_extract(x, '$.a.b')` becomes `(x::jsonb #>> '{a,b}')`; `json_set(x, ?, json(?))`
-  becomes a `jsonb_set` (the path parameter keeps its `$.a` spelling);
+- `json_extract(x, '$.a.b')` becomes `(x::json #>> '{a,b}')`; `json_set(x, ?, json(?))`
+  becomes a `jsonb_set` (the path parameter keeps its `$.a` spelling); in both an escaped
+  NUL in the JSON, which PostgreSQL refuses, is read as U+FFFD;
 - `a IS b` / `a IS NOT b` (SQLite's null-safe comparison) become IS [NOT] DISTINCT FROM
   unless `b` is NULL, TRUE or FALSE; `WHERE 1` becomes `WHERE true`; `CROSS JOIN t ON`
   (SQLite's hint to keep the join order) becomes `JOIN t ON`;
@@ -156,10 +157,18 @@ def _call(name: str, args: list[str]) -> str | None:
         if path is None:
             raise Untranslatable(f"json_extract with path {args[1:]}")
         keys = ",".join(path.group(1)[1:].split("."))
-        return f"(({args[0]})::jsonb #>> '{{{keys}}}')"
+        return f"({_json(args[0])}::json #>> '{{{keys}}}')"
     # json_set(x, path, json(v)): the path a parameter or literal spelled '$.a.b'
     value = re.fullmatch(r"json\s*\((.*)\)", args[2], re.S) if len(args) == 3 else None
     if value is None:
         raise Untranslatable(f"json_set with arguments {args}")
-    return (f"(jsonb_set(({args[0]})::jsonb, string_to_array(substr({args[1]}, 3), '.'),"
-            f" ({value.group(1)})::jsonb))::text")  # fmt: skip
+    return (f"(jsonb_set({_json(args[0])}::jsonb, string_to_array(substr({args[1]}, 3), '.'),"
+            f" {_json(value.group(1))}::jsonb))::text")  # fmt: skip
+
+
+def _json(text: str) -> str:
+    """The JSON text `text` as PostgreSQL can read it: an escaped NUL (`\\u0000`), which
+    json and jsonb refuse (no text holds it), read as U+FFFD. json.dumps writes a NUL in
+    a tool's output or a message that way, and one such row failed every query reading
+    JSON across it (the event stream's, in bus.py)."""
+    return rf"(replace(({text}), '\u0000', '\ufffd'))"

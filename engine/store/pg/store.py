@@ -23,7 +23,9 @@ from typing import Any
 import anyio
 import psycopg
 from psycopg import conninfo, postgres
+from psycopg.abc import Buffer
 from psycopg.adapt import Dumper
+from psycopg.types.string import StrDumperUnknown
 
 from engine.store.pg.batch import PG_INDEX_BATCH
 from engine.store.pg.dialect import Untranslatable, to_pg
@@ -73,6 +75,21 @@ class _BoolAsInt(Dumper):
 
     def dump(self, obj: Any) -> bytes:
         return b"1" if obj else b"0"
+
+
+class _NulAsReplacement(StrDumperUnknown):
+    """Python strs as text, as psycopg's own, but a NUL character (0x00), which text in
+    PostgreSQL cannot hold, as U+FFFD: a tool's output or a message with one is stored,
+    not refused (SQLite keeps the NUL; the rest of the text is the same on both)."""
+
+    def dump(self, obj: str) -> Buffer | None:
+        return super().dump(obj.replace("\x00", "\ufffd"))
+
+
+def _adapt(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> None:
+    """How the store's values go to PostgreSQL on `conn` (bools as integers, NUL in text)."""
+    conn.adapters.register_dumper(bool, _BoolAsInt)
+    conn.adapters.register_dumper(str, _NulAsReplacement)
 
 
 def _password(url: str) -> str | None:
@@ -220,7 +237,7 @@ def _open_writer(url: str) -> psycopg.Connection[Any]:
         conn = psycopg.connect(url, autocommit=True, application_name="agentdeck-writer")
     except psycopg.Error as exc:
         raise StoreError(scrub(f"cannot open {display_url(url)}: {exc}", url)) from None
-    conn.adapters.register_dumper(bool, _BoolAsInt)
+    _adapt(conn)
     try:
         migrate(conn)
     except (psycopg.Error, TooNew) as exc:
@@ -235,5 +252,5 @@ async def _connect_reader(url: str) -> psycopg.AsyncConnection[Any]:
                                                      application_name="agentdeck-reader")  # fmt: skip
     except psycopg.Error as exc:
         raise StoreError(scrub(f"cannot open {display_url(url)}: {exc}", url)) from None
-    conn.adapters.register_dumper(bool, _BoolAsInt)
+    _adapt(conn)
     return conn
