@@ -194,7 +194,11 @@ async def test_resume_with_edited_arguments_or_a_given_result(tmp_path):
         out = await rt.wait_turn(out.turn_id)
         while out.status != "done":
             out = await rt.wait_turn(out.turn_id)
-        assert "ran edited" in out.text and "canned" in out.text
+        # the first decision may resume the turn before the second is recorded (the other
+        # call a placeholder then): both results reach the model, not always in one request
+        seen = {m.text for r in rt.provider.requests for m in r.messages
+                if m.role == "tool" and not m.pending}  # fmt: skip
+        assert {"ran edited", '{"stdout": "canned"}'} <= seen, seen
         args = await rows(rt, "SELECT args FROM tool_calls WHERE id=?", first)
         assert json.loads(args[0][0]) == {"command": "edited"}
 
