@@ -133,6 +133,10 @@ async def test_search_needs_no_batch_on_postgresql(tmp_path: Path, pg_url: str):
             assert [x["kind"] for x in (await h.search("marmalade")).items] == ["message"]
             assert "call" in {x["kind"] for x in (await h.search("quin*")).items}
             assert (await h.search("it's a back\\slash 'quince'")).items == []  # no error
+            assert (
+                await h.search("nul\x00 byte")
+            ).items == []  # sent as U+FFFD, as the writer does
+            assert (await h.search("nul\x00 byte", raw=True)).items == []
 
 
 async def test_a_cancelled_read_leaves_no_transaction_and_the_reader_cannot_write(

@@ -21,7 +21,7 @@ import psycopg
 from psycopg import pq
 
 from engine.store.pg.dialect import Untranslatable, to_pg
-from engine.store.pg.store import Row, _BoolAsInt, _rows, display_url, scrub
+from engine.store.pg.store import Row, _rows, adapt, display_url, scrub
 from engine.store.sqlite import StoreError
 
 __all__ = ["PgReader"]
@@ -47,7 +47,7 @@ class PgReader:
             )
         except psycopg.Error as exc:
             raise StoreError(_line(scrub(f"cannot open {display_url(url)}: {exc}", url))) from None
-        conn.adapters.register_dumper(bool, _BoolAsInt)
+        adapt(conn)  # as the writer sends values: bools as integers, NUL in text
         try:
             await conn.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
         except psycopg.Error as exc:

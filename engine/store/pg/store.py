@@ -86,7 +86,7 @@ class _NulAsReplacement(StrDumperUnknown):
         return super().dump(obj.replace("\x00", "\ufffd"))
 
 
-def _adapt(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> None:
+def adapt(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> None:
     """How the store's values go to PostgreSQL on `conn` (bools as integers, NUL in text)."""
     conn.adapters.register_dumper(bool, _BoolAsInt)
     conn.adapters.register_dumper(str, _NulAsReplacement)
@@ -237,7 +237,7 @@ def _open_writer(url: str) -> psycopg.Connection[Any]:
         conn = psycopg.connect(url, autocommit=True, application_name="agentdeck-writer")
     except psycopg.Error as exc:
         raise StoreError(scrub(f"cannot open {display_url(url)}: {exc}", url)) from None
-    _adapt(conn)
+    adapt(conn)
     try:
         migrate(conn)
     except (psycopg.Error, TooNew) as exc:
@@ -252,5 +252,5 @@ async def _connect_reader(url: str) -> psycopg.AsyncConnection[Any]:
                                                      application_name="agentdeck-reader")  # fmt: skip
     except psycopg.Error as exc:
         raise StoreError(scrub(f"cannot open {display_url(url)}: {exc}", url)) from None
-    _adapt(conn)
+    adapt(conn)
     return conn
