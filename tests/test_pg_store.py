@@ -35,21 +35,45 @@ async def store(pg_url: str) -> AsyncIterator[PgStore]:
         await s.close()
 
 
-async def test_two_workers_opening_a_fresh_database_at_once_migrate_it_once(pg_url: str) -> None:
+async def test_runtimes_opening_a_fresh_database_at_once_migrate_it_once_and_one_owns_it(
+    pg_url: str,
+) -> None:
+    """Three at once: the schema is applied once, one store owns the database and the
+    others are refused, naming the holder (two runtimes on one database would both run
+    its queued turns). The owner's session ending, by a close or a kill, frees it."""
     opened: list[PgStore] = []
+    refused: list[str] = []
 
     async def open_one() -> None:
-        opened.append(await PgStore.open(pg_url))
+        try:
+            opened.append(await PgStore.open(pg_url))
+        except StoreError as exc:
+            refused.append(str(exc))
 
     async with anyio.create_task_group() as tg:
         for _ in range(3):
             tg.start_soon(open_one)
-    for s in opened:
-        assert await s.integrity_check() == "ok"
-        await s.close()
+    assert len(opened) == 1 and len(refused) == 2
+    assert all("in use by another agentdeck runtime (agentdeck-writer " in r for r in refused)
+    assert await opened[0].integrity_check() == "ok"
     with psycopg.connect(pg_url, autocommit=True) as conn:
         assert conn.execute("SELECT version FROM agentdeck_schema").fetchall() == [(VERSION,)]
         assert migrate(conn) == 0  # current: nothing applied
+        # the owner's backend killed (its host gone, kill -9): the lock goes with it
+        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                     " WHERE application_name LIKE 'agentdeck-writer %'")  # fmt: skip
+    with anyio.fail_after(10):
+        while True:
+            try:
+                second = await PgStore.open(pg_url)
+                break
+            except StoreError:
+                await anyio.sleep(0.05)
+    await second.close()
+    with pytest.raises(StoreError):  # the first's writer lost its connection: it says so
+        await opened[0].write([("SELECT 1", ())])
+    with pytest.raises(StoreError):
+        await opened[0].close()  # (its last batch fails; the store is shut all the same)
 
 
 async def test_a_database_newer_than_this_agentdeck_is_refused(pg_url: str) -> None:

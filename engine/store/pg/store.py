@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -232,18 +234,47 @@ class PgStore(Store):
 
 
 def _open_writer(url: str) -> psycopg.Connection[Any]:
-    """The writer's connection, with the schema migrated (blocking)."""
+    """The writer's connection, with the schema migrated and the database owned for as long
+    as the connection lives (blocking)."""
+    me = f"agentdeck-writer {socket.gethostname()[:30]} pid {os.getpid()}"
     try:
-        conn = psycopg.connect(url, autocommit=True, application_name="agentdeck-writer")
+        conn = psycopg.connect(url, autocommit=True, application_name=me)
     except psycopg.Error as exc:
         raise StoreError(scrub(f"cannot open {display_url(url)}: {exc}", url)) from None
     adapt(conn)
     try:
         migrate(conn)
+        holder = _own(conn)
     except (psycopg.Error, TooNew) as exc:
         conn.close()
         raise StoreError(scrub(f"cannot prepare {display_url(url)}: {exc}", url)) from None
+    if holder is not None:
+        conn.close()
+        raise StoreError(
+            f"{display_url(url)} is in use by another agentdeck runtime ({holder}): one "
+            "runtime per database (several workers sharing one are not supported yet)"
+        )
     return conn
+
+
+def _own(conn: psycopg.Connection[Any]) -> str | None:
+    """Take the database's owner lock for this session (released when it ends, a kill -9
+    included); None when taken, else who holds it. Two runtimes on one database would
+    both run its queued turns, a call twice among them."""
+    from engine.store.pg.cluster import advisory_key
+
+    key = advisory_key("runtime")
+    row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+    if row and row[0]:
+        return None
+    unsigned = key & 0xFFFFFFFFFFFFFFFF
+    found = conn.execute(
+        "SELECT COALESCE(NULLIF(a.application_name, ''), l.pid::text) FROM pg_locks l"
+        " LEFT JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory'"
+        " AND l.granted AND l.objsubid = 1 AND l.classid::int8 = %s AND l.objid::int8 = %s",
+        (unsigned >> 32, unsigned & 0xFFFFFFFF),
+    ).fetchone()
+    return str(found[0]) if found else "a session that just ended"
 
 
 async def _connect_reader(url: str) -> psycopg.AsyncConnection[Any]:
