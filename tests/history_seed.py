@@ -21,6 +21,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from engine.config import Config, StoreConfig
 from engine.decisions import Decision
 from engine.messages import Message
@@ -30,6 +32,16 @@ from tests.scripted import Reply, ScriptedModel, add, boom, echo_results, shell
 
 BULK = 23
 QUOTED = 'what does "quoted" AND (weird) -stuff* NEAR col:val mean? zebrafish'
+
+
+BACKENDS = ["sqlite", "postgresql"]
+
+
+def database_for(request: pytest.FixtureRequest) -> str | None:
+    """A new PostgreSQL database's URL when the test's backend is PostgreSQL, else None."""
+    if request.param == "sqlite":
+        return None
+    return request.getfixturevalue("pg_cluster").database()
 
 
 def script(request: ModelRequest) -> Reply:

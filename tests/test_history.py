@@ -16,11 +16,13 @@ from engine.history import Filters, History, HistoryError, UnknownTurn, parse_ti
 from engine.room import Room
 from engine.runtime import Runtime
 from tests.history_seed import (
+    BACKENDS,
     BULK,
     QUOTED,
     STATUS_TRUTH,
     add,
     boom,
+    database_for,
     fts_rows,
     fts_unsound,
     msg,
@@ -33,15 +35,6 @@ from tests.history_seed import (
     turn_ids,
 )
 from tests.scripted import ScriptedModel
-
-BACKENDS = ["sqlite", "postgresql"]
-
-
-def database_for(request: pytest.FixtureRequest) -> str | None:
-    """A new PostgreSQL database's URL when the test's backend is PostgreSQL, else None."""
-    if request.param == "sqlite":
-        return None
-    return request.getfixturevalue("pg_cluster").database()
 
 
 @pytest.fixture(scope="module", params=BACKENDS)

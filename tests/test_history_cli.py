@@ -18,21 +18,19 @@ import engine.store.history as history_store
 from engine.cli import main
 from engine.history import Filters, History, connect_readonly
 from engine.room import Room
-from tests.history_seed import STATUS_TRUTH, on_store, seed, store_url_of, turn_ids
+from tests.history_seed import (
+    BACKENDS,
+    STATUS_TRUTH,
+    database_for,
+    on_store,
+    seed,
+    store_url_of,
+    turn_ids,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 OLD_KEYS = {"turn_id", "thread_id", "origin", "status", "reason", "text", "answer",
             "created_at", "ended_at", "calls"}  # fmt: skip
-
-
-BACKENDS = ["sqlite", "postgresql"]
-
-
-def database_for(request: pytest.FixtureRequest) -> str | None:
-    """A new PostgreSQL database's URL when the test's backend is PostgreSQL, else None."""
-    if request.param == "sqlite":
-        return None
-    return request.getfixturevalue("pg_cluster").database()
 
 
 @pytest.fixture(scope="module", params=BACKENDS)

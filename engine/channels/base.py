@@ -14,9 +14,12 @@ import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import httpx
+
+if TYPE_CHECKING:
+    from engine.channels.config import HookSettings
 
 Kind = Literal["telegram", "slack", "webhook"]
 REDACTED = "[redacted]"
@@ -96,6 +99,11 @@ class Channel(Protocol):
 class HookChannel(Channel, Protocol):
     """A channel whose messages arrive as signed HTTP deliveries."""
 
+    @property
+    def config(self) -> HookSettings:
+        """Its settings (`max_body`: the bytes of one delivery it takes at most)."""
+        ...
+
     def accept(
         self, headers: Mapping[str, str], body: bytes, now: float
     ) -> tuple[HookReply, list[Inbound]]:
@@ -114,6 +122,25 @@ class PollChannel(Channel, Protocol):
         update's id with its message (None for one that is ignored or malformed), and the
         offset of the next poll. Raises PollError."""
         ...
+
+
+class HttpChannel:
+    """What every channel class shares: its settings, and the HTTP client it talks to its
+    service with (its own, closed by `aclose`, or one injected and left open)."""
+
+    def __init__(self, config: Any, client: httpx.AsyncClient | None) -> None:
+        self.config, self.name, self.group = config, config.name, config.group
+        self.max_tries: int = config.max_tries
+        self._own = client is None
+        self._client = client or httpx.AsyncClient()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+    async def aclose(self) -> None:
+        """Close the HTTP client the channel opened (an injected one stays open)."""
+        if self._own:
+            await self._client.aclose()
 
 
 def lower_headers(headers: Mapping[str, str]) -> dict[str, str]:

@@ -114,7 +114,7 @@ class _Channel(BaseModel):
         return Secret(var, value)
 
 
-class _Hook(_Channel):
+class HookSettings(_Channel):
     max_body: int = Field(MiB, ge=1024, le=64 * MiB)  # bytes of one delivery
 
 
@@ -132,7 +132,7 @@ class TelegramConfig(_Channel):
         return _url(value)
 
 
-class SlackConfig(_Hook):
+class SlackConfig(HookSettings):
     """A Slack app: Events API deliveries in, chat.postMessage out."""
 
     kind: Literal["slack"]
@@ -147,7 +147,7 @@ class SlackConfig(_Hook):
         return _url(value)
 
 
-class WebhookConfig(_Hook):
+class WebhookConfig(HookSettings):
     """A generic signed webhook: JSON in, JSON POSTed to `deliver_url` out."""
 
     kind: Literal["webhook"]

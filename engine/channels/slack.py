@@ -22,6 +22,7 @@ from engine.channels.base import (
     DeliveryError,
     HookRejected,
     HookReply,
+    HttpChannel,
     Inbound,
     lower_headers,
     retry_after,
@@ -49,7 +50,7 @@ def signature(secret: str, timestamp: str, body: bytes) -> str:
     return "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
 
 
-class SlackChannel:
+class SlackChannel(HttpChannel):
     """A Slack app: messages and mentions in by the Events API, answers in their thread."""
 
     kind: Literal["slack"] = "slack"
@@ -61,19 +62,9 @@ class SlackChannel:
         token: Secret,
         client: httpx.AsyncClient | None = None,
     ) -> None:
-        self.config, self.name, self.group = config, config.name, config.group
-        self.max_tries = config.max_tries
+        super().__init__(config, client)
+        self.config: SlackConfig = config
         self._signing, self._token = signing_secret, token
-        self._own = client is None
-        self._client = client or httpx.AsyncClient()
-
-    def __repr__(self) -> str:
-        return f"SlackChannel({self.name!r})"
-
-    async def aclose(self) -> None:
-        """Close the HTTP client the channel opened (an injected one stays open)."""
-        if self._own:
-            await self._client.aclose()
 
     def accept(
         self, headers: Mapping[str, str], body: bytes, now: float

@@ -20,6 +20,7 @@ from engine.channels.base import (
     REDACTED,
     ChannelError,
     DeliveryError,
+    HttpChannel,
     Inbound,
     PollError,
     scrub,
@@ -55,7 +56,7 @@ def _mask_http_logs() -> None:
             logger.addFilter(_MASK)
 
 
-class TelegramChannel:
+class TelegramChannel(HttpChannel):
     """A Telegram bot: polled for text messages, answering in the chat they came from."""
 
     kind: Literal["telegram"] = "telegram"
@@ -63,21 +64,11 @@ class TelegramChannel:
     def __init__(
         self, config: TelegramConfig, token: Secret, client: httpx.AsyncClient | None = None
     ) -> None:
-        self.config, self.name, self.group = config, config.name, config.group
-        self.max_tries = config.max_tries
+        super().__init__(config, client)
+        self.config: TelegramConfig = config
         self._token = token
-        self._own = client is None
-        self._client = client or httpx.AsyncClient()
         self._sent: OrderedDict[str, int] = OrderedDict()
         _mask_http_logs()
-
-    def __repr__(self) -> str:
-        return f"TelegramChannel({self.name!r})"
-
-    async def aclose(self) -> None:
-        """Close the HTTP client the channel opened (an injected one stays open)."""
-        if self._own:
-            await self._client.aclose()
 
     async def poll(
         self, offset: int | None, wait: float

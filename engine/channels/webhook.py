@@ -24,6 +24,7 @@ from engine.channels.base import (
     DeliveryError,
     HookRejected,
     HookReply,
+    HttpChannel,
     Inbound,
     lower_headers,
     status_error,
@@ -63,7 +64,7 @@ def _plain(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-class WebhookChannel:
+class WebhookChannel(HttpChannel):
     """A signed webhook: its deliveries become messages, its answers are POSTed back."""
 
     kind: Literal["webhook"] = "webhook"
@@ -71,19 +72,9 @@ class WebhookChannel:
     def __init__(
         self, config: WebhookConfig, secret: Secret, client: httpx.AsyncClient | None = None
     ) -> None:
-        self.config, self.name, self.group = config, config.name, config.group
-        self.max_tries = config.max_tries
+        super().__init__(config, client)
+        self.config: WebhookConfig = config
         self._secret = secret
-        self._own = client is None
-        self._client = client or httpx.AsyncClient()
-
-    def __repr__(self) -> str:
-        return f"WebhookChannel({self.name!r})"
-
-    async def aclose(self) -> None:
-        """Close the HTTP client the channel opened (an injected one stays open)."""
-        if self._own:
-            await self._client.aclose()
 
     def accept(
         self, headers: Mapping[str, str], body: bytes, now: float
