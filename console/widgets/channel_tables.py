@@ -43,7 +43,8 @@ def loop_cells(s: LoopState, now: float) -> tuple[str, ...]:
     (a socket by its name: the room is known)."""
     detail = {k: PurePath(v).name if k == "socket" else v for k, v in s.detail.items()}
     where = " ".join(f"{k}={v}" for k, v in detail.items())
-    return (s.name, s.loop, s.kind, s.group or "—", s.state, ago(s.last_ok, now), str(s.errors),
+    last = "—" if s.kind == s.loop else ago(s.last_ok, now)  # a loop row has no last poll
+    return (s.name, s.loop, s.kind, s.group or "—", s.state, last, str(s.errors),
             str(s.received), str(s.rejected), "—" if s.lag is None else f"{s.lag:.1f}s",
             s.last_error or where)  # fmt: skip
 

@@ -70,7 +70,8 @@ def channels_text(view: ChannelsView, now: float) -> str:
 def loop_cells(s: LoopState, now: float) -> tuple[str, ...]:
     where = " ".join(f"{k}={v}" for k, v in s.detail.items())
     error = s.last_error or ""
-    return (s.name, s.loop, s.kind, s.group or "—", s.state, ago(s.last_ok, now), str(s.errors),
+    last = "—" if s.kind == s.loop else ago(s.last_ok, now)  # a loop row has no last poll
+    return (s.name, s.loop, s.kind, s.group or "—", s.state, last, str(s.errors),
             str(s.received), str(s.rejected), "—" if s.lag is None else f"{s.lag:.1f}s",
             error if error or not where else where)  # fmt: skip
 
