@@ -40,6 +40,16 @@ class StoreConfig(_Section):
     url: str | None = None
 
 
+class ClusterConfig(_Section):
+    """One worker of several sharing the store's PostgreSQL database (engine/cluster)."""
+
+    enabled: bool = False
+    worker: str | None = Field(None, min_length=1, max_length=100)  # None: host-pid
+    # How long a worker's lease on a thread lasts without a heartbeat: the time another
+    # worker waits before it takes a dead worker's threads over. Heartbeats come 3 a lease.
+    lease_seconds: float = Field(15.0, ge=0.5, le=3600.0)
+
+
 class ModelConfig(_Section):
     provider: Literal["offline", "openai", "anthropic"] | None = None
     model: str | None = None
@@ -247,6 +257,7 @@ class ConsoleConfig(_Section):
 
 class Config(_Section):
     store: StoreConfig = Field(default_factory=StoreConfig)
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
     groups: dict[str, GroupSettings] = Field(default_factory=dict)

@@ -92,6 +92,11 @@ class DecisionInbox:
     def add(self, decision: Decision) -> None:
         self._queued[decision.call_id].append(decision)
 
+    def add_new(self, decision: Decision) -> None:
+        """Queue a decision read from the store, unless it is queued here already."""
+        if all(d.id != decision.id for d in self._queued.get(decision.call_id, ())):
+            self.add(decision)
+
     def queued_for(self, call_id: str) -> bool:
         return bool(self._queued.get(call_id))
 

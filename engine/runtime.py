@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
@@ -58,6 +58,9 @@ from engine.store.select import open_store
 from engine.strategies import strategy_for
 from engine.summary import SummaryFile, summary_of
 from engine.supervisor import Carried, TurnHandle, TurnSupervisor
+
+if TYPE_CHECKING:
+    from engine.cluster.member import ClusterMember
 from engine.tools import Tool, ToolRegistry
 from engine.turn.call import CallState
 from engine.turn.context import TurnContext
@@ -113,6 +116,7 @@ class Runtime:
         self.api: dict[str, str] = {}  # where the server loop serves (agent.run says so)
         self.channels: Any = None  # engine.loops.channels.ChannelSet, once its loops start
         self.serves_queue = True  # False: a one-off that starts only what it submits
+        self.cluster: ClusterMember | None = None  # one worker of several (engine/cluster)
         self.started_at = time.time()  # wall time, for uptime (not the clock tests fix)
 
     # -- opening and closing ----------------------------------------------------------------
@@ -141,7 +145,8 @@ class Runtime:
         ownership.acquire()
         try:
             room.ensure()
-            store = await open_store(room.db, config.store)
+            cluster = config.cluster.enabled
+            store = await open_store(room.db, config.store, shared=cluster)
             try:
                 if provider is None:
                     from engine.providers.select import make_provider
@@ -156,12 +161,19 @@ class Runtime:
                 rt = cls(room, store, config, provider, ToolRegistry(tools), plugins, kind,
                          clock, ids)  # fmt: skip
                 rt.serves_queue = resume == "all"
+                if cluster:
+                    from engine.cluster.member import ClusterMember
+
+                    rt.cluster = ClusterMember.of(rt)
                 await rt._start()
                 sv = rt.supervisor
                 try:
                     async with anyio.create_task_group() as tg:
                         sv.tg = tg
                         tg.start_soon(store.index_forever, INDEX_EVERY)
+                        if rt.cluster is not None:
+                            await rt.cluster.start()
+                            tg.start_soon(rt.cluster.run)
                         if resume == "all":
                             if config.approvals.any_deadline:  # else nothing to watch
                                 tg.start_soon(DeadlineWatch(store, config.approvals, clock=clock,
@@ -185,6 +197,8 @@ class Runtime:
                 finally:
                     with anyio.CancelScope(shield=True):
                         await rt._stop()
+                        if rt.cluster is not None:
+                            await rt.cluster.stop()
                         if (aclose := getattr(rt.provider, "aclose", None)) is not None:
                             await aclose()
             finally:
@@ -202,10 +216,16 @@ class Runtime:
         check_approvals(self.config, self.room.config, self.tools.names(), groups)
         now = self.clock()
         self._step_id = await rows.last_step_id(self.store)
-        await self.store.write(rows.run_started(self.run_id, self.kind, os.getpid(), now))
-        await self.decisions.restore()
+        alone = self.cluster is None  # a cluster's worker takes its threads' state by lease
+        await self.store.write(rows.run_started(self.run_id, self.kind, os.getpid(), now, alone))
+        if alone:
+            await self.decisions.restore()
         self.rules.load(await ruled.load(self.store, toml), await ruled.last_id(self.store))
         interrupted, queued = await restore_schedule(self.store, self.scheduler, self.config)
+        if not alone:
+            for thread_id in {*self.scheduler.holders, *(r.thread_id for r in queued)}:
+                self.scheduler.forget(thread_id)
+            interrupted, queued = set(), []
         self.supervisor.interrupted = interrupted
         if not self.serves_queue:  # a one-off leaves what others queued to the next runtime
             for req in queued:
@@ -296,13 +316,15 @@ class Runtime:
             if queued >= (limit := self.scheduler.group(group).max_queued_turns):
                 raise QueueFull(f"group {group} queue is full ({queued} of {limit} queued)")
         req = Request(self.new_id("t"), message, group, self.clock(), strategy)
-        changed = self.scheduler.offer(req)
-        ops = [request_row(r, self.clock()) for r in changed]
+        held = self.cluster is None or self.cluster.holds(req.thread_id)
+        changed = self.scheduler.offer(req) if held else [req]  # else its holder's to order
+        ops = [request_row(r, self.clock()) for r in changed] + self.ctx.announce(req.thread_id)
         if key is not None:
             self._keys[key] = req
             ops.append(key_row(key, req.id, self.clock()))
         try:  # admission never waits behind steps; one admitted now rides its turn's first
-            carried = Carried(req.id, ops) if changed == [req] else None  # commit (one trip)
+            alone = self.cluster is None and changed == [req]  # commit (one trip)
+            carried = Carried(req.id, ops) if alone else None
             if carried is None or not self.supervisor.pump(carried):
                 await self.store.write(ops, urgent=True)
             else:
@@ -321,6 +343,10 @@ class Runtime:
         if req.status is RequestStatus.REJECTED:
             raise Rejected(req.reason or "rejected")
         target = req.turn_id
+        if not held:  # a cluster's: whoever leases the thread runs it (this worker, if free)
+            assert self.cluster is not None
+            await self.cluster.claim([req.thread_id])
+            return req, self.live.get(target) or TurnHandle(target, message.thread_id)
         handle = self.live.setdefault(target, TurnHandle(target, message.thread_id))
         holder = self.scheduler.holder(message.thread_id)
         sv = self.supervisor
@@ -328,6 +354,11 @@ class Runtime:
             sv.spawn_resume(holder[0])  # finish what a stopped run left, then ours
         sv.pump()
         return req, handle
+
+    def adopt(self, req: Request) -> None:
+        """A queued request read from the store (a cluster's worker leased its thread)."""
+        self._requests[req.id] = req
+        self.live.setdefault(req.id, TurnHandle(req.id, req.thread_id))
 
     def request(self, request_id: str) -> Request | None:
         """A turn request of this run (or restored by it), as the scheduler left it."""
@@ -388,6 +419,8 @@ class Runtime:
     async def wait_turn(self, turn_id: str) -> TurnOutcome:
         """Wait until the turn's loop stops (done or waiting); return where it stands.
         A request that was coalesced is followed to the request it went into."""
+        if self.cluster is not None:  # run by any worker
+            return await self.cluster.wait_turn(turn_id)
         while True:
             handle = self.live.get(turn_id)
             if handle is not None:
@@ -401,6 +434,8 @@ class Runtime:
 
     async def cancel_turn(self, turn_id: str, reason: str = "cancelled by operator") -> bool:
         """Cancel a running or waiting turn: it ends `done/cancelled`. False if already done."""
+        if self.cluster is not None and turn_id not in self.live:
+            return await self.cluster.cancel_turn(turn_id, reason)
         return await self.supervisor.cancel_turn(turn_id, reason)
 
     # -- decisions --------------------------------------------------------------------------

@@ -180,6 +180,8 @@ class Scheduler:
     _seq: dict[str, int] = field(default_factory=dict)  # request id -> arrival number
     _counter: itertools.count = field(default_factory=itertools.count)
     _running: dict[str, int] = field(default_factory=dict)  # group -> running turns
+    # group -> turns other workers of a cluster run (engine/cluster/member.py refreshes it)
+    elsewhere: dict[str, int] = field(default_factory=dict)
 
     def group(self, name: str) -> GroupConfig:
         if name not in self.groups:
@@ -242,6 +244,21 @@ class Scheduler:
         self._by_group.setdefault(req.group, {})[req.id] = req
         self._mark_ready(req.thread_id)
 
+    def knows(self, request_id: str) -> bool:
+        """Whether the request is in line here."""
+        return request_id in self._seq
+
+    def forget(self, thread_id: str) -> list[Request]:
+        """Drop all that is known of a thread (its holder, its queued requests, as they
+        are): a cluster worker gave its lease up. Returns the requests taken out of line."""
+        holder = self.holders.pop(thread_id, None)
+        if holder is not None and holder.state == "running":
+            self._running[holder.group] -= 1
+        dropped = list(self._threads.get(thread_id, ()))
+        for req in dropped:
+            self._remove(req)
+        return dropped
+
     def withdraw(self, req: Request) -> None:
         """Take a queued request out of line as it is (a one-off leaves it to the next run)."""
         self._remove(req)
@@ -279,11 +296,20 @@ class Scheduler:
 
     # -- admitting ------------------------------------------------------------------------
 
-    def running_in(self, group: str) -> int:
+    def running_here(self, group: str) -> int:
+        """The group's turns running in this runtime."""
         return self._running.get(group, 0)
+
+    def queued_on(self, thread_id: str) -> int:
+        return len(self._threads.get(thread_id, ()))
+
+    def running_in(self, group: str) -> int:
+        """The group's running turns: this runtime's, and its cluster's other workers'."""
+        return self._running.get(group, 0) + self.elsewhere.get(group, 0)
 
     @property
     def running(self) -> int:
+        """Turns running in this runtime (its own budget, `max_running_turns`)."""
         return sum(self._running.values())
 
     def admissions(self) -> list[Request]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 from anyio.abc import TaskGroup
@@ -27,7 +27,7 @@ from engine.lifecycle import turn as turn_lifecycle
 from engine.lifecycle.call import under_review
 from engine.messages import ConvMessage
 from engine.scheduler import Request, Scheduler
-from engine.store import Op, Store, StoreError
+from engine.store import LeaseLost, Op, Store, StoreError
 from engine.store import decisions as recorded
 from engine.store import turns as rows
 from engine.strategies import initial_record, strategy_of_turn
@@ -46,6 +46,7 @@ class TurnHandle:
     done: anyio.Event = field(default_factory=anyio.Event)
     scope: anyio.CancelScope | None = None
     cancel_reason: str | None = None
+    lost: bool = False  # a cluster's worker lost the thread's lease: stop, write nothing
 
 
 def reply_of(meta: dict[str, Any]) -> dict[str, Any]:
@@ -77,6 +78,18 @@ class Carried:
             raise self._error
 
 
+class Coordinator(Protocol):
+    """A cluster's side of the turns (engine/cluster/member.py)."""
+
+    def holds(self, thread_id: str) -> bool: ...
+
+    async def admit(self, turn_id: str, thread_id: str, group: str, *, resumed: bool) -> bool: ...
+
+    def refused(self, req: Request) -> None: ...
+
+    def settled(self, turn: TurnState, *, lost: bool) -> None: ...
+
+
 class TurnSupervisor:
     """The turns of one run, from admission (or resumption) to their end."""
 
@@ -89,6 +102,7 @@ class TurnSupervisor:
         self.interrupted: set[str] = set()  # left `running` by a run that stopped
         self.tg: TaskGroup | None = None
         self._conversations: dict[str, Conversation] = {}
+        self.cluster: Coordinator | None = None  # one worker of several on the database
 
     # -- starting ---------------------------------------------------------------------------
 
@@ -110,6 +124,10 @@ class TurnSupervisor:
             else:
                 self.spawn(self._start_turn, req, handle)
         return taken
+
+    def forget(self, thread_id: str) -> None:
+        """Another worker may run the thread's turns: its conversation is read again."""
+        self._conversations.pop(thread_id, None)
 
     def spawn_resume(self, turn_id: str, thread_id: str = "") -> TurnHandle:
         """Continue a waiting or interrupted turn (in the task group)."""
@@ -137,6 +155,12 @@ class TurnSupervisor:
             or self.scheduler.group(req.group).strategy
             or "react"
         )
+        if self.cluster is not None and not await self.cluster.admit(
+            req.id, req.thread_id, req.group, resumed=False
+        ):  # the group's budget is full across the cluster: the request stays queued
+            self.cluster.refused(req)
+            handle.done.set()
+            return
         try:
             loop = await self.open_turn(req, strategy, carried=carried)
         except BaseException as exc:
@@ -186,6 +210,14 @@ class TurnSupervisor:
             handle.done.set()
             self.live.pop(handle.turn_id, None)
             return
+        if self.cluster is not None and not await self.cluster.admit(
+            loop.turn.id, loop.turn.thread_id, loop.turn.group, resumed=True
+        ):  # the lease went meanwhile: its new holder resumes it
+            handle.lost = True
+            self.live.pop(handle.turn_id, None)
+            self.cluster.settled(loop.turn, lost=True)
+            handle.done.set()
+            return
         if loop.turn.status is TurnStatus.WAITING:
             await loop.reopen()
         # turn_timeout bounds a stretch of running: the time the turn waited for a decision
@@ -223,23 +255,33 @@ class TurnSupervisor:
                 if handle.cancel_reason is not None:
                     scope.cancel()
                 await loop.run()
-            if scope.cancelled_caught:
+            if scope.cancelled_caught and not handle.lost:
                 with anyio.CancelScope(shield=True):
                     await loop.finish(turn_lifecycle.CANCELLED, handle.cancel_reason)
+        except LeaseLost as exc:  # a cluster's: another worker took the thread over
+            self.ctx.log.warning("turn %s stops here: %s", handle.turn_id, exc)
+            handle.lost = True
         finally:
             self.loops.pop(handle.turn_id, None)
             self.live.pop(handle.turn_id, None)
-            self._settle(loop.turn)
+            self._settle(loop.turn, lost=handle.lost)
             handle.done.set()
 
-    def _settle(self, turn: TurnState) -> None:
+    def _settle(self, turn: TurnState, *, lost: bool = False) -> None:
         """A turn's loop stopped: free or hold its thread, then start what may start."""
+        if lost:  # what the loop holds is not the truth any more; the cluster forgets it
+            assert self.cluster is not None
+            self.cluster.settled(turn, lost=True)
+            self._changed()
+            return
         if turn.status is TurnStatus.DONE:
             self.scheduler.release(turn.thread_id, turn.id)
         elif turn.status is TurnStatus.WAITING:
             self.scheduler.hold(turn.thread_id, turn.id, turn.group, "waiting")
             if any(self.ctx.decisions.queued_for(c.id) for c in turn.suspended()):
                 self.spawn_resume(turn.id)  # a decision arrived while it was deciding to wait
+        if self.cluster is not None:
+            self.cluster.settled(turn, lost=False)
         self._changed()
         if self.tg is not None and not self.tg.cancel_scope.cancel_called:
             self.pump()
@@ -268,14 +310,15 @@ class TurnSupervisor:
         for turn_id in sorted(self.interrupted):
             await (await self.load(turn_id)).review_left()
 
-    def wake(self, turn_id: str) -> None:
+    def wake(self, turn_id: str, thread_id: str) -> None:
         """A decision for one of the turn's calls is queued: its loop takes it now, or the
-        turn is resumed to take it."""
+        turn is resumed to take it (by this worker of a cluster only if it holds the
+        thread; the decision's notice wakes the others)."""
         loop = self.loops.get(turn_id)
         if loop is not None:
             loop.decided.set()
-        elif turn_id not in self.live:
-            self.spawn_resume(turn_id)
+        elif turn_id not in self.live and (self.cluster is None or self.cluster.holds(thread_id)):
+            self.spawn_resume(turn_id, thread_id)
 
     def live_call(self, call_id: str) -> CallState | None:
         """A call of a turn whose loop runs now, as that loop holds it."""
@@ -313,6 +356,8 @@ class TurnSupervisor:
             status=status, reason=decision.reason, note=note,
         )  # fmt: skip
         ops: list[Op] = [recorded.recorded(decision, status, now, note)]
+        if status == "queued" and call is not None:  # wakes a cluster's worker holding it
+            ops += self.ctx.announce(call.thread_id)
         events: list[Event] = [event]
         if status == "queued":  # a decision a dead run left unapplied gives way to this one
             for old, op in self.ctx.decisions.supersede(decision, now):
@@ -339,7 +384,7 @@ class TurnSupervisor:
             return "duplicate"
         self.ctx.decisions.add(decision)
         if call is not None:
-            self.wake(call.turn_id)
+            self.wake(call.turn_id, call.thread_id)
         return status
 
     async def call_state(self, call_id: str) -> CallState | None:

@@ -7,7 +7,7 @@ import os
 import signal
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -95,8 +95,9 @@ def store_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
     rooms = pg.Rooms(cluster, cluster.store_database())
     real = engine.store.select.open_store
 
-    async def per_room(db: Path, config: StoreConfig, env: Mapping[str, str] = os.environ) -> Store:
-        return await real(db, config, {**env, engine.store.select.ENV: rooms.url(db)})
+    async def per_room(db: Path, config: StoreConfig, env: Mapping[str, str] = os.environ,
+                       **kw: Any) -> Store:  # fmt: skip
+        return await real(db, config, {**env, engine.store.select.ENV: rooms.url(db)}, **kw)
 
     monkeypatch.setattr("engine.runtime.open_store", per_room)
     monkeypatch.setattr(pg, "ROOMS", rooms)

@@ -31,7 +31,7 @@ from engine.runtime import Runtime
 from tests.helpers import room_rows
 from engine.supervisor import TurnSupervisor
 
-def die(self, turn_id):
+def die(self, turn_id, thread_id=""):
     os.kill(os.getpid(), signal.SIGKILL)
 
 TurnSupervisor.wake = die  # the decision is committed; the turn never hears of it

@@ -63,6 +63,14 @@ async def keyed_request(store: Store, key: str) -> Request | None:
     return request_from_row(row) if row is not None else None
 
 
+async def coalesced_into(store: Store, request_id: str) -> str | None:
+    """The request a coalesced request went into (None: it was not coalesced)."""
+    return await store.scalar(  # type: ignore[no-any-return]
+        "SELECT coalesced_into FROM turn_requests WHERE id = ? AND status = 'coalesced'",
+        (request_id,),
+    )
+
+
 def key_row(key: str, request_id: str, now: float) -> Op:
     """Written with the request it names: a second insert of the key fails the transaction."""
     return (

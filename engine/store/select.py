@@ -85,14 +85,20 @@ def display(url: str) -> str:
     return display_url(url)
 
 
-async def open_store(db: Path, config: StoreConfig, env: Mapping[str, str] = os.environ) -> Store:
-    """The room's store: PostgreSQL when a URL is set (store_url), else SQLite at `db`."""
+async def open_store(
+    db: Path, config: StoreConfig, env: Mapping[str, str] = os.environ, *, shared: bool = False
+) -> Store:
+    """The room's store: PostgreSQL when a URL is set (store_url), else SQLite at `db`.
+    `shared`: opened by one worker of a cluster (PostgreSQL only)."""
     url = store_url(config, env)
     if url is None:
+        if shared:
+            raise StoreError("[cluster] needs the store on PostgreSQL ([store] url or "
+                             f"{ENV}): workers share its database")  # fmt: skip
         return await Store.open(db, config.synchronous)
     try:
         from engine.store.pg.store import PgStore
     except ImportError as exc:
         raise StoreError("a PostgreSQL store needs psycopg: pip install 'agentdeck[postgres]'"
                          ) from exc  # fmt: skip
-    return await PgStore.open(url)
+    return await PgStore.open(url, shared=shared)

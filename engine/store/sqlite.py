@@ -51,6 +51,12 @@ class StoreError(RuntimeError):
     """The truth layer could not be read or written."""
 
 
+class LeaseLost(StoreError):
+    """A cluster worker's checkpoint was refused: the lease of its thread is no longer this
+    worker's (it expired, and another worker took the thread over). Nothing of it was
+    written; the turn must stop here, and its new holder recovers it."""
+
+
 CHECKPOINT_EVERY = 64  # commits between two background WAL checkpoints
 
 

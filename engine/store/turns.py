@@ -19,10 +19,12 @@ from engine.store.sqlite import Op, Store
 # -- runs -------------------------------------------------------------------------------------
 
 
-def run_started(run_id: str, kind: str, pid: int, at: float) -> list[Op]:
-    """A run begins; one a dead process left `active` is marked crashed."""
+def run_started(run_id: str, kind: str, pid: int, at: float, alone: bool = True) -> list[Op]:
+    """A run begins; `alone` (no other worker shares the store), one a dead process left
+    `active` is marked crashed."""
+    crashed = ("UPDATE runs SET status='crashed', ended_at=? WHERE status='active'", (at,))
     return [
-        ("UPDATE runs SET status='crashed', ended_at=? WHERE status='active'", (at,)),
+        *([crashed] if alone else []),
         ("INSERT INTO runs(id, kind, pid, started_at, status) VALUES (?,?,?,?,'active')",
          (run_id, kind, pid, at)),
     ]  # fmt: skip

@@ -59,6 +59,11 @@ class TurnContext:
     # Channels whose answers go back out (issue 17): a turn from one of them that ends
     # with an answer records its delivery in its final checkpoint. Empty: none does.
     delivering: frozenset[str] = frozenset()
+    # A cluster's worker (engine/cluster/member.py): the statements that make a turn's
+    # checkpoint fail unless the worker still leases its thread, and those that wake the
+    # cluster when a request or a decision for a thread commits. Alone: none.
+    fence: Callable[[str], list[Op]] = lambda _thread: []
+    announce: Callable[[str], list[Op]] = lambda _thread: []
 
     def __post_init__(self) -> None:
         self._at = {  # the plugins listening at each phase, in order

@@ -37,7 +37,7 @@ from engine.messages import ConvMessage
 from engine.plugins import Gate, Phase, PhaseContext, StopRequest
 from engine.providers.base import AssistantAccumulator, ModelRequest, ProviderError
 from engine.providers.base import TextDelta as ModelTextDelta
-from engine.store import Op
+from engine.store import LeaseLost, Op
 from engine.store import turns as rows
 from engine.turn import gate as gates
 from engine.turn.call import ANSWERED, NO_MESSAGE, PLACEHOLDER, CallState
@@ -129,6 +129,7 @@ class TurnLoop(Replay):
         if (row := self.turn.row_update(now)) is not None:
             self.ops.append(row)
         ops, events, self.ops, self.events = self.ops, self.events, [], []
+        ops[:0] = self.ctx.fence(self.turn.thread_id)  # a cluster's: still this worker's
         try:  # handed to the writer, a checkpoint commits whole even if the turn is cancelled
             await self.ctx.commit(ops, events, checkpoint=checkpoint, turn_id=self.turn.id,
                                   urgent=urgent)  # fmt: skip
@@ -177,6 +178,8 @@ class TurnLoop(Replay):
             raise
         except TurnStopped as cut:
             await self.finish(cut.stop.reason, cut.stop.detail)
+        except LeaseLost:  # another worker has the thread now: write nothing more
+            raise
         except Exception as exc:  # a failure ends the turn with `error`
             if isinstance(exc, ProviderError):  # the model's side: its message says how
                 self.ctx.log.error("turn %s failed: %s", self.turn.id, exc)

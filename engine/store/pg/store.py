@@ -30,10 +30,11 @@ from psycopg.adapt import Dumper
 from psycopg.types.string import StrDumperUnknown
 
 from engine.store.pg.batch import PG_INDEX_BATCH
+from engine.store.pg.claims import FENCED
 from engine.store.pg.dialect import Untranslatable, to_pg
 from engine.store.pg.migrations import TooNew, migrate
 from engine.store.pg.writer import PgWriter
-from engine.store.sqlite import Store, StoreError
+from engine.store.sqlite import LeaseLost, Store, StoreError
 from engine.store.writer import Op, WriterStatistics
 
 __all__ = ["PgStore", "Row", "display_url", "scrub"]
@@ -136,11 +137,14 @@ class PgStore(Store):
         self._writer.start()
 
     @classmethod
-    async def open(cls, path: Any, synchronous: Any = "FULL") -> PgStore:  # type: ignore[override]
+    async def open(  # type: ignore[override]
+        cls, path: Any, synchronous: Any = "FULL", *, shared: bool = False
+    ) -> PgStore:
         """Connect to the database at URL `path`, migrate it (one worker at a time), start
-        the writer and the readers."""
+        the writer and the readers. `shared`: as one worker of a cluster, which shares the
+        database with other workers (else this runtime owns it while open)."""
         url = str(path)
-        conn = await anyio.to_thread.run_sync(_open_writer, url)
+        conn = await anyio.to_thread.run_sync(_open_writer, url, shared)
         readers: list[psycopg.AsyncConnection[Any]] = []
         try:
             for _ in range(READERS):
@@ -170,6 +174,8 @@ class PgStore(Store):
         try:
             await self._writer.submit(ops, urgent, key, then)
         except Exception as exc:
+            if getattr(exc, "sqlstate", None) == FENCED:
+                raise LeaseLost(self._error("write", exc)) from None
             if isinstance(exc, (psycopg.Error, Untranslatable)) or "closed" in str(exc):
                 raise StoreError(self._error("write", exc)) from None
             raise
@@ -233,9 +239,9 @@ class PgStore(Store):
         return "ok" if version == VERSION else f"schema at version {version}, not {VERSION}"
 
 
-def _open_writer(url: str) -> psycopg.Connection[Any]:
-    """The writer's connection, with the schema migrated and the database owned for as long
-    as the connection lives (blocking)."""
+def _open_writer(url: str, shared: bool) -> psycopg.Connection[Any]:
+    """The writer's connection, with the schema migrated and the database owned (or, for
+    a cluster's worker, shared) for as long as the connection lives (blocking)."""
     me = f"agentdeck-writer {socket.gethostname()[:30]} pid {os.getpid()}"
     try:
         conn = psycopg.connect(url, autocommit=True, application_name=me)
@@ -244,27 +250,30 @@ def _open_writer(url: str) -> psycopg.Connection[Any]:
     adapt(conn)
     try:
         migrate(conn)
-        holder = _own(conn)
+        holder = _own(conn, shared)
     except (psycopg.Error, TooNew) as exc:
         conn.close()
         raise StoreError(scrub(f"cannot prepare {display_url(url)}: {exc}", url)) from None
     if holder is not None:
         conn.close()
-        raise StoreError(
-            f"{display_url(url)} is in use by another agentdeck runtime ({holder}): one "
-            "runtime per database (several workers sharing one are not supported yet)"
-        )
+        how = ("it is owned by a runtime outside the cluster" if shared else
+               "several runtimes share a database only as workers of a cluster: set [cluster]"
+               " enabled = true in each one's agentdeck.toml")  # fmt: skip
+        raise StoreError(f"{display_url(url)} is in use by another agentdeck runtime"
+                         f" ({holder}): {how}")  # fmt: skip
     return conn
 
 
-def _own(conn: psycopg.Connection[Any]) -> str | None:
+def _own(conn: psycopg.Connection[Any], shared: bool) -> str | None:
     """Take the database's owner lock for this session (released when it ends, a kill -9
-    included); None when taken, else who holds it. Two runtimes on one database would
-    both run its queued turns, a call twice among them."""
+    included), shared by a cluster's workers; None when taken, else who holds it. Two
+    runtimes on one database outside a cluster would both run its queued turns, a call
+    twice among them; a cluster's workers take threads by lease (engine/cluster)."""
     from engine.store.pg.cluster import advisory_key
 
     key = advisory_key("runtime")
-    row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+    take = "pg_try_advisory_lock_shared" if shared else "pg_try_advisory_lock"
+    row = conn.execute(f"SELECT {take}(%s)", (key,)).fetchone()
     if row and row[0]:
         return None
     unsigned = key & 0xFFFFFFFFFFFFFFFF

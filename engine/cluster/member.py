@@ -1,0 +1,451 @@
+"""A runtime as one worker of a cluster: several runtimes on one PostgreSQL database.
+
+The worker runs a thread's turns only while it leases the thread (engine/cluster/worker.py).
+Everything it knows of a thread comes from the database when it takes the lease (`_take`):
+the turns that hold it (a turn left `running` was a dead worker's: it is resumed, which is
+crash recovery), its queued requests and the queued decisions for its calls. When the
+thread has nothing left to run here (its turn done or waiting, no request queued) the
+lease is given back and the thread forgotten, so any worker may take it next.
+
+- Every checkpoint of a turn carries the fence (`fence`): a write made after the lease
+  was lost fails alone (`LeaseLost`) and the turn stops, uncommitted.
+- A request or a decision is written with a NOTIFY in its own transaction (`announce`):
+  the worker holding the thread loads it at once, the others try to claim the thread.
+- Group budgets hold across the cluster: a turn starts only after `try_admit` counts it
+  among its group's running turns; the scheduler sees the other workers' running turns
+  (`Scheduler.elsewhere`) so it does not pick one that would be refused.
+- A heartbeat renews the leases every third of a lease; a thread lost (a late heartbeat,
+  a pause) stops its turn at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+import psycopg
+
+from engine.cluster.worker import ClusterWorker
+from engine.config import ClusterConfig
+from engine.lifecycle import TurnStatus
+from engine.store import Op, StoreError
+from engine.store import claimed as reading
+from engine.store.pg import claims as sql
+from engine.store.pg.cluster import ClusterError, Conn, running_turns
+from engine.store.schedule import coalesced_into
+from engine.store.select import store_url
+from engine.supervisor import TurnHandle
+
+if TYPE_CHECKING:
+    from engine.runtime import Runtime
+    from engine.scheduler import Request
+    from engine.turn.state import TurnState
+
+log = logging.getLogger("agentdeck")
+T = TypeVar("T")
+UNLIMITED = 1 << 30  # a resumed turn is counted, never refused
+
+
+def worker_name(config: ClusterConfig) -> str:
+    return config.worker or f"{socket.gethostname()[:40]}-{os.getpid()}"
+
+
+class ClusterMember:
+    """The cluster side of one runtime (its worker row, leases, notices, claims)."""
+
+    def __init__(self, rt: Runtime, url: str, config: ClusterConfig) -> None:
+        self.rt, self.url, self.config = rt, url, config
+        self.name = worker_name(config)
+        self.lease = config.lease_seconds
+        self.worker: ClusterWorker | None = None
+        self._listener: Any = None  # psycopg.AsyncConnection LISTENing for work
+        self._claim_lock = anyio.Lock()
+        self._lock = anyio.Lock()  # the worker's connection
+        self._wanted = anyio.Event()  # a notice came: claim now, not at the next tick
+        self._releasing: set[str] = set()
+        self._next_step = 0
+        self._block_end = 0
+        self._beat_ok = 0.0
+
+    # -- joining and leaving ----------------------------------------------------------------
+
+    @classmethod
+    def of(cls, rt: Runtime) -> ClusterMember:
+        """The member a runtime is, from its config (not joined yet: `start`)."""
+        if not rt.serves_queue:
+            raise StoreError(
+                "this room's store is shared by a cluster's workers, and a one-off runtime "
+                "would run turns outside their leases: start a worker here (agentdeck run) "
+                "and the command goes through it"
+            )
+        url = store_url(rt.config.store)
+        assert url is not None  # open_store refused a cluster on SQLite
+        return cls(rt, url, rt.config.cluster)
+
+    async def start(self) -> None:
+        """Join the cluster: the worker's row, a first block of step ids, the listener."""
+        app = f"agentdeck-worker {self.name}"[:63]
+        conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True,
+                                                     application_name=app)  # fmt: skip
+        self.worker = ClusterWorker(conn, self.name, lease_seconds=self.lease)
+        await sql.ensure(conn)
+        await self.worker.register()
+        await self._new_block()
+        self._listener = await psycopg.AsyncConnection.connect(self.url, autocommit=True,
+                                                               application_name=app)  # fmt: skip
+        await sql.listen_work(self._listener)
+        self._beat_ok = anyio.current_time()
+        rt = self.rt
+        rt.ctx.next_step_id = self.next_step_id
+        rt.ctx.fence = self.fence
+        rt.ctx.announce = self.announce
+        rt.supervisor.cluster = self
+
+    async def stop(self) -> None:
+        """Leave: every lease is given back now (no wait for its expiry)."""
+        with anyio.CancelScope(shield=True):
+            if self.worker is not None:
+                try:
+                    if self.worker.conn.closed:  # a query cut short by the cancel closed it
+                        self.worker.conn = await psycopg.AsyncConnection.connect(
+                            self.url, autocommit=True)  # fmt: skip
+                    await self.worker.deregister()
+                except psycopg.Error as exc:
+                    log.warning(
+                        "worker %s: could not deregister: %s", self.name, type(exc).__name__
+                    )
+                await self.worker.conn.close()
+            if self._listener is not None:
+                await self._listener.close()
+
+    async def run(self) -> None:
+        """The heartbeat, the listener and the claims, until cancelled."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._beat_forever)
+            tg.start_soon(self._listen_forever)
+            tg.start_soon(self._claim_forever)
+
+    # -- what turns and writes get ----------------------------------------------------------
+
+    def holds(self, thread_id: str) -> bool:
+        return (self.worker is not None and self.worker.holds(thread_id)
+                and thread_id not in self._releasing)  # fmt: skip
+
+    def fence(self, thread_id: str) -> list[Op]:
+        """The first statement of a checkpoint of `thread_id`'s turn: fails the write unless
+        this worker still holds the thread's lease (a token of -1 never matches)."""
+        token = self.worker.held[thread_id].token if self.holds(thread_id) else -1  # type: ignore[union-attr]
+        return [(sql.FENCE_SQL, (thread_id, token))]
+
+    def announce(self, thread_id: str) -> list[Op]:
+        """A statement that wakes the cluster when the write it rides commits."""
+        return [("SELECT pg_notify(?, ?)", (sql.WORK_CHANNEL, thread_id))]
+
+    def next_step_id(self) -> int:
+        """Step ids from this worker's block (taken after each new lease, so a turn that
+        moves here gets ids above those its earlier worker gave it)."""
+        self._next_step += 1
+        if self._next_step >= self._block_end:  # a block is a million steps: not reached
+            log.warning("worker %s ran out of its step block before the next claim", self.name)
+        return self._next_step
+
+    async def _new_block(self) -> None:
+        assert self.worker is not None
+        base = await self._db(sql.step_block)
+        self._next_step, self._block_end = base, base + sql.STEP_BLOCK
+
+    # -- claiming ---------------------------------------------------------------------------
+
+    async def claim(self, threads: Iterable[str] | None = None) -> list[str]:
+        """Lease threads with work (None: the best the database offers, as many as this
+        worker has room for) and take up their work. Returns the threads leased."""
+        assert self.worker is not None
+        async with self._claim_lock:
+            rt, worker, sched = self.rt, self.worker, self.rt.scheduler
+            if threads is None:
+                sched.elsewhere = await self._elsewhere()
+                rt.supervisor.pump()  # a slot elsewhere may have freed for what waits here
+                free = sched.max_running_turns - sched.running
+                full = [g.name for g in sched.groups.values()
+                        if g.paused or sched.running_in(g.name) >= g.max_running_turns]  # fmt: skip
+                priorities = {g.name: g.priority for g in sched.groups.values()}
+                wanted = await self._db(lambda c: sql.claimable(
+                    c, full=full, priorities=priorities, limit=max(free, 1)))  # fmt: skip
+            else:
+                wanted = [t for t in threads if not worker.holds(t)]
+            if not wanted:
+                return []
+            leases = await self._db(lambda _c: worker.acquire(wanted))
+            if not leases:
+                return []
+            await self._new_block()
+            taken = [lease.thread_id for lease in leases]
+            for lease in leases:
+                if lease.taken_from is not None:
+                    log.info("worker %s took thread %s over from %s", self.name,
+                             lease.thread_id, lease.taken_from)  # fmt: skip
+            await self._take(taken)
+            return taken
+
+    async def _take(self, threads: list[str]) -> None:
+        """Take up the work of freshly leased threads, as the database has it."""
+        rt, sv = self.rt, self.rt.supervisor
+        work = await reading.thread_work(rt.store, threads)
+        for thread_id in threads:
+            sv.forget(thread_id)  # what this worker knew of it is stale: read again
+            rt.scheduler.forget(thread_id)
+            self._load(work[thread_id])
+            if not self._busy(thread_id):
+                self._spawn_release(thread_id)
+        sv.pump()
+
+    def _load(self, work: reading.ThreadWork) -> None:
+        """Add a thread's queued decisions and requests (those not known yet), hold it for
+        its turns, and resume those that can go on."""
+        rt, sv = self.rt, self.rt.supervisor
+        for decision in work.decisions:
+            rt.decisions.add_new(decision)
+        for turn_id, status, group in work.turns:
+            rt.scheduler.hold(work.thread_id, turn_id, group, status)
+            if turn_id in rt.live:
+                continue
+            if status == "running" or work.decisions:  # left by a dead worker, or decided
+                if status == "running":
+                    sv.interrupted.add(turn_id)
+                sv.spawn_resume(turn_id, work.thread_id)
+        for req in work.requests:
+            if rt.scheduler.knows(req.id):
+                continue
+            rt.scheduler.requeue(req)
+            rt.adopt(req)
+
+    async def refresh(self, thread_id: str) -> None:
+        """A notice for a thread this worker holds: load what was added to it."""
+        work = await reading.thread_work(self.rt.store, [thread_id])
+        if self.holds(thread_id):
+            self._load(work[thread_id])
+            self.rt.supervisor.pump()
+
+    def _busy(self, thread_id: str) -> bool:
+        """Whether the thread has something to run here: a live turn, a queued request."""
+        rt = self.rt
+        holder = rt.scheduler.holder(thread_id)
+        if holder is not None and (holder[1] == "running" or holder[0] in rt.live):
+            return True
+        return rt.scheduler.queued_on(thread_id) > 0
+
+    # -- admission and settling (called by the supervisor) ----------------------------------
+
+    async def admit(self, turn_id: str, thread_id: str, group: str, *, resumed: bool) -> bool:
+        """Count the turn among its group's running turns across the cluster; False: the
+        budget is full elsewhere (or the lease is gone): the turn must not start."""
+        assert self.worker is not None
+        worker = self.worker
+        limit = UNLIMITED if resumed else self.rt.scheduler.group(group).max_running_turns
+        try:
+            return await self._db(
+                lambda _c: worker.try_admit(group, limit, turn_id=turn_id, thread_id=thread_id)
+            )
+        except ClusterError:  # the lease is gone: another worker has the thread now
+            return False
+
+    def refused(self, req: Request) -> None:
+        """A request's admission was refused by the cluster's budget: the thread goes back
+        (its request is still queued in the database) for whoever has room."""
+        self.rt.live.pop(req.id, None)
+        self._spawn_release(req.thread_id)
+
+    def settled(self, turn: TurnState, *, lost: bool) -> None:
+        """A turn stopped running here: free its budget slot; give the thread back if it
+        has nothing more to run here (or forget it, lost)."""
+        sv = self.rt.supervisor
+        if sv.tg is None or sv.tg.cancel_scope.cancel_called or self.worker is None:
+            return
+        sv.spawn(self._settled, turn.id, turn.thread_id, lost)
+
+    async def _settled(self, turn_id: str, thread_id: str, lost: bool) -> None:
+        assert self.worker is not None
+        worker = self.worker
+        await self._quietly(self._db(lambda _c: worker.finished(turn_id)))
+        await self._quietly(self._db(lambda c: sql.notify_work(c, "")))  # a slot freed
+        if lost:
+            self._forget(thread_id)
+        elif not self._busy(thread_id):
+            await self._release(thread_id)
+
+    def _spawn_release(self, thread_id: str) -> None:
+        self.rt.supervisor.spawn(self._release, thread_id)
+
+    async def _release(self, thread_id: str) -> None:
+        """Give the thread's lease back, unless work for it came in meanwhile."""
+        assert self.worker is not None
+        worker = self.worker
+        if thread_id in self._releasing or not worker.holds(thread_id):
+            return
+        self._releasing.add(thread_id)
+        try:
+            queued = await reading.queued_requests(self.rt.store, thread_id)
+            if any(not self.rt.scheduler.knows(r.id) for r in queued):
+                self._releasing.discard(thread_id)
+                await self.refresh(thread_id)
+                return
+            self._forget(thread_id)
+            await self._quietly(self._db(lambda _c: worker.release([thread_id])))
+        finally:
+            self._releasing.discard(thread_id)
+        if queued:  # someone else may run them (a full budget kept them here)
+            await self._quietly(self._db(lambda c: sql.notify_work(c, thread_id)))
+
+    def _forget(self, thread_id: str) -> None:
+        rt = self.rt
+        holder = rt.scheduler.holder(thread_id)
+        if holder is not None and holder[0] in rt.live:
+            return  # a turn of it started meanwhile: keep it
+        for req in rt.scheduler.forget(thread_id):
+            rt.live.pop(req.id, None)
+        rt.supervisor.forget(thread_id)
+
+    # -- the background tasks ---------------------------------------------------------------
+
+    async def _beat_forever(self) -> None:
+        assert self.worker is not None
+        worker = self.worker
+        while True:
+            await anyio.sleep(self.lease / 3)
+            try:
+                lost = await self._db(lambda _c: worker.heartbeat())
+                self._beat_ok = anyio.current_time()
+            except (psycopg.Error, ClusterError) as exc:
+                log.warning("worker %s: heartbeat failed: %s", self.name, exc)
+                if anyio.current_time() - self._beat_ok < self.lease:
+                    continue
+                lost = set(self.worker.held)  # no heartbeat for a lease: assume all gone
+                await self._reconnect()
+            for thread_id in sorted(lost):
+                self._lost(thread_id)
+
+    def _lost(self, thread_id: str) -> None:
+        """The lease expired under this worker: stop the thread's turns, write nothing."""
+        log.warning("worker %s lost the lease of thread %s: its turn stops here", self.name,
+                    thread_id)  # fmt: skip
+        for handle in list(self.rt.live.values()):
+            if handle.thread_id == thread_id:
+                handle.lost = True
+                if handle.scope is not None:
+                    handle.scope.cancel()
+        self._forget(thread_id)
+
+    async def _reconnect(self) -> None:
+        assert self.worker is not None
+        try:
+            async with self._lock:
+                await self.worker.conn.close()
+                self.worker.conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+                await self.worker.register()
+        except psycopg.Error as exc:
+            log.warning("worker %s: cannot reach the database: %s", self.name, type(exc).__name__)
+
+    async def _elsewhere(self) -> dict[str, int]:
+        """Running turns per group on the other workers."""
+        assert self.worker is not None
+        everywhere = await self._db(running_turns)
+        here = self.rt.scheduler.running_here
+        return {g: max(0, n - here(g)) for g, n in everywhere.items()}
+
+    async def _listen_forever(self) -> None:
+        while True:
+            try:
+                async for note in self._listener.notifies():
+                    thread_id = note.payload
+                    if note.channel == sql.CANCEL_CHANNEL:
+                        self._cancel_here(note.payload)
+                    elif thread_id and self.holds(thread_id):
+                        await self._quietly(self.refresh(thread_id))
+                    else:
+                        self._wanted.set()
+            except psycopg.Error as exc:
+                log.warning("worker %s: listener dropped: %s", self.name, type(exc).__name__)
+                await anyio.sleep(1.0)
+                try:
+                    self._listener = await psycopg.AsyncConnection.connect(
+                        self.url, autocommit=True
+                    )
+                    await sql.listen_work(self._listener)
+                except psycopg.Error:
+                    continue
+                self._wanted.set()  # a notice may have been missed: claim
+
+    def _cancel_here(self, payload: str) -> None:
+        turn_id, _, reason = payload.partition("\n")
+        if turn_id in self.rt.live:
+            self.rt.supervisor.spawn(self.rt.supervisor.cancel_turn, turn_id, reason)
+
+    async def _claim_forever(self) -> None:
+        tick = min(1.0, self.lease / 3)
+        while True:
+            await self._quietly(self.claim())
+            with anyio.move_on_after(tick):
+                await self._wanted.wait()
+            self._wanted = anyio.Event()
+
+    async def _db(self, use: Callable[[Conn], Awaitable[T]]) -> T:
+        """Use the worker's connection, one task at a time (psycopg's transactions on one
+        connection must not interleave)."""
+        assert self.worker is not None
+        async with self._lock:
+            return await use(self.worker.conn)
+
+    async def _quietly(self, step: Any) -> None:
+        try:
+            await step
+        except (psycopg.Error, ClusterError) as exc:
+            log.warning("worker %s: %s", self.name, exc)
+
+    # -- waiting for a turn run anywhere ----------------------------------------------------
+
+    async def _follow(self, turn_id: str) -> str:
+        """The turn a request's answer comes from: its own, or the request's it went into."""
+        req = self.rt.request(turn_id)
+        if req is not None:
+            return req.turn_id
+        return await coalesced_into(self.rt.store, turn_id) or turn_id
+
+    async def cancel_turn(self, turn_id: str, reason: str) -> bool:
+        """Cancel a turn run by any worker: a waiting or interrupted one is leased and ended
+        here; a running one is cancelled by the worker running it (told by a notice)."""
+        row = await self.rt.outcome(turn_id)
+        if row.status == TurnStatus.DONE:
+            return False
+        await self.claim([row.thread_id])
+        if self.holds(row.thread_id):
+            return await self.rt.supervisor.cancel_turn(turn_id, reason)
+        assert self.worker is not None
+        await self._db(lambda c: sql.notify_cancel(c, turn_id, reason))
+        return True
+
+    async def wait_turn(self, turn_id: str) -> Any:
+        """Until the turn (run by any worker) is waiting or done; its outcome."""
+        rt, pause = self.rt, 0.02
+        while True:
+            handle: TurnHandle | None = rt.live.get(turn_id)
+            if handle is not None:
+                with anyio.move_on_after(0.5):
+                    await handle.done.wait()
+            turn_id = await self._follow(turn_id)
+            if turn_id not in rt.live:
+                try:
+                    outcome = await rt.outcome(turn_id)
+                except LookupError:
+                    outcome = None
+                settled = outcome is not None and outcome.status != TurnStatus.RUNNING
+                if settled and not (
+                    outcome.status == TurnStatus.WAITING
+                    and await reading.decided_unapplied(rt.store, turn_id)
+                ):
+                    return outcome  # fmt: skip
+            await anyio.sleep(pause)
+            pause = min(pause * 2, 0.25)

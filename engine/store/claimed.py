@@ -1,0 +1,68 @@
+"""What a worker reads of a thread it has just leased (engine/cluster/member.py): the turns
+that hold it, its queued requests and the queued decisions for its suspended calls. The
+lease was granted after every checkpoint of the thread's earlier holder committed, so what
+these read is the whole of the thread's state."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from engine.decisions import Decision
+from engine.scheduler import Request
+from engine.store import decisions as recorded
+from engine.store.schedule import request_from_row
+from engine.store.sqlite import Store
+
+
+@dataclass
+class ThreadWork:
+    """One leased thread's unfinished business."""
+
+    thread_id: str
+    turns: list[tuple[str, str, str]] = field(default_factory=list)  # (id, status, group)
+    requests: list[Request] = field(default_factory=list)  # queued, oldest first
+    decisions: list[Decision] = field(default_factory=list)  # queued, oldest first
+
+
+def _marks(n: int) -> str:
+    return ",".join("?" * n)
+
+
+async def thread_work(store: Store, threads: Sequence[str]) -> dict[str, ThreadWork]:
+    """The unfinished business of each of `threads`."""
+    work = {t: ThreadWork(t) for t in threads}
+    if not work:
+        return work
+    marks, ids = _marks(len(work)), tuple(work)
+    for row in await store.fetchall(
+        "SELECT t.id, t.thread_id, t.status, h.group_name FROM turns t JOIN threads h"
+        f" ON h.id = t.thread_id WHERE t.status != 'done' AND t.thread_id IN ({marks})"
+        " ORDER BY t.created_at", ids,
+    ):  # fmt: skip
+        work[row["thread_id"]].turns.append((row["id"], row["status"], row["group_name"]))
+    for row in await store.fetchall(
+        f"SELECT * FROM turn_requests WHERE status='queued' AND thread_id IN ({marks})"
+        " ORDER BY created_at", ids,
+    ):  # fmt: skip
+        work[row["thread_id"]].requests.append(request_from_row(row))
+    for row in await store.fetchall(
+        "SELECT d.*, c.thread_id AS call_thread FROM decisions d JOIN tool_calls c"
+        f" ON c.id = d.call_id WHERE d.status='queued' AND c.thread_id IN ({marks})"
+        " ORDER BY d.created_at", ids,
+    ):  # fmt: skip
+        work[row["call_thread"]].decisions.append(recorded.from_row(row))
+    return work
+
+
+async def queued_requests(store: Store, thread_id: str) -> list[Request]:
+    """The thread's queued requests, oldest first."""
+    return (await thread_work(store, [thread_id]))[thread_id].requests
+
+
+async def decided_unapplied(store: Store, turn_id: str) -> bool:
+    """Whether a suspended call of the turn has a decision queued (it is about to go on)."""
+    return bool(await store.scalar(
+        "SELECT 1 FROM decisions d JOIN tool_calls c ON c.id = d.call_id WHERE d.status='queued'"
+        " AND c.status='suspended' AND c.turn_id = ? LIMIT 1", (turn_id,),
+    ))  # fmt: skip
