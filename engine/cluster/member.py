@@ -441,11 +441,10 @@ class ClusterMember:
                     outcome = await rt.outcome(turn_id)
                 except LookupError:
                     outcome = None
-                settled = outcome is not None and outcome.status != TurnStatus.RUNNING
-                if settled and not (
-                    outcome.status == TurnStatus.WAITING
-                    and await reading.decided_unapplied(rt.store, turn_id)
-                ):
-                    return outcome  # fmt: skip
+                if outcome is not None and outcome.status != TurnStatus.RUNNING:
+                    going_on = outcome.status == TurnStatus.WAITING and (
+                        await reading.decided_unapplied(rt.store, turn_id))  # fmt: skip
+                    if not going_on:
+                        return outcome
             await anyio.sleep(pause)
             pause = min(pause * 2, 0.25)
