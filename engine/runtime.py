@@ -26,18 +26,19 @@ import anyio
 
 from engine.bus import EventBus
 from engine.channels.config import delivering
-from engine.config import Config, check_approvals, load_config, toml_rules
+from engine.config import Config, check_approvals, toml_rules
 from engine.conversation import Conversation
-from engine.deadlines import DeadlineWatch, pending_calls
+from engine.deadlines import pending_calls
 from engine.decisions import Decision, PendingCall, storable
 from engine.events import Notice, one_line
 from engine.inbox import DecisionInbox
 from engine.lifecycle import RequestStatus
+from engine.lifetime import serving
 from engine.messages import ConvMessage, InvalidMessage, Message
 from engine.outcome import TurnOutcome
-from engine.plugins import Plugin, default_stop_policies
+from engine.plugins import Plugin
 from engine.providers.base import Provider
-from engine.room import Ownership, Room
+from engine.room import Room
 from engine.rules import RuleBook
 from engine.runner import ToolRunner
 from engine.scheduler import (
@@ -54,7 +55,6 @@ from engine.store import rules as ruled
 from engine.store import turns as rows
 from engine.store.outcome import read_outcome
 from engine.store.schedule import group_row, key_row, keyed_request, request_row, restore_schedule
-from engine.store.select import open_store
 from engine.strategies import strategy_for
 from engine.summary import SummaryFile, summary_of
 from engine.supervisor import Carried, TurnHandle, TurnSupervisor
@@ -69,7 +69,6 @@ from engine.turn.loop import TurnLoop
 __all__ = ["Runtime", "TurnHandle", "TurnOutcome"]
 
 _RANDOM = random.Random()  # seeded from os.urandom
-INDEX_EVERY = 1.0  # seconds between two full-text batches (History.search lags this much)
 
 
 class Runtime:
@@ -137,75 +136,12 @@ class Runtime:
         ids: Callable[[str], str] | None = None,
         resume: Literal["all", "none"] = "all",
     ) -> AsyncIterator[Runtime]:
-        """Own the room, repair what a crash left, and serve until the block exits."""
-        room = room if isinstance(room, Room) else Room.at(room)
-        room.create()
-        config = config or load_config(room.config)
-        ownership = Ownership(room, kind)
-        ownership.acquire()
-        try:
-            room.ensure()
-            cluster = config.cluster.enabled
-            store = await open_store(room.db, config.store, shared=cluster)
-            try:
-                if provider is None:
-                    from engine.providers.select import make_provider
-
-                    provider = make_provider(config).provider
-                if tools is None:
-                    from engine.builtin_tools import builtin_tools
-
-                    tools = builtin_tools()
-                if plugins is None:
-                    plugins = default_stop_policies(config.runtime)
-                rt = cls(room, store, config, provider, ToolRegistry(tools), plugins, kind,
-                         clock, ids)  # fmt: skip
-                rt.serves_queue = resume == "all"
-                if cluster:
-                    from engine.cluster.member import ClusterMember
-
-                    rt.cluster = ClusterMember.of(rt)
-                await rt._start()
-                sv = rt.supervisor
-                try:
-                    async with anyio.create_task_group() as tg:
-                        sv.tg = tg
-                        tg.start_soon(store.index_forever, INDEX_EVERY)
-                        if rt.cluster is not None:
-                            await rt.cluster.start()
-                            tg.start_soon(rt.cluster.run)
-                        if resume == "all":
-                            if config.approvals.any_deadline:  # else nothing to watch
-                                tg.start_soon(DeadlineWatch(store, config.approvals, clock=clock,
-                                    sleep=sleep, decide=rt.decide, queued=rt.decisions.queued_for,
-                                    subscribe=rt.subscribe, notice=rt.notice).run)  # fmt: skip
-                            for turn_id in sorted(sv.interrupted):
-                                sv.spawn_resume(turn_id)
-                            for turn_id in await rt.decisions.stale_turns():  # decided, not
-                                if turn_id not in sv.live:  # applied: a run died between
-                                    sv.spawn_resume(turn_id)
-                        else:
-                            await sv.review_left()
-                        sv.pump()  # requests a previous run accepted and did not start
-                        yield rt
-                        tg.cancel_scope.cancel()
-                except BaseExceptionGroup as group:
-                    # The caller's own error comes out as itself, not wrapped in a group.
-                    if len(group.exceptions) == 1:
-                        raise group.exceptions[0] from group
-                    raise
-                finally:
-                    with anyio.CancelScope(shield=True):
-                        await rt._stop()
-                        if rt.cluster is not None:
-                            await rt.cluster.stop()
-                        if (aclose := getattr(rt.provider, "aclose", None)) is not None:
-                            await aclose()
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await store.close()
-        finally:
-            ownership.release()
+        """Own the room, repair what a crash left, and serve until the block exits
+        (engine/lifetime.py)."""
+        async with serving(cls, room, kind=kind, provider=provider, tools=tools, plugins=plugins,
+                           config=config, clock=clock, sleep=sleep, ids=ids,
+                           resume=resume) as rt:  # fmt: skip
+            yield rt
 
     async def _start(self) -> None:
         toml = toml_rules(self.config, self.room.config, self.tools.names())  # before a write

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import engine.runtime
+import engine.lifetime
 from engine.config import Config
 from engine.decisions import Decision
 from engine.history import Filters, History
@@ -39,7 +39,7 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture(autouse=True)
 def no_timed_batch(monkeypatch: pytest.MonkeyPatch) -> None:
     """The batch runs only when a test says (and when a room opens and closes)."""
-    monkeypatch.setattr(engine.runtime, "INDEX_EVERY", 3600.0)
+    monkeypatch.setattr(engine.lifetime, "INDEX_EVERY", 3600.0)
 
 
 def open_rt(room: Room) -> Runtime:

@@ -1,0 +1,112 @@
+"""How a runtime opens and closes (`Runtime.open`): own the room, open its store, build the
+runtime, repair what a crash left, run its task group (turns, the full-text batch, the
+approval deadlines, a cluster worker's heartbeat and claims), and on the way out stop all
+of it, the store last, the room's ownership after."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+
+from engine.config import Config, load_config
+from engine.deadlines import DeadlineWatch
+from engine.plugins import Plugin, default_stop_policies
+from engine.providers.base import Provider
+from engine.room import Ownership, Room
+from engine.store.select import open_store
+from engine.tools import Tool, ToolRegistry
+
+if TYPE_CHECKING:
+    from engine.runtime import Runtime
+
+INDEX_EVERY = 1.0  # seconds between two full-text batches (History.search lags this much)
+
+
+@asynccontextmanager
+async def serving(
+    cls: type[Runtime],
+    room: Room | str | Path | None,
+    *,
+    kind: str,
+    provider: Provider | None,
+    tools: list[Tool] | None,
+    plugins: list[Plugin] | None,
+    config: Config | None,
+    clock: Callable[[], float],
+    sleep: Callable[[float], Awaitable[Any]],
+    ids: Callable[[str], str] | None,
+    resume: Literal["all", "none"],
+) -> AsyncIterator[Runtime]:
+    """`Runtime.open`'s body."""
+    room = room if isinstance(room, Room) else Room.at(room)
+    room.create()
+    config = config or load_config(room.config)
+    ownership = Ownership(room, kind)
+    ownership.acquire()
+    try:
+        room.ensure()
+        cluster = config.cluster.enabled
+        store = await open_store(room.db, config.store, shared=cluster)
+        try:
+            if provider is None:
+                from engine.providers.select import make_provider
+
+                provider = make_provider(config).provider
+            if tools is None:
+                from engine.builtin_tools import builtin_tools
+
+                tools = builtin_tools()
+            if plugins is None:
+                plugins = default_stop_policies(config.runtime)
+            rt = cls(room, store, config, provider, ToolRegistry(tools), plugins, kind,
+                     clock, ids)  # fmt: skip
+            rt.serves_queue = resume == "all"
+            if cluster:
+                from engine.cluster.member import ClusterMember
+
+                rt.cluster = ClusterMember.of(rt)
+            await rt._start()
+            sv = rt.supervisor
+            try:
+                async with anyio.create_task_group() as tg:
+                    sv.tg = tg
+                    tg.start_soon(store.index_forever, INDEX_EVERY)
+                    if rt.cluster is not None:
+                        await rt.cluster.start()
+                        tg.start_soon(rt.cluster.run)
+                    if resume == "all":
+                        if config.approvals.any_deadline:  # else nothing to watch
+                            tg.start_soon(DeadlineWatch(store, config.approvals, clock=clock,
+                                sleep=sleep, decide=rt.decide, queued=rt.decisions.queued_for,
+                                subscribe=rt.subscribe, notice=rt.notice).run)  # fmt: skip
+                        for turn_id in sorted(sv.interrupted):
+                            sv.spawn_resume(turn_id)
+                        for turn_id in await rt.decisions.stale_turns():  # decided, not
+                            if turn_id not in sv.live:  # applied: a run died between
+                                sv.spawn_resume(turn_id)
+                    else:
+                        await sv.review_left()
+                    sv.pump()  # requests a previous run accepted and did not start
+                    yield rt
+                    tg.cancel_scope.cancel()
+            except BaseExceptionGroup as group:
+                # The caller's own error comes out as itself, not wrapped in a group.
+                if len(group.exceptions) == 1:
+                    raise group.exceptions[0] from group
+                raise
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await rt._stop()
+                    if rt.cluster is not None:
+                        await rt.cluster.stop()
+                    if (aclose := getattr(rt.provider, "aclose", None)) is not None:
+                        await aclose()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await store.close()
+    finally:
+        ownership.release()
