@@ -141,6 +141,7 @@ class ThreadStats:
     turn_id: str | None
     state: str  # running | waiting | idle
     queued: int
+    worker: str | None = None  # the cluster worker leasing the thread (None: not a cluster)
 
 
 @dataclass(frozen=True)
@@ -152,6 +153,9 @@ class Statistics:
     queued: tuple[QueuedStats, ...]
     max_running_turns: int
     running: int
+    # the worker that answered when the runtime is a cluster's (its threads then are the
+    # whole cluster's, each with its worker: engine/cluster_view.py); None otherwise
+    worker: str | None = None
 
 
 @dataclass

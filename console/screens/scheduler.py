@@ -33,6 +33,7 @@ from engine.scheduler import GroupConfig, Statistics
 
 REFRESH = 4  # snapshots a second while the view is shown
 THREAD_COLUMNS = ("thread", "group", "turn", "state", "queued")
+CLUSTER_COLUMNS = (*THREAD_COLUMNS, "worker")  # a cluster's: which worker leases the thread
 QUEUED_COLUMNS = ("request", "thread", "group", "waits because", "age")
 
 
@@ -92,11 +93,15 @@ class SchedulerScreen(Screen[None]):
         self.snapshots += 1
         self.query_one("#sched-summary", Static).update(_summary(stats))
         self.query_one(GroupsTable).show_groups(stats.groups)
-        self.query_one("#sched-threads", KeyedTable).show({
+        threads = self.query_one("#sched-threads", KeyedTable)
+        cluster = stats.worker is not None
+        threads.use_columns(CLUSTER_COLUMNS if cluster else THREAD_COLUMNS)
+        threads.show({
             t.thread_id: (t.thread_id, t.group, short_id(t.turn_id) if t.turn_id else "—", t.state,
-                          str(t.queued))
+                          str(t.queued), *((t.worker or "—",) if cluster else ()))
             for t in stats.threads
         })  # fmt: skip
+        of = " of the cluster" if cluster else ""
         now = self.clock()
         self.query_one("#sched-queued", KeyedTable).show({
             q.request_id: (short_id(q.request_id), q.thread_id, group_of(q.thread_id, q.group),
@@ -105,7 +110,7 @@ class SchedulerScreen(Screen[None]):
         })  # fmt: skip
         for pane, title in (
             ("#sched-groups-pane", f"Groups ({len(stats.groups)})"),
-            ("#sched-threads-pane", f"Threads ({len(stats.threads)})"),
+            ("#sched-threads-pane", f"Threads{of} ({len(stats.threads)})"),
             ("#sched-queued-pane", f"Queued requests ({len(stats.queued)})"),
         ):
             widget = self.query_one(pane)
@@ -158,7 +163,8 @@ def _summary(stats: Statistics) -> Text:
     waiting = sum(g.waiting for g in stats.groups)
     paused = [g.name for g in stats.groups if g.paused]
     text = Text(no_wrap=True, overflow="ellipsis")
-    text.append(" runtime  ")
+    # a cluster's worker: the threads are the cluster's, the running budget this worker's
+    text.append(f" worker {stats.worker}  " if stats.worker is not None else " runtime  ")
     text.append(f"{run.glyph} {stats.running}/{stats.max_running_turns} running  ")
     text.append(f"{wait.glyph} {waiting} waiting  ")
     text.append(f"{len(stats.queued)} queued  ")

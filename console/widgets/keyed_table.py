@@ -49,6 +49,15 @@ class KeyedTable(DataTable[Text | str]):
         for label in self.labels:
             self.add_column(label, key=label)
 
+    def use_columns(self, columns: Sequence[str]) -> None:
+        """Show these columns from now on (a view whose data gained a column: the scheduler
+        of a cluster); the rows are drawn anew at the next `show`."""
+        if tuple(columns) == self.labels:
+            return
+        self.labels, self._drawn, self._room = tuple(columns), {}, {}
+        self.clear(columns=True)
+        self._add_columns()
+
     def on_resize(self) -> None:
         if self.give_way and self._fit(self._drawn) != self._room:
             rows, self._drawn = self._drawn, {}

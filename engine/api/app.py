@@ -39,6 +39,7 @@ from engine.api.models import (
     Submitted,
 )
 from engine.api.problems import install_problem_handlers
+from engine.cluster_view import ClusterView
 from engine.decisions import Decision, PendingCall
 from engine.outcome import TurnOutcome
 from engine.review import Killed, Review
@@ -165,6 +166,13 @@ def make_api(client: LocalClient, hub: EventHub, closing: anyio.Event) -> FastAP
     async def scheduler() -> Statistics:
         """Groups, busy threads, queued requests and why each waits."""
         return await client.statistics()
+
+    @api.get("/v1/cluster")
+    async def cluster() -> ClusterView | None:
+        """The cluster's workers (heartbeat, state, leases, the first threads each leases)
+        and every thread with the worker leasing it; null when the runtime is not a
+        cluster's worker."""
+        return await client.cluster()
 
     @api.patch("/v1/groups/{name}")
     async def configure_group(

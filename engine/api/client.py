@@ -25,6 +25,7 @@ from engine.api.models import (
     SubmitBody,
     Submitted,
 )
+from engine.cluster_view import ClusterView
 from engine.decisions import Decision, PendingCall
 from engine.events import Event
 from engine.outcome import TurnOutcome
@@ -167,7 +168,13 @@ class RoomClient(Protocol):
         ...
 
     async def statistics(self) -> Statistics:
-        """The scheduler: groups, threads, queued requests and why they wait."""
+        """The scheduler: groups, threads, queued requests and why they wait. On a cluster's
+        worker, every thread of the cluster, each with the worker leasing it (`worker`)."""
+        ...
+
+    async def cluster(self) -> ClusterView | None:
+        """The cluster's workers with their heartbeats and leases, and every thread with
+        its worker; None when the runtime is not a cluster's worker."""
         ...
 
     async def configure_group(self, name: str, change: GroupChange) -> GroupConfig:

@@ -29,6 +29,7 @@ from engine.api.models import (
     Submitted,
 )
 from engine.binding import why_not
+from engine.cluster_view import ClusterView, across
 from engine.decisions import Decision, PendingCall
 from engine.lifecycle.call import under_review
 from engine.messages import InvalidMessage, Message
@@ -176,7 +177,15 @@ class LocalClient:
         return await channelbook.rooms(self.runtime)
 
     async def statistics(self) -> Statistics:
-        return self.runtime.statistics()
+        rt = self.runtime
+        if rt.cluster is None:
+            return rt.statistics()
+        local = rt.statistics()  # taken first: the database's view is then the newer one
+        return across(local, await rt.cluster.view())
+
+    async def cluster(self) -> ClusterView | None:
+        cluster = self.runtime.cluster
+        return None if cluster is None else await cluster.view()
 
     async def configure_group(self, name: str, change: GroupChange) -> GroupConfig:
         known = sorted(self.runtime.scheduler.groups)

@@ -46,6 +46,7 @@ from engine.api.models import (
     Submitted,
 )
 from engine.api.sockets import connect_path
+from engine.cluster_view import ClusterView
 from engine.decisions import Decision, PendingCall
 from engine.events import parse_events
 from engine.outcome import TurnOutcome
@@ -179,6 +180,9 @@ class RemoteClient:
     async def statistics(self) -> Statistics:
         return _STATISTICS.validate_python(await self._call("GET", "/v1/scheduler"))
 
+    async def cluster(self) -> ClusterView | None:
+        return _CLUSTER.validate_python(await self._call("GET", "/v1/cluster"))
+
     async def configure_group(self, name: str, change: GroupChange) -> GroupConfig:
         data = await self._call("PATCH", f"/v1/groups/{_seg(name)}",
                                 body=change.model_dump(mode="json", exclude_none=True))  # fmt: skip
@@ -264,4 +268,5 @@ _STATISTICS: TypeAdapter[Statistics] = TypeAdapter(Statistics)
 _RULES: TypeAdapter[list[Rule]] = TypeAdapter(list[Rule])
 _DELIVERIES: TypeAdapter[list[DeliveryRow]] = TypeAdapter(list[DeliveryRow])
 _ROOMS: TypeAdapter[list[RoomOverview]] = TypeAdapter(list[RoomOverview])
+_CLUSTER: TypeAdapter[ClusterView | None] = TypeAdapter(ClusterView | None)
 _GROUP: TypeAdapter[GroupConfig] = TypeAdapter(GroupConfig)

@@ -20,6 +20,7 @@ from typing import Any
 import anyio
 
 from engine.api.sockets import answers
+from engine.cli import workers
 from engine.cli.common import EXIT_BUSY, EXIT_OK, EXIT_OTHER, EXIT_WAITING
 from engine.cli.outlet import Outlet, OutletHandler
 from engine.events import CallChanged, DeliveryChanged, Event, TurnChanged, TurnStarted
@@ -207,25 +208,33 @@ async def status(room: Room, args: argparse.Namespace) -> int:
         info = await client.info()
         stats = await client.statistics()
         waiting_calls = await client.pending()
+        cluster = await client.cluster()
     waiting = sum(1 for t in stats.threads if t.state == "waiting")
+    running, queued = stats.running, len(stats.queued)
+    if cluster is not None:  # the threads are the whole cluster's; the queue is this worker's
+        running = sum(1 for t in stats.threads if t.state == "running")
+        queued = sum(t.queued for t in stats.threads)
     if args.json:
         print(json.dumps({
             "room": str(room.path), "owner": owner, "info": info.model_dump(mode="json"),
-            "running": stats.running, "waiting": waiting, "queued": len(stats.queued),
+            "running": running, "waiting": waiting, "queued": queued,
             "pending": len(waiting_calls),
             "paused": [g.name for g in stats.groups if g.paused],
+            **({"cluster": workers.as_json(cluster)} if cluster is not None else {}),
         }))  # fmt: skip
         return EXIT_OK
     print(f"room {room.path}: owned by {describe(owner)}")
     print(f"run {info.run_id}, model {info.model}, up {_duration(info.uptime)}; "
           f"API on {room.socket}")  # fmt: skip
-    print(f"{stats.running} running, {waiting} waiting, {len(stats.queued)} queued; "
+    print(f"{running} running, {waiting} waiting, {queued} queued; "
           f"{len(waiting_calls)} call{'s' if len(waiting_calls) != 1 else ''} "
           "waiting for a decision (`agentdeck pending`)")  # fmt: skip
     held = [f"{g.name} paused" if g.paused else f"{g.name} has no budget (0 running turns)"
             for g in stats.groups if g.paused or g.max_running_turns == 0]  # fmt: skip
     if held:
         print(f"held: {'; '.join(held)}: their requests wait until that changes")
+    if cluster is not None:
+        print("\n".join(workers.lines(cluster)))
     return EXIT_OK
 
 

@@ -36,11 +36,13 @@ from engine.store import Op, StoreError
 from engine.store import claimed as reading
 from engine.store.pg import claims as sql
 from engine.store.pg.cluster import ClusterError, Conn, running_turns
+from engine.store.pg.overview import read_view
 from engine.store.schedule import coalesced_into
 from engine.store.select import store_url
 from engine.supervisor import TurnHandle
 
 if TYPE_CHECKING:
+    from engine.cluster_view import ClusterView
     from engine.runtime import Runtime
     from engine.scheduler import Request
     from engine.turn.state import TurnState
@@ -391,6 +393,10 @@ class ClusterMember:
             with anyio.move_on_after(tick):
                 await self._wanted.wait()
             self._wanted = anyio.Event()
+
+    async def view(self) -> ClusterView:
+        """The workers, their leases and every thread with its worker (for the operator)."""
+        return await self._db(lambda c: read_view(c, self.name, self.lease))
 
     async def _db(self, use: Callable[[Conn], Awaitable[T]]) -> T:
         """Use the worker's connection, one task at a time (psycopg's transactions on one
