@@ -18,7 +18,8 @@ import pytest
 
 from engine.api.local import LocalClient
 from engine.api.remote import RemoteClient
-from engine.cli import main
+from engine.cli import main, workers
+from engine.cluster_view import MAX_LISTED, ClusterView, WorkerView
 from engine.loops.server import serve_api
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime
@@ -170,3 +171,18 @@ async def test_a_room_that_is_not_a_cluster_says_nothing_new(
             assert "cluster" not in json.loads(out)
 
         await anyio.to_thread.run_sync(status)
+
+
+def test_a_worker_with_many_leases_names_the_first_and_counts_the_rest() -> None:
+    named = tuple(f"t{i:02d}" for i in range(MAX_LISTED))
+    busy = WorkerView(id="w0", host="h", pid=1, state="running", alive=True, started_at=0.0,
+                      heartbeat_at=0.0, heartbeat_age=75.0, leases=30, threads=named)  # fmt: skip
+    text = workers.lines(ClusterView(worker="w0", lease_seconds=30.0, workers=(busy,),
+                                     threads=()))  # fmt: skip
+    assert text[0].startswith("cluster: 1 of 1 worker alive, 30 threads leased (leases last 30s)")
+    row = text[2].split()
+    assert row[:7] == ["w0", "*", "h", "1", "running", "alive", "1m15s"]
+    assert row[-11:] == ["30", *(f"t{i:02d}," for i in range(7)), "t07", "(+22", "more)"]
+    assert workers.as_json(ClusterView("w0", 30.0, (busy,), ()))["workers"][0]["threads"] == list(
+        named
+    )

@@ -2,7 +2,8 @@
 
 A worker is alive while it runs and its last heartbeat is less than a lease time old; a
 dead one's leases expire and the others take its threads over. The threads named per
-worker are the first few by id (`MAX_LISTED`): the lease count says how many it holds.
+worker are the first few by id (`SHOWN`; `MAX_LISTED` in --json): the lease count says how
+many it holds.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 from engine.cluster_view import ClusterView, WorkerView
 
+SHOWN = 8  # threads named per worker in the text (--json has up to MAX_LISTED)
 COLUMNS = ("worker", "host", "pid", "state", "alive", "heartbeat", "leases", "threads")
 
 
@@ -36,9 +38,10 @@ def lines(view: ClusterView) -> list[str]:
 
 
 def _row(w: WorkerView, this: str) -> tuple[str, ...]:
-    named = ", ".join(w.threads) if w.threads else "—"
-    if w.leases > len(w.threads):
-        named += f" (+{w.leases - len(w.threads)} more)"
+    shown = w.threads[:SHOWN]
+    named = ", ".join(shown) if shown else "—"
+    if w.leases > len(shown):
+        named += f" (+{w.leases - len(shown)} more)"
     return (w.id + (" *" if w.id == this else ""), w.host, str(w.pid), w.state,
             "alive" if w.alive else "dead", f"{_seconds(w.heartbeat_age)} ago", str(w.leases),
             named)  # fmt: skip
