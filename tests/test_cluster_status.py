@@ -183,6 +183,5 @@ def test_a_worker_with_many_leases_names_the_first_and_counts_the_rest() -> None
     row = text[2].split()
     assert row[:7] == ["w0", "*", "h", "1", "running", "alive", "1m15s"]
     assert row[-11:] == ["30", *(f"t{i:02d}," for i in range(7)), "t07", "(+22", "more)"]
-    assert workers.as_json(ClusterView("w0", 30.0, (busy,), ()))["workers"][0]["threads"] == list(
-        named
-    )
+    as_json = json.loads(json.dumps(workers.as_json(ClusterView("w0", 30.0, (busy,), ()))))
+    assert as_json["workers"][0]["threads"] == list(named)
