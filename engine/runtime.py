@@ -270,7 +270,8 @@ class Runtime:
                 self._keys.pop(key, None)  # whether it committed, execution.db now says
             raise
         for r in changed:
-            self._requests[r.id] = r
+            if held or r.id not in self._requests:  # else a claim may have adopted it since
+                self._requests[r.id] = r
             gone = r.status in (RequestStatus.COALESCED, RequestStatus.REJECTED)
             if gone and (old := self.live.pop(r.id, None)):
                 old.done.set()  # its waiters follow the request to where it went
@@ -304,6 +305,8 @@ class Runtime:
         """Why a request of this run still waits in the queue (None once it has left it)."""
         req = self._requests.get(request_id)
         if req is None or req.status is not RequestStatus.QUEUED:
+            return None
+        if not self.scheduler.knows(req.id):  # a cluster's, for another worker: the store says
             return None
         return self.scheduler.why_waiting(req)
 

@@ -31,7 +31,7 @@ import psycopg
 
 from engine.cluster.worker import ClusterWorker
 from engine.config import ClusterConfig
-from engine.lifecycle import TurnStatus
+from engine.lifecycle import RequestStatus, TurnStatus
 from engine.store import Op, StoreError
 from engine.store import claimed as reading
 from engine.store.pg import claims as sql
@@ -200,12 +200,12 @@ class ClusterMember:
         for thread_id in threads:
             sv.forget(thread_id)  # what this worker knew of it is stale: read again
             rt.scheduler.forget(thread_id)
-            self._load(work[thread_id])
+            self._load(work[thread_id], fresh=True)
             if not self._busy(thread_id):
                 self._spawn_release(thread_id)
         sv.pump()
 
-    def _load(self, work: reading.ThreadWork) -> None:
+    def _load(self, work: reading.ThreadWork, *, fresh: bool = False) -> None:
         """Add a thread's queued decisions and requests (those not known yet), hold it for
         its turns, and resume those that can go on."""
         rt, sv = self.rt, self.rt.supervisor
@@ -220,10 +220,19 @@ class ClusterMember:
                     sv.interrupted.add(turn_id)
                 sv.spawn_resume(turn_id, work.thread_id)
         for req in work.requests:
-            if rt.scheduler.knows(req.id):
+            if not self._news(req, fresh=fresh):
                 continue
             rt.scheduler.requeue(req)
             rt.adopt(req)
+
+    def _news(self, req: Request, *, fresh: bool = False) -> bool:
+        """Whether a request read as queued is not in line here yet. Unless the read came
+        with a new lease (`fresh`), one this worker admitted since is not: the read may
+        predate its turn's first commit, and it must not start twice."""
+        if self.rt.scheduler.knows(req.id):
+            return False
+        mine = None if fresh else self.rt.request(req.id)
+        return mine is None or mine.status is RequestStatus.QUEUED
 
     async def refresh(self, thread_id: str) -> None:
         """A notice for a thread this worker holds: load what was added to it."""
@@ -291,7 +300,7 @@ class ClusterMember:
         self._releasing.add(thread_id)
         try:
             queued = await reading.queued_requests(self.rt.store, thread_id)
-            if any(not self.rt.scheduler.knows(r.id) for r in queued):
+            if any(self._news(r) for r in queued):
                 self._releasing.discard(thread_id)
                 await self.refresh(thread_id)
                 return

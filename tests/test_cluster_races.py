@@ -1,0 +1,114 @@
+"""Races of a cluster's workers found by the process tests (tests/test_cluster_processes.py),
+each made deterministic here, in one process: two runtimes on one PostgreSQL database."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+
+import anyio
+import pytest
+
+from engine.runtime import Runtime
+from engine.store import claimed as reading
+from engine.tools import Tool, tool
+from tests.helpers import msg
+from tests.scripted import Reply, ScriptedModel, after_tools
+from tests.test_cluster_runtime import cluster_config
+
+pytestmark = pytest.mark.anyio
+
+
+@asynccontextmanager
+async def two(tmp_path: Path, url: str, tools: list[Tool]) -> AsyncIterator[list[Runtime]]:
+    async with AsyncExitStack() as stack:
+        yield [await stack.enter_async_context(Runtime.open(
+            tmp_path / name, kind="run", provider=ScriptedModel(block_first), tools=tools,
+            config=cluster_config(url, name))) for name in ("a", "b")]  # fmt: skip
+
+
+def block_first(request) -> Reply:  # noqa: ANN001
+    """`block` on a message that says so, else a plain answer."""
+    msgs = request.messages
+    if after_tools(msgs):
+        return Reply(text="done")
+    return Reply(calls=[("block", {})]) if msgs[-1].text == "block" else Reply(text="hi")
+
+
+async def test_a_stale_read_of_a_thread_does_not_start_its_request_twice(tmp_path, pg_url):
+    """A notice makes the worker holding a thread read its queued requests; a request it
+    admitted after that read began is read as queued. It must not go in line again: its
+    turn would be opened twice (the second open fails on the turn's key, and the worker
+    stopped with it)."""
+    gate = anyio.Event()
+
+    @tool(name="block")
+    async def block() -> str:
+        """Wait for the test."""
+        await gate.wait()
+        return "unblocked"
+
+    async with two(tmp_path, pg_url, [block]) as (a, b):
+        first = await a.submit(msg("block", thread="x"))
+        with anyio.fail_after(10):
+            while "x" not in a.cluster.worker.held or first.turn_id not in a.supervisor.loops:
+                await anyio.sleep(0.02)
+        second = await b.submit(msg("after", thread="x"))  # queued behind, through b
+        with anyio.fail_after(10):
+            while not a.scheduler.knows(second.turn_id):  # a read it (b's notice)
+                await anyio.sleep(0.02)
+        stale = await reading.thread_work(a.store, ["x"])  # `second` queued, as a read it
+        gate.set()
+        assert (await a.wait_turn(second.turn_id)).status == "done"
+        a.cluster._load(stale["x"])  # that read, applied after `second` ran
+        a.supervisor.pump()
+        assert not a.scheduler.knows(second.turn_id)
+        assert second.turn_id not in a.live
+        rows = await a.store.fetchall("SELECT id FROM turns WHERE thread_id = 'x'")
+        assert sorted(r[0] for r in rows) == sorted([first.turn_id, second.turn_id])
+
+
+async def test_a_request_queued_for_another_worker_is_not_said_queued_here(tmp_path, pg_url):
+    """A request offered to a worker that does not hold its thread is in line at the
+    worker that does: asking why it waits (what the API's submit and outcome do) must not
+    fail, and once it ran there it is not said to wait here."""
+    gate = anyio.Event()
+
+    @tool(name="block")
+    async def block() -> str:
+        """Wait for the test."""
+        await gate.wait()
+        return "unblocked"
+
+    async with two(tmp_path, pg_url, [block]) as (a, b):
+        first = await a.submit(msg("block", thread="x"))
+        with anyio.fail_after(10):
+            while first.turn_id not in a.supervisor.loops:
+                await anyio.sleep(0.02)
+        second = await b.submit(msg("after", thread="x"))
+        b.why_queued(second.turn_id)  # raised KeyError: b's scheduler never had the thread
+        gate.set()
+        assert (await b.wait_turn(second.turn_id)).status == "done"
+        assert b.why_queued(second.turn_id) is None
+
+
+async def test_a_request_its_worker_claimed_meanwhile_is_kept_as_admitted(tmp_path, pg_url):
+    """An offer for a thread the worker does not hold writes the request with a notice;
+    the worker's claim loop, woken by it, may lease the thread and admit the request before
+    the offer goes on. The offer must not then put its own copy (still `queued`) in place of
+    the admitted one: a later read of the thread would take it for news and start it
+    again."""
+    async with two(tmp_path, pg_url, []) as (a, _b):
+        real = a.store.write
+
+        async def write_then_claim(ops, **kw):  # noqa: ANN001, ANN003
+            await real(ops, **kw)
+            if any("turn_requests" in op[0] for op in ops):  # the claim loop wins the race
+                await a.cluster.claim(["y"])
+
+        a.store.write = write_then_claim  # type: ignore[method-assign]
+        handle = await a.submit(msg("hello", thread="y"))
+        a.store.write = real  # type: ignore[method-assign]
+        assert (await a.wait_turn(handle.turn_id)).status == "done"
+        assert a.request(handle.turn_id).status == "admitted"
