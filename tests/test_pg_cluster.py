@@ -189,6 +189,28 @@ async def test_a_takeover_waits_for_a_checkpoint_in_flight(pg_url: str) -> None:
             await store.close()
 
 
+async def test_a_heartbeat_never_waits_for_a_checkpoint_in_flight(pg_url: str) -> None:
+    """A batch of checkpoints fences its threads in the batch's order and the heartbeat
+    renews them in thread order: were one to wait for the other they could deadlock (found
+    by bench_cluster: the server broke it after a second, and a 1 s lease ran out)."""
+    async with workers(pg_url, 2) as (a, b):
+        store = await connect(pg_url)
+        try:
+            await a.acquire(["t1", "t2"], now=T0)
+            await a.conn.execute("SET lock_timeout = '5s'")  # fails here, rather than hangs
+            async with store.transaction():
+                await a.fence(store, "t2", now=T0 + 1)
+                assert await a.heartbeat(now=T0 + 2) == set()  # t2's checkpoint still open
+                await a.fence(store, "t1", now=T0 + 2)
+                # expired by then, and skipped all the same: a takeover still waits for it
+                assert await b.acquire(["t1", "t2"], now=T0 + LEASE + 2.5) == []
+            leases = await sql.leases(a.conn, now=T0 + LEASE + 1)
+            assert [(x.thread_id, x.expires_at) for x in leases] == [
+                ("t1", T0 + 2 + LEASE), ("t2", T0 + 2 + LEASE)]  # fmt: skip
+        finally:
+            await store.close()
+
+
 async def test_acquire_any_takes_threads_with_runnable_work(pg_url: str) -> None:
     async with workers(pg_url, 2) as (a, b):
         await a.conn.execute(

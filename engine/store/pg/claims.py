@@ -27,8 +27,9 @@ CREATE OR REPLACE FUNCTION agentdeck_fence(p_thread text, p_token bigint) RETURN
 LANGUAGE plpgsql AS $$
 DECLARE holder text; current bigint; expires float8;
 BEGIN
+    -- KEY SHARE, as fenced() in cluster.py: a takeover waits for it, the heartbeat does not
     SELECT worker_id, token, expires_at INTO holder, current, expires
-        FROM thread_leases WHERE thread_id = p_thread FOR SHARE;
+        FROM thread_leases WHERE thread_id = p_thread FOR KEY SHARE;
     IF NOT FOUND OR holder IS NULL OR current <> p_token THEN
         RAISE EXCEPTION 'agentdeck fenced: the lease of thread % under token % is not held',
             p_thread, p_token USING ERRCODE = '{FENCED}';

@@ -169,10 +169,13 @@ async def heartbeat(
         )
         if cur.rowcount == 0:
             raise ClusterError(f"worker {worker_id!r} is not registered as running")
+        # NO KEY UPDATE, as the UPDATE itself: compatible with the fence's KEY SHARE, so a
+        # heartbeat never waits for a checkpoint in flight (a batch fences its threads in its
+        # own order: FOR UPDATE here deadlocked with it, and the lease ran out meanwhile)
         cur = await conn.execute(
             "UPDATE thread_leases SET expires_at = %s WHERE thread_id IN ("
             " SELECT thread_id FROM thread_leases WHERE worker_id = %s AND expires_at > %s"
-            " ORDER BY thread_id FOR UPDATE) RETURNING thread_id, token, expires_at",
+            " ORDER BY thread_id FOR NO KEY UPDATE) RETURNING thread_id, token, expires_at",
             (at + lease_seconds, worker_id, at),
         )
         rows = await cur.fetchall()
@@ -292,14 +295,15 @@ async def fenced(conn: Conn, thread_id: str, token: int, *, now: float | None = 
     """Run inside every checkpoint transaction: raises `Fenced` (so the transaction rolls
     back) unless the thread's lease is still held, unexpired, under `token`.
 
-    The lease row stays share-locked until the transaction ends, so no takeover can slip in
-    between this check and the commit: a worker taking over waits (skips the thread) until
-    the checkpoint is in, then reads it during recovery."""
+    The lease row stays key-share-locked until the transaction ends, so no takeover can
+    slip in between this check and the commit: a worker taking over (FOR UPDATE) waits
+    (skips the thread) until the checkpoint is in, then reads it during recovery. The
+    holder's heartbeat (NO KEY UPDATE) does not wait for it."""
     if conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE:
         raise ClusterError("fenced() must run inside the checkpoint's transaction")
     cur = await conn.execute(
         f"SELECT worker_id, token, expires_at > COALESCE(%s::float8, {_DB_NOW})"
-        " FROM thread_leases WHERE thread_id = %s FOR SHARE",
+        " FROM thread_leases WHERE thread_id = %s FOR KEY SHARE",
         (now, thread_id),
     )
     row = await cur.fetchone()
