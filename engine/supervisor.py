@@ -89,6 +89,8 @@ class Coordinator(Protocol):
 
     def settled(self, turn: TurnState, *, lost: bool) -> None: ...
 
+    def unstarted(self, req: Request) -> None: ...
+
 
 class TurnSupervisor:
     """The turns of one run, from admission (or resumption) to their end."""
@@ -163,6 +165,13 @@ class TurnSupervisor:
             return
         try:
             loop = await self.open_turn(req, strategy, carried=carried)
+        except LeaseLost as exc:  # a cluster's: the lease went before the turn was recorded
+            self.ctx.log.warning("turn %s does not start here: %s", req.id, exc)
+            self.live.pop(req.id, None)
+            assert self.cluster is not None
+            self.cluster.unstarted(req)  # its request is still queued, for the next holder
+            handle.done.set()
+            return
         except BaseException as exc:
             if carried is not None:
                 carried.settle(exc)

@@ -112,3 +112,32 @@ async def test_a_request_its_worker_claimed_meanwhile_is_kept_as_admitted(tmp_pa
         a.store.write = real  # type: ignore[method-assign]
         assert (await a.wait_turn(handle.turn_id)).status == "done"
         assert a.request(handle.turn_id).status == "admitted"
+
+
+async def test_a_lease_lost_before_the_turn_is_recorded_does_not_stop_the_worker(tmp_path, pg_url):
+    """The lease may go between a request's admission and its turn's first commit (a
+    pause longer than the lease; found by bench_cluster): that commit is fenced. The worker
+    must go on (the LeaseLost stopped it, with every turn it ran), and the request, still
+    queued, runs once, here when the worker claims the thread again."""
+    async with Runtime.open(tmp_path / "a", kind="run", provider=ScriptedModel(block_first),
+                            config=cluster_config(pg_url, "a")) as a:  # fmt: skip
+        real, fenced = a.store.write, []
+
+        async def expire_then_write(ops, **kw):  # noqa: ANN001, ANN003
+            if any(op[0].startswith("INSERT INTO turns(") for op in ops):  # the first commit
+                a.store.write = real  # type: ignore[method-assign]
+                await a.cluster._db(lambda c: c.execute(
+                    "UPDATE thread_leases SET expires_at = 0 WHERE thread_id = 'z'"))  # fmt: skip
+                fenced.append(ops)
+            await real(ops, **kw)
+
+        a.store.write = expire_then_write  # type: ignore[method-assign]
+        handle = await a.submit(msg("hello", thread="z"))
+        with anyio.fail_after(20):
+            assert (await a.wait_turn(handle.turn_id)).status == "done"
+        assert fenced
+        again = await a.submit(msg("again", thread="w"))  # a still runs turns
+        with anyio.fail_after(20):
+            assert (await a.wait_turn(again.turn_id)).status == "done"
+        rows = await a.store.fetchall("SELECT id FROM turns WHERE thread_id = 'z'")
+        assert [r[0] for r in rows] == [handle.turn_id]

@@ -278,6 +278,13 @@ class ClusterMember:
             return
         sv.spawn(self._settled, turn.id, turn.thread_id, lost)
 
+    def unstarted(self, req: Request) -> None:
+        """An admitted request's turn could not be recorded: the lease went first. As a turn
+        lost (its slot freed, the thread forgotten); the request is still queued."""
+        sv = self.rt.supervisor
+        if sv.tg is not None and not sv.tg.cancel_scope.cancel_called and self.worker is not None:
+            sv.spawn(self._settled, req.id, req.thread_id, True)
+
     async def _settled(self, turn_id: str, thread_id: str, lost: bool) -> None:
         assert self.worker is not None
         worker = self.worker
