@@ -80,12 +80,17 @@ async def serving(
                         tg.start_soon(rt.cluster.run)
                     if resume == "all":
                         if config.approvals.any_deadline:  # else nothing to watch
-                            tg.start_soon(DeadlineWatch(store, config.approvals, clock=clock,
+                            watch = DeadlineWatch(store, config.approvals, clock=clock,
                                 sleep=sleep, decide=rt.decide, queued=rt.decisions.queued_for,
-                                subscribe=rt.subscribe, notice=rt.notice).run)  # fmt: skip
+                                subscribe=rt.subscribe, notice=rt.notice).run  # fmt: skip
+                            if rt.cluster is not None:  # on one worker at a time
+                                rt.cluster.singleton("deadlines", watch)
+                            else:
+                                tg.start_soon(watch)
                         for turn_id in sorted(sv.interrupted):
                             sv.spawn_resume(turn_id)
-                        for turn_id in await rt.decisions.stale_turns():  # decided, not
+                        stale = [] if rt.cluster else await rt.decisions.stale_turns()
+                        for turn_id in stale:  # decided, not
                             if turn_id not in sv.live:  # applied: a run died between
                                 sv.spawn_resume(turn_id)
                     else:

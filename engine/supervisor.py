@@ -47,6 +47,7 @@ class TurnHandle:
     scope: anyio.CancelScope | None = None
     cancel_reason: str | None = None
     lost: bool = False  # a cluster's worker lost the thread's lease: stop, write nothing
+    token: int | None = None  # a cluster's: the lease token its checkpoints are fenced with
 
 
 def reply_of(meta: dict[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ import pytest
 
 from engine.config import ClusterConfig, Config, StoreConfig
 from engine.decisions import Decision
+from engine.messages import Message
 from engine.runtime import Runtime
 from engine.store import StoreError
 from tests.helpers import msg
@@ -95,3 +96,149 @@ async def test_a_cluster_on_sqlite_is_refused(tmp_path):
     with pytest.raises(StoreError, match="PostgreSQL"):
         async with Runtime.open(tmp_path / "x", provider=ScriptedModel(answer), config=config):
             pass
+
+
+async def loops_holder(url: str) -> str | None:
+    import psycopg
+
+    from engine.store.pg.cluster import advisory_lock_holder
+
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        return await advisory_lock_holder(conn, "loops")
+
+
+async def test_the_runtime_loops_run_on_one_worker_and_move_when_it_stops(tmp_path, pg_url):
+    from engine.loops.start import start_loops
+
+    async def serve(name: str, stop: anyio.Event) -> None:
+        async with Runtime.open(tmp_path / name, kind="run", provider=ScriptedModel(answer),
+                                config=cluster_config(pg_url, name, lease=0.6)) as rt:  # fmt: skip
+            start_loops(rt)
+            await stop.wait()
+
+    stops = {name: anyio.Event() for name in ("w0", "w1")}
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(serve, "w0", stops["w0"])
+        assert await until(lambda: loops_holder(pg_url)) == "agentdeck-loops w0"
+        tg.start_soon(serve, "w1", stops["w1"])
+        await anyio.sleep(0.5)  # w1 tries for the lock every 0.2 s: w0 keeps it
+        assert await loops_holder(pg_url) == "agentdeck-loops w0"
+        stops["w0"].set()  # w0 stops: its lock's session ends
+
+        async def moved() -> bool:
+            return await loops_holder(pg_url) == "agentdeck-loops w1"
+
+        await until(moved)
+        stops["w1"].set()
+
+
+async def test_a_worker_whose_lease_expired_writes_nothing_more_and_the_new_holder_recovers(
+    tmp_path, pg_url, monkeypatch
+):
+    """A zombie: worker w0 stops renewing its leases (a long pause, a partition) while its
+    call runs. w1 takes the thread over at the lease's expiry and recovers the turn as crash
+    recovery does (the call's outcome unknown, for review); w0's call then returns, and its
+    checkpoint is refused by the fence: the call's row stays w1's, the call ran once."""
+    from engine.cluster.member import ClusterMember
+    from engine.tools import tool
+
+    ran: list[str] = []
+    release = anyio.Event()
+
+    @tool(name="slow")
+    async def slow(n: int) -> str:
+        """A side effect that outlives its worker's lease."""
+        ran.append("slow")
+        await release.wait()
+        return "slow done"
+
+    script = first_then([("slow", {"n": 1})])
+    beat, claims = ClusterMember._beat_forever, ClusterMember._claim_forever
+
+    async def stalled(self) -> None:  # noqa: ANN001
+        await anyio.sleep_forever()
+
+    async with AsyncExitStack() as stack:
+        monkeypatch.setattr(ClusterMember, "_beat_forever", stalled)  # w0 renews nothing
+        monkeypatch.setattr(ClusterMember, "_claim_forever", stalled)  # and claims nothing
+        a = await stack.enter_async_context(Runtime.open(
+            tmp_path / "w0", kind="run", provider=ScriptedModel(script), tools=[slow],
+            config=cluster_config(pg_url, "w0", lease=0.5)))  # fmt: skip
+        handle = await a.submit(msg("go", thread="z"))
+
+        async def running_call() -> list:
+            return await a.store.fetchall(
+                "SELECT id, status FROM tool_calls WHERE turn_id = ? AND status = 'running'",
+                (handle.turn_id,))  # fmt: skip
+
+        call_id = (await until(running_call))[0][0]
+        monkeypatch.setattr(ClusterMember, "_beat_forever", beat)
+        monkeypatch.setattr(ClusterMember, "_claim_forever", claims)
+        b = await stack.enter_async_context(Runtime.open(
+            tmp_path / "w1", kind="run", provider=ScriptedModel(script), tools=[slow],
+            config=cluster_config(pg_url, "w1", lease=0.5)))  # fmt: skip
+
+        async def reviewed() -> list:
+            return await b.store.fetchall(
+                "SELECT status, suspend_reason FROM tool_calls WHERE id = ?"
+                " AND status = 'suspended'", (call_id,))  # fmt: skip
+
+        before = (await until(reviewed))[0]
+        release.set()  # w0's call returns; its checkpoint meets the fence
+
+        async def stopped() -> bool:
+            return handle.turn_id not in a.live
+
+        await until(stopped)
+        after = await b.store.fetchall(
+            "SELECT status, suspend_reason, result FROM tool_calls WHERE id = ?", (call_id,))
+        assert tuple(after[0][:2]) == tuple(before) and after[0][2] is None
+        assert ran == ["slow"]
+        lease = await b.store.fetchall("SELECT worker_id FROM thread_leases WHERE thread_id='z'")
+        assert lease[0][0] in (None, "w1")
+
+
+async def test_a_group_budget_holds_across_workers(tmp_path, pg_url):
+    """Group `task` may run one turn at a time across the cluster: six tasks on six threads,
+    submitted through both workers, never overlap, and all run."""
+    from engine.config import GroupSettings
+    from engine.tools import tool
+
+    now, most = [0], [0]
+
+    @tool(name="work")
+    async def work(n: int) -> str:
+        """Count how many run at once."""
+        now[0] += 1
+        most[0] = max(most[0], now[0])
+        await anyio.sleep(0.05)
+        now[0] -= 1
+        return "worked"
+
+    script = first_then([("work", {"n": 1})])
+    async with AsyncExitStack() as stack:
+        rts = []
+        for name in ("w0", "w1"):
+            config = cluster_config(pg_url, name)
+            config.groups["task"] = GroupSettings(max_running_turns=1)
+            rts.append(await stack.enter_async_context(Runtime.open(
+                tmp_path / name, kind="run", provider=ScriptedModel(script), tools=[work],
+                config=config)))  # fmt: skip
+        handles = []
+        for i in range(6):
+            m = Message(origin="task", sender="self", thread_id=f"k{i}", text=f"task {i}")
+            handles.append(await rts[i % 2].submit(m))
+        import logging
+        try:
+            with anyio.fail_after(8):
+                for h in handles:
+                    assert (await rts[0].wait_turn(h.turn_id)).status == "done"
+        except TimeoutError:
+            for rt in rts:
+                logging.getLogger("x").error("%s live=%s holders=%s queue=%s elsewhere=%s held=%s", rt.cluster.name, list(rt.live), rt.scheduler.holders, [r.id for r in rt.scheduler.queue], rt.scheduler.elsewhere, rt.cluster.worker.held)
+            logging.getLogger("x").error("%s", await rts[0].store.fetchall("SELECT id, thread_id, status FROM turns"))
+            logging.getLogger("x").error("%s", await rts[0].store.fetchall("SELECT id, thread_id, status FROM turn_requests"))
+            logging.getLogger("x").error("%s", await rts[0].store.fetchall("SELECT * FROM group_slots"))
+            logging.getLogger("x").error("%s", await rts[0].store.fetchall("SELECT * FROM thread_leases"))
+            raise
+        assert most[0] == 1

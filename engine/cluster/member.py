@@ -23,12 +23,14 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import psycopg
 
+from engine.cluster.singleton import SingletonLock, run_as_singleton
 from engine.cluster.worker import ClusterWorker
 from engine.config import ClusterConfig
 from engine.lifecycle import RequestStatus, TurnStatus
@@ -131,16 +133,31 @@ class ClusterMember:
             tg.start_soon(self._listen_forever)
             tg.start_soon(self._claim_forever)
 
+    def singleton(self, name: str, body: Callable[[], Coroutine[Any, Any, object]]) -> None:
+        """Run `body` (the pulse, hook and poll loops; the approval deadlines) on one worker of
+        the cluster at a time: the one holding the advisory lock `name`; it moves to
+        another worker within a third of a lease when its holder's session ends."""
+        lock = SingletonLock(self.url, name, application_name=f"agentdeck-{name} {self.name}"[:63])
+        self.rt.supervisor.spawn(
+            partial(run_as_singleton, lock, body, every=self.lease / 3, said=self.rt.notice)
+        )
+
     # -- what turns and writes get ----------------------------------------------------------
 
     def holds(self, thread_id: str) -> bool:
         return (self.worker is not None and self.worker.holds(thread_id)
                 and thread_id not in self._releasing)  # fmt: skip
 
-    def fence(self, thread_id: str) -> list[Op]:
-        """The first statement of a checkpoint of `thread_id`'s turn: fails the write unless
-        this worker still holds the thread's lease (a token of -1 never matches)."""
-        token = self.worker.held[thread_id].token if self.holds(thread_id) else -1  # type: ignore[union-attr]
+    def fence(self, thread_id: str, turn_id: str) -> list[Op]:
+        """The first statement of a checkpoint of a turn: fails the write unless this worker
+        still holds the thread under the lease the turn was started under (a turn started
+        under a lease that expired must not write under the next one, even this worker's:
+        another worker may have held the thread between). A token of -1 never matches."""
+        handle = self.rt.live.get(turn_id)
+        if handle is not None and handle.token is not None:
+            token = handle.token
+        else:  # a turn ended here without running (a cancel): under the lease held now
+            token = self.worker.held[thread_id].token if self.holds(thread_id) else -1  # type: ignore[union-attr]
         return [(sql.FENCE_SQL, (thread_id, token))]
 
     def announce(self, thread_id: str) -> list[Op]:
@@ -198,6 +215,10 @@ class ClusterMember:
         rt, sv = self.rt, self.rt.supervisor
         work = await reading.thread_work(rt.store, threads)
         for thread_id in threads:
+            for handle in list(rt.live.values()):  # a turn still running under a lease
+                if handle.thread_id == thread_id and handle.scope is not None:  # that expired
+                    handle.lost = True  # stops; once it has, it is resumed from the truth
+                    handle.scope.cancel()
             sv.forget(thread_id)  # what this worker knew of it is stale: read again
             rt.scheduler.forget(thread_id)
             self._load(work[thread_id], fresh=True)
@@ -257,12 +278,18 @@ class ClusterMember:
         assert self.worker is not None
         worker = self.worker
         limit = UNLIMITED if resumed else self.rt.scheduler.group(group).max_running_turns
+        lease = worker.held.get(thread_id)
+        if lease is None or not self.holds(thread_id):
+            return False
         try:
-            return await self._db(
+            admitted = await self._db(
                 lambda _c: worker.try_admit(group, limit, turn_id=turn_id, thread_id=thread_id)
             )
         except ClusterError:  # the lease is gone: another worker has the thread now
             return False
+        if admitted and (handle := self.rt.live.get(turn_id)) is not None:
+            handle.token = lease.token  # what its checkpoints are fenced with
+        return admitted
 
     def refused(self, req: Request) -> None:
         """A request's admission was refused by the cluster's budget: the thread goes back
@@ -290,7 +317,11 @@ class ClusterMember:
         worker = self.worker
         await self._quietly(self._db(lambda _c: worker.finished(turn_id)))
         await self._quietly(self._db(lambda c: sql.notify_work(c, "")))  # a slot freed
-        if lost:
+        if lost:  # what does this worker hold now? (the database says: a heartbeat)
+            await self._quietly(self._beat())
+        if lost and self.holds(thread_id):  # leased again since: take it up afresh
+            await self._quietly(self._take([thread_id]))
+        elif lost:
             self._forget(thread_id)
         elif not self._busy(thread_id):
             await self._release(thread_id)
@@ -331,20 +362,26 @@ class ClusterMember:
 
     async def _beat_forever(self) -> None:
         assert self.worker is not None
-        worker = self.worker
         while True:
             await anyio.sleep(self.lease / 3)
             try:
-                lost = await self._db(lambda _c: worker.heartbeat())
-                self._beat_ok = anyio.current_time()
+                await self._beat()
             except (psycopg.Error, ClusterError) as exc:
                 log.warning("worker %s: heartbeat failed: %s", self.name, exc)
                 if anyio.current_time() - self._beat_ok < self.lease:
                     continue
-                lost = set(self.worker.held)  # no heartbeat for a lease: assume all gone
+                for thread_id in sorted(self.worker.held):  # no heartbeat for a lease:
+                    self._lost(thread_id)  # take every lease for gone
                 await self._reconnect()
-            for thread_id in sorted(lost):
-                self._lost(thread_id)
+
+    async def _beat(self) -> None:
+        """Renew this worker's leases; stop the turns of those it lost."""
+        assert self.worker is not None
+        worker = self.worker
+        lost = await self._db(lambda _c: worker.heartbeat())
+        self._beat_ok = anyio.current_time()
+        for thread_id in sorted(lost):
+            self._lost(thread_id)
 
     def _lost(self, thread_id: str) -> None:
         """The lease expired under this worker: stop the thread's turns, write nothing."""
@@ -405,7 +442,10 @@ class ClusterMember:
     async def _claim_forever(self) -> None:
         tick = min(1.0, self.lease / 3)
         while True:
-            await self._quietly(self.claim())
+            try:
+                await self._quietly(self.claim())
+            except Exception:  # a bug, or a row it cannot read: say so, and go on claiming
+                log.exception("worker %s: a claim failed", self.name)
             with anyio.move_on_after(tick):
                 await self._wanted.wait()
             self._wanted = anyio.Event()

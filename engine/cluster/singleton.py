@@ -11,7 +11,10 @@ cut off from the server runs on until its check fails, so a loop's writes stay i
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Coroutine
+from typing import Any
 
+import anyio
 import psycopg
 
 from engine.store.pg import cluster as sql
@@ -87,3 +90,31 @@ class SingletonLock:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.release()
+
+
+async def run_as_singleton(
+    lock: SingletonLock,
+    body: Callable[[], Coroutine[Any, Any, object]],
+    *,
+    every: float,
+    said: Callable[[str, str], None] = lambda _level, _text: None,
+) -> None:
+    """Run `body` while this worker holds `lock`, and only then: try for the lock every
+    `every` seconds; once won, check it is still held as often, and cancel `body` the
+    moment it is not (its session ended: the server restarted, a partition). Forever."""
+    try:
+        while True:
+            if await lock.try_acquire():
+                said("info", f"this worker holds the {lock.name} lock: it runs them now")
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(body)
+                    while True:  # noqa: ASYNC110 - the server is asked, nothing to wait on
+                        await anyio.sleep(every)
+                        if not await lock.still_held():
+                            break
+                    tg.cancel_scope.cancel()
+                said("warning", f"this worker lost the {lock.name} lock: they stop here")
+            await anyio.sleep(every)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await lock.release()

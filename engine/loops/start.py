@@ -2,10 +2,13 @@
 
 Only the process that owns a room and serves it (`agentdeck run`/`start`, the console
 hosting it) starts them; a one-off runtime (`agentdeck invoke`, `decide` on a free room)
-does not. Loops only create turn requests; the scheduler decides when they run.
+does not, and of a cluster's workers only the one holding the `loops` lock does. Loops only
+create turn requests; the scheduler decides when they run.
 """
 
 from __future__ import annotations
+
+import anyio
 
 from engine.loops.channels import ChannelSet, run_channels
 from engine.loops.pulse import PulseLoop
@@ -27,6 +30,14 @@ def start_loops(rt: Runtime) -> None:
         agent=pc.agent,
         limits=Limits.of(pc),
     )
-    rt.supervisor.spawn(pulse.run)
-    rt.channels = ChannelSet.read(rt.room.path)
-    rt.supervisor.spawn(run_channels, rt, rt.channels)  # and the bus, and delivery
+    channels = rt.channels = ChannelSet.read(rt.room.path)
+
+    async def loops() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(pulse.run)
+            tg.start_soon(run_channels, rt, channels)  # and the bus, and delivery
+
+    if rt.cluster is not None:  # one worker of the cluster runs them at a time
+        rt.cluster.singleton("loops", loops)
+    else:
+        rt.supervisor.spawn(loops)

@@ -60,9 +60,9 @@ class TurnContext:
     # with an answer records its delivery in its final checkpoint. Empty: none does.
     delivering: frozenset[str] = frozenset()
     # A cluster's worker (engine/cluster/member.py): the statements that make a turn's
-    # checkpoint fail unless the worker still leases its thread, and those that wake the
+    # checkpoint (thread, turn) fail unless the worker still leases its thread, and those that wake the
     # cluster when a request or a decision for a thread commits. Alone: none.
-    fence: Callable[[str], list[Op]] = lambda _thread: []
+    fence: Callable[[str, str], list[Op]] = lambda _thread, _turn: []
     announce: Callable[[str], list[Op]] = lambda _thread: []
 
     def __post_init__(self) -> None:

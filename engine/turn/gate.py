@@ -167,7 +167,10 @@ def _recorder(loop: Site, call: CallState) -> Callable[[dict[str, Any]], Awaitab
         record = {**facts, "run_id": loop.ctx.run_id, "at": loop.ctx.clock()}
         call.meta["process"] = record
         with anyio.CancelScope(shield=True):  # written whole, or the tool does not go on
-            ops = [*loop.ctx.fence(call.thread_id), rows.call_meta_set(call.id, "process", record)]
+            ops = [
+                *loop.ctx.fence(call.thread_id, call.turn_id),
+                rows.call_meta_set(call.id, "process", record),
+            ]
             await loop.ctx.commit(ops, [],
                                   checkpoint=None, turn_id=call.turn_id)  # fmt: skip
 

@@ -129,7 +129,7 @@ class TurnLoop(Replay):
         if (row := self.turn.row_update(now)) is not None:
             self.ops.append(row)
         ops, events, self.ops, self.events = self.ops, self.events, [], []
-        ops[:0] = self.ctx.fence(self.turn.thread_id)  # a cluster's: still this worker's
+        ops[:0] = self.ctx.fence(self.turn.thread_id, self.turn.id)  # a cluster's: still ours
         try:  # handed to the writer, a checkpoint commits whole even if the turn is cancelled
             await self.ctx.commit(ops, events, checkpoint=checkpoint, turn_id=self.turn.id,
                                   urgent=urgent)  # fmt: skip
