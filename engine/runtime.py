@@ -359,7 +359,9 @@ class Runtime:
         """Wait until the turn's loop stops (done or waiting); return where it stands.
         A request that was coalesced is followed to the request it went into."""
         if self.cluster is not None:  # run by any worker
-            return await self.cluster.wait_turn(turn_id)
+            from engine.cluster import anywhere  # (psycopg: only a cluster's worker)
+
+            return await anywhere.wait_turn(self, turn_id)
         while True:
             handle = self.live.get(turn_id)
             if handle is not None:
@@ -374,7 +376,9 @@ class Runtime:
     async def cancel_turn(self, turn_id: str, reason: str = "cancelled by operator") -> bool:
         """Cancel a running or waiting turn: it ends `done/cancelled`. False if already done."""
         if self.cluster is not None and turn_id not in self.live:
-            return await self.cluster.cancel_turn(turn_id, reason)
+            from engine.cluster import anywhere
+
+            return await anywhere.cancel_turn(self.cluster, turn_id, reason)
         return await self.supervisor.cancel_turn(turn_id, reason)
 
     # -- decisions --------------------------------------------------------------------------

@@ -50,10 +50,11 @@ async def test_a_stale_read_of_a_thread_does_not_start_its_request_twice(tmp_pat
         return "unblocked"
 
     async with two(tmp_path, pg_url, [block]) as (a, b):
-        first = await a.submit(msg("block", thread="x"))
-        with anyio.fail_after(10):
-            while "x" not in a.cluster.worker.held or first.turn_id not in a.supervisor.loops:
-                await anyio.sleep(0.02)
+        async with b.cluster._claim_lock:  # a, not b's claim loop, takes the thread
+            first = await a.submit(msg("block", thread="x"))
+            with anyio.fail_after(10):
+                while "x" not in a.cluster.worker.held or first.turn_id not in a.supervisor.loops:
+                    await anyio.sleep(0.02)
         second = await b.submit(msg("after", thread="x"))  # queued behind, through b
         with anyio.fail_after(10):
             while not a.scheduler.knows(second.turn_id):  # a read it (b's notice)
@@ -82,10 +83,11 @@ async def test_a_request_queued_for_another_worker_is_not_said_queued_here(tmp_p
         return "unblocked"
 
     async with two(tmp_path, pg_url, [block]) as (a, b):
-        first = await a.submit(msg("block", thread="x"))
-        with anyio.fail_after(10):
-            while first.turn_id not in a.supervisor.loops:
-                await anyio.sleep(0.02)
+        async with b.cluster._claim_lock:  # a, not b's claim loop, takes the thread
+            first = await a.submit(msg("block", thread="x"))
+            with anyio.fail_after(10):
+                while first.turn_id not in a.supervisor.loops:
+                    await anyio.sleep(0.02)
         second = await b.submit(msg("after", thread="x"))
         b.why_queued(second.turn_id)  # raised KeyError: b's scheduler never had the thread
         gate.set()
@@ -99,7 +101,7 @@ async def test_a_request_its_worker_claimed_meanwhile_is_kept_as_admitted(tmp_pa
     the offer goes on. The offer must not then put its own copy (still `queued`) in place of
     the admitted one: a later read of the thread would take it for news and start it
     again."""
-    async with two(tmp_path, pg_url, []) as (a, _b):
+    async with two(tmp_path, pg_url, []) as (a, b), b.cluster._claim_lock:  # a claims
         real = a.store.write
 
         async def write_then_claim(ops, **kw):  # noqa: ANN001, ANN003

@@ -191,7 +191,8 @@ async def test_a_worker_whose_lease_expired_writes_nothing_more_and_the_new_hold
 
         await until(stopped)
         after = await b.store.fetchall(
-            "SELECT status, suspend_reason, result FROM tool_calls WHERE id = ?", (call_id,))
+            "SELECT status, suspend_reason, result FROM tool_calls WHERE id = ?", (call_id,)
+        )
         assert tuple(after[0][:2]) == tuple(before) and after[0][2] is None
         assert ran == ["slow"]
         lease = await b.store.fetchall("SELECT worker_id FROM thread_leases WHERE thread_id='z'")
@@ -228,17 +229,6 @@ async def test_a_group_budget_holds_across_workers(tmp_path, pg_url):
         for i in range(6):
             m = Message(origin="task", sender="self", thread_id=f"k{i}", text=f"task {i}")
             handles.append(await rts[i % 2].submit(m))
-        import logging
-        try:
-            with anyio.fail_after(8):
-                for h in handles:
-                    assert (await rts[0].wait_turn(h.turn_id)).status == "done"
-        except TimeoutError:
-            for rt in rts:
-                logging.getLogger("x").error("%s live=%s holders=%s queue=%s elsewhere=%s held=%s", rt.cluster.name, list(rt.live), rt.scheduler.holders, [r.id for r in rt.scheduler.queue], rt.scheduler.elsewhere, rt.cluster.worker.held)
-            logging.getLogger("x").error("%s", await rts[0].store.fetchall("SELECT id, thread_id, status FROM turns"))
-            logging.getLogger("x").error("%s", await rts[0].store.fetchall("SELECT id, thread_id, status FROM turn_requests"))
-            logging.getLogger("x").error("%s", await rts[0].store.fetchall("SELECT * FROM group_slots"))
-            logging.getLogger("x").error("%s", await rts[0].store.fetchall("SELECT * FROM thread_leases"))
-            raise
+        for h in handles:
+            assert (await rts[0].wait_turn(h.turn_id)).status == "done"
         assert most[0] == 1

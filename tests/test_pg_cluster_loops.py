@@ -1,18 +1,17 @@
 """Cluster coordination on a real PostgreSQL, continued: singleton loops (advisory locks),
-decisions across workers (LISTEN/NOTIFY), group budgets across workers. Connections stand
+work notices across workers (LISTEN/NOTIFY), group budgets across workers. Connections stand
 in for workers; expiry is driven by explicit `now` values."""
 
 from __future__ import annotations
 
-import logging
 import random
 
 import anyio
-import psycopg
 import pytest
 
-from engine.cluster import Fenced, Notifier, SingletonLock
-from engine.cluster.notify import DecisionNotice, parse_notice
+from engine.cluster import Fenced, SingletonLock
+from engine.cluster.listen import Listener
+from engine.store.pg import claims
 from engine.store.pg import cluster as sql
 from tests.test_pg_cluster import LEASE, T0, connect, eventually, workers
 
@@ -69,69 +68,69 @@ async def test_a_loop_lock_moves_when_its_holders_backend_is_killed(pg_url: str)
         await admin.close()
 
 
-# --- decisions across workers ----------------------------------------------------------------
+# --- work notices: requests, decisions, freed slots ------------------------------------------
 
 
-async def decide(conn: psycopg.AsyncConnection, decision: str, call: str, thread: str) -> None:
-    """What the store does when a decision arrives: the row and the notice, one transaction."""
-    async with conn.transaction():
-        await conn.execute("INSERT INTO tool_calls VALUES (%s, %s) ON CONFLICT DO NOTHING",
-                           (call, thread))  # fmt: skip
-        await conn.execute("INSERT INTO decisions VALUES (%s, %s, 'queued')", (decision, call))
-        await sql.notify_decision(conn, decision, thread)
+async def test_a_notice_goes_out_with_its_write_and_never_for_one_rolled_back(pg_url: str) -> None:
+    """What a worker's writes of a request or a decision carry (`announce`): the notice
+    leaves at the commit, so it is never heard before the row is durable, nor for a write
+    that failed; a cancel notice goes to the cancel callback."""
+    heard: list[str] = []
+    cancels: list[str] = []
+    got = anyio.Event()
 
+    async def on_thread(thread: str) -> None:
+        heard.append(thread)
+        got.set()
 
-async def first_notice(notifier: Notifier, holds=None) -> DecisionNotice:  # noqa: ANN001
-    with anyio.fail_after(20):
-        async for notice in notifier.notices(holds):
-            return notice
-    raise AssertionError("the notices ended")
-
-
-async def test_a_decision_reaches_the_worker_holding_its_thread(
-    pg_url: str, caplog: pytest.LogCaptureFixture
-) -> None:
-    async with workers(pg_url, 2) as (holder, other):
-        await holder.acquire(["t"], now=T0)
-        async with Notifier(pg_url) as notifier:
-            # rolled back: never announced
+    ear = Listener(pg_url, "test", on_thread=on_thread, on_cancel=cancels.append)
+    await ear.start()
+    async with workers(pg_url, 1) as (w,):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ear.run)
             with pytest.raises(RuntimeError):
-                async with other.conn.transaction():
-                    await sql.notify_decision(other.conn, "d0", "t")
+                async with w.conn.transaction():
+                    await w.conn.execute("SELECT pg_notify(%s, 'rolled')", (claims.WORK_CHANNEL,))
                     raise RuntimeError("the decision's transaction failed")
-            await decide(other.conn, "d1", "c1", "elsewhere")  # a thread it does not hold
-            await other.conn.execute("SELECT pg_notify(%s, 'not json')", (sql.DECISIONS_CHANNEL,))
-            await decide(other.conn, "d2", "c2", "t")
-            with caplog.at_level(logging.WARNING, logger="agentdeck"):
-                got = await first_notice(notifier, holder.holds)
-            assert got == DecisionNotice("d2", "t")
-            assert "malformed decision notice" in caplog.text
-            cur = await holder.conn.execute("SELECT status FROM decisions WHERE id = 'd2'")
-            assert await cur.fetchone() == ("queued",)  # durable before the notice
+            async with w.conn.transaction():
+                await w.conn.execute("CREATE TABLE d(id text)")
+                await w.conn.execute("INSERT INTO d VALUES ('d1')")
+                await w.conn.execute("SELECT pg_notify(%s, 't')", (claims.WORK_CHANNEL,))
+            await claims.notify_cancel(w.conn, "turn1", "stop it")
+            with anyio.fail_after(20):
+                await got.wait()
+                while not cancels:
+                    await anyio.sleep(0.01)
+            tg.cancel_scope.cancel()
+    await ear.aclose()
+    assert heard == ["t"]
+    assert cancels == ["turn1\nstop it"]
 
 
-async def test_a_decision_made_while_no_one_listens_is_found_by_reading(pg_url: str) -> None:
-    async with workers(pg_url, 2) as (deciding, later):
-        await decide(deciding.conn, "d1", "c1", "t")  # nobody is listening
-        async with Notifier(pg_url) as notifier:
-            # the worker starting later takes the thread because its decision is queued
-            (lease,) = await later.acquire(now=T0)
-            assert lease.thread_id == "t"
-            cur = await later.conn.execute(
-                "SELECT d.id FROM decisions d JOIN tool_calls c ON c.id = d.call_id"
-                " WHERE c.thread_id = %s AND d.status = 'queued'",
-                (lease.thread_id,),
-            )
-            assert await cur.fetchall() == [("d1",)]
-            # and the notice for d1 was not replayed: the first one it hears is the next
-            await decide(deciding.conn, "d2", "c2", "t")
-            assert await first_notice(notifier, later.holds) == DecisionNotice("d2", "t")
+async def test_a_listener_that_loses_its_connection_comes_back_and_says_so(pg_url: str) -> None:
+    """A notice sent while the connection was down is not replayed: on reconnecting, the
+    listener says a notice may have been missed (`""`: claim, read the truth)."""
+    heard: list[str] = []
+    ear = Listener(pg_url, "agentdeck-ear", on_thread=lambda t: _append(heard, t),
+                   on_cancel=lambda _p: None)  # fmt: skip
+    await ear.start()
+    admin = await connect(pg_url)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ear.run)
+            await admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                                " WHERE application_name = 'agentdeck-ear'")  # fmt: skip
+            with anyio.fail_after(20):
+                while "" not in heard:
+                    await anyio.sleep(0.05)
+            tg.cancel_scope.cancel()
+    finally:
+        await ear.aclose()
+        await admin.close()
 
 
-def test_notice_payloads_parse_or_are_refused() -> None:
-    assert parse_notice('{"decision": "d", "thread": "t"}') == DecisionNotice("d", "t")
-    for bad in ("", "[]", '{"decision": "d"}', '{"decision": 1, "thread": "t"}', "\x00"):
-        assert parse_notice(bad) is None
+async def _append(heard: list[str], thread: str) -> None:
+    heard.append(thread)
 
 
 # --- group budgets across the cluster ----------------------------------------------------

@@ -1,8 +1,8 @@
 """Several runtime workers on one PostgreSQL database (issue 18): thread leases with fencing
-tokens, singleton loops, decisions that reach the worker holding their thread, and group
-budgets that hold across the cluster. The SQL is in engine/store/pg/cluster.py."""
+tokens, singleton loops, work notices that reach the worker holding a thread, and group
+budgets that hold across the cluster; a runtime joins as a `ClusterMember` (member.py). The
+SQL is in engine/store/pg/cluster.py and claims.py."""
 
-from engine.cluster.notify import DecisionNotice, Notifier
 from engine.cluster.singleton import SingletonLock
 from engine.cluster.worker import ClusterWorker
 from engine.store.pg.cluster import ClusterError, Fenced, Lease, WorkerRow
@@ -10,10 +10,8 @@ from engine.store.pg.cluster import ClusterError, Fenced, Lease, WorkerRow
 __all__ = [
     "ClusterError",
     "ClusterWorker",
-    "DecisionNotice",
     "Fenced",
     "Lease",
-    "Notifier",
     "SingletonLock",
     "WorkerRow",
 ]

@@ -30,18 +30,18 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 import psycopg
 
+from engine.cluster.anywhere import cancel_here
+from engine.cluster.listen import Listener
 from engine.cluster.singleton import SingletonLock, run_as_singleton
 from engine.cluster.worker import ClusterWorker
 from engine.config import ClusterConfig
-from engine.lifecycle import RequestStatus, TurnStatus
+from engine.lifecycle import RequestStatus
 from engine.store import Op, StoreError
 from engine.store import claimed as reading
 from engine.store.pg import claims as sql
 from engine.store.pg.cluster import ClusterError, Conn, running_turns
 from engine.store.pg.overview import read_view
-from engine.store.schedule import coalesced_into
 from engine.store.select import store_url
-from engine.supervisor import TurnHandle
 
 if TYPE_CHECKING:
     from engine.cluster_view import ClusterView
@@ -66,7 +66,7 @@ class ClusterMember:
         self.name = worker_name(config)
         self.lease = config.lease_seconds
         self.worker: ClusterWorker | None = None
-        self._listener: Any = None  # psycopg.AsyncConnection LISTENing for work
+        self._listener: Listener | None = None
         self._claim_lock = anyio.Lock()
         self._lock = anyio.Lock()  # the worker's connection
         self._wanted = anyio.Event()  # a notice came: claim now, not at the next tick
@@ -99,9 +99,9 @@ class ClusterMember:
         await sql.ensure(conn)
         await self.worker.register()
         await self._new_block()
-        self._listener = await psycopg.AsyncConnection.connect(self.url, autocommit=True,
-                                                               application_name=app)  # fmt: skip
-        await sql.listen_work(self._listener)
+        self._listener = Listener(self.url, app, on_thread=self._noticed,
+                                  on_cancel=partial(cancel_here, self.rt))  # fmt: skip
+        await self._listener.start()
         self._beat_ok = anyio.current_time()
         rt = self.rt
         rt.ctx.next_step_id = self.next_step_id
@@ -124,13 +124,14 @@ class ClusterMember:
                     )
                 await self.worker.conn.close()
             if self._listener is not None:
-                await self._listener.close()
+                await self._listener.aclose()
 
     async def run(self) -> None:
         """The heartbeat, the listener and the claims, until cancelled."""
+        assert self._listener is not None
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._beat_forever)
-            tg.start_soon(self._listen_forever)
+            tg.start_soon(self._listener.run)
             tg.start_soon(self._claim_forever)
 
     def singleton(self, name: str, body: Callable[[], Coroutine[Any, Any, object]]) -> None:
@@ -174,7 +175,7 @@ class ClusterMember:
 
     async def _new_block(self) -> None:
         assert self.worker is not None
-        base = await self._db(sql.step_block)
+        base = await self.db(sql.step_block)
         self._next_step, self._block_end = base, base + sql.STEP_BLOCK
 
     # -- claiming ---------------------------------------------------------------------------
@@ -192,13 +193,15 @@ class ClusterMember:
                 full = [g.name for g in sched.groups.values()
                         if g.paused or sched.running_in(g.name) >= g.max_running_turns]  # fmt: skip
                 priorities = {g.name: g.priority for g in sched.groups.values()}
-                wanted = await self._db(lambda c: sql.claimable(
+                wanted = await self.db(lambda c: sql.claimable(
                     c, full=full, priorities=priorities, limit=max(free, 1)))  # fmt: skip
-            else:
+            elif sched.running < sched.max_running_turns:  # room here: take them now
                 wanted = [t for t in threads if not worker.holds(t)]
+            else:  # no room: the request's notice reaches a worker that has some
+                wanted = []
             if not wanted:
                 return []
-            leases = await self._db(lambda _c: worker.acquire(wanted))
+            leases = await self.db(lambda _c: worker.acquire(wanted))
             if not leases:
                 return []
             await self._new_block()
@@ -282,7 +285,7 @@ class ClusterMember:
         if lease is None or not self.holds(thread_id):
             return False
         try:
-            admitted = await self._db(
+            admitted = await self.db(
                 lambda _c: worker.try_admit(group, limit, turn_id=turn_id, thread_id=thread_id)
             )
         except ClusterError:  # the lease is gone: another worker has the thread now
@@ -294,8 +297,13 @@ class ClusterMember:
     def refused(self, req: Request) -> None:
         """A request's admission was refused by the cluster's budget: the thread goes back
         (its request is still queued in the database) for whoever has room."""
+        sched = self.rt.scheduler
         self.rt.live.pop(req.id, None)
-        self._spawn_release(req.thread_id)
+        sched.forget(req.thread_id)  # undo the admission
+        if self.holds(req.thread_id):  # the budget refused it (not a lost lease): full
+            full = sched.group(req.group).max_running_turns - sched.running_here(req.group)
+            sched.elsewhere[req.group] = max(sched.elsewhere.get(req.group, 0), full)  # until
+        self._spawn_release(req.thread_id)  # the next claim reads the budget's slots again
 
     def settled(self, turn: TurnState, *, lost: bool) -> None:
         """A turn stopped running here: free its budget slot; give the thread back if it
@@ -315,8 +323,8 @@ class ClusterMember:
     async def _settled(self, turn_id: str, thread_id: str, lost: bool) -> None:
         assert self.worker is not None
         worker = self.worker
-        await self._quietly(self._db(lambda _c: worker.finished(turn_id)))
-        await self._quietly(self._db(lambda c: sql.notify_work(c, "")))  # a slot freed
+        await self._quietly(self.db(lambda _c: worker.finished(turn_id)))
+        await self._quietly(self.db(lambda c: sql.notify_work(c, "")))  # a slot freed
         if lost:  # what does this worker hold now? (the database says: a heartbeat)
             await self._quietly(self._beat())
         if lost and self.holds(thread_id):  # leased again since: take it up afresh
@@ -343,11 +351,11 @@ class ClusterMember:
                 await self.refresh(thread_id)
                 return
             self._forget(thread_id)
-            await self._quietly(self._db(lambda _c: worker.release([thread_id])))
+            await self._quietly(self.db(lambda _c: worker.release([thread_id])))
         finally:
             self._releasing.discard(thread_id)
         if queued:  # someone else may run them (a full budget kept them here)
-            await self._quietly(self._db(lambda c: sql.notify_work(c, thread_id)))
+            await self._quietly(self.db(lambda c: sql.notify_work(c, thread_id)))
 
     def _forget(self, thread_id: str) -> None:
         rt = self.rt
@@ -378,7 +386,7 @@ class ClusterMember:
         """Renew this worker's leases; stop the turns of those it lost."""
         assert self.worker is not None
         worker = self.worker
-        lost = await self._db(lambda _c: worker.heartbeat())
+        lost = await self.db(lambda _c: worker.heartbeat())
         self._beat_ok = anyio.current_time()
         for thread_id in sorted(lost):
             self._lost(thread_id)
@@ -407,37 +415,16 @@ class ClusterMember:
     async def _elsewhere(self) -> dict[str, int]:
         """Running turns per group on the other workers."""
         assert self.worker is not None
-        everywhere = await self._db(running_turns)
+        everywhere = await self.db(running_turns)
         here = self.rt.scheduler.running_here
         return {g: max(0, n - here(g)) for g, n in everywhere.items()}
 
-    async def _listen_forever(self) -> None:
-        while True:
-            try:
-                async for note in self._listener.notifies():
-                    thread_id = note.payload
-                    if note.channel == sql.CANCEL_CHANNEL:
-                        self._cancel_here(note.payload)
-                    elif thread_id and self.holds(thread_id):
-                        await self._quietly(self.refresh(thread_id))
-                    else:
-                        self._wanted.set()
-            except psycopg.Error as exc:
-                log.warning("worker %s: listener dropped: %s", self.name, type(exc).__name__)
-                await anyio.sleep(1.0)
-                try:
-                    self._listener = await psycopg.AsyncConnection.connect(
-                        self.url, autocommit=True
-                    )
-                    await sql.listen_work(self._listener)
-                except psycopg.Error:
-                    continue
-                self._wanted.set()  # a notice may have been missed: claim
-
-    def _cancel_here(self, payload: str) -> None:
-        turn_id, _, reason = payload.partition("\n")
-        if turn_id in self.rt.live:
-            self.rt.supervisor.spawn(self.rt.supervisor.cancel_turn, turn_id, reason)
+    async def _noticed(self, thread_id: str) -> None:
+        """Work for a thread: this worker loads it if it holds the thread, else claims."""
+        if thread_id and self.holds(thread_id):
+            await self._quietly(self.refresh(thread_id))
+        else:
+            self._wanted.set()
 
     async def _claim_forever(self) -> None:
         tick = min(1.0, self.lease / 3)
@@ -452,9 +439,9 @@ class ClusterMember:
 
     async def view(self) -> ClusterView:
         """The workers, their leases and every thread with its worker (for the operator)."""
-        return await self._db(lambda c: read_view(c, self.name, self.lease))
+        return await self.db(lambda c: read_view(c, self.name, self.lease))
 
-    async def _db(self, use: Callable[[Conn], Awaitable[T]]) -> T:
+    async def db(self, use: Callable[[Conn], Awaitable[T]]) -> T:
         """Use the worker's connection, one task at a time (psycopg's transactions on one
         connection must not interleave)."""
         assert self.worker is not None
@@ -466,47 +453,3 @@ class ClusterMember:
             await step
         except (psycopg.Error, ClusterError) as exc:
             log.warning("worker %s: %s", self.name, exc)
-
-    # -- waiting for a turn run anywhere ----------------------------------------------------
-
-    async def _follow(self, turn_id: str) -> str:
-        """The turn a request's answer comes from: its own, or the request's it went into."""
-        req = self.rt.request(turn_id)
-        if req is not None:
-            return req.turn_id
-        return await coalesced_into(self.rt.store, turn_id) or turn_id
-
-    async def cancel_turn(self, turn_id: str, reason: str) -> bool:
-        """Cancel a turn run by any worker: a waiting or interrupted one is leased and ended
-        here; a running one is cancelled by the worker running it (told by a notice)."""
-        row = await self.rt.outcome(turn_id)
-        if row.status == TurnStatus.DONE:
-            return False
-        await self.claim([row.thread_id])
-        if self.holds(row.thread_id):
-            return await self.rt.supervisor.cancel_turn(turn_id, reason)
-        assert self.worker is not None
-        await self._db(lambda c: sql.notify_cancel(c, turn_id, reason))
-        return True
-
-    async def wait_turn(self, turn_id: str) -> Any:
-        """Until the turn (run by any worker) is waiting or done; its outcome."""
-        rt, pause = self.rt, 0.02
-        while True:
-            handle: TurnHandle | None = rt.live.get(turn_id)
-            if handle is not None:
-                with anyio.move_on_after(0.5):
-                    await handle.done.wait()
-            turn_id = await self._follow(turn_id)
-            if turn_id not in rt.live:
-                try:
-                    outcome = await rt.outcome(turn_id)
-                except LookupError:
-                    outcome = None
-                if outcome is not None and outcome.status != TurnStatus.RUNNING:
-                    going_on = outcome.status == TurnStatus.WAITING and (
-                        await reading.decided_unapplied(rt.store, turn_id))  # fmt: skip
-                    if not going_on:
-                        return outcome
-            await anyio.sleep(pause)
-            pause = min(pause * 2, 0.25)

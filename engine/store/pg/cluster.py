@@ -18,7 +18,6 @@ savepoint inside the caller's).
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +27,6 @@ from psycopg.pq import TransactionStatus
 
 Conn = AsyncConnection[Any]
 
-DECISIONS_CHANNEL = "agentdeck_decisions"
 _SCHEMA_LOCK = 0x61646B636C7573  # "adkclus": serializes ensure_schema across workers
 
 SCHEMA = """
@@ -369,20 +367,6 @@ async def advisory_lock_holder(conn: Conn, name: str) -> str | None:
     )
     row = await cur.fetchone()
     return None if row is None else str(row[0])
-
-
-# --- decisions across workers ---------------------------------------------------------------
-
-
-async def notify_decision(conn: Conn, decision_id: str, thread_id: str) -> None:
-    """Run in the transaction that records the decision: the notice goes out at its commit,
-    and never if it rolls back."""
-    payload = json.dumps({"decision": decision_id, "thread": thread_id})
-    await conn.execute("SELECT pg_notify(%s, %s)", (DECISIONS_CHANNEL, payload))
-
-
-async def listen_decisions(conn: Conn) -> None:
-    await conn.execute(f"LISTEN {DECISIONS_CHANNEL}")
 
 
 # --- group budgets across the cluster -------------------------------------------------------
