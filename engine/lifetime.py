@@ -17,7 +17,8 @@ from engine.deadlines import DeadlineWatch
 from engine.plugins import Plugin, default_stop_policies
 from engine.providers.base import Provider
 from engine.room import Ownership, Room
-from engine.store.select import open_store
+from engine.store import StoreError
+from engine.store.select import open_store, store_url
 from engine.tools import Tool, ToolRegistry
 
 if TYPE_CHECKING:
@@ -68,7 +69,15 @@ async def serving(
             if cluster:
                 from engine.cluster.member import ClusterMember
 
-                rt.cluster = ClusterMember.of(rt)
+                if not rt.serves_queue:
+                    raise StoreError(
+                        "this room's store is shared by a cluster's workers, and a one-off "
+                        "runtime would run turns outside their leases: start a worker here "
+                        "(agentdeck run) and the command goes through it"
+                    )
+                url = store_url(config.store)
+                assert url is not None  # open_store refused a cluster on SQLite
+                rt.cluster = ClusterMember(rt, url, config.cluster)
             await rt._start()
             sv = rt.supervisor
             try:

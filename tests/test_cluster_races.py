@@ -128,7 +128,7 @@ async def test_a_lease_lost_before_the_turn_is_recorded_does_not_stop_the_worker
         async def expire_then_write(ops, **kw):  # noqa: ANN001, ANN003
             if any(op[0].startswith("INSERT INTO turns(") for op in ops):  # the first commit
                 a.store.write = real  # type: ignore[method-assign]
-                await a.cluster._db(lambda c: c.execute(
+                await a.cluster.db(lambda c: c.execute(
                     "UPDATE thread_leases SET expires_at = 0 WHERE thread_id = 'z'"))  # fmt: skip
                 fenced.append(ops)
             await real(ops, **kw)
@@ -141,5 +141,28 @@ async def test_a_lease_lost_before_the_turn_is_recorded_does_not_stop_the_worker
         again = await a.submit(msg("again", thread="w"))  # a still runs turns
         with anyio.fail_after(20):
             assert (await a.wait_turn(again.turn_id)).status == "done"
+        rows = await a.store.fetchall("SELECT id FROM turns WHERE thread_id = 'z'")
+        assert [r[0] for r in rows] == [handle.turn_id]
+
+
+async def test_a_notice_heard_while_a_thread_is_being_taken_does_not_start_its_request_twice(
+    tmp_path, pg_url
+):
+    """A request offered through a worker that does not hold its thread: the worker claims
+    the thread, and the request's own notice may be heard between the lease and the read
+    of the thread's work. The thread is not held until that read is taken up: the notice
+    must not load the request first (it was then loaded again and opened twice, and the
+    duplicate turn's key stopped the worker)."""
+    async with two(tmp_path, pg_url, []) as (a, b), b.cluster._claim_lock:  # a claims
+        real = a.cluster._new_block
+
+        async def block_then_notice() -> None:  # between the lease and the read
+            await real()
+            await a.cluster._noticed("z")
+
+        a.cluster._new_block = block_then_notice  # type: ignore[method-assign]
+        handle = await a.submit(msg("hello", thread="z"))
+        a.cluster._new_block = real  # type: ignore[method-assign]
+        assert (await a.wait_turn(handle.turn_id)).status == "done"
         rows = await a.store.fetchall("SELECT id FROM turns WHERE thread_id = 'z'")
         assert [r[0] for r in rows] == [handle.turn_id]

@@ -14,8 +14,7 @@ lease is given back and the thread forgotten, so any worker may take it next.
 - Group budgets hold across the cluster: a turn starts only after `try_admit` counts it
   among its group's running turns; the scheduler sees the other workers' running turns
   (`Scheduler.elsewhere`) so it does not pick one that would be refused.
-- A heartbeat renews the leases every third of a lease; a thread lost (a late heartbeat,
-  a pause) stops its turn at once.
+- A heartbeat renews the leases every third of a lease; a lost thread's turn stops at once.
 """
 
 from __future__ import annotations
@@ -36,12 +35,11 @@ from engine.cluster.singleton import SingletonLock, run_as_singleton
 from engine.cluster.worker import ClusterWorker
 from engine.config import ClusterConfig
 from engine.lifecycle import RequestStatus
-from engine.store import Op, StoreError
+from engine.store import Op
 from engine.store import claimed as reading
 from engine.store.pg import claims as sql
 from engine.store.pg.cluster import ClusterError, Conn, running_turns
 from engine.store.pg.overview import read_view
-from engine.store.select import store_url
 
 if TYPE_CHECKING:
     from engine.cluster_view import ClusterView
@@ -54,16 +52,12 @@ T = TypeVar("T")
 UNLIMITED = 1 << 30  # a resumed turn is counted, never refused
 
 
-def worker_name(config: ClusterConfig) -> str:
-    return config.worker or f"{socket.gethostname()[:40]}-{os.getpid()}"
-
-
 class ClusterMember:
     """The cluster side of one runtime (its worker row, leases, notices, claims)."""
 
     def __init__(self, rt: Runtime, url: str, config: ClusterConfig) -> None:
         self.rt, self.url, self.config = rt, url, config
-        self.name = worker_name(config)
+        self.name = config.worker or f"{socket.gethostname()[:40]}-{os.getpid()}"
         self.lease = config.lease_seconds
         self.worker: ClusterWorker | None = None
         self._listener: Listener | None = None
@@ -71,24 +65,12 @@ class ClusterMember:
         self._lock = anyio.Lock()  # the worker's connection
         self._wanted = anyio.Event()  # a notice came: claim now, not at the next tick
         self._releasing: set[str] = set()
+        self._taking: set[str] = set()  # being leased and read: not held until taken up
         self._next_step = 0
         self._block_end = 0
         self._beat_ok = 0.0
 
     # -- joining and leaving ----------------------------------------------------------------
-
-    @classmethod
-    def of(cls, rt: Runtime) -> ClusterMember:
-        """The member a runtime is, from its config (not joined yet: `start`)."""
-        if not rt.serves_queue:
-            raise StoreError(
-                "this room's store is shared by a cluster's workers, and a one-off runtime "
-                "would run turns outside their leases: start a worker here (agentdeck run) "
-                "and the command goes through it"
-            )
-        url = store_url(rt.config.store)
-        assert url is not None  # open_store refused a cluster on SQLite
-        return cls(rt, url, rt.config.cluster)
 
     async def start(self) -> None:
         """Join the cluster: the worker's row, a first block of step ids, the listener."""
@@ -147,7 +129,7 @@ class ClusterMember:
 
     def holds(self, thread_id: str) -> bool:
         return (self.worker is not None and self.worker.holds(thread_id)
-                and thread_id not in self._releasing)  # fmt: skip
+                and thread_id not in self._releasing and thread_id not in self._taking)  # fmt: skip
 
     def fence(self, thread_id: str, turn_id: str) -> list[Op]:
         """The first statement of a checkpoint of a turn: fails the write unless this worker
@@ -201,22 +183,32 @@ class ClusterMember:
                 wanted = []
             if not wanted:
                 return []
-            leases = await self.db(lambda _c: worker.acquire(wanted))
-            if not leases:
-                return []
-            await self._new_block()
-            taken = [lease.thread_id for lease in leases]
-            for lease in leases:
-                if lease.taken_from is not None:
-                    log.info("worker %s took thread %s over from %s", self.name,
-                             lease.thread_id, lease.taken_from)  # fmt: skip
-            await self._take(taken)
+            # Until their work is read and taken up, the threads are not held: a notice for
+            # one (its request's own) must not load that work first, and then again here.
+            self._taking.update(wanted)
+            try:
+                leases = await self.db(lambda _c: worker.acquire(wanted))
+                if not leases:
+                    return []
+                await self._new_block()
+                taken = [lease.thread_id for lease in leases]
+                for lease in leases:
+                    if lease.taken_from is not None:
+                        log.info("worker %s took thread %s over from %s", self.name,
+                                 lease.thread_id, lease.taken_from)  # fmt: skip
+                await self._take(taken)
+            finally:
+                self._taking.difference_update(wanted)
             return taken
 
     async def _take(self, threads: list[str]) -> None:
         """Take up the work of freshly leased threads, as the database has it."""
         rt, sv = self.rt, self.rt.supervisor
-        work = await reading.thread_work(rt.store, threads)
+        self._taking.update(threads)  # (see claim)
+        try:
+            work = await reading.thread_work(rt.store, threads)
+        finally:
+            self._taking.difference_update(threads)
         for thread_id in threads:
             for handle in list(rt.live.values()):  # a turn still running under a lease
                 if handle.thread_id == thread_id and handle.scope is not None:  # that expired
