@@ -166,3 +166,30 @@ async def test_a_notice_heard_while_a_thread_is_being_taken_does_not_start_its_r
         assert (await a.wait_turn(handle.turn_id)).status == "done"
         rows = await a.store.fetchall("SELECT id FROM turns WHERE thread_id = 'z'")
         assert [r[0] for r in rows] == [handle.turn_id]
+
+
+async def test_a_late_release_keeps_the_lease_of_a_thread_whose_turn_started(tmp_path, pg_url):
+    """A release is asked for when a thread has nothing to run here (a lease taken with no
+    work, a turn settled) and runs later, as a task: a turn of the thread may have started
+    in between. The lease must stay: given back, the turn's thread went to the next claim
+    (this worker's or another's) with the turn's request still read as queued, and its
+    turn was opened twice."""
+    gate = anyio.Event()
+
+    @tool(name="block")
+    async def block() -> str:
+        """Wait for the test."""
+        await gate.wait()
+        return "unblocked"
+
+    async with two(tmp_path, pg_url, [block]) as (a, b), b.cluster._claim_lock:  # a claims
+        handle = await a.submit(msg("block", thread="x"))
+        with anyio.fail_after(10):
+            while handle.turn_id not in a.supervisor.loops:
+                await anyio.sleep(0.02)
+        await a.cluster._release("x")  # asked for before the turn started, run now
+        assert a.cluster.holds("x")
+        leased = await a.store.fetchall("SELECT worker_id FROM thread_leases WHERE thread_id='x'")
+        assert [r[0] for r in leased] == ["a"]
+        gate.set()
+        assert (await a.wait_turn(handle.turn_id)).status == "done"

@@ -333,8 +333,8 @@ class ClusterMember:
         """Give the thread's lease back, unless work for it came in meanwhile."""
         assert self.worker is not None
         worker = self.worker
-        if thread_id in self._releasing or not worker.holds(thread_id):
-            return
+        if thread_id in self._releasing or not worker.holds(thread_id) or self._busy(thread_id):
+            return  # busy: a request or a turn of it came since the release was asked for
         self._releasing.add(thread_id)
         try:
             queued = await reading.queued_requests(self.rt.store, thread_id)
@@ -342,21 +342,25 @@ class ClusterMember:
                 self._releasing.discard(thread_id)
                 await self.refresh(thread_id)
                 return
-            self._forget(thread_id)
+            if not self._forget(thread_id):
+                return  # a turn of it started meanwhile: the lease stays
             await self._quietly(self.db(lambda _c: worker.release([thread_id])))
         finally:
             self._releasing.discard(thread_id)
         if queued:  # someone else may run them (a full budget kept them here)
             await self._quietly(self.db(lambda c: sql.notify_work(c, thread_id)))
 
-    def _forget(self, thread_id: str) -> None:
+    def _forget(self, thread_id: str) -> bool:
+        """Drop what this worker knows of the thread; False (nothing dropped) if a turn of
+        it started meanwhile."""
         rt = self.rt
         holder = rt.scheduler.holder(thread_id)
         if holder is not None and holder[0] in rt.live:
-            return  # a turn of it started meanwhile: keep it
+            return False
         for req in rt.scheduler.forget(thread_id):
             rt.live.pop(req.id, None)
         rt.supervisor.forget(thread_id)
+        return True
 
     # -- the background tasks ---------------------------------------------------------------
 
