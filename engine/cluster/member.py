@@ -319,8 +319,8 @@ class ClusterMember:
         await self._quietly(self.db(lambda c: sql.notify_work(c, "")))  # a slot freed
         if lost:  # what does this worker hold now? (the database says: a heartbeat)
             await self._quietly(self._beat())
-        if lost and self.holds(thread_id):  # leased again since: take it up afresh
-            await self._quietly(self._take([thread_id]))
+        if lost and self.holds(thread_id):  # leased again since (and taken up by the claim
+            await self._quietly(self.refresh(thread_id))  # that leased it): resume the turn
         elif lost:
             self._forget(thread_id)
         elif not self._busy(thread_id):
