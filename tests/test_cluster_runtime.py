@@ -232,3 +232,24 @@ async def test_a_group_budget_holds_across_workers(tmp_path, pg_url):
         for h in handles:
             assert (await rts[0].wait_turn(h.turn_id)).status == "done"
         assert most[0] == 1
+
+
+async def test_a_decision_through_a_worker_reads_running_until_the_turn_goes_on(tmp_path, pg_url):
+    """`agentdeck decide` through a worker that does not run the turn: right after the
+    decision is recorded the turn still reads `waiting` in the room, until the worker that
+    takes its thread resumes it. The API must not say `waiting` then (the CLI stopped there
+    and printed the call as still pending)."""
+    from engine.api.local import LocalClient
+    from engine.cli.common import settled
+
+    script = first_then([("shell", {"command": "echo hi"})])
+    async with workers(tmp_path, pg_url, 2, script=script) as (a, b):
+        handle = await a.submit(msg("run it", thread="x"))
+        call_id = (await a.wait_turn(handle.turn_id)).pending[0]["call_id"]
+        row = await b.store.fetchone("SELECT args FROM tool_calls WHERE id = ?", (call_id,))
+        async with b.cluster._claim_lock, a.cluster._claim_lock:  # nobody resumes it yet
+            client = LocalClient(b)
+            decided = await client.decide(Decision.approve(call_id, seen=json.loads(row[0])))
+            assert decided.status == "queued"
+            assert (await client.outcome(handle.turn_id)).status == "running"
+        assert (await settled(client, handle.turn_id)).status == "done"

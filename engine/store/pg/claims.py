@@ -13,9 +13,8 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
-from engine.store.pg.cluster import Conn, ensure_schema
+from engine.store.pg.cluster import FENCED, Conn, ensure_schema
 
-FENCED = "AD409"  # the SQLSTATE of a checkpoint whose lease is not the worker's any more
 WORK_CHANNEL = "agentdeck_work"  # notices: a request queued, a slot freed, a turn settled
 CANCEL_CHANNEL = "agentdeck_cancel"  # "<turn id>\n<reason>": the worker running it cancels it
 STEP_BLOCK = 1 << 20  # step ids a worker takes at a time (ids are unique across workers)

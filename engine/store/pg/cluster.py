@@ -22,10 +22,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
 from psycopg import AsyncConnection
 from psycopg.pq import TransactionStatus
 
 Conn = AsyncConnection[Any]
+FENCED = "AD409"  # the SQLSTATE of a write (or an admission) under a lease no longer held
 
 _SCHEMA_LOCK = 0x61646B636C7573  # "adkclus": serializes ensure_schema across workers
 
@@ -66,6 +68,44 @@ CREATE TABLE IF NOT EXISTS group_slots (
     admitted_at  DOUBLE PRECISION NOT NULL
 );
 CREATE INDEX IF NOT EXISTS group_slots_group ON group_slots(group_name);
+
+-- try_admit in one statement: one round trip where the steps took nine, while the group's
+-- row is locked (every admission of the group, cluster-wide, waits for it). A VOLATILE
+-- function's statements each take a new snapshot, so the slots are read after the lock.
+CREATE OR REPLACE FUNCTION agentdeck_admit(p_group text, p_limit bigint, p_turn text,
+    p_thread text, p_token bigint, p_now float8) RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE holder text; current bigint; expires float8; v_now float8; running bigint;
+BEGIN
+    v_now := COALESCE(p_now, extract(epoch FROM clock_timestamp())::float8);
+    SELECT worker_id, token, expires_at INTO holder, current, expires
+        FROM thread_leases WHERE thread_id = p_thread FOR KEY SHARE;  -- as fenced()
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'thread %: never leased, token % is not valid', p_thread, p_token
+            USING ERRCODE = 'AD409';
+    ELSIF holder IS NULL OR current <> p_token THEN
+        RAISE EXCEPTION 'thread %: lease token % was superseded by %', p_thread, p_token,
+            current USING ERRCODE = 'AD409';
+    ELSIF expires <= v_now THEN
+        RAISE EXCEPTION 'thread %: lease token % has expired', p_thread, p_token
+            USING ERRCODE = 'AD409';
+    END IF;
+    INSERT INTO group_budgets(group_name) VALUES (p_group) ON CONFLICT DO NOTHING;
+    PERFORM 1 FROM group_budgets WHERE group_name = p_group FOR UPDATE;
+    DELETE FROM group_slots s WHERE s.group_name = p_group AND NOT EXISTS (
+        SELECT 1 FROM thread_leases l WHERE l.thread_id = s.thread_id
+        AND l.token = s.token AND l.worker_id IS NOT NULL AND l.expires_at > v_now);
+    SELECT count(*) INTO running FROM group_slots
+        WHERE group_name = p_group AND turn_id <> p_turn;
+    IF running >= p_limit THEN
+        RETURN false;
+    END IF;
+    INSERT INTO group_slots(turn_id, group_name, thread_id, token, admitted_at)
+        VALUES (p_turn, p_group, p_thread, p_token, v_now) ON CONFLICT (turn_id) DO UPDATE SET
+        group_name = excluded.group_name, thread_id = excluded.thread_id,
+        token = excluded.token, admitted_at = excluded.admitted_at;
+    RETURN true;
+END $$;
 """
 
 # Threads with work a worker should pick up, read from the store's own tables (the port of
@@ -385,35 +425,22 @@ async def try_admit(
     """Count `turn_id` among its group's running turns if fewer than `limit` run now,
     cluster-wide. Admitters of one group queue on its group_budgets row; a turn counts while
     the lease it was admitted under is held, so a dead worker's turns free their slots at
-    lease expiry. Admitting the same turn again (after a takeover) moves its slot."""
-    async with conn.transaction():
-        at = await db_now(conn, now)
-        await fenced(conn, thread_id, token, now=at)
-        await conn.execute(
-            "INSERT INTO group_budgets(group_name) VALUES (%s) ON CONFLICT DO NOTHING", (group,)
-        )
-        await conn.execute("SELECT 1 FROM group_budgets WHERE group_name = %s FOR UPDATE", (group,))
-        await conn.execute(
-            "DELETE FROM group_slots s WHERE s.group_name = %s AND NOT EXISTS ("
-            " SELECT 1 FROM thread_leases l WHERE l.thread_id = s.thread_id"
-            " AND l.token = s.token AND l.worker_id IS NOT NULL AND l.expires_at > %s)",
-            (group, at),
-        )
-        cur = await conn.execute(
-            "SELECT count(*) FROM group_slots WHERE group_name = %s AND turn_id <> %s",
-            (group, turn_id),
-        )
-        row = await cur.fetchone()
-        if row is None or row[0] >= limit:
-            return False
-        await conn.execute(
-            "INSERT INTO group_slots(turn_id, group_name, thread_id, token, admitted_at)"
-            " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (turn_id) DO UPDATE SET"
-            " group_name = excluded.group_name, thread_id = excluded.thread_id,"
-            " token = excluded.token, admitted_at = excluded.admitted_at",
-            (turn_id, group, thread_id, token, at),
-        )
-        return True
+    lease expiry. Admitting the same turn again (after a takeover) moves its slot.
+    One statement (`agentdeck_admit`): in autocommit, its own transaction."""
+    query = "SELECT agentdeck_admit(%s, %s, %s, %s, %s, %s)"
+    params = (group, limit, turn_id, thread_id, token, now)
+    try:
+        if conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE:
+            cur = await conn.execute(query, params)
+        else:
+            async with conn.transaction():  # a savepoint in the caller's transaction
+                cur = await conn.execute(query, params)
+    except psycopg.Error as exc:
+        if exc.sqlstate == FENCED:
+            raise Fenced(exc.diag.message_primary or str(exc)) from None
+        raise
+    row = await cur.fetchone()
+    return bool(row and row[0])
 
 
 async def finished(conn: Conn, turn_id: str) -> None:
