@@ -253,3 +253,26 @@ async def test_a_decision_through_a_worker_reads_running_until_the_turn_goes_on(
             assert decided.status == "queued"
             assert (await client.outcome(handle.turn_id)).status == "running"
         assert (await settled(client, handle.turn_id)).status == "done"
+
+
+async def test_a_waiting_turn_holds_no_lease_even_with_requests_queued_behind_it(tmp_path, pg_url):
+    """A thread whose turn waits for a decision is given back even with a request queued
+    behind that turn (it cannot start before the decision): the decision, through any
+    worker, then resumes the turn, and the queued request runs after it."""
+    script = first_then([("shell", {"command": "echo hi"})])
+    async with workers(tmp_path, pg_url, 2, script=script) as (a, b):
+        first = await a.submit(msg("run it", thread="x"))
+        call_id = (await a.wait_turn(first.turn_id)).pending[0]["call_id"]
+        second = await b.submit(msg("and then", thread="x"))
+
+        async def free() -> bool:
+            rows = await a.store.fetchall(
+                "SELECT 1 FROM thread_leases WHERE thread_id = 'x' AND worker_id IS NOT NULL"
+            )
+            return not rows
+
+        await until(free)
+        row = await b.store.fetchone("SELECT args FROM tool_calls WHERE id = ?", (call_id,))
+        await b.decide(Decision.approve(call_id, args=json.loads(row[0])))
+        assert (await b.wait_turn(first.turn_id)).status == "done"
+        assert (await a.wait_turn(second.turn_id)).status == "waiting"  # its own shell call

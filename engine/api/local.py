@@ -38,7 +38,7 @@ from engine.review import Killed, Review
 from engine.rules import Rule
 from engine.runtime import Runtime
 from engine.scheduler import GroupConfig, Rejected, Statistics
-from engine.store.claimed import decided_unapplied
+from engine.store.claimed import going_on
 from engine.store.recent import Conversation, Recent, read_conversation, read_recent
 from engine.strategies import UnknownStrategy
 
@@ -107,7 +107,7 @@ class LocalClient:
                 return queued_outcome(turn_id, rt, None, "running")
             raise NotFound(f"no turn {turn_id} in {rt.room.db}") from None
         if outcome.status == "waiting" and (turn_id in rt.live or (
-            rt.cluster is not None and await decided_unapplied(rt.store, turn_id))):  # fmt: skip
+            rt.cluster is not None and await going_on(rt.store, turn_id, rt.clock()))):  # fmt: skip
             # A decision woke it a moment ago (here, or at the cluster's worker that takes
             # its thread) and its loop has not yet said so in the room: read as waiting,
             # `decide` stopped there and left the decision unapplied.

@@ -64,7 +64,7 @@ async def wait_turn(rt: Runtime, turn_id: str) -> TurnOutcome:
                 outcome = None
             if outcome is not None and outcome.status != TurnStatus.RUNNING:
                 going_on = outcome.status == TurnStatus.WAITING and (
-                    await reading.decided_unapplied(rt.store, turn_id))  # fmt: skip
+                    await reading.going_on(rt.store, turn_id, rt.clock()))  # fmt: skip
                 if not going_on:
                     return outcome
         await anyio.sleep(pause)

@@ -40,6 +40,7 @@ from engine.store import claimed as reading
 from engine.store.pg import claims as sql
 from engine.store.pg.cluster import ClusterError, Conn, running_turns
 from engine.store.pg.overview import read_view
+from engine.store.pg.store import scrub
 
 if TYPE_CHECKING:
     from engine.cluster_view import ClusterView
@@ -100,10 +101,8 @@ class ClusterMember:
                         self.worker.conn = await psycopg.AsyncConnection.connect(
                             self.url, autocommit=True)  # fmt: skip
                     await self.worker.deregister()
-                except psycopg.Error as exc:
-                    log.warning(
-                        "worker %s: could not deregister: %s", self.name, type(exc).__name__
-                    )
+                except psycopg.Error as exc:  # its leases expire instead
+                    log.warning("worker %s: not deregistered: %s", self.name, type(exc).__name__)
                 await self.worker.conn.close()
             if self._listener is not None:
                 await self._listener.aclose()
@@ -210,10 +209,7 @@ class ClusterMember:
         finally:
             self._taking.difference_update(threads)
         for thread_id in threads:
-            for handle in list(rt.live.values()):  # a turn still running under a lease
-                if handle.thread_id == thread_id and handle.scope is not None:  # that expired
-                    handle.lost = True  # stops; once it has, it is resumed from the truth
-                    handle.scope.cancel()
+            self._stop_turns(thread_id)  # one still running under a lease that expired
             sv.forget(thread_id)  # what this worker knew of it is stale: read again
             rt.scheduler.forget(thread_id)
             self._load(work[thread_id], fresh=True)
@@ -258,11 +254,11 @@ class ClusterMember:
             self.rt.supervisor.pump()
 
     def _busy(self, thread_id: str) -> bool:
-        """Whether the thread has something to run here: a live turn, a queued request."""
+        """Whether the thread has something to run here (not a turn waiting for a decision)."""
         rt = self.rt
         holder = rt.scheduler.holder(thread_id)
-        if holder is not None and (holder[1] == "running" or holder[0] in rt.live):
-            return True
+        if holder is not None:
+            return holder[1] == "running" or holder[0] in rt.live
         return rt.scheduler.queued_on(thread_id) > 0
 
     # -- admission and settling (called by the supervisor) ----------------------------------
@@ -371,7 +367,7 @@ class ClusterMember:
             try:
                 await self._beat()
             except (psycopg.Error, ClusterError) as exc:
-                log.warning("worker %s: heartbeat failed: %s", self.name, exc)
+                log.warning("worker %s: heartbeat failed: %s", self.name, scrub(str(exc), self.url))
                 if anyio.current_time() - self._beat_ok < self.lease:
                     continue
                 for thread_id in sorted(self.worker.held):  # no heartbeat for a lease:
@@ -391,12 +387,15 @@ class ClusterMember:
         """The lease expired under this worker: stop the thread's turns, write nothing."""
         log.warning("worker %s lost the lease of thread %s: its turn stops here", self.name,
                     thread_id)  # fmt: skip
-        for handle in list(self.rt.live.values()):
-            if handle.thread_id == thread_id:
-                handle.lost = True
-                if handle.scope is not None:
-                    handle.scope.cancel()
+        self._stop_turns(thread_id)
         self._forget(thread_id)
+
+    def _stop_turns(self, thread_id: str) -> None:
+        """Stop the thread's running turns, writing nothing (resumed from the truth after)."""
+        for handle in list(self.rt.live.values()):
+            if handle.thread_id == thread_id and handle.scope is not None:
+                handle.lost = True
+                handle.scope.cancel()
 
     async def _reconnect(self) -> None:
         assert self.worker is not None
@@ -448,4 +447,4 @@ class ClusterMember:
         try:
             await step
         except (psycopg.Error, ClusterError) as exc:
-            log.warning("worker %s: %s", self.name, exc)
+            log.warning("worker %s: %s", self.name, scrub(str(exc), self.url))
