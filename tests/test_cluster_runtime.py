@@ -139,7 +139,6 @@ async def test_a_worker_whose_lease_expired_writes_nothing_more_and_the_new_hold
     call runs. w1 takes the thread over at the lease's expiry and recovers the turn as crash
     recovery does (the call's outcome unknown, for review); w0's call then returns, and its
     checkpoint is refused by the fence: the call's row stays w1's, the call ran once."""
-    from engine.cluster.member import ClusterMember
     from engine.tools import tool
 
     ran: list[str] = []
@@ -153,14 +152,16 @@ async def test_a_worker_whose_lease_expired_writes_nothing_more_and_the_new_hold
         return "slow done"
 
     script = first_then([("slow", {"n": 1})])
-    beat, claims = ClusterMember._beat_forever, ClusterMember._claim_forever
+    from engine.cluster import tasks
 
-    async def stalled(self) -> None:  # noqa: ANN001
+    beat, claims = tasks.beat_forever, tasks.claim_forever
+
+    async def stalled(member) -> None:  # noqa: ANN001
         await anyio.sleep_forever()
 
     async with AsyncExitStack() as stack:
-        monkeypatch.setattr(ClusterMember, "_beat_forever", stalled)  # w0 renews nothing
-        monkeypatch.setattr(ClusterMember, "_claim_forever", stalled)  # and claims nothing
+        monkeypatch.setattr(tasks, "beat_forever", stalled)  # w0 renews nothing
+        monkeypatch.setattr(tasks, "claim_forever", stalled)  # and claims nothing
         a = await stack.enter_async_context(Runtime.open(
             tmp_path / "w0", kind="run", provider=ScriptedModel(script), tools=[slow],
             config=cluster_config(pg_url, "w0", lease=0.5)))  # fmt: skip
@@ -172,8 +173,8 @@ async def test_a_worker_whose_lease_expired_writes_nothing_more_and_the_new_hold
                 (handle.turn_id,))  # fmt: skip
 
         call_id = (await until(running_call))[0][0]
-        monkeypatch.setattr(ClusterMember, "_beat_forever", beat)
-        monkeypatch.setattr(ClusterMember, "_claim_forever", claims)
+        monkeypatch.setattr(tasks, "beat_forever", beat)
+        monkeypatch.setattr(tasks, "claim_forever", claims)
         b = await stack.enter_async_context(Runtime.open(
             tmp_path / "w1", kind="run", provider=ScriptedModel(script), tools=[slow],
             config=cluster_config(pg_url, "w1", lease=0.5)))  # fmt: skip

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 import psycopg
 
+from engine.cluster import tasks
 from engine.cluster.anywhere import cancel_here
 from engine.cluster.listen import Listener
 from engine.cluster.singleton import SingletonLock, run_as_singleton
@@ -61,15 +62,15 @@ class ClusterMember:
         self.name = config.worker or f"{socket.gethostname()[:40]}-{os.getpid()}"
         self.lease = config.lease_seconds
         self.worker: ClusterWorker | None = None
-        self._listener: Listener | None = None
+        self.listener: Listener | None = None
         self._claim_lock = anyio.Lock()
         self._lock = anyio.Lock()  # the worker's connection
-        self._wanted = anyio.Event()  # a notice came: claim now, not at the next tick
+        self.wanted = anyio.Event()  # a notice came: claim now, not at the next tick
         self._releasing: set[str] = set()
         self._taking: set[str] = set()  # being leased and read: not held until taken up
         self._next_step = 0
         self._block_end = 0
-        self._beat_ok = 0.0
+        self.beat_ok = 0.0
 
     # -- joining and leaving ----------------------------------------------------------------
 
@@ -82,10 +83,10 @@ class ClusterMember:
         await sql.ensure(conn)
         await self.worker.register()
         await self._new_block()
-        self._listener = Listener(self.url, app, on_thread=self._noticed,
+        self.listener = Listener(self.url, app, on_thread=self._noticed,
                                   on_cancel=partial(cancel_here, self.rt))  # fmt: skip
-        await self._listener.start()
-        self._beat_ok = anyio.current_time()
+        await self.listener.start()
+        self.beat_ok = anyio.current_time()
         rt = self.rt
         rt.ctx.next_step_id = self.next_step_id
         rt.ctx.fence = self.fence
@@ -104,16 +105,12 @@ class ClusterMember:
                 except psycopg.Error as exc:  # its leases expire instead
                     log.warning("worker %s: not deregistered: %s", self.name, type(exc).__name__)
                 await self.worker.conn.close()
-            if self._listener is not None:
-                await self._listener.aclose()
+            if self.listener is not None:
+                await self.listener.aclose()
 
     async def run(self) -> None:
         """The heartbeat, the listener and the claims, until cancelled."""
-        assert self._listener is not None
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._beat_forever)
-            tg.start_soon(self._listener.run)
-            tg.start_soon(self._claim_forever)
+        await tasks.run(self)
 
     def singleton(self, name: str, body: Callable[[], Coroutine[Any, Any, object]]) -> None:
         """Run `body` (the pulse, hook and poll loops; the approval deadlines) on one worker of
@@ -311,12 +308,12 @@ class ClusterMember:
     async def _settled(self, turn_id: str, thread_id: str, lost: bool) -> None:
         assert self.worker is not None
         worker = self.worker
-        await self._quietly(self.db(lambda _c: worker.finished(turn_id)))
-        await self._quietly(self.db(lambda c: sql.notify_work(c, "")))  # a slot freed
+        await self.quietly(self.db(lambda _c: worker.finished(turn_id)))
+        await self.quietly(self.db(lambda c: sql.notify_work(c, "")))  # a slot freed
         if lost:  # what does this worker hold now? (the database says: a heartbeat)
-            await self._quietly(self._beat())
+            await self.quietly(self.beat())
         if lost and self.holds(thread_id):  # leased again since (and taken up by the claim
-            await self._quietly(self.refresh(thread_id))  # that leased it): resume the turn
+            await self.quietly(self.refresh(thread_id))  # that leased it): resume the turn
         elif lost:
             self._forget(thread_id)
         elif not self._busy(thread_id):
@@ -340,11 +337,11 @@ class ClusterMember:
                 return
             if not self._forget(thread_id):
                 return  # a turn of it started meanwhile: the lease stays
-            await self._quietly(self.db(lambda _c: worker.release([thread_id])))
+            await self.quietly(self.db(lambda _c: worker.release([thread_id])))
         finally:
             self._releasing.discard(thread_id)
         if queued:  # someone else may run them (a full budget kept them here)
-            await self._quietly(self.db(lambda c: sql.notify_work(c, thread_id)))
+            await self.quietly(self.db(lambda c: sql.notify_work(c, thread_id)))
 
     def _forget(self, thread_id: str) -> bool:
         """Drop what this worker knows of the thread; False (nothing dropped) if a turn of
@@ -360,30 +357,16 @@ class ClusterMember:
 
     # -- the background tasks ---------------------------------------------------------------
 
-    async def _beat_forever(self) -> None:
-        assert self.worker is not None
-        while True:
-            await anyio.sleep(self.lease / 3)
-            try:
-                await self._beat()
-            except (psycopg.Error, ClusterError) as exc:
-                log.warning("worker %s: heartbeat failed: %s", self.name, scrub(str(exc), self.url))
-                if anyio.current_time() - self._beat_ok < self.lease:
-                    continue
-                for thread_id in sorted(self.worker.held):  # no heartbeat for a lease:
-                    self._lost(thread_id)  # take every lease for gone
-                await self._reconnect()
-
-    async def _beat(self) -> None:
+    async def beat(self) -> None:
         """Renew this worker's leases; stop the turns of those it lost."""
         assert self.worker is not None
         worker = self.worker
         lost = await self.db(lambda _c: worker.heartbeat())
-        self._beat_ok = anyio.current_time()
+        self.beat_ok = anyio.current_time()
         for thread_id in sorted(lost):
-            self._lost(thread_id)
+            self.lost(thread_id)
 
-    def _lost(self, thread_id: str) -> None:
+    def lost(self, thread_id: str) -> None:
         """The lease expired under this worker: stop the thread's turns, write nothing."""
         log.warning("worker %s lost the lease of thread %s: its turn stops here", self.name,
                     thread_id)  # fmt: skip
@@ -397,7 +380,7 @@ class ClusterMember:
                 handle.lost = True
                 handle.scope.cancel()
 
-    async def _reconnect(self) -> None:
+    async def reconnect(self) -> None:
         assert self.worker is not None
         try:
             async with self._lock:
@@ -417,20 +400,14 @@ class ClusterMember:
     async def _noticed(self, thread_id: str) -> None:
         """Work for a thread: this worker loads it if it holds the thread, else claims."""
         if thread_id and self.holds(thread_id):
-            await self._quietly(self.refresh(thread_id))
+            await self.quietly(self.refresh(thread_id))
+        elif thread_id:  # that thread at once (if another worker holds it, SKIP LOCKED)
+            self.rt.supervisor.spawn(self._claim_one, thread_id)
         else:
-            self._wanted.set()
+            self.wanted.set()
 
-    async def _claim_forever(self) -> None:
-        tick = min(1.0, self.lease / 3)
-        while True:
-            try:
-                await self._quietly(self.claim())
-            except Exception:  # a bug, or a row it cannot read: say so, and go on claiming
-                log.exception("worker %s: a claim failed", self.name)
-            with anyio.move_on_after(tick):
-                await self._wanted.wait()
-            self._wanted = anyio.Event()
+    async def _claim_one(self, thread_id: str) -> None:
+        await self.quietly(self.claim([thread_id]))
 
     async def view(self) -> ClusterView:
         """The workers, their leases and every thread with its worker (for the operator)."""
@@ -443,7 +420,7 @@ class ClusterMember:
         async with self._lock:
             return await use(self.worker.conn)
 
-    async def _quietly(self, step: Any) -> None:
+    async def quietly(self, step: Any) -> None:
         try:
             await step
         except (psycopg.Error, ClusterError) as exc:
