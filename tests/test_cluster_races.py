@@ -193,3 +193,38 @@ async def test_a_late_release_keeps_the_lease_of_a_thread_whose_turn_started(tmp
         assert [r[0] for r in leased] == ["a"]
         gate.set()
         assert (await a.wait_turn(handle.turn_id)).status == "done"
+
+
+async def test_a_stale_read_of_a_turn_that_ended_does_not_hold_its_thread(tmp_path, pg_url):
+    """A read of a held thread (a notice's refresh) may see a turn running that ended here
+    since, while the next turn of the thread runs. The read must not make the ended turn
+    the thread's holder again: the running turn could not free the thread when it ended,
+    and every later request of the thread waited for ever behind a turn that was done (the
+    worker kept the lease and ran nothing of the thread; seen in the process tests)."""
+    gates = [anyio.Event(), anyio.Event()]
+    calls = []
+
+    @tool(name="block")
+    async def block() -> str:
+        """Wait for the test (each call for a gate of its own)."""
+        calls.append(1)
+        await gates[len(calls) - 1].wait()
+        return "unblocked"
+
+    async with two(tmp_path, pg_url, [block]) as (a, b), b.cluster._claim_lock:  # a claims
+        first = await a.submit(msg("block", thread="x"))
+        with anyio.fail_after(10):
+            while first.turn_id not in a.supervisor.loops:
+                await anyio.sleep(0.02)
+        stale = await reading.thread_work(a.store, ["x"])  # `first` running, as read now
+        second = await a.submit(msg("block", thread="x"))  # in line behind it: x stays held
+        gates[0].set()
+        with anyio.fail_after(10):
+            while second.turn_id not in a.supervisor.loops:
+                await anyio.sleep(0.02)
+        a.cluster._load(stale["x"])  # that read, applied now
+        gates[1].set()
+        assert (await a.wait_turn(second.turn_id)).status == "done"
+        third = await a.submit(msg("after", thread="x"))
+        with anyio.fail_after(10):
+            assert (await a.wait_turn(third.turn_id)).status == "done"

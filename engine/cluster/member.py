@@ -216,12 +216,17 @@ class ClusterMember:
 
     def _load(self, work: reading.ThreadWork, *, fresh: bool = False) -> None:
         """Add a thread's queued decisions and requests (those not known yet), hold it for
-        its turns, and resume those that can go on."""
+        its turns, and resume those that can go on. Unless the read came with a new lease
+        (`fresh`), the thread's turns ran here since: what this worker holds of them is
+        newer than the read (a turn read running ended here since)."""
         rt, sv = self.rt, self.rt.supervisor
         for decision in work.decisions:
             rt.decisions.add_new(decision)
         for turn_id, status, group in work.turns:
-            rt.scheduler.hold(work.thread_id, turn_id, group, status)
+            if fresh:
+                rt.scheduler.hold(work.thread_id, turn_id, group, status)
+            elif status == "running":
+                continue
             if turn_id in rt.live:
                 continue
             if status == "running" or work.decisions:  # left by a dead worker, or decided
