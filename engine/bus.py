@@ -5,6 +5,10 @@ transaction, then hands the events to the subscribers (the console's bridge, the
 hub, the run log): truth first, everything that shows it second. Events published
 outside a commit (text deltas, step starts: a table holds what they say) go out at once;
 the others wait to be stored with the next commit.
+
+On a cluster, the events other workers stored reach the subscribers too (`relay`, from
+engine/cluster/relay.py), so a console attached to any worker shows the whole runtime; a
+subscriber that wants only this worker's own (its run log) says `relayed=False`.
 """
 
 from __future__ import annotations
@@ -24,12 +28,22 @@ class EventBus:
     def __init__(self, store: Store, run_id: str, clock: Callable[[], float]) -> None:
         self.store, self.run_id, self.clock = store, run_id, clock
         self._subscribers: list[Subscriber] = []
+        self._relayed: list[Subscriber] = []  # those also handed other workers' events
         self._unstored: list[Event] = []
 
-    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
-        """Call `callback` (sync, quick) with every event; returns the unsubscribe function."""
+    def subscribe(self, callback: Subscriber, *, relayed: bool = True) -> Callable[[], None]:
+        """Call `callback` (sync, quick) with every event, and (`relayed`) with those other
+        workers of a cluster stored; returns the unsubscribe function."""
         self._subscribers.append(callback)
-        return lambda: self._subscribers.remove(callback)
+        if relayed:
+            self._relayed.append(callback)
+
+        def unsubscribe() -> None:
+            self._subscribers.remove(callback)
+            if relayed:
+                self._relayed.remove(callback)
+
+        return unsubscribe
 
     def publish(self, event: Event) -> None:
         """Hand an event to subscribers now; it is stored with the next commit unless a
@@ -60,6 +74,13 @@ class EventBus:
         # A turn's own rows; the events reach the subscribers right after the COMMIT, also
         # if the turn is cancelled while it waits (the write commits all the same).
         await self.store.write(ops, urgent=urgent, key=turn_id, then=lambda: self._hand(events))
+
+    def relay(self, events: list[Event]) -> None:
+        """Hand events another worker stored to the subscribers that take them (nothing is
+        stored: the truth has them)."""
+        for event in events:
+            for callback in list(self._relayed):
+                callback(event)
 
     def _hand(self, events: list[Event]) -> None:
         for event in events:

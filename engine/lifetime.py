@@ -1,7 +1,7 @@
 """How a runtime opens and closes (`Runtime.open`): own the room, open its store, build the
 runtime, repair what a crash left, run its task group (turns, the full-text batch, the
-approval deadlines, a cluster worker's heartbeat and claims), and on the way out stop all
-of it, the store last, the room's ownership after."""
+approval deadlines, a cluster worker's heartbeat, claims and event relay), and on the way
+out stop all of it, the store last, the room's ownership after."""
 
 from __future__ import annotations
 
@@ -68,6 +68,7 @@ async def serving(
             rt.serves_queue = resume == "all"
             if cluster:
                 from engine.cluster.member import ClusterMember
+                from engine.cluster.relay import relay_events
 
                 if not rt.serves_queue:
                     raise StoreError(
@@ -87,6 +88,7 @@ async def serving(
                     if rt.cluster is not None:
                         await rt.cluster.start()
                         tg.start_soon(rt.cluster.run)
+                        await tg.start(relay_events, rt, url)  # the others' events, here too
                     if resume == "all":
                         if config.approvals.any_deadline:  # else nothing to watch
                             watch = DeadlineWatch(store, config.approvals, clock=clock,

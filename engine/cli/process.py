@@ -101,7 +101,7 @@ async def _run(room: Room, kind: str, out: Outlet) -> int:
                 if (line := log_line(event)) is not None:
                     out.say(line)
 
-            rt.subscribe(log)
+            rt.subscribe(log, relayed=False)  # what this process runs (a worker's own)
             start_loops(rt)
             rt.supervisor.spawn(_say_channels, rt, out)
             tcp = f" and {serving.listen}" if serving.listen else ""

@@ -1,0 +1,181 @@
+"""Every worker's event bus carries the whole cluster's events (engine/cluster/relay.py): a
+subscriber on one worker sees the turns another worker runs, each stored event once, in
+order; rows whose ids commit out of order are not lost; a dropped connection is survived."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import anyio
+import psycopg
+import pytest
+
+from engine.cluster.relay import GIVE_UP, Cursor, Relay
+from engine.decisions import Decision
+from engine.events import (
+    CallChanged,
+    Event,
+    MessageAppended,
+    TurnChanged,
+    TurnStarted,
+    event_json,
+    parse_event,
+)
+from engine.runtime import Runtime
+from tests.helpers import msg
+from tests.scripted import first_then
+from tests.test_cluster_runtime import workers
+
+pytestmark = pytest.mark.anyio
+
+UNSTORED = ("text_delta", "step_started")  # published only: they do not cross workers
+
+
+async def until(check, what: str, timeout: float = 15.0) -> None:  # noqa: ANN001
+    with anyio.fail_after(timeout):
+        while not check():
+            await anyio.sleep(0.02)
+
+
+async def stored(rt: Runtime, turn_id: str) -> list[Event]:
+    """What the database holds of a turn: its events and its conversation entries."""
+    events = [parse_event(r[0]) for r in await rt.store.fetchall(
+        "SELECT body FROM events WHERE turn_id = ? ORDER BY id", (turn_id,))]  # fmt: skip
+    entries = [
+        MessageAppended(at=r[4], thread_id=r[0], turn_id=turn_id, role=r[2], text=r[3], seq=r[1])
+        for r in await rt.store.fetchall(
+            "SELECT thread_id, seq, role, text, created_at FROM messages WHERE turn_id = ?"
+            " ORDER BY id",
+            (turn_id,),
+        )  # fmt: skip
+    ]
+    return [*events, *entries]
+
+
+def milestones(seen: list[Event], turn_id: str) -> list[str]:
+    """The turn's start, its calls waiting, and its status changes, as one subscriber saw."""
+    out = []
+    for e in seen:
+        if e.turn_id != turn_id:
+            continue
+        match e:
+            case TurnStarted():
+                out.append("started")
+            case CallChanged(status="suspended"):
+                out.append("call suspended")
+            case TurnChanged():
+                out.append(f"turn {e.status.value}")
+    return out
+
+
+def counted(events: list[Event]) -> Counter[str]:
+    return Counter(event_json(e) for e in events if e.kind not in UNSTORED)
+
+
+async def test_a_subscriber_on_one_worker_sees_the_turn_another_runs(tmp_path: Path,
+                                                                     pg_url: str) -> None:  # fmt: skip
+    script = first_then([("shell", {"command": "echo hi"})])
+    async with workers(tmp_path, pg_url, 2, script=script) as (a, b):
+        assert a.cluster is not None and b.cluster is not None
+        seen_a: list[Event] = []
+        seen_b: list[Event] = []
+        a.subscribe(seen_a.append)
+        b.subscribe(seen_b.append)
+        async with a.cluster._claim_lock:  # a claims nothing: b runs the turn, and resumes it
+            handle = await b.submit(msg("run it", thread="x"))
+            outcome = await b.wait_turn(handle.turn_id)
+            assert outcome.status == "waiting"
+            turn_id, call_id = handle.turn_id, outcome.pending[0]["call_id"]
+            await until(lambda: "call suspended" in milestones(seen_a, turn_id), "a sees it")
+            row = await a.store.fetchone("SELECT args FROM tool_calls WHERE id = ?", (call_id,))
+            assert await a.decide(Decision.approve(call_id, seen=json.loads(row[0]))) == "queued"
+            assert (await b.wait_turn(turn_id)).status == "done"
+            await until(lambda: "turn done" in milestones(seen_a, turn_id), "a sees the end")
+        ran = await a.store.fetchall("SELECT DISTINCT run_id FROM steps WHERE turn_id = ?",
+                                     (turn_id,))  # fmt: skip
+        assert [r[0] for r in ran] == [b.run_id], "b ran every step of the turn"
+        assert milestones(seen_a, turn_id) == milestones(seen_b, turn_id) == [
+            "started", "call suspended", "turn waiting", "turn running", "turn done"]  # fmt: skip
+        await anyio.sleep(0.6)  # two more polls: nothing is handed twice
+        truth = counted(await stored(a, turn_id))
+        assert counted([e for e in seen_a if e.turn_id == turn_id]) == truth
+        assert counted([e for e in seen_b if e.turn_id == turn_id]) == truth
+        assert not any(e.kind == "text_delta" for e in seen_a), "deltas stay where they ran"
+
+
+async def test_the_run_log_keeps_to_its_own_worker(tmp_path: Path, pg_url: str) -> None:
+    async with workers(tmp_path, pg_url, 2) as (a, b):
+        assert a.cluster is not None
+        everything: list[Event] = []
+        own: list[Event] = []
+        a.subscribe(everything.append)
+        a.subscribe(own.append, relayed=False)
+        async with a.cluster._claim_lock:
+            handle = await b.submit(msg("hello", thread="y"))
+            assert (await b.wait_turn(handle.turn_id)).status == "done"
+        await until(lambda: "turn done" in milestones(everything, handle.turn_id), "relayed")
+        assert [e for e in own if e.turn_id == handle.turn_id] == []
+
+
+async def test_the_relay_connects_again_after_its_connection_drops(tmp_path: Path,
+                                                                    pg_url: str) -> None:  # fmt: skip
+    async with workers(tmp_path, pg_url, 2) as (a, b):
+        assert a.cluster is not None
+        seen: list[Event] = []
+        a.subscribe(seen.append)
+        async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+            cur = await conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE application_name = %s", (f"agentdeck-relay {a.cluster.name}",))  # fmt: skip
+            assert [r[0] for r in await cur.fetchall()] == [True]
+        async with a.cluster._claim_lock:
+            handle = await b.submit(msg("after the drop", thread="z"))
+            assert (await b.wait_turn(handle.turn_id)).status == "done"
+        await until(lambda: "turn done" in milestones(seen, handle.turn_id), "relayed anyway")
+        assert milestones(seen, handle.turn_id) == ["started", "turn done"]
+
+
+# -- the cursor: ids that commit after higher ones --------------------------------------------
+
+
+def test_a_skipped_id_is_asked_for_until_it_shows_up_or_is_given_up() -> None:
+    cursor = Cursor(10, [], now=0.0)
+    cursor.read([11, 14], now=1.0)
+    assert (cursor.top, sorted(cursor.missing)) == (14, [12, 13])
+    cursor.read([12, 15], now=2.0)
+    assert (cursor.top, sorted(cursor.missing)) == (15, [13])
+    cursor.read([], now=1.0 + GIVE_UP + 0.1)  # a rolled-back write's id never shows up
+    assert cursor.missing == {}
+
+
+async def test_an_event_committed_after_a_higher_id_is_relayed(tmp_path: Path, pg_url: str) -> None:
+    """Two writers: the first takes its id, the second takes the next and commits first;
+    the relay reads the second, then (next poll) the first: both reach it, once each."""
+    async with workers(tmp_path, pg_url, 1):  # (the schema)
+        pass
+    handed: list[Event] = []
+    relay = Relay(pg_url, "me", handed.extend, application_name="test-relay")
+    insert = ("INSERT INTO events(at, run_id, thread_id, turn_id, kind, body)"
+              " VALUES (%s, 'other', 't', %s, 'turn_started', %s)")  # fmt: skip
+
+    def body(turn: str) -> str:
+        return event_json(TurnStarted(at=1.0, thread_id="t", turn_id=turn, origin="invoke",
+                                      sender="x", text=turn))  # fmt: skip
+
+    async with (await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as slow,
+                await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as fast):  # fmt: skip
+        await relay.start()
+        try:
+            async with slow.transaction():
+                await slow.execute(insert, (1.0, "slow", body("slow")))
+                await fast.execute(insert, (2.0, "fast", body("fast")))
+                await relay.poll()
+                assert [e.turn_id for e in handed] == ["fast"]
+            await relay.poll()
+            await relay.poll()
+            assert [e.turn_id for e in handed] == ["fast", "slow"]
+            assert relay.events is not None and relay.events.missing == {}
+        finally:
+            await relay._close()
