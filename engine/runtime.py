@@ -282,7 +282,7 @@ class Runtime:
         target = req.turn_id
         if not held:  # a cluster's: whoever leases the thread runs it (this worker, if free)
             assert self.cluster is not None
-            await self.cluster.claim([req.thread_id])
+            await self.cluster.claim([req.thread_id], req.group)
             return req, self.live.get(target) or TurnHandle(target, message.thread_id)
         handle = self.live.setdefault(target, TurnHandle(target, message.thread_id))
         holder = self.scheduler.holder(message.thread_id)

@@ -158,9 +158,12 @@ class ClusterMember:
 
     # -- claiming ---------------------------------------------------------------------------
 
-    async def claim(self, threads: Iterable[str] | None = None) -> list[str]:
+    async def claim(
+        self, threads: Iterable[str] | None = None, group: str | None = None
+    ) -> list[str]:
         """Lease threads with work (None: the best the database offers, as many as this
-        worker has room for) and take up their work. Returns the threads leased."""
+        worker has room for; else these, if it has room, and `group` is not full) and take
+        up their work. Returns the threads leased."""
         assert self.worker is not None
         async with self._claim_lock:
             rt, worker, sched = self.rt, self.worker, self.rt.scheduler
@@ -168,14 +171,13 @@ class ClusterMember:
                 sched.elsewhere = await self._elsewhere()
                 rt.supervisor.pump()  # a slot elsewhere may have freed for what waits here
                 free = sched.max_running_turns - sched.running
-                full = [g.name for g in sched.groups.values()
-                        if g.paused or sched.running_in(g.name) >= g.max_running_turns]  # fmt: skip
+                full = [g for g in sched.groups if self._full(g)]
                 priorities = {g.name: g.priority for g in sched.groups.values()}
                 wanted = await self.db(lambda c: sql.claimable(
                     c, full=full, priorities=priorities, limit=max(free, 1)))  # fmt: skip
-            elif sched.running < sched.max_running_turns:  # room here: take them now
+            elif sched.running < sched.max_running_turns and not (group and self._full(group)):
                 wanted = [t for t in threads if not worker.holds(t)]
-            else:  # no room: the request's notice reaches a worker that has some
+            else:  # no room (its notice reaches a worker that has some), or a full budget
                 wanted = []
             if not wanted:
                 return []
@@ -196,6 +198,10 @@ class ClusterMember:
             finally:
                 self._taking.difference_update(wanted)
             return taken
+
+    def _full(self, group: str) -> bool:
+        g, sched = self.rt.scheduler.group(group), self.rt.scheduler
+        return g.paused or sched.running_in(group) >= g.max_running_turns
 
     async def _take(self, threads: list[str]) -> None:
         """Take up the work of freshly leased threads, as the database has it."""
