@@ -137,6 +137,32 @@ async def test_the_relay_connects_again_after_its_connection_drops(tmp_path: Pat
         assert milestones(seen, handle.turn_id) == ["started", "turn done"]
 
 
+async def test_the_api_event_stream_of_one_worker_carries_the_others_turns(
+    tmp_path: Path, pg_url: str
+) -> None:
+    from engine.api.remote import RemoteClient
+    from engine.loops.server import serve_api
+    from engine.room import Room
+
+    async def resync() -> None:
+        pass
+
+    async with workers(tmp_path, pg_url, 2) as (a, b), serve_api(a):
+        assert a.cluster is not None
+        streamed: list[Event] = []
+        async with (
+            RemoteClient(Room.at(tmp_path / "w0")) as client,
+            anyio.create_task_group() as tg,
+        ):
+            await tg.start(client.follow, streamed.append, resync)
+            async with a.cluster._claim_lock:
+                handle = await b.submit(msg("through the stream", thread="s"))
+                assert (await b.wait_turn(handle.turn_id)).status == "done"
+            await until(lambda: "turn done" in milestones(streamed, handle.turn_id), "streamed")
+            assert milestones(streamed, handle.turn_id) == ["started", "turn done"]
+            tg.cancel_scope.cancel()
+
+
 # -- the cursor: ids that commit after higher ones --------------------------------------------
 
 
