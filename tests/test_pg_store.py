@@ -199,3 +199,23 @@ async def test_a_waiting_turn_survives_a_restart_on_postgresql(
         await rt.decide(Decision.approve(call_id))
         out = await rt.wait_turn(out.turn_id)
         assert out.status == "done"
+
+
+async def test_a_store_gives_its_database_back_before_its_connection_closes(pg_url: str) -> None:
+    """The owner lock is freed before the writer's connection closes: a runtime opened right
+    after another closed (the next CLI command on a free room) is never refused as 'in use'.
+    A close alone frees it only once the server's backend has exited (found under load:
+    `agentdeck rules add` right after another `rules` command on a free room exited 1)."""
+    store = await PgStore.open(pg_url)
+    conn = store._writer._pg
+    real, held = conn.close, []
+
+    def close() -> None:  # what another session sees at the moment the connection closes
+        with psycopg.connect(pg_url, autocommit=True) as other:
+            held.append(other.execute("SELECT count(*) FROM pg_locks WHERE locktype ="
+                                      " 'advisory' AND granted").fetchone())  # fmt: skip
+        real()
+
+    conn.close = close  # type: ignore[method-assign]
+    await store.close()
+    assert held == [(0,)]

@@ -38,7 +38,6 @@ from engine.review import Killed, Review
 from engine.rules import Rule
 from engine.runtime import Runtime
 from engine.scheduler import GroupConfig, Rejected, Statistics
-from engine.store.claimed import going_on
 from engine.store.recent import Conversation, Recent, read_conversation, read_recent
 from engine.strategies import UnknownStrategy
 
@@ -107,7 +106,7 @@ class LocalClient:
                 return queued_outcome(turn_id, rt, None, "running")
             raise NotFound(f"no turn {turn_id} in {rt.room.db}") from None
         if outcome.status == "waiting" and (turn_id in rt.live or (
-            rt.cluster is not None and await going_on(rt.store, turn_id, rt.clock()))):  # fmt: skip
+            rt.cluster is not None and await cluster_going_on(rt, turn_id))):  # fmt: skip
             # A decision woke it a moment ago (here, or at the cluster's worker that takes
             # its thread) and its loop has not yet said so in the room: read as waiting,
             # `decide` stopped there and left the decision unapplied.
@@ -233,3 +232,10 @@ def queued_outcome(request_id: str, rt: Runtime, why: str | None, status: str) -
 def as_dict(value: object) -> object:
     """A dataclass answer as plain data (the API's JSON)."""
     return dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value  # type: ignore[arg-type]
+
+
+async def cluster_going_on(rt: Runtime, turn_id: str) -> bool:
+    """On a cluster: whether a waiting turn is about to go on (engine/store/pg/claims.py)."""
+    from engine.store.pg.claims import going_on  # (psycopg: a cluster's worker has it)
+
+    return await going_on(rt.store, turn_id, rt.clock())

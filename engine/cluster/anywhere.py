@@ -9,7 +9,6 @@ import anyio
 
 from engine.lifecycle import TurnStatus
 from engine.outcome import TurnOutcome
-from engine.store import claimed as reading
 from engine.store.pg import claims as sql
 from engine.store.schedule import coalesced_into
 
@@ -64,7 +63,7 @@ async def wait_turn(rt: Runtime, turn_id: str) -> TurnOutcome:
                 outcome = None
             if outcome is not None and outcome.status != TurnStatus.RUNNING:
                 going_on = outcome.status == TurnStatus.WAITING and (
-                    await reading.going_on(rt.store, turn_id, rt.clock()))  # fmt: skip
+                    await sql.going_on(rt.store, turn_id, rt.clock()))  # fmt: skip
                 if not going_on:
                     return outcome
         await anyio.sleep(pause)

@@ -58,16 +58,3 @@ async def thread_work(store: Store, threads: Sequence[str]) -> dict[str, ThreadW
 async def queued_requests(store: Store, thread_id: str) -> list[Request]:
     """The thread's queued requests, oldest first."""
     return (await thread_work(store, [thread_id]))[thread_id].requests
-
-
-async def going_on(store: Store, turn_id: str, now: float) -> bool:
-    """Whether a turn that reads `waiting` on a cluster is about to go on: a suspended call
-    of it has a decision queued, or a worker leases its thread (a waiting turn's thread is
-    given back at once, so a lease on it means a worker is resuming it, or just left it)."""
-    return bool(await store.scalar(
-        "SELECT 1 WHERE EXISTS (SELECT 1 FROM decisions d JOIN tool_calls c ON c.id = d.call_id"
-        " WHERE d.status='queued' AND c.status='suspended' AND c.turn_id = ?)"
-        " OR EXISTS (SELECT 1 FROM thread_leases l JOIN turns t ON t.thread_id = l.thread_id"
-        " WHERE t.id = ? AND l.worker_id IS NOT NULL AND l.expires_at > ?)",
-        (turn_id, turn_id, now),
-    ))  # fmt: skip

@@ -224,7 +224,10 @@ class Writer(threading.Thread):
         try:
             self._drain()
         finally:
-            self._conn.close()
+            self._close_connection()
+
+    def _close_connection(self) -> None:
+        self._conn.close()
 
     def _drain(self) -> None:
         while True:

@@ -14,6 +14,7 @@ import json
 from collections.abc import Mapping, Sequence
 
 from engine.store.pg.cluster import FENCED, Conn, ensure_schema
+from engine.store.sqlite import Store
 
 WORK_CHANNEL = "agentdeck_work"  # notices: a request queued, a slot freed, a turn settled
 CANCEL_CHANNEL = "agentdeck_cancel"  # "<turn id>\n<reason>": the worker running it cancels it
@@ -115,3 +116,17 @@ async def notify_cancel(conn: Conn, turn_id: str, reason: str) -> None:
 async def listen_work(conn: Conn) -> None:
     await conn.execute(f"LISTEN {WORK_CHANNEL}")
     await conn.execute(f"LISTEN {CANCEL_CHANNEL}")
+
+
+async def going_on(store: Store, turn_id: str, now: float) -> bool:
+    """Whether a turn that reads `waiting` on a cluster is about to go on (read through the
+    store, in its dialect): a suspended call
+    of it has a decision queued, or a worker leases its thread (a waiting turn's thread is
+    given back at once, so a lease on it means a worker is resuming it, or just left it)."""
+    return bool(await store.scalar(
+        "SELECT 1 WHERE EXISTS (SELECT 1 FROM decisions d JOIN tool_calls c ON c.id = d.call_id"
+        " WHERE d.status='queued' AND c.status='suspended' AND c.turn_id = ?)"
+        " OR EXISTS (SELECT 1 FROM thread_leases l JOIN turns t ON t.thread_id = l.thread_id"
+        " WHERE t.id = ? AND l.worker_id IS NOT NULL AND l.expires_at > ?)",
+        (turn_id, turn_id, now),
+    ))  # fmt: skip

@@ -42,3 +42,15 @@ class PgWriter(Writer):
     def _in_transaction(self) -> bool:
         pg = self._pg
         return not pg.closed and pg.info.transaction_status != pq.TransactionStatus.IDLE
+
+    def _close_connection(self) -> None:
+        """Give the database's owner lock back before closing: closing alone frees it only
+        once the server's backend has exited, and a command run right after this one (the
+        next `agentdeck rules add` on a free room) found it still held."""
+        try:
+            if not self._pg.closed and not self._in_transaction():
+                self._pg.execute("SELECT pg_advisory_unlock_all()")
+        except psycopg.Error:
+            pass  # closing frees it anyway, a moment later
+        finally:
+            self._pg.close()
