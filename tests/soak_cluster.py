@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -54,7 +55,13 @@ class Tally:
     kills: int = 0
     busy_kills: int = 0  # a turn of the killed worker was running, or a call open
     settlings: int = 0
-    failures: list[str] = field(default_factory=list)
+    failures: dict[str, str] = field(default_factory=dict)  # each counted once, by what
+
+    def fail(self, what: str, say) -> None:  # noqa: ANN001
+        key = what.split(" (")[0]  # without where: one failure seen again is not counted
+        if key not in self.failures:
+            self.failures[key] = what
+            say(f"soak: FAILURE {what}")
 
     def summary(self, cl: Cluster) -> str:
         runs = Counter(c for c, _ in cl.executions())
@@ -109,6 +116,13 @@ async def soak(url: str, folder: Path, workers: int, kills: int, seed: int,
                     tg.start_soon(chatter, cl, random.Random(rng.random()), f"s{k}", 10**6)
                 for _ in range(min(settle_every, kills - tally.kills)):
                     await anyio.sleep(rng.uniform(0.2, 2 * LEASE))
+                    for name, w in sorted(cl.workers.items()):  # one that died by itself
+                        if w.proc.poll() is not None:
+                            tail = cl.stderr(name).strip().splitlines()[-2:]
+                            tally.fail(f"{name} exited by itself: {tail}", say)
+                            cl.workers.pop(name)
+                            await cl._closed(w)
+                            cl.start(name)
                     victim = rng.choice(sorted(cl.workers))
                     busy = open_work(cl, victim)
                     await cl.kill(victim)
@@ -118,7 +132,7 @@ async def soak(url: str, folder: Path, workers: int, kills: int, seed: int,
                     try:
                         cl.check(where)
                     except AssertionError as exc:
-                        tally.failures.append(str(exc)[:500])
+                        tally.fail(str(exc)[:500], say)
                     await anyio.sleep(rng.uniform(0.0, LEASE))
                     cl.start(victim)
                 tg.cancel_scope.cancel()
@@ -130,10 +144,13 @@ async def soak(url: str, folder: Path, workers: int, kills: int, seed: int,
             except (AssertionError, BaseException) as exc:  # pytest.fail's Failed, too
                 if isinstance(exc, KeyboardInterrupt | anyio.get_cancelled_exc_class()):
                     raise
-                tally.failures.append(f"{where}: {str(exc)[:500]}")
+                tally.fail(f"{str(exc)[:500]} {where}", say)
             say(f"soak: {tally.summary(cl)}")
     finally:
-        await cl.close()
+        try:
+            await cl.close()
+        except AssertionError as exc:  # a traceback in a worker's stderr
+            tally.fail(f"a worker printed a traceback: {str(exc)[-300:]}", say)
     return tally
 
 
@@ -159,12 +176,15 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(2**31)
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="agentdeck-soak-cluster-") as folder, database(
-        args.url
-    ) as url:  # fmt: skip
-        tally = anyio.run(soak, url, Path(folder), max(2, args.workers), args.kills, seed,
+    folder = Path(tempfile.mkdtemp(prefix="agentdeck-soak-cluster-"))
+    with database(args.url) as url:
+        tally = anyio.run(soak, url, folder, max(2, args.workers), args.kills, seed,
                           max(1, args.settle_every), lambda t: print(t, flush=True))  # fmt: skip
-    for failure in tally.failures[:10]:
+    if tally.failures:  # the workers' stderr and the executions log, for inspection
+        print(f"soak: kept {folder}")
+    else:
+        shutil.rmtree(folder, ignore_errors=True)
+    for failure in list(tally.failures.values())[:10]:
         print(f"  {failure}")
     print(f"soak: {time.monotonic() - started:.0f} s")
     return 1 if tally.failures else 0

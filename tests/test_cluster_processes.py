@@ -144,7 +144,8 @@ class Cluster:
         for call_id, n in Counter(c for c, _ in self.executions()).items():
             tool = calls.get(call_id, ("?", "?"))[0]
             assert n == 1 or (tool in IDEMPOTENT and n == 2), (
-                f"{tool} call {call_id} ran {n} times {where}: {self.executions()}"
+                f"{tool} call {call_id} ran {n} times {where}, on "
+                f"{[w for c, w in self.executions() if c == call_id]}"
             )
 
     # -- driving ----------------------------------------------------------------------------
