@@ -158,6 +158,13 @@ async def channels_scene(pilot: Pilot) -> None:
     table = screen.query_one(DeliveriesTable)
     loops = screen.query_one(LoopsTable)
     await until(pilot, lambda: len(table.deliveries) == 3 and loops.row_count == 2, "listed")
+    # The columns are sized on the tables' next idle; under load a frame drawn before that
+    # was kept by the tables' line caches (their widths already right): draw them afresh.
+    await until(pilot, lambda: not (table._require_update_dimensions
+                                    or loops._require_update_dimensions), "sized")  # fmt: skip
+    for tbl in (table, loops):
+        tbl._clear_caches()
+        tbl.refresh()
     await steady(pilot)
 
 
