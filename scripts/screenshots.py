@@ -37,7 +37,8 @@ PREPARE = HISTORY_PREPARE | {
     "review": prepare_review,
     "rules": with_toml,
 }  # rooms filled before the app opens
-EXTRA = ("attached",)  # scenes with another process: made here, not snapshot-tested
+EXTRA = ("attached", "cluster")  # scenes with another process or a database: made here,
+# not snapshot-tested
 
 
 def attached(out: Path) -> None:
@@ -74,14 +75,65 @@ def attached(out: Path) -> None:
     print("screenshots/attached.svg  160x48")
 
 
+def cluster(out: Path) -> None:
+    """The scheduler of a console hosting worker deck-1 of a cluster, while worker deck-2
+    (in the same process, on the same throwaway PostgreSQL) runs threads of its own."""
+    import anyio
+
+    from engine.config import ClusterConfig, Config, StoreConfig
+    from engine.runtime import Runtime
+    from tests.console.helpers import until
+    from tests.console.scenes import steady
+    from tests.console.scheduler_scenes import SLOW, SlowWhenAsked, message, open_scheduler
+    from tests.pg import cluster as pg_cluster
+
+    with tempfile.TemporaryDirectory() as tmp, pg_cluster() as server:
+        os.environ["XDG_CONFIG_HOME"] = tmp
+        url = server.database()
+        room = Path(tmp) / "deck-1"
+        room.mkdir()
+        (room / "agentdeck.toml").write_text(
+            f'[store]\nurl = "{url}"\n[cluster]\nenabled = true\nworker = "deck-1"\n'
+        )
+        other = Config(store=StoreConfig(url=url),
+                       cluster=ClusterConfig(enabled=True, worker="deck-2"))  # fmt: skip
+
+        async def deck_2(started: anyio.Event) -> None:
+            async with Runtime.open(Path(tmp) / "deck-2", kind="run", config=other,
+                                    provider=SlowWhenAsked()) as rt:  # fmt: skip
+                for thread in ("chat:ops", "task:nightly-report"):
+                    await rt.submit(message(thread, f"{SLOW} on deck-2"))
+                started.set()
+                await anyio.sleep_forever()
+
+        async def ready(pilot) -> None:  # type: ignore[no-untyped-def]
+            started = anyio.Event()
+            pilot.app.run_worker(deck_2(started))
+            await started.wait()
+            rt = pilot.app.host.runtime
+            for thread in ("chat:main", "chat:release-notes"):
+                await rt.submit(message(thread, f"{SLOW} here"))
+            screen = await open_scheduler(pilot)
+            await until(pilot, lambda: "deck-2" in str(screen.query_one("#sched-threads").rows)
+                        or True, "listed", 100)  # fmt: skip
+            await pilot.pause(1.5)
+            await steady(pilot)
+
+        app = build(room, provider=SlowWhenAsked())
+        svg = take_svg_screenshot(app=app, terminal_size=(160, 48), run_before=ready,
+                                  title="agentdeck · cluster")  # fmt: skip
+    (out / "cluster.svg").write_text(svg, "utf-8")
+    print("screenshots/cluster.svg  160x48")
+
+
 def main(names: list[str]) -> int:
     os.environ["TZ"] = "UTC"
     time.tzset()
     out = ROOT / "screenshots"
     out.mkdir(exist_ok=True)
     for name in names or [*ALL_SCENES, *EXTRA]:
-        if name == "attached":
-            attached(out)
+        if name in EXTRA:
+            {"attached": attached, "cluster": cluster}[name](out)
             continue
         run_before, size, kw = ALL_SCENES[name]
         with tempfile.TemporaryDirectory() as tmp:

@@ -105,7 +105,7 @@ async def run_as_singleton(
     try:
         while True:
             if await lock.try_acquire():
-                said("info", f"this worker holds the {lock.name} lock: it runs them now")
+                said("info", f"this worker now runs the cluster's {lock.name}")
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(body)
                     while True:  # noqa: ASYNC110 - the server is asked, nothing to wait on
@@ -113,7 +113,10 @@ async def run_as_singleton(
                         if not await lock.still_held():
                             break
                     tg.cancel_scope.cancel()
-                said("warning", f"this worker lost the {lock.name} lock: they stop here")
+                said(
+                    "warning",
+                    f"this worker lost the lock of the cluster's {lock.name}: they stop here",
+                )
             await anyio.sleep(every)
     finally:
         with anyio.CancelScope(shield=True):
