@@ -101,7 +101,7 @@ async def test_a_cluster_on_sqlite_is_refused(tmp_path):
 async def loops_holder(url: str) -> str | None:
     import psycopg
 
-    from engine.store.pg.cluster import advisory_lock_holder
+    from engine.store.pg.locks import advisory_lock_holder
 
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
         return await advisory_lock_holder(conn, "loops")

@@ -346,3 +346,25 @@ async def _race(ws: list[ClusterWorker], stores: list[psycopg.AsyncConnection],
         assert tokens == sorted(tokens), (
             f"{thread}: a checkpoint under an old token after a newer one"
         )
+
+
+async def test_a_worker_renews_only_the_leases_it_took_and_a_restart_frees_the_old_ones(
+    pg_url: str,
+) -> None:
+    """A worker restarted under its name (the soak restarts a killed one so) shares its id
+    with its dead life's leases: its heartbeat renewed them as if it had taken them up, and
+    a second process misnamed the same would have renewed the first's (two turns of one
+    thread at once). A heartbeat renews only what this process took; registering frees
+    what the name still held, for any worker to take over at once."""
+    async with workers(pg_url, 2) as (w0, w1):
+        (lease,) = await w0.acquire(["t"], now=T0)
+        again = ClusterWorker(await connect(pg_url), "w0", lease_seconds=LEASE, host="h",
+                              pid=999)  # fmt: skip
+        try:
+            assert await again.heartbeat(now=T0 + 1) == set()  # renews nothing of the old
+            assert not again.holds("t")
+            await again.register(now=T0 + 2)  # its restart: the old life's lease is freed
+            (taken,) = await w1.acquire(["t"], now=T0 + 3)  # at once, not at the expiry
+            assert taken.token > lease.token and taken.taken_from is None
+        finally:
+            await again.conn.close()

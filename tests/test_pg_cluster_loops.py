@@ -11,7 +11,7 @@ import pytest
 
 from engine.cluster import Fenced, SingletonLock
 from engine.cluster.listen import Listener
-from engine.store.pg import claims
+from engine.store.pg import claims, locks
 from engine.store.pg import cluster as sql
 from tests.test_pg_cluster import LEASE, T0, connect, eventually, workers
 
@@ -30,14 +30,14 @@ async def test_a_loop_lock_moves_when_its_holders_connection_closes(pg_url: str)
         assert await one.try_acquire() and one.held
         assert not await two.try_acquire()
         assert await hook.try_acquire()  # another loop's lock is another lock
-        assert await sql.advisory_lock_holder(admin, "pulse") == "agentdeck:w1"
-        assert await sql.advisory_lock_holder(admin, "poll") is None
+        assert await locks.advisory_lock_holder(admin, "pulse") == "agentdeck:w1"
+        assert await locks.advisory_lock_holder(admin, "poll") is None
         assert await one.try_acquire() and await one.still_held()  # idempotent for the holder
         conn = one.connection
         assert conn is not None
         await conn.close()  # the holder goes away without unlocking
         await eventually(two.try_acquire, "the lock to pass to w2")
-        assert await sql.advisory_lock_holder(admin, "pulse") == "agentdeck:w2"
+        assert await locks.advisory_lock_holder(admin, "pulse") == "agentdeck:w2"
         assert not await one.still_held() and not one.held
         assert not await one.try_acquire()  # it reconnects, but w2 holds the lock now
         await two.release()

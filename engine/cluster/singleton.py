@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import psycopg
 
-from engine.store.pg import cluster as sql
+from engine.store.pg import locks as sql
 from engine.store.pg.cluster import Conn
 
 log = logging.getLogger("agentdeck")

@@ -51,7 +51,8 @@ class ClusterWorker:
     async def heartbeat(self, *, now: float | None = None) -> set[str]:
         """Say this worker is alive and renew its leases; returns the threads it lost
         (expired before this heartbeat): their turns must stop, uncommitted."""
-        kept = await sql.heartbeat(self.conn, self.id, self.lease_seconds, now=now)
+        held = {t: lease.token for t, lease in self._held.items()}
+        kept = await sql.heartbeat(self.conn, self.id, self.lease_seconds, held=held, now=now)
         lost = set(self._held) - {lease.thread_id for lease in kept}
         self._held = {lease.thread_id: lease for lease in kept}
         return lost

@@ -17,7 +17,6 @@ savepoint inside the caller's).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -181,24 +180,37 @@ def _thread(lease: Lease) -> str:
 async def register_worker(
     conn: Conn, worker_id: str, host: str, pid: int, *, now: float | None = None
 ) -> None:
-    """Record a worker as running (again, if the id comes back after a restart)."""
-    at = await db_now(conn, now)
-    await conn.execute(
-        "INSERT INTO workers(id, host, pid, started_at, heartbeat_at, state)"
-        " VALUES (%s, %s, %s, %s, %s, 'running') ON CONFLICT (id) DO UPDATE SET"
-        " host = excluded.host, pid = excluded.pid, started_at = excluded.started_at,"
-        " heartbeat_at = excluded.heartbeat_at, state = 'running'",
-        (worker_id, host, pid, at, at),
-    )
+    """Record a worker as running (again, if the id comes back after a restart). Leases
+    still under its id were its previous life's (killed, never taken up by this one): they
+    are freed at once, for any worker to take over now rather than at their expiry."""
+    async with conn.transaction():
+        at = await db_now(conn, now)
+        await conn.execute(
+            "INSERT INTO workers(id, host, pid, started_at, heartbeat_at, state)"
+            " VALUES (%s, %s, %s, %s, %s, 'running') ON CONFLICT (id) DO UPDATE SET"
+            " host = excluded.host, pid = excluded.pid, started_at = excluded.started_at,"
+            " heartbeat_at = excluded.heartbeat_at, state = 'running'",
+            (worker_id, host, pid, at, at),
+        )
+        await release(conn, worker_id, None)
 
 
 async def heartbeat(
-    conn: Conn, worker_id: str, lease_seconds: float, *, now: float | None = None
+    conn: Conn,
+    worker_id: str,
+    lease_seconds: float,
+    *,
+    held: dict[str, int] | None = None,
+    now: float | None = None,
 ) -> list[Lease]:
-    """Mark the worker alive and extend every lease it still holds; returns those leases.
+    """Mark the worker alive and extend every lease it still holds (of those, only the
+    `held` thread -> token it took: a lease under its id it never took is not its own);
+    returns those leases.
 
     A lease that already expired is not revived (another worker may be taking it): the
     worker has lost that thread and must acquire it again, with a new token."""
+    names = None if held is None else list(held)
+    tokens = None if held is None else list(held.values())
     async with conn.transaction():
         at = await db_now(conn, now)
         cur = await conn.execute(
@@ -213,8 +225,10 @@ async def heartbeat(
         cur = await conn.execute(
             "UPDATE thread_leases SET expires_at = %s WHERE thread_id IN ("
             " SELECT thread_id FROM thread_leases WHERE worker_id = %s AND expires_at > %s"
+            " AND (%s::text[] IS NULL OR (thread_id, token) IN (SELECT * FROM"
+            " unnest(%s::text[], %s::bigint[])))"
             " ORDER BY thread_id FOR NO KEY UPDATE) RETURNING thread_id, token, expires_at",
-            (at + lease_seconds, worker_id, at),
+            (at + lease_seconds, worker_id, at, names, names, tokens),
         )
         rows = await cur.fetchall()
     return sorted((Lease(t, worker_id, tok, exp) for t, tok, exp in rows), key=_thread)
@@ -352,61 +366,6 @@ async def fenced(conn: Conn, thread_id: str, token: int, *, now: float | None = 
         raise Fenced(f"thread {thread_id}: lease token {token} was superseded by {current}")
     if not live:
         raise Fenced(f"thread {thread_id}: lease token {token} has expired")
-
-
-# --- singleton loops: session advisory locks ------------------------------------------------
-
-
-def advisory_key(name: str) -> int:
-    """The 64-bit advisory lock key of a singleton loop's name (stable across versions)."""
-    digest = hashlib.sha256(f"agentdeck:loop:{name}".encode()).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
-
-
-async def try_advisory_lock(conn: Conn, name: str) -> bool:
-    """Take the loop's lock for this session if no other session holds it."""
-    cur = await conn.execute("SELECT pg_try_advisory_lock(%s)", (advisory_key(name),))
-    row = await cur.fetchone()
-    return bool(row and row[0])
-
-
-async def advisory_unlock(conn: Conn, name: str) -> bool:
-    cur = await conn.execute("SELECT pg_advisory_unlock(%s)", (advisory_key(name),))
-    row = await cur.fetchone()
-    return bool(row and row[0])
-
-
-_LOCK_WHERE = (
-    "l.locktype = 'advisory' AND l.granted AND l.objsubid = 1"
-    " AND l.classid::int8 = %s AND l.objid::int8 = %s"
-)
-
-
-def _halves(name: str) -> tuple[int, int]:
-    key = advisory_key(name) & 0xFFFFFFFFFFFFFFFF
-    return key >> 32, key & 0xFFFFFFFF
-
-
-async def advisory_lock_held(conn: Conn, name: str) -> bool:
-    """Whether this session still holds the loop's lock (asks the server)."""
-    cur = await conn.execute(
-        f"SELECT EXISTS (SELECT 1 FROM pg_locks l WHERE {_LOCK_WHERE}"
-        " AND l.pid = pg_backend_pid())",
-        _halves(name),
-    )
-    row = await cur.fetchone()
-    return bool(row and row[0])
-
-
-async def advisory_lock_holder(conn: Conn, name: str) -> str | None:
-    """The application_name (else the backend pid) of the session holding the loop's lock."""
-    cur = await conn.execute(
-        "SELECT COALESCE(NULLIF(a.application_name, ''), l.pid::text) FROM pg_locks l"
-        f" LEFT JOIN pg_stat_activity a ON a.pid = l.pid WHERE {_LOCK_WHERE}",
-        _halves(name),
-    )
-    row = await cur.fetchone()
-    return None if row is None else str(row[0])
 
 
 # --- group budgets across the cluster -------------------------------------------------------

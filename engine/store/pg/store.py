@@ -269,7 +269,7 @@ def _own(conn: psycopg.Connection[Any], shared: bool) -> str | None:
     included), shared by a cluster's workers; None when taken, else who holds it. Two
     runtimes on one database outside a cluster would both run its queued turns, a call
     twice among them; a cluster's workers take threads by lease (engine/cluster)."""
-    from engine.store.pg.cluster import advisory_key
+    from engine.store.pg.locks import advisory_key
 
     key = advisory_key("runtime")
     take = "pg_try_advisory_lock_shared" if shared else "pg_try_advisory_lock"
