@@ -219,3 +219,28 @@ async def test_a_store_gives_its_database_back_before_its_connection_closes(pg_u
     conn.close = close  # type: ignore[method-assign]
     await store.close()
     assert held == [(0,)]
+
+
+async def test_two_writers_that_deadlock_both_commit(pg_url: str) -> None:
+    """Several workers' writers on one database update shared rows (the counters history's
+    triggers keep) in the order their batches hold them: two can deadlock, and PostgreSQL
+    rolls one back. That batch is run again whole, and commits: both writes land, once
+    (found by the cluster soak: the victim's turn failed, and its worker stopped)."""
+    one, two = await PgStore.open(pg_url, shared=True), await PgStore.open(pg_url, shared=True)
+    try:
+        await one.write([("INSERT INTO counters(name, value) VALUES ('x:a', 0), ('x:b', 0)", ())])
+
+        def crossed(first: str, second: str) -> list:
+            bump = "UPDATE counters SET value = value + 1 WHERE name = ?"
+            return [(bump, (first,)), ("SELECT pg_sleep(0.3)", ()), (bump, (second,))]
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(one.write, crossed("x:a", "x:b"))
+            tg.start_soon(two.write, crossed("x:b", "x:a"))
+        rows = await one.fetchall(
+            "SELECT name, value FROM counters WHERE name LIKE 'x:%' ORDER BY name"
+        )
+        assert [tuple(r) for r in rows] == [("x:a", 2), ("x:b", 2)]
+    finally:
+        await one.close()
+        await two.close()

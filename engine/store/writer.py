@@ -49,6 +49,7 @@ MAX_OPS = 8192  # statements queued or committing before producers wait
 # batch this size (with 1,000 threads a batch would otherwise hold everything queued).
 MAX_BATCH_OPS = 1024
 KILL_POINTS = ("savepoint", "commit", "wake")
+RETRIES = 8  # runs of a batch that met another writer (a deadlock) before its writes fail
 log = logging.getLogger("agentdeck")
 
 
@@ -242,7 +243,7 @@ class Writer(threading.Thread):
                     job = self._normal.popleft()
                     size += len(job.ops)
                     batch.append(job)
-            self._commit(batch)
+            self._commit_retrying(batch)
             self._transactions += 1
             self._writes += len(batch)
             self._on_commit(len(batch))
@@ -263,6 +264,25 @@ class Writer(threading.Thread):
 
     def _in_transaction(self) -> bool:
         return bool(self._conn.in_transaction)
+
+    def _retryable(self, exc: BaseException) -> bool:
+        """Whether a batch that failed so may succeed when run again whole (several writers
+        on one database: a deadlock between them, a serialization failure). Never here."""
+        return False
+
+    def _commit_retrying(self, batch: list[_Job]) -> None:
+        """`_commit`, run again whole (after a short, growing pause) while it fails in a way
+        `_retryable` says may pass: nothing of it was committed, so nothing is applied
+        twice, and the writes keep their order."""
+        for attempt in range(RETRIES):
+            self._commit(batch)
+            if not any(job.error is not None and self._retryable(job.error) for job in batch):
+                return
+            if attempt + 1 < RETRIES:
+                log.info("a batch met another writer's (%s): run again", batch[0].error)
+                for job in batch:
+                    job.error = None
+                time.sleep(0.005 * 2**attempt)
 
     def _commit(self, batch: list[_Job]) -> None:
         conn = self._conn
@@ -313,6 +333,8 @@ class Writer(threading.Thread):
             for sql, params in job.ops:
                 conn.execute(self._sql(sql), params)
         except Exception as exc:  # this write alone rolls back
+            if self._retryable(exc):
+                raise  # the whole batch is run again (`_commit_retrying`)
             job.error = exc
             conn.execute("ROLLBACK TO SAVEPOINT w")
         conn.execute("RELEASE SAVEPOINT w")

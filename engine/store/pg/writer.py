@@ -23,6 +23,8 @@ from psycopg import pq
 from engine.store.pg.dialect import to_pg
 from engine.store.writer import Writer
 
+RETRY_STATES = frozenset({"40P01", "40001"})  # deadlock_detected, serialization_failure
+
 
 class PgWriter(Writer):
     """Owns `conn` (a psycopg Connection in autocommit mode) and every write made through it."""
@@ -42,6 +44,12 @@ class PgWriter(Writer):
     def _in_transaction(self) -> bool:
         pg = self._pg
         return not pg.closed and pg.info.transaction_status != pq.TransactionStatus.IDLE
+
+    def _retryable(self, exc: BaseException) -> bool:
+        """A deadlock with another worker's writer (over the counters the history triggers
+        keep), or a serialization failure: PostgreSQL rolled the transaction back; run
+        again, it commits."""
+        return getattr(exc, "sqlstate", None) in RETRY_STATES
 
     def _close_connection(self) -> None:
         """Give the database's owner lock back before closing: closing alone frees it only
