@@ -277,3 +277,36 @@ async def test_a_waiting_turn_holds_no_lease_even_with_requests_queued_behind_it
         await b.decide(Decision.approve(call_id, args=json.loads(row[0])))
         assert (await b.wait_turn(first.turn_id)).status == "done"
         assert (await a.wait_turn(second.turn_id)).status == "waiting"  # its own shell call
+
+
+async def test_a_decision_another_worker_queued_ends_duplicate_when_its_call_ends(tmp_path, pg_url):
+    """A decision recorded `queued` by another worker while the call it is for runs here,
+    already decided (this worker never loads it) is marked duplicate when the call ends; it
+    stayed `queued` forever (seen by the cluster soak)."""
+    from engine.store import decisions as recorded
+    from engine.tools import tool
+
+    running, release = anyio.Event(), anyio.Event()
+
+    @tool(name="gated", approval="always")
+    async def gated(n: int) -> str:
+        """Runs until the test lets it end."""
+        running.set()
+        await release.wait()
+        return "done"
+
+    async with AsyncExitStack() as stack:
+        a = await stack.enter_async_context(Runtime.open(
+            tmp_path / "w0", kind="run", provider=ScriptedModel(first_then([("gated", {"n": 1})])),
+            tools=[gated], config=cluster_config(pg_url, "w0")))  # fmt: skip
+        handle = await a.submit(msg("run it", thread="x"))
+        call_id = (await a.wait_turn(handle.turn_id)).pending[0]["call_id"]
+        await a.decide(Decision.approve(call_id, args={"n": 1}))
+        with anyio.fail_after(10):
+            await running.wait()
+        late = Decision.approve(call_id, args={"n": 1})  # as another worker records it
+        await a.store.write([recorded.recorded(late, "queued", a.clock(), None)])
+        release.set()
+        assert (await a.wait_turn(handle.turn_id)).status == "done"
+        status = await a.store.scalar("SELECT status FROM decisions WHERE id = ?", (late.id,))
+        assert status == "duplicate"

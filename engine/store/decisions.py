@@ -35,6 +35,13 @@ def duplicate(decision_id: str, note: str) -> Op:
     return ("UPDATE decisions SET status='duplicate', note=? WHERE id=?", (note, decision_id))
 
 
+def left_queued(call_id: str, note: str) -> Op:
+    """The call ended: a decision still queued for it, recorded by any runtime sharing the
+    store (a cluster's other worker), can never apply."""
+    return ("UPDATE decisions SET status='duplicate', note=? WHERE call_id=? AND status='queued'",
+            (note, call_id))  # fmt: skip
+
+
 def superseded(decision_id: str, note: str, at: float) -> Op:
     return (
         "UPDATE decisions SET status='superseded', note=?, applied_at=? WHERE id=?",

@@ -38,6 +38,7 @@ from engine.plugins import Gate, Phase, PhaseContext, StopRequest
 from engine.providers.base import AssistantAccumulator, ModelRequest, ProviderError
 from engine.providers.base import TextDelta as ModelTextDelta
 from engine.store import LeaseLost, Op
+from engine.store import decisions as recorded
 from engine.store import turns as rows
 from engine.turn import gate as gates
 from engine.turn.call import ANSWERED, NO_MESSAGE, PLACEHOLDER, CallState
@@ -126,6 +127,7 @@ class TurnLoop(Replay):
             call.events.clear()
             if call.status.terminal:  # a decision that arrived while it ran never applies
                 self._duplicates(call, self.ctx.decisions.ended(call), already(call), now)
+                self.ops.append(recorded.left_queued(call.id, already(call)))  # (any worker's)
         if (row := self.turn.row_update(now)) is not None:
             self.ops.append(row)
         ops, events, self.ops, self.events = self.ops, self.events, [], []
