@@ -310,3 +310,18 @@ async def test_a_decision_another_worker_queued_ends_duplicate_when_its_call_end
         assert (await a.wait_turn(handle.turn_id)).status == "done"
         status = await a.store.scalar("SELECT status FROM decisions WHERE id = ?", (late.id,))
         assert status == "duplicate"
+
+
+async def test_a_request_queued_in_the_cluster_reads_queued_through_any_worker(tmp_path, pg_url):
+    """A request no worker has started (its group paused everywhere) reads `queued`, with
+    why, through the worker it was offered to (it read `running`) and through another
+    (it was not found)."""
+    from engine.api.local import ELSEWHERE, LocalClient
+
+    async with workers(tmp_path, pg_url, 2) as (a, b):
+        for rt in (a, b):
+            await rt.configure_group("chat", paused=True)
+        handle = await b.submit(msg("later", thread="q"))
+        for rt in (b, a):
+            outcome = await LocalClient(rt).outcome(handle.turn_id)
+            assert (outcome.status, outcome.reason, outcome.thread_id) == ("queued", ELSEWHERE, "q")

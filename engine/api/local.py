@@ -37,11 +37,13 @@ from engine.outcome import TurnOutcome
 from engine.review import Killed, Review
 from engine.rules import Rule
 from engine.runtime import Runtime
-from engine.scheduler import GroupConfig, Rejected, Statistics
+from engine.scheduler import GroupConfig, Rejected, Request, Statistics
 from engine.store.recent import Conversation, Recent, read_conversation, read_recent
+from engine.store.schedule import stored_request
 from engine.strategies import UnknownStrategy
 
 MAX_WAIT = 60.0  # seconds one `outcome(wait=...)` may wait
+ELSEWHERE = "queued for the cluster: the worker that takes its thread starts it"
 
 
 class LocalClient:
@@ -102,7 +104,12 @@ class LocalClient:
         try:
             outcome = await rt.outcome(turn_id)
         except LookupError:
-            if rt.request(turn_id) is not None:  # admitted, its turn not yet recorded
+            req = rt.request(turn_id)
+            if req is None and rt.cluster is not None:  # offered through another worker
+                req = await stored_request(rt.store, turn_id)
+            if req is not None and rt.cluster is not None and req.status == "queued":
+                return queued_outcome(turn_id, rt, ELSEWHERE, "queued", req)
+            if req is not None:  # admitted, its turn not yet recorded
                 return queued_outcome(turn_id, rt, None, "running")
             raise NotFound(f"no turn {turn_id} in {rt.room.db}") from None
         if outcome.status == "waiting" and (turn_id in rt.live or (
@@ -220,10 +227,11 @@ class LocalClient:
         return None
 
 
-def queued_outcome(request_id: str, rt: Runtime, why: str | None, status: str) -> TurnOutcome:
+def queued_outcome(request_id: str, rt: Runtime, why: str | None, status: str,
+                   req: Request | None = None) -> TurnOutcome:  # fmt: skip
     """A request with no turn recorded yet, shaped as an outcome: `queued` (`reason` why),
     or `running` (admitted a moment ago)."""
-    req = rt.request(request_id)
+    req = req or rt.request(request_id)
     return TurnOutcome(turn_id=request_id, thread_id=req.thread_id if req else "",
                        status=status, reason=why, detail=None, text="", pending=[],
                        calls=[])  # fmt: skip

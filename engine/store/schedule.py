@@ -54,6 +54,12 @@ def request_from_row(row: sqlite3.Row) -> Request:
     )  # fmt: skip
 
 
+async def stored_request(store: Store, request_id: str) -> Request | None:
+    """A turn request as execution.db has it."""
+    row = await store.fetchone("SELECT * FROM turn_requests WHERE id = ?", (request_id,))
+    return request_from_row(row) if row is not None else None
+
+
 async def keyed_request(store: Store, key: str) -> Request | None:
     """The request an offer with idempotency key `key` made, if one did."""
     row = await store.fetchone(
