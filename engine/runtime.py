@@ -297,6 +297,10 @@ class Runtime:
         self._requests[req.id] = req
         self.live.setdefault(req.id, TurnHandle(req.id, req.thread_id))
 
+    def drop_request(self, request_id: str) -> None:
+        """Forget this run's copy of a request (a cluster's: its start failed here)."""
+        self._requests.pop(request_id, None)
+
     def request(self, request_id: str) -> Request | None:
         """A turn request of this run (or restored by it), as the scheduler left it."""
         return self._requests.get(request_id)

@@ -228,3 +228,48 @@ async def test_a_stale_read_of_a_turn_that_ended_does_not_hold_its_thread(tmp_pa
         third = await a.submit(msg("after", thread="x"))
         with anyio.fail_after(10):
             assert (await a.wait_turn(third.turn_id)).status == "done"
+
+
+async def test_a_request_starting_when_its_worker_leases_the_thread_again_starts_once(
+    tmp_path, pg_url
+):
+    """The lease runs out while an admitted request's turn is being opened, and the worker's
+    own claim leases the thread again before that first commit is written (found by the
+    cluster soak: a loaded machine, a late heartbeat). The request, still queued in the
+    database, must not be taken up a second time by that claim (it was: its second opening
+    took over the first's handle, whose fence then passed, and the duplicate turn key
+    stopped the worker). The first commit is fenced; the request then runs, once."""
+    async with Runtime.open(tmp_path / "a", kind="run", provider=ScriptedModel(block_first),
+                            config=cluster_config(pg_url, "a")) as a:  # fmt: skip
+        sv = a.supervisor
+        real = sv.conversation
+
+        async def expire_and_claim_first(thread_id: str):  # noqa: ANN202 - as the turn opens
+            sv.conversation = real  # type: ignore[method-assign]
+            await a.cluster.db(lambda c: c.execute(
+                "UPDATE thread_leases SET expires_at = 0 WHERE thread_id = 'z'"))  # fmt: skip
+            assert await a.cluster.claim() == ["z"]  # leased again, before the first commit
+            return await real(thread_id)
+
+        starting, most = [0], [0]  # of the request's turn, at once
+        real_start = sv._start_turn
+
+        async def counted(req, handle, carried=None):  # noqa: ANN001, ANN202
+            starting[0] += 1
+            most[0] = max(most[0], starting[0])
+            try:
+                return await real_start(req, handle, carried)
+            finally:
+                starting[0] -= 1
+
+        sv._start_turn = counted  # type: ignore[method-assign]
+        sv.conversation = expire_and_claim_first  # type: ignore[method-assign]
+        handle = await a.submit(msg("hello", thread="z"))
+        with anyio.fail_after(20):
+            assert (await a.wait_turn(handle.turn_id)).status == "done"
+        again = await a.submit(msg("again", thread="w"))  # a still runs turns
+        with anyio.fail_after(20):
+            assert (await a.wait_turn(again.turn_id)).status == "done"
+        rows = await a.store.fetchall("SELECT id FROM turns WHERE thread_id = 'z'")
+        assert [r[0] for r in rows] == [handle.turn_id]
+        assert most[0] == 1  # never two openings of it at once

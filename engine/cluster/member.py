@@ -214,7 +214,8 @@ class ClusterMember:
         for thread_id in threads:
             self._stop_turns(thread_id)  # one still running under a lease that expired
             sv.forget(thread_id)  # what this worker knew of it is stale: read again
-            rt.scheduler.forget(thread_id)
+            for req in rt.scheduler.forget(thread_id):  # (a request whose turn is starting
+                rt.live.pop(req.id, None)  # here under an older lease stays live: it fails)
             self._load(work[thread_id], fresh=True)
             if not self._busy(thread_id):
                 self._spawn_release(thread_id)
@@ -222,17 +223,15 @@ class ClusterMember:
 
     def _load(self, work: reading.ThreadWork, *, fresh: bool = False) -> None:
         """Add a thread's queued decisions and requests (those not known yet), hold it for
-        its turns, and resume those that can go on. Unless the read came with a new lease
-        (`fresh`), the thread's turns ran here since: what this worker holds of them is
-        newer than the read (a turn read running ended here since)."""
+        its turns (`fresh`: a read under a new lease; else what this worker holds of them is
+        newer than the read), and resume those that can go on and do not run here (one
+        read `running` that ended here since the read is found done, and left)."""
         rt, sv = self.rt, self.rt.supervisor
         for decision in work.decisions:
             rt.decisions.add_new(decision)
         for turn_id, status, group in work.turns:
             if fresh:
                 rt.scheduler.hold(work.thread_id, turn_id, group, status)
-            elif status == "running":
-                continue
             if turn_id in rt.live:
                 continue
             if status == "running" or work.decisions:  # left by a dead worker, or decided
@@ -246,10 +245,11 @@ class ClusterMember:
             rt.adopt(req)
 
     def _news(self, req: Request, *, fresh: bool = False) -> bool:
-        """Whether a request read as queued is not in line here yet. Unless the read came
-        with a new lease (`fresh`), one this worker admitted since is not: the read may
-        predate its turn's first commit, and it must not start twice."""
-        if self.rt.scheduler.knows(req.id):
+        """Whether a request read as queued is neither in line here nor starting or running
+        here (a read may predate its turn's first commit: it must not start twice). Unless
+        the read came with a new lease (`fresh`), one admitted here since is not news either
+        (it may have run and ended since the read)."""
+        if self.rt.scheduler.knows(req.id) or req.id in self.rt.live:
             return False
         mine = None if fresh else self.rt.request(req.id)
         return mine is None or mine.status is RequestStatus.QUEUED
@@ -313,6 +313,7 @@ class ClusterMember:
         """An admitted request's turn could not be recorded: the lease went first. As a turn
         lost (its slot freed, the thread forgotten); the request is still queued."""
         sv = self.rt.supervisor
+        self.rt.drop_request(req.id)  # not admitted after all: news to the next read
         if sv.tg is not None and not sv.tg.cancel_scope.cancel_called and self.worker is not None:
             sv.spawn(self._settled, req.id, req.thread_id, True)
 
