@@ -244,3 +244,22 @@ async def test_two_writers_that_deadlock_both_commit(pg_url: str) -> None:
     finally:
         await one.close()
         await two.close()
+
+
+async def test_a_runtime_waits_a_moment_for_one_that_just_ended(pg_url: str) -> None:
+    """The owner lock of a runtime that just ended (killed: its backend exits a moment
+    after) is awaited a little before the database is said to be in use (under load the
+    stale-decision test's restart after a kill was refused, 'a session that just ended')."""
+    from engine.store.pg.locks import advisory_key
+
+    holder = psycopg.connect(pg_url, autocommit=True)
+    holder.execute("SELECT pg_advisory_lock(%s)", (advisory_key("runtime"),))
+    async with anyio.create_task_group() as tg:
+
+        async def ends_soon() -> None:
+            await anyio.sleep(0.5)
+            holder.close()
+
+        tg.start_soon(ends_soon)
+        store = await PgStore.open(pg_url)
+    await store.close()

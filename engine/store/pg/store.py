@@ -19,6 +19,7 @@ import asyncio
 import logging
 import os
 import socket
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -39,6 +40,7 @@ from engine.store.writer import Op, WriterStatistics
 
 __all__ = ["PgStore", "Row", "display_url", "scrub"]
 READERS = 4  # reader connections kept open
+OWNER_WAIT = 3.0  # seconds an open waits for the owner lock of a runtime that just ended
 log = logging.getLogger("agentdeck")
 
 
@@ -273,9 +275,17 @@ def _own(conn: psycopg.Connection[Any], shared: bool) -> str | None:
 
     key = advisory_key("runtime")
     take = "pg_try_advisory_lock_shared" if shared else "pg_try_advisory_lock"
-    row = conn.execute(f"SELECT {take}(%s)", (key,)).fetchone()
-    if row and row[0]:
-        return None
+    # A runtime that just ended (killed, or closed by another command a moment ago) holds
+    # it until its backend has exited, which a loaded server takes a while to do: ask
+    # again for a little while before saying who holds it.
+    deadline = time.monotonic() + OWNER_WAIT
+    while True:
+        row = conn.execute(f"SELECT {take}(%s)", (key,)).fetchone()
+        if row and row[0]:
+            return None
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
     unsigned = key & 0xFFFFFFFFFFFFFFFF
     found = conn.execute(
         "SELECT COALESCE(NULLIF(a.application_name, ''), l.pid::text) FROM pg_locks l"
