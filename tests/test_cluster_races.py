@@ -273,3 +273,35 @@ async def test_a_request_starting_when_its_worker_leases_the_thread_again_starts
         rows = await a.store.fetchall("SELECT id FROM turns WHERE thread_id = 'z'")
         assert [r[0] for r in rows] == [handle.turn_id]
         assert most[0] == 1  # never two openings of it at once
+
+
+async def test_a_turn_whose_lease_lapsed_goes_on_when_its_worker_leases_the_thread_again(
+    tmp_path, pg_url
+):
+    """A loaded machine lets a lease lapse under a running turn, and the same worker's claim
+    leases the thread again before anyone else: nobody held it between, so the turn goes on
+    under the new token. It was stopped and resumed (its running call then surfaced for
+    review, and an idempotent one ran again: the soak counted one run three times)."""
+    ran, release = [], anyio.Event()
+
+    @tool(name="block")
+    async def block() -> str:
+        """Runs until the test lets it end."""
+        ran.append(1)
+        await release.wait()
+        return "unblocked"
+
+    async with Runtime.open(tmp_path / "a", kind="run", provider=ScriptedModel(block_first),
+                            tools=[block], config=cluster_config(pg_url, "a")) as a:  # fmt: skip
+        handle = await a.submit(msg("block", thread="z"))
+        with anyio.fail_after(10):
+            while not ran:
+                await anyio.sleep(0.02)
+        await a.cluster.db(lambda c: c.execute(
+            "UPDATE thread_leases SET expires_at = 0 WHERE thread_id = 'z'"))  # fmt: skip
+        assert await a.cluster.claim() == ["z"]  # the same worker, before anyone else
+        release.set()
+        with anyio.fail_after(20):
+            outcome = await a.wait_turn(handle.turn_id)
+        assert outcome.status == "done" and ran == [1]
+        assert [c["status"] for c in outcome.calls] == ["succeeded"]

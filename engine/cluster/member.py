@@ -39,7 +39,7 @@ from engine.lifecycle import RequestStatus
 from engine.store import Op
 from engine.store import claimed as reading
 from engine.store.pg import claims as sql
-from engine.store.pg.cluster import ClusterError, Conn, running_turns
+from engine.store.pg.cluster import ClusterError, Conn, Lease, running_turns
 from engine.store.pg.overview import read_view
 from engine.store.pg.store import scrub
 
@@ -168,7 +168,10 @@ class ClusterMember:
         async with self._claim_lock:
             rt, worker, sched = self.rt, self.worker, self.rt.scheduler
             if threads is None:
-                sched.elsewhere = await self._elsewhere()
+                everywhere = await self.db(running_turns)  # less this worker's own:
+                sched.elsewhere = {
+                    g: max(0, n - sched.running_here(g)) for g, n in everywhere.items()
+                }
                 rt.supervisor.pump()  # a slot elsewhere may have freed for what waits here
                 free = sched.max_running_turns - sched.running
                 full = [g for g in sched.groups if self._full(g)]
@@ -190,11 +193,10 @@ class ClusterMember:
                     return []
                 await self._new_block()
                 taken = [lease.thread_id for lease in leases]
-                for lease in leases:
-                    if lease.taken_from is not None:
-                        log.info("worker %s took thread %s over from %s", self.name,
-                                 lease.thread_id, lease.taken_from)  # fmt: skip
-                await self._take(taken)
+                going = self._carry_on(leases)
+                await self._take([t for t in taken if t not in going])
+                for thread_id in going:
+                    await self.refresh(thread_id)
             finally:
                 self._taking.difference_update(wanted)
             return taken
@@ -202,6 +204,21 @@ class ClusterMember:
     def _full(self, group: str) -> bool:
         g, sched = self.rt.scheduler.group(group), self.rt.scheduler
         return g.paused or sched.running_in(group) >= g.max_running_turns
+
+    def _carry_on(self, leases: list[Lease]) -> set[str]:
+        """Threads leased again from this worker's own expired lease (nobody held them
+        between) whose turns run here: they go on under the new token, not stopped and
+        resumed (which reran idempotent calls whenever a loaded machine let a lease lapse)."""
+        going = set()
+        for lease in leases:
+            if lease.taken_from not in (None, self.name):
+                log.info("worker %s took thread %s over from %s", self.name, lease.thread_id,
+                         lease.taken_from)  # fmt: skip
+            for handle in self.rt.live.values() if lease.taken_from == self.name else ():
+                if handle.thread_id == lease.thread_id and handle.token and not handle.lost:
+                    handle.token = lease.token
+                    going.add(lease.thread_id)
+        return going
 
     async def _take(self, threads: list[str]) -> None:
         """Take up the work of freshly leased threads, as the database has it."""
@@ -401,13 +418,6 @@ class ClusterMember:
                 await self.worker.register()
         except psycopg.Error as exc:
             log.warning("worker %s: cannot reach the database: %s", self.name, type(exc).__name__)
-
-    async def _elsewhere(self) -> dict[str, int]:
-        """Running turns per group on the other workers."""
-        assert self.worker is not None
-        everywhere = await self.db(running_turns)
-        here = self.rt.scheduler.running_here
-        return {g: max(0, n - here(g)) for g, n in everywhere.items()}
 
     async def _noticed(self, thread_id: str) -> None:
         """Work for a thread: this worker loads it if it holds the thread, else claims."""
