@@ -140,8 +140,10 @@ class TurnSupervisor:
         return handle
 
     async def conversation(self, thread_id: str) -> Conversation:
-        """A thread's conversation, loaded once per run and kept current in memory."""
-        conv = self._conversations.get(thread_id)
+        """A thread's conversation, loaded once per run and kept current in memory (on a
+        cluster, read afresh for each turn that starts or resumes here: other workers append
+        to it between, and a copy kept across a lost lease was behind)."""
+        conv = self._conversations.get(thread_id) if self.cluster is None else None
         if conv is None:
             bodies = await rows.message_bodies(self.store, thread_id)
             conv = Conversation(thread_id, [ConvMessage.model_validate_json(b) for b in bodies])
