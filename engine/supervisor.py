@@ -128,12 +128,21 @@ class TurnSupervisor:
                 self.spawn(self._start_turn, req, handle)
         return taken
 
+    def _unlive(self, handle: TurnHandle) -> None:
+        """The handle's loop stopped: it no longer stands for its turn here (unless a newer
+        one does already: a turn resumed while a stopped loop of it was still ending)."""
+        if self.live.get(handle.turn_id) is handle:
+            del self.live[handle.turn_id]
+
     def forget(self, thread_id: str) -> None:
         """Another worker may run the thread's turns: its conversation is read again."""
         self._conversations.pop(thread_id, None)
 
     def spawn_resume(self, turn_id: str, thread_id: str = "") -> TurnHandle:
-        """Continue a waiting or interrupted turn (in the task group)."""
+        """Continue a waiting or interrupted turn (in the task group); one whose loop runs
+        here already is not run a second time."""
+        if (running := self.live.get(turn_id)) is not None and not running.lost:
+            return running
         handle = TurnHandle(turn_id, thread_id)
         self.live[turn_id] = handle
         self.spawn(self._resume, handle)
@@ -170,7 +179,7 @@ class TurnSupervisor:
             loop = await self.open_turn(req, strategy, carried=carried)
         except LeaseLost as exc:  # a cluster's: the lease went before the turn was recorded
             self.ctx.log.warning("turn %s does not start here: %s", req.id, exc)
-            self.live.pop(req.id, None)
+            self._unlive(handle)
             assert self.cluster is not None
             self.cluster.unstarted(req)  # its request is still queued, for the next holder
             handle.done.set()
@@ -220,13 +229,13 @@ class TurnSupervisor:
         handle.thread_id = loop.turn.thread_id
         if loop.turn.status is TurnStatus.DONE:
             handle.done.set()
-            self.live.pop(handle.turn_id, None)
+            self._unlive(handle)
             return
         if self.cluster is not None and not await self.cluster.admit(
             loop.turn.id, loop.turn.thread_id, loop.turn.group, resumed=True
         ):  # the lease went meanwhile: its new holder resumes it
             handle.lost = True
-            self.live.pop(handle.turn_id, None)
+            self._unlive(handle)
             self.cluster.settled(loop.turn, lost=True)
             handle.done.set()
             return
@@ -274,8 +283,9 @@ class TurnSupervisor:
             self.ctx.log.warning("turn %s stops here: %s", handle.turn_id, exc)
             handle.lost = True
         finally:
-            self.loops.pop(handle.turn_id, None)
-            self.live.pop(handle.turn_id, None)
+            if self.loops.get(handle.turn_id) is loop:
+                del self.loops[handle.turn_id]
+            self._unlive(handle)
             self._settle(loop.turn, lost=handle.lost)
             handle.done.set()
 

@@ -67,11 +67,12 @@ async def test_a_channel_message_read_back_says_its_sender_and_channel(
         await pilot.pause()
         assert labels(main)[0] == ("user", "ann via tg")
         assert all(via == "" for _, via in labels(main)[1:])
-        assert "ann via tg › hi from the chat" in shown(main.query_one(ChatLog))
+        log = main.query_one(ChatLog)  # (drawn a moment after the switch, under load)
+        await until(pilot, lambda: "ann via tg › hi from the chat" in shown(log), "drawn")
         await main.switch_thread("chat:main")  # the console's own message says "you"
         await pilot.pause()
         assert labels(main)[0] == ("user", "")
-        assert "you › and from here" in shown(main.query_one(ChatLog))
+        await until(pilot, lambda: "you › and from here" in shown(log), "drawn")
         await app.shutdown()
 
 
