@@ -305,3 +305,23 @@ async def test_a_turn_whose_lease_lapsed_goes_on_when_its_worker_leases_the_thre
             outcome = await a.wait_turn(handle.turn_id)
         assert outcome.status == "done" and ran == [1]
         assert [c["status"] for c in outcome.calls] == ["succeeded"]
+
+
+async def test_a_turn_resumed_while_a_stopped_loop_of_it_ends_is_not_resumed_twice(
+    tmp_path, pg_url
+):
+    """A loop stopped on a lost lease ends after the turn was resumed beside it: it must
+    take only its own handle off the live turns. It took the resumed one's, so the next
+    read of the thread resumed the turn a second time beside the first (the soak: a
+    duplicate message seq, an idempotent call run three times on one worker)."""
+    from engine.supervisor import TurnHandle
+
+    async with Runtime.open(tmp_path / "a", kind="run", provider=ScriptedModel(block_first),
+                            config=cluster_config(pg_url, "a")) as a:  # fmt: skip
+        sv = a.supervisor
+        stopped, resumed = TurnHandle("t_x", "z", lost=True), TurnHandle("t_x", "z")
+        a.live["t_x"] = resumed  # the newer loop stands for the turn now
+        sv._unlive(stopped)  # the stopped one ends
+        assert a.live["t_x"] is resumed
+        assert sv.spawn_resume("t_x", "z") is resumed  # and it is not resumed again
+        a.live.pop("t_x")
