@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import anyio
 
@@ -21,15 +21,12 @@ from engine.store import StoreError
 from engine.store.select import open_store, store_url
 from engine.tools import Tool, ToolRegistry
 
-if TYPE_CHECKING:
-    from engine.runtime import Runtime
-
 INDEX_EVERY = 1.0  # seconds between two full-text batches (History.search lags this much)
 
 
 @asynccontextmanager
 async def serving(
-    cls: type[Runtime],
+    cls: Any,  # engine.runtime.Runtime (which imports this module: not named here)
     room: Room | str | Path | None,
     *,
     kind: str,
@@ -41,7 +38,7 @@ async def serving(
     sleep: Callable[[float], Awaitable[Any]],
     ids: Callable[[str], str] | None,
     resume: Literal["all", "none"],
-) -> AsyncIterator[Runtime]:
+) -> AsyncIterator[Any]:
     """`Runtime.open`'s body."""
     room = room if isinstance(room, Room) else Room.at(room)
     room.create()

@@ -20,9 +20,10 @@ from typing import Any
 import anyio
 
 from engine.api.sockets import answers
-from engine.cli import workers
 from engine.cli.common import EXIT_BUSY, EXIT_OK, EXIT_OTHER, EXIT_WAITING
 from engine.cli.outlet import Outlet, OutletHandler
+from engine.cli.workers import as_json
+from engine.cli.workers import lines as cluster_lines
 from engine.events import CallChanged, DeliveryChanged, Event, TurnChanged, TurnStarted
 from engine.room import Room, owner_of
 
@@ -220,7 +221,7 @@ async def status(room: Room, args: argparse.Namespace) -> int:
             "running": running, "waiting": waiting, "queued": queued,
             "pending": len(waiting_calls),
             "paused": [g.name for g in stats.groups if g.paused],
-            **({"cluster": workers.as_json(cluster)} if cluster is not None else {}),
+            **({"cluster": as_json(cluster)} if cluster is not None else {}),
         }))  # fmt: skip
         return EXIT_OK
     print(f"room {room.path}: owned by {describe(owner)}")
@@ -234,7 +235,7 @@ async def status(room: Room, args: argparse.Namespace) -> int:
     if held:
         print(f"held: {'; '.join(held)}: their requests wait until that changes")
     if cluster is not None:
-        print("\n".join(workers.lines(cluster)))
+        print("\n".join(cluster_lines(cluster)))
     return EXIT_OK
 
 

@@ -7,17 +7,17 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from engine.cluster.host import Host
 from engine.lifecycle import TurnStatus
 from engine.outcome import TurnOutcome
 from engine.store.pg import claims as sql
 from engine.store.schedule import coalesced_into
 
 if TYPE_CHECKING:
-    from engine.cluster.member import ClusterMember
-    from engine.runtime import Runtime
+    from engine.cluster.host import Member
 
 
-async def follow(rt: Runtime, turn_id: str) -> str:
+async def follow(rt: Host, turn_id: str) -> str:
     """The turn a request's answer comes from: its own, or the request's it went into."""
     req = rt.request(turn_id)
     if req is not None:
@@ -25,7 +25,7 @@ async def follow(rt: Runtime, turn_id: str) -> str:
     return await coalesced_into(rt.store, turn_id) or turn_id
 
 
-async def cancel_turn(member: ClusterMember, turn_id: str, reason: str) -> bool:
+async def cancel_turn(member: Member, turn_id: str, reason: str) -> bool:
     """Cancel a turn run by any worker: a waiting or interrupted one is leased and ended
     here; a running one is cancelled by the worker running it (told by a notice: not a
     record, so a turn whose worker dies before it reads it goes on where it is recovered)."""
@@ -39,14 +39,14 @@ async def cancel_turn(member: ClusterMember, turn_id: str, reason: str) -> bool:
     return True
 
 
-def cancel_here(rt: Runtime, payload: str) -> None:
+def cancel_here(rt: Host, payload: str) -> None:
     """A cancel notice: the worker running the turn cancels it (the others ignore it)."""
     turn_id, _, reason = payload.partition("\n")
     if turn_id in rt.live:
         rt.supervisor.spawn(rt.supervisor.cancel_turn, turn_id, reason)
 
 
-async def wait_turn(rt: Runtime, turn_id: str) -> TurnOutcome:
+async def wait_turn(rt: Host, turn_id: str) -> TurnOutcome:
     """Until the turn (run by any worker) is waiting (with no decision about to apply) or
     done; its outcome, as the database has it."""
     pause = 0.02

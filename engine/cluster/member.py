@@ -31,6 +31,7 @@ import psycopg
 
 from engine.cluster import tasks
 from engine.cluster.anywhere import cancel_here
+from engine.cluster.host import Host
 from engine.cluster.listen import Listener
 from engine.cluster.singleton import SingletonLock, run_as_singleton
 from engine.cluster.worker import ClusterWorker
@@ -45,7 +46,6 @@ from engine.store.pg.store import scrub
 
 if TYPE_CHECKING:
     from engine.cluster_view import ClusterView
-    from engine.runtime import Runtime
     from engine.scheduler import Request
     from engine.turn.state import TurnState
 
@@ -57,7 +57,7 @@ UNLIMITED = 1 << 30  # a resumed turn is counted, never refused
 class ClusterMember:
     """The cluster side of one runtime (its worker row, leases, notices, claims)."""
 
-    def __init__(self, rt: Runtime, url: str, config: ClusterConfig) -> None:
+    def __init__(self, rt: Host, url: str, config: ClusterConfig) -> None:
         self.rt, self.url, self.config = rt, url, config
         self.name = config.worker or f"{socket.gethostname()[:40]}-{os.getpid()}"
         self.lease = config.lease_seconds

@@ -29,17 +29,15 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import psycopg
 from pydantic import ValidationError
 
+from engine.cluster.host import Host
 from engine.events import Event, MessageAppended, parse_event
 from engine.store.pg import tail
-
-if TYPE_CHECKING:
-    from engine.runtime import Runtime
 
 log = logging.getLogger("agentdeck")
 EVERY = 0.25  # seconds between two polls (a full page: the next one at once)
@@ -184,7 +182,7 @@ class Relay:
                 await conn.close()
 
 
-async def relay_events(rt: Runtime, url: str, *,
+async def relay_events(rt: Host, url: str, *,
                        task_status: anyio.abc.TaskStatus[Relay] = anyio.TASK_STATUS_IGNORED,
                        ) -> None:  # fmt: skip
     """Relay the cluster's events to `rt`'s bus, until cancelled (`tg.start` returns once

@@ -14,12 +14,12 @@ from engine.store.pg.cluster import ClusterError
 from engine.store.pg.store import scrub
 
 if TYPE_CHECKING:
-    from engine.cluster.member import ClusterMember
+    from engine.cluster.host import Member
 
 log = logging.getLogger("agentdeck")
 
 
-async def run(member: ClusterMember) -> None:
+async def run(member: Member) -> None:
     """The heartbeat, the listener and the claims, until cancelled."""
     assert member.listener is not None
     async with anyio.create_task_group() as tg:
@@ -28,7 +28,7 @@ async def run(member: ClusterMember) -> None:
         tg.start_soon(claim_forever, member)
 
 
-async def beat_forever(member: ClusterMember) -> None:
+async def beat_forever(member: Member) -> None:
     """Every third of a lease, renew the leases. A worker that could not for a whole lease
     takes them all for lost (their turns stop) and reconnects."""
     assert member.worker is not None
@@ -45,7 +45,7 @@ async def beat_forever(member: ClusterMember) -> None:
             await member.reconnect()
 
 
-async def claim_forever(member: ClusterMember) -> None:
+async def claim_forever(member: Member) -> None:
     """Claim on a tick (a third of a lease, at most a second: a dead worker's threads are
     taken soon after their leases expire), and at once when a notice asks."""
     tick = min(1.0, member.lease / 3)
