@@ -187,3 +187,26 @@ async def test_a_dead_workers_turns_free_their_slots_at_lease_expiry(pg_url: str
             await b.try_admit("chat", 5, turn_id="ub2", thread_id="tb", now=T0 + LEASE)
         with pytest.raises(Fenced, match="not leased"):
             await c.try_admit("chat", 5, turn_id="x", thread_id="ta", now=T0 + LEASE)
+
+
+async def test_a_loop_lock_taken_is_told_naming_its_worker(pg_url: str) -> None:
+    """The notice goes to every worker's console (the relay carries it): it names the
+    worker that took the loops (it said "this worker", read on another worker's console)."""
+    from engine.cluster.singleton import run_as_singleton
+
+    said: list[str] = []
+    ran = anyio.Event()
+
+    async def body() -> None:
+        ran.set()
+        await anyio.sleep_forever()
+
+    lock = SingletonLock(pg_url, "loops", application_name="agentdeck:w7")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: run_as_singleton(lock, body, every=0.1,
+                                               said=lambda _l, text: said.append(text),
+                                               who="worker w7"))  # fmt: skip
+        with anyio.fail_after(10):
+            await ran.wait()
+        tg.cancel_scope.cancel()
+    assert said == ["worker w7 now runs the cluster's loops"]

@@ -117,9 +117,9 @@ class ClusterMember:
         the cluster at a time: the one holding the advisory lock `name`; it moves to
         another worker within a third of a lease when its holder's session ends."""
         lock = SingletonLock(self.url, name, application_name=f"agentdeck-{name} {self.name}"[:63])
-        self.rt.supervisor.spawn(
-            partial(run_as_singleton, lock, body, every=self.lease / 3, said=self.rt.notice)
-        )
+        run = partial(run_as_singleton, lock, body, every=self.lease / 3, said=self.rt.notice,
+                      who=f"worker {self.name}")  # fmt: skip
+        self.rt.supervisor.spawn(run)
 
     # -- what turns and writes get ----------------------------------------------------------
 

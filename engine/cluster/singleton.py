@@ -98,6 +98,7 @@ async def run_as_singleton(
     *,
     every: float,
     said: Callable[[str, str], None] = lambda _level, _text: None,
+    who: str = "this worker",
 ) -> None:
     """Run `body` while this worker holds `lock`, and only then: try for the lock every
     `every` seconds; once won, check it is still held as often, and cancel `body` the
@@ -105,7 +106,7 @@ async def run_as_singleton(
     try:
         while True:
             if await lock.try_acquire():
-                said("info", f"this worker now runs the cluster's {lock.name}")
+                said("info", f"{who} now runs the cluster's {lock.name}")
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(body)
                     while True:  # noqa: ASYNC110 - the server is asked, nothing to wait on
@@ -113,10 +114,7 @@ async def run_as_singleton(
                         if not await lock.still_held():
                             break
                     tg.cancel_scope.cancel()
-                said(
-                    "warning",
-                    f"this worker lost the lock of the cluster's {lock.name}: they stop here",
-                )
+                said("warning", f"{who} lost the lock of the cluster's {lock.name}: they stop")
             await anyio.sleep(every)
     finally:
         with anyio.CancelScope(shield=True):
