@@ -94,7 +94,9 @@ async def test_run_again_asks_naming_the_risk_and_no_is_the_default(crashed: Pat
         await pilot.press("enter")  # the default: nothing runs
         await until(pilot, lambda: app.screen is screen, "back on the review")
         assert (crashed / "workspace" / "NOTES.md").read_text() != TEXT  # nothing ran
-        await until(pilot, lambda: the_call(app).status == CallStatus.SUSPENDED, "still waits")
+        await until(
+            pilot, lambda: the_call(app).status == CallStatus.SUSPENDED, "still waits", tries=1500
+        )  # (the recovery's events reach the panes late under load)
         await pilot.press("r")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirmation")
         await pilot.press("y")
