@@ -36,11 +36,8 @@ def block_first(request) -> Reply:  # noqa: ANN001
     return Reply(calls=[("block", {})]) if msgs[-1].text == "block" else Reply(text="hi")
 
 
-async def test_a_stale_read_of_a_thread_does_not_start_its_request_twice(tmp_path, pg_url):
-    """A notice makes the worker holding a thread read its queued requests; a request it
-    admitted after that read began is read as queued. It must not go in line again: its
-    turn would be opened twice (the second open fails on the turn's key, and the worker
-    stopped with it)."""
+def gated() -> tuple[anyio.Event, Tool]:
+    """A `block` tool that runs until the test sets the event it returns with it."""
     gate = anyio.Event()
 
     @tool(name="block")
@@ -48,6 +45,16 @@ async def test_a_stale_read_of_a_thread_does_not_start_its_request_twice(tmp_pat
         """Wait for the test."""
         await gate.wait()
         return "unblocked"
+
+    return gate, block
+
+
+async def test_a_stale_read_of_a_thread_does_not_start_its_request_twice(tmp_path, pg_url):
+    """A notice makes the worker holding a thread read its queued requests; a request it
+    admitted after that read began is read as queued. It must not go in line again: its
+    turn would be opened twice (the second open fails on the turn's key, and the worker
+    stopped with it)."""
+    gate, block = gated()
 
     async with two(tmp_path, pg_url, [block]) as (a, b):
         async with b.cluster._claim_lock:  # a, not b's claim loop, takes the thread
@@ -74,13 +81,7 @@ async def test_a_request_queued_for_another_worker_is_not_said_queued_here(tmp_p
     """A request offered to a worker that does not hold its thread is in line at the
     worker that does: asking why it waits (what the API's submit and outcome do) must not
     fail, and once it ran there it is not said to wait here."""
-    gate = anyio.Event()
-
-    @tool(name="block")
-    async def block() -> str:
-        """Wait for the test."""
-        await gate.wait()
-        return "unblocked"
+    gate, block = gated()
 
     async with two(tmp_path, pg_url, [block]) as (a, b):
         async with b.cluster._claim_lock:  # a, not b's claim loop, takes the thread
@@ -174,13 +175,7 @@ async def test_a_late_release_keeps_the_lease_of_a_thread_whose_turn_started(tmp
     in between. The lease must stay: given back, the turn's thread went to the next claim
     (this worker's or another's) with the turn's request still read as queued, and its
     turn was opened twice."""
-    gate = anyio.Event()
-
-    @tool(name="block")
-    async def block() -> str:
-        """Wait for the test."""
-        await gate.wait()
-        return "unblocked"
+    gate, block = gated()
 
     async with two(tmp_path, pg_url, [block]) as (a, b), b.cluster._claim_lock:  # a claims
         handle = await a.submit(msg("block", thread="x"))

@@ -91,6 +91,7 @@ class ClusterMember:
         rt.ctx.next_step_id = self.next_step_id
         rt.ctx.fence = self.fence
         rt.ctx.announce = self.announce
+        rt.ctx.shared = True
         rt.supervisor.cluster = self
 
     async def stop(self) -> None:

@@ -64,6 +64,7 @@ class TurnContext:
     # cluster when a request or a decision for a thread commits. Alone: none.
     fence: Callable[[str, str], list[Op]] = lambda _thread, _turn: []
     announce: Callable[[str], list[Op]] = lambda _thread: []
+    shared: bool = False  # other runtimes write this store too (a cluster's workers)
 
     def __post_init__(self) -> None:
         self._at = {  # the plugins listening at each phase, in order

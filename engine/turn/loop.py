@@ -127,7 +127,8 @@ class TurnLoop(Replay):
             call.events.clear()
             if call.status.terminal:  # a decision that arrived while it ran never applies
                 self._duplicates(call, self.ctx.decisions.ended(call), already(call), now)
-                self.ops.append(recorded.left_queued(call.id, already(call)))  # (any worker's)
+                if self.ctx.shared:  # decisions another worker queued for it, never loaded here
+                    self.ops.append(recorded.left_queued(call.id, already(call)))
         if (row := self.turn.row_update(now)) is not None:
             self.ops.append(row)
         ops, events, self.ops, self.events = self.ops, self.events, [], []
