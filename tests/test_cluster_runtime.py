@@ -313,10 +313,10 @@ async def test_a_decision_another_worker_queued_ends_duplicate_when_its_call_end
 
 
 async def test_a_request_queued_in_the_cluster_reads_queued_through_any_worker(tmp_path, pg_url):
-    """A request no worker has started (its group paused everywhere) reads `queued`, with
-    why, through the worker it was offered to (it read `running`) and through another
-    (it was not found)."""
-    from engine.api.local import ELSEWHERE, LocalClient
+    """A request no worker has started (its group paused everywhere) reads `queued` through
+    the worker it was offered to (it read `running`) and through another (it was not
+    found); why, only where a worker knows (the one that leased its thread)."""
+    from engine.api.local import LocalClient
 
     async with workers(tmp_path, pg_url, 2) as (a, b):
         for rt in (a, b):
@@ -325,4 +325,6 @@ async def test_a_request_queued_in_the_cluster_reads_queued_through_any_worker(t
         for rt in (b, a):  # (the worker that leased its thread says why it waits there)
             outcome = await LocalClient(rt).outcome(handle.turn_id)
             assert (outcome.status, outcome.thread_id) == ("queued", "q")
-            assert outcome.reason in (ELSEWHERE, "group chat paused")
+            # no reason known here (`agentdeck invoke` printed one for every turn offered
+            # through a worker that did not hold its thread, a moment before it started)
+            assert outcome.reason in (None, "group chat paused")

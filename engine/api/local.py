@@ -43,7 +43,6 @@ from engine.store.schedule import stored_request
 from engine.strategies import UnknownStrategy
 
 MAX_WAIT = 60.0  # seconds one `outcome(wait=...)` may wait
-ELSEWHERE = "queued for the cluster: the worker that takes its thread starts it"
 
 
 class LocalClient:
@@ -108,7 +107,7 @@ class LocalClient:
             if req is None and rt.cluster is not None:  # offered through another worker
                 req = await stored_request(rt.store, turn_id)
             if req is not None and rt.cluster is not None and req.status == "queued":
-                return queued_outcome(turn_id, rt, ELSEWHERE, "queued", req)
+                return queued_outcome(turn_id, rt, None, "queued", req)  # no reason known here
             if req is not None:  # admitted, its turn not yet recorded
                 return queued_outcome(turn_id, rt, None, "running")
             raise NotFound(f"no turn {turn_id} in {rt.room.db}") from None
