@@ -49,7 +49,11 @@ async def test_a_call_another_worker_runs_is_decided_from_this_console(
                 await pilot.press("a")
                 await until(pilot, lambda: main.state.turns[handle.turn_id].status
                             == TurnStatus.DONE, "the turn is done", tries=1500)  # fmt: skip
-                assert main.state.pending == {} and call.call_id not in queue.rows
+                await until(
+                    pilot,
+                    lambda: not main.state.pending and call.call_id not in queue.rows,
+                    "the queue redrawn without it",
+                )  # (a frame later)
             ran = await rt.store.fetchall(
                 "SELECT DISTINCT run_id FROM steps WHERE turn_id = ?", (handle.turn_id,))  # fmt: skip
             assert [r[0] for r in ran] == [far.run_id], "w1 ran every step, the resumed too"
