@@ -61,7 +61,7 @@ def attached(out: Path) -> None:
 
             async def ready(pilot) -> None:  # type: ignore[no-untyped-def]
                 main = pilot.app.main
-                await until(pilot, lambda: len(main.state.pending) == 2, "two wait", 3000)
+                await until(pilot, lambda: len(main.state.pending) == 2, "two wait")
                 await pilot.press("escape", "d")
                 await pilot.pause(0.3)
                 await steady(pilot)
@@ -115,7 +115,7 @@ def cluster(out: Path) -> None:
                 await rt.submit(message(thread, f"{SLOW} here"))
             screen = await open_scheduler(pilot)
             await until(pilot, lambda: "deck-2" in str(screen.query_one("#sched-threads").rows)
-                        or True, "listed", 100)  # fmt: skip
+                        or True, "listed")  # fmt: skip
             await pilot.pause(1.5)
             await steady(pilot)
 

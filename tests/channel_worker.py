@@ -46,6 +46,7 @@ from engine.events import Event, MessageAppended, TurnChanged
 from engine.loops.start import start_loops
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime
+from tests.wait import until
 
 KILL_ENV = "AGENTDECK_CHANNEL_KILL"
 KILL_POINTS = ("admitted", "answered", "done", "sending", "sent")
@@ -102,9 +103,7 @@ async def main(room: str, out: Callable[[str], None], once: bool = False) -> Non
     ) as rt:  # fmt: skip
         start_loops(rt)  # its tasks run at the next await: arming now comes first
         arm(rt, plan)
-        with anyio.fail_after(20):
-            while rt.channels.hook_address is None:
-                await anyio.sleep(0.005)
+        await until(lambda: rt.channels.hook_address, "the hook listener serves", every=0.005)
         out(f"ready {rt.channels.hook_address}")
         if once:
             return

@@ -73,7 +73,7 @@ def make_tools() -> list[Tool]:
     def approve_op(n: int, ctx: ToolContext) -> str:
         """A side effect an operator must approve (sync: runs in a worker thread)."""
         record(ctx)
-        time.sleep(3600.0 if n < 0 else _rng.uniform(0.0, 0.006))  # a kill may land here
+        time.sleep(3600.0 if n < 0 else _rng.uniform(0.0, 0.006))  # load: a kill may land here
         return f"approved op {n} done"
 
     @tool(name=IDEMPOTENT_TOOL, idempotent=True)
@@ -81,14 +81,14 @@ def make_tools() -> list[Tool]:
         """A side effect that may safely run again."""
         hang = n < 0 and not ran_before(ctx)
         record(ctx)
-        await anyio.sleep(3600.0 if hang else _rng.uniform(0.0, 0.004))
+        await anyio.sleep(3600.0 if hang else _rng.uniform(0.0, 0.004))  # load: hangs till killed
         return f"idempotent op {n} done"
 
     @tool(name=PLAIN_TOOL)
     async def plain_op(n: int, ctx: ToolContext) -> str:
         """A side effect that must never run twice."""
         record(ctx)
-        await anyio.sleep(3600.0 if n < 0 else _rng.uniform(0.0, 0.005))
+        await anyio.sleep(3600.0 if n < 0 else _rng.uniform(0.0, 0.005))  # load: hangs till killed
         return f"plain op {n} done"
 
     return [approve_op, idem_op, plain_op]

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from tests.tiers import _processes_are_tiered, mark
+
 if TYPE_CHECKING:
     from engine.config import StoreConfig
     from engine.store.sqlite import Store
@@ -63,9 +65,12 @@ def pg_url(pg_cluster) -> str:  # noqa: ANN001
     return pg_cluster.database()
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "one_store(reason): with `store_backend`, the test runs on"
-                            " SQLite alone (the reason: SQLite's own, or no store)")  # fmt: skip
+__all__ = ["_processes_are_tiered"]  # autouse: a test that starts Python is in `process`
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Each test's tier markers (tests/tiers.py)."""
+    mark(items)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

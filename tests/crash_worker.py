@@ -65,15 +65,15 @@ def make_tools(*, hang: bool = False) -> list[Tool]:
     def approve_op(n: int, ctx: ToolContext) -> str:
         """A side effect an operator must approve (sync: runs in a worker thread)."""
         record(ctx)
-        time.sleep(3600.0 if hang else _rng.uniform(0.0, 0.006))  # a kill may land here
+        time.sleep(3600.0 if hang else _rng.uniform(0.0, 0.006))  # load: a kill may land here
         return f"approved op {n} done"
 
     @tool(name=IDEMPOTENT_TOOL, idempotent=True)
     async def idem_op(n: int, ctx: ToolContext) -> str:
         """A side effect that may safely run again."""
-        await anyio.sleep(_rng.uniform(0.0, 0.004))
+        await anyio.sleep(_rng.uniform(0.0, 0.004))  # load: a kill may land before the run
         record(ctx)
-        await anyio.sleep(_rng.uniform(0.0, 0.004))
+        await anyio.sleep(_rng.uniform(0.0, 0.004))  # load: ... or after it
         return f"idempotent op {n} done"
 
     @tool(name=PLAIN_TOOL)
@@ -81,7 +81,7 @@ def make_tools(*, hang: bool = False) -> list[Tool]:
         """A side effect that must never run twice."""
         record(ctx)
         if _rng.random() < 0.5:
-            await anyio.sleep(_rng.uniform(0.0, 0.005))
+            await anyio.sleep(_rng.uniform(0.0, 0.005))  # load: a kill may land here
         return f"plain op {n} done"
 
     return [approve_op, idem_op, plain_op]
@@ -129,12 +129,12 @@ async def _chatter(rt: Runtime, thread_id: str, seed: int) -> None:
             out = await rt.wait_turn(handle.turn_id)
             if out.status == "done":
                 acked(rt.room.path, f"done {handle.turn_id}")
-        await anyio.sleep(_rng.uniform(0.0, 0.01))
+        await anyio.sleep(_rng.uniform(0.0, 0.01))  # load: the chatter's pace, random
 
 
 async def _decider(rt: Runtime) -> None:
     while True:
-        await anyio.sleep(_rng.uniform(0.001, 0.02))
+        await anyio.sleep(_rng.uniform(0.001, 0.02))  # load: the decider's pace, random
         for p in await rt.pending():
             roll = _rng.random()
             if roll < 0.45:

@@ -27,6 +27,7 @@ failure (and `--dir`, when given) is kept for inspection.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import shutil
@@ -60,6 +61,7 @@ from tests.soak_workload import (
     decide,
     reviewed,
 )
+from tests.wait import PATIENCE, NeverHappened, until
 
 CONFIG = """\
 [store]
@@ -71,8 +73,9 @@ offline_delay = 0.002
 [pulse]
 interval = 0.05
 """
-START_WAIT = 30.0  # seconds a runtime may take to say it serves
-SETTLE_WAIT = 90.0  # seconds a settling may take before what is left open is a failure
+START_WAIT = PATIENCE  # seconds a runtime may take to say it serves
+SETTLE_WAIT = 1.5 * PATIENCE  # seconds a settling may take before what is left open fails
+STOP_WAIT = PATIENCE  # seconds a runtime may take to stop on SIGTERM
 STARTUP_KILLS = 1 / 7  # the share of kills aimed at a runtime still starting
 
 
@@ -111,7 +114,7 @@ class Soak:
                 last = n + 1 == self.opts.kills
                 every = (self.opts.settle_every, self.opts.room_every)
                 if last or any((n + 1) % k == 0 for k in every):  # a room ends settled
-                    await self._settle(f"settling after kill {n + 1}")
+                    await self._drain(f"settling after kill {n + 1}")
                 if not last and (n + 1) % self.opts.report_every == 0:
                     self.say(f"soak: {self.tally.summary()}")
         finally:
@@ -160,7 +163,7 @@ class Soak:
                 at = time.monotonic() + self.rng.uniform(0.0, 1.2)
                 ready = await self._ready(proc, offset, max(0.0, at - time.monotonic()))
                 self.tally.startup_kills += not ready
-                await anyio.sleep(max(0.0, at - time.monotonic()))  # ready: recovery goes on
+                await anyio.sleep(max(0.0, at - time.monotonic()))  # load: the kill's moment
                 if proc.poll() is not None:
                     self._log_failure(where, offset, f"exited by itself ({proc.poll()})")
                 os.kill(proc.pid, signal.SIGKILL)
@@ -173,7 +176,7 @@ class Soak:
                                 tag, self.tasks, self.errors)  # fmt: skip
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(work.run, client)
-                    await anyio.sleep(self.rng.uniform(0.1, 1.0))
+                    await anyio.sleep(self.rng.uniform(0.1, 1.0))  # load: the kill's moment
                     os.kill(proc.pid, signal.SIGKILL)  # before anything else runs
                     tg.cancel_scope.cancel()
         finally:
@@ -191,14 +194,14 @@ class Soak:
                                   if c.tool == "shell" and c.status == "running"}  # fmt: skip
             self._check(crashed, where)
         if self.cli.running:  # they may carry their decision through as one-offs
-            await self.cli.collect(wait=60.0)
+            await self.cli.collect(wait=PATIENCE)
             if self.db.exists():
                 self._check(snapshot(self.db), f"{where}, once agentdeck decide ended")
         self._tracebacks(where, offset)
 
-    async def _settle(self, where: str) -> None:
+    async def _drain(self, where: str) -> None:
         """Decide everything, let every turn and task end, stop cleanly, check it all."""
-        await self.cli.collect(wait=60.0)
+        await self.cli.collect(wait=PATIENCE)
         proc, offset = self._start(where)
         try:
             if not await self._ready(proc, offset, START_WAIT):
@@ -206,12 +209,15 @@ class Soak:
                 return
             rng = random.Random(self.rng.random())
             async with RemoteClient(Room.at(self.room)) as client:
-                deadline = time.monotonic() + SETTLE_WAIT
-                while not self._settled(snapshot(self.db, integrity=False)) and (
-                    time.monotonic() < deadline
-                ):
+
+                def open_now() -> dict[str, list[str]]:
+                    return self._left_open(snapshot(self.db, integrity=False))
+
+                async def left_open() -> dict[str, int]:
+                    """What is still open, counted; deciding what waits, if anything is."""
+                    left = open_now()
                     try:
-                        for p in await client.pending():
+                        for p in await client.pending() if left else []:
                             decision = (reviewed(p) if p.reason == REVIEW_REASON else
                                         Decision.approve(p.call_id, seen=p.args, decided_by="soak")
                                         if rng.random() < 0.8 else
@@ -219,11 +225,18 @@ class Soak:
                             await decide(client, self.acks, decision)
                     except ApiError as exc:
                         self.errors[f"settling: {type(exc).__name__}: {exc}"[:200]] += 1
-                    await anyio.sleep(0.05)
+                    return {what: len(found) for what, found in left.items()}
+
+                try:
+                    await until(left_open, "every call decided, every turn and task done",
+                                ok=lambda left: not left, within=SETTLE_WAIT, every=0.05,
+                                seen=open_now)  # fmt: skip
+                except NeverHappened as exc:  # counted; what is left open is checked below
+                    self.tally.fail("recovery failures", f"{where}: settling", str(exc)[:1000])
             proc.send_signal(signal.SIGTERM)
-            with anyio.move_on_after(60.0):
-                while proc.poll() is None:
-                    await anyio.sleep(0.02)
+            with contextlib.suppress(NeverHappened):  # said below
+                await until(proc.poll, "the runtime stops on SIGTERM",
+                            ok=lambda code: code is not None, within=STOP_WAIT)  # fmt: skip
             if proc.poll() != 0:
                 self._log_failure(where, offset, f"did not stop on SIGTERM (exit {proc.poll()})")
         finally:
@@ -236,16 +249,19 @@ class Soak:
         for name in self.tasks:  # run and checked: the pulse loop need not scan them again
             (self.room / "tasks" / f"{name}.md").unlink(missing_ok=True)
 
-    def _settled(self, snap: Snapshot) -> bool:
-        if any(status != "done" for _, status, _ in snap.turns.values()):
-            return False
-        if any(status == "queued" for _, status in snap.requests.values()):
-            return False
-        if any(c.status in ("new", "running", "suspended", "resuming")
-               for c in snap.calls.values()):  # fmt: skip
-            return False
+    def _left_open(self, snap: Snapshot) -> dict[str, list[str]]:
+        """What keeps the room from being settled, by kind (nothing: settled)."""
         done = {thread for thread, status, _ in snap.turns.values() if status == "done"}
-        return all(f"task:{name}" in done for name in self.tasks)
+        left = {
+            "turns not done": [f"{t} {status}" for t, (_, status, _) in snap.turns.items()
+                               if status != "done"],
+            "requests queued": [r for r, (_, status) in snap.requests.items()
+                                if status == "queued"],
+            "calls open": [f"{c} {call.tool} {call.status}" for c, call in snap.calls.items()
+                           if call.status in ("new", "running", "suspended", "resuming")],
+            "tasks not done": [name for name in self.tasks if f"task:{name}" not in done],
+        }  # fmt: skip
+        return {what: found for what, found in left.items() if found}
 
     def _check(self, snap: Snapshot, where: str) -> None:
         self.tally.check(snap, self.acks.read(), self._ran(), where)
@@ -275,12 +291,19 @@ class Soak:
 
     async def _ready(self, proc: subprocess.Popen[bytes], offset: int, wait: float) -> bool:
         """Whether the runtime said it serves within `wait` seconds."""
-        with anyio.move_on_after(wait):
-            while proc.poll() is None:
-                if b"\nagentdeck run r_" in b"\n" + self._output(offset):
-                    return True
-                await anyio.sleep(0.02)
-        return False
+
+        def state() -> str:
+            if proc.poll() is not None:
+                return "exited"
+            return "serving" if b"\nagentdeck run r_" in b"\n" + self._output(offset) else (
+                "starting")  # fmt: skip
+
+        try:
+            said = await until(state, "the runtime says it serves", within=wait,
+                               ok=lambda said: said != "starting")  # fmt: skip
+        except NeverHappened:  # (a kill aimed at a runtime still starting waits so)
+            return False
+        return said == "serving"
 
     def _output(self, offset: int) -> bytes:
         with self.log_path.open("rb") as f:

@@ -81,7 +81,7 @@ def decision(p: PendingCall, rng: random.Random) -> Decision:
 
 async def decider(cl: Cluster, rng: random.Random) -> None:
     while True:
-        await anyio.sleep(rng.uniform(0.01, 0.1))
+        await anyio.sleep(rng.uniform(0.01, 0.1))  # load: the decider's pace, random
         try:
             lister = cl.any(rng)
             for p in await lister.client.pending():
@@ -115,7 +115,7 @@ async def soak(url: str, folder: Path, workers: int, kills: int, seed: int,
                 for k in range(THREADS):
                     tg.start_soon(chatter, cl, random.Random(rng.random()), f"s{k}", 10**6)
                 for _ in range(min(settle_every, kills - tally.kills)):
-                    await anyio.sleep(rng.uniform(0.2, 2 * LEASE))
+                    await anyio.sleep(rng.uniform(0.2, 2 * LEASE))  # load: the next kill's moment
                     for name, w in sorted(cl.workers.items()):  # one that died by itself
                         if w.proc.poll() is not None:
                             tail = cl.stderr(name).strip().splitlines()[-2:]
@@ -133,7 +133,7 @@ async def soak(url: str, folder: Path, workers: int, kills: int, seed: int,
                         cl.check(where)
                     except AssertionError as exc:
                         tally.fail(str(exc)[:500], say)
-                    await anyio.sleep(rng.uniform(0.0, LEASE))
+                    await anyio.sleep(rng.uniform(0.0, LEASE))  # load: how long it stays dead
                     cl.start(victim)
                 tg.cancel_scope.cancel()
             tally.settlings += 1
@@ -141,7 +141,7 @@ async def soak(url: str, folder: Path, workers: int, kills: int, seed: int,
             try:
                 await settle(cl, rng)
                 check_settled(cl, where)
-            except (AssertionError, BaseException) as exc:  # pytest.fail's Failed, too
+            except (AssertionError, BaseException) as exc:  # the settling's NeverHappened, too
                 if isinstance(exc, KeyboardInterrupt | anyio.get_cancelled_exc_class()):
                     raise
                 tally.fail(f"{str(exc)[:500]} {where}", say)

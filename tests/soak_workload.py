@@ -16,6 +16,7 @@ it: the checks compare that log with execution.db after every kill.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -34,6 +35,7 @@ from engine.api.models import SubmitBody
 from engine.api.remote import RemoteClient
 from engine.decisions import Decision, PendingCall
 from engine.lifecycle.call import REVIEW_REASON
+from tests.wait import NeverHappened, until
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAT_THREADS = 4
@@ -102,12 +104,14 @@ class CliDecides:
 
     async def collect(self, wait: float) -> None:
         """Take in the commands that ended; wait up to `wait` s for all to (then kill)."""
-        with anyio.move_on_after(wait):
-            while self.running:
-                self.reap()
-                if not self.running or wait <= 0:
-                    break
-                await anyio.sleep(0.02)
+
+        def still_running() -> list[str]:
+            self.reap()
+            return [d.out.name for d in self.running]
+
+        with contextlib.suppress(NeverHappened):  # what is left is killed below
+            await until(still_running, "every agentdeck decide ended", ok=lambda left: not left,
+                        within=wait)  # fmt: skip
         for d in self.running:  # hung: not an answer; killed so the room is free
             d.proc.kill()
             d.proc.wait()
@@ -197,12 +201,12 @@ class Workload:
                         self.acks.record("done", turn=out.turn_id, reason=out.reason)
             except ApiError as exc:
                 self._refused(exc)
-                await anyio.sleep(0.05)
-            await anyio.sleep(self.rng.uniform(0.0, 0.03))
+                await anyio.sleep(0.05)  # load: a refused client's pace
+            await anyio.sleep(self.rng.uniform(0.0, 0.03))  # load: the chat's pace, random
 
     async def _decide(self, client: RemoteClient) -> None:
         while True:
-            await anyio.sleep(self.rng.uniform(0.005, 0.06))
+            await anyio.sleep(self.rng.uniform(0.005, 0.06))  # load: the decider's pace, random
             try:
                 for p in await client.pending():
                     roll = self.rng.random()
@@ -227,7 +231,7 @@ class Workload:
         folder = self.room / "tasks"
         folder.mkdir(exist_ok=True)
         while budget > 0:
-            await anyio.sleep(self.rng.uniform(0.02, 0.2))
+            await anyio.sleep(self.rng.uniform(0.02, 0.2))  # load: the dropper's pace, random
             for _ in range(min(budget, self.rng.randint(1, 20))):
                 budget -= 1
                 name = f"{self.tag}_{next(self._n)}"

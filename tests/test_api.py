@@ -30,6 +30,7 @@ from engine.room import Room
 from engine.runtime import Runtime
 from engine.sse import parse_sse
 from tests.helpers import room_rows
+from tests.wait import PATIENCE, until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_backend")]
 
@@ -50,10 +51,14 @@ def body(text: str, thread: str = "api:1", **kw: Any) -> SubmitBody:
     return SubmitBody(origin="invoke", sender="test", thread_id=thread, text=text, **kw)
 
 
-async def settle(client: RemoteClient, turn_id: str) -> Any:
-    while (outcome := await client.outcome(turn_id, wait=5)).status in ("running", "queued"):
-        pass
-    return outcome
+async def settled(client: RemoteClient, turn_id: str) -> Any:
+    """The turn's outcome once its loop has stopped (done, or waiting on a decision); each
+    look is a long poll."""
+    return await until(
+        lambda: client.outcome(turn_id, wait=5),
+        f"turn {turn_id} settled",
+        ok=lambda outcome: outcome.status not in ("running", "queued"),
+    )
 
 
 async def test_the_socket_is_private_answers_health_and_is_removed_on_exit(tmp_path: Path):
@@ -119,14 +124,14 @@ async def test_submit_wait_pending_decide_and_a_duplicate(tmp_path: Path):
         assert submitted.status in ("admitted", "queued")
         # acknowledged only once durable: the request is in execution.db already
         assert room_rows(room, "SELECT id FROM turn_requests WHERE id=?", submitted.request_id)
-        outcome = await settle(client, submitted.turn_id)
+        outcome = await settled(client, submitted.turn_id)
         assert (outcome.status, outcome.reason) == ("waiting", "suspended")
         (call,) = await client.pending()
         assert (call.tool, call.args, call.turn_id) == ("shell", {"command": "echo hi"},
                                                         submitted.turn_id)  # fmt: skip
         first = await client.decide(Decision.approve(call.call_id, seen=call.args, id="d_first"))
         assert (first.status, first.turn_id) == ("queued", submitted.turn_id)
-        outcome = await settle(client, submitted.turn_id)
+        outcome = await settled(client, submitted.turn_id)
         assert (outcome.status, outcome.reason) == ("done", "natural") and "hi" in outcome.text
         late = await client.decide(Decision.cancel(call.call_id, "too late", id="d_late"))
         assert (late.status, late.winner, late.call_status) == ("duplicate", "d_first",
@@ -140,10 +145,10 @@ async def test_cancel_a_waiting_turn_and_group_changes(tmp_path: Path):
     room = tmp_path / "room"
     async with served(room), RemoteClient(Room.at(room)) as client:
         sub = await client.submit(body("run `sleep 1`"))
-        assert (await settle(client, sub.turn_id)).status == "waiting"
+        assert (await settled(client, sub.turn_id)).status == "waiting"
         cancelled = await client.cancel(sub.turn_id, "not today")
         assert cancelled.cancelled
-        outcome = await settle(client, sub.turn_id)
+        outcome = await settled(client, sub.turn_id)
         assert (outcome.status, outcome.reason) == ("done", "cancelled")
         assert not (await client.cancel(sub.turn_id)).cancelled
         group = await client.configure_group("chat", GroupChange(paused=True))
@@ -156,14 +161,14 @@ async def test_cancel_a_waiting_turn_and_group_changes(tmp_path: Path):
         queued = await client.outcome(chat.turn_id)
         assert (queued.status, queued.reason) == ("queued", "group chat paused")
         await client.configure_group("chat", GroupChange(paused=False))
-        assert (await settle(client, chat.turn_id)).text == "`calc` returned: 2"
+        assert (await settled(client, chat.turn_id)).text == "`calc` returned: 2"
 
 
 async def test_a_waiting_thread_is_refused_when_asked(tmp_path: Path):
     room = tmp_path / "room"
     async with served(room), RemoteClient(Room.at(room)) as client:
         sub = await client.submit(body("run `ls`", thread="api:w"))
-        await settle(client, sub.turn_id)
+        await settled(client, sub.turn_id)
         with pytest.raises(Conflict, match="waiting for a decision"):
             await client.submit(body("calc 1+1", thread="api:w", refuse_if_waiting=True))
 
@@ -280,14 +285,14 @@ async def test_keys_never_cross_the_api(tmp_path: Path, monkeypatch: pytest.Monk
             assert secret not in (await http.get(path)).text
 
 
-async def collect(client: RemoteClient, until: Any, events: list[Event], resyncs: list[int]):
+async def collect(client: RemoteClient, during: Any, events: list[Event], resyncs: list[int]):
     async def resync() -> None:
         resyncs.append(len(events))
 
-    with anyio.fail_after(20):
+    with anyio.fail_after(PATIENCE):
         async with anyio.create_task_group() as tg:
             await tg.start(client.follow, events.append, resync)
-            await until()
+            await during()
             tg.cancel_scope.cancel()
 
 
@@ -299,8 +304,10 @@ async def test_events_stream_in_order_and_a_reconnect_gets_what_it_missed(tmp_pa
 
             async def one_turn() -> None:
                 sub = await client.submit(body("calc 2+2"))
-                await settle(client, sub.turn_id)
-                await anyio.sleep(0.1)
+                await settled(client, sub.turn_id)
+                await until(lambda: events[-1] if events else None,
+                            "the follower got the turn's end",
+                            ok=lambda e: isinstance(e, TurnChanged) and e.status == "done")  # fmt: skip
 
             await collect(client, one_turn, events, [])
         kinds = [e.kind for e in events]
@@ -308,7 +315,7 @@ async def test_events_stream_in_order_and_a_reconnect_gets_what_it_missed(tmp_pa
         assert events[-1].status == "done"
         # a reader that saw up to seq 2 of this run gets 3.. again, in order
         replayed: list[dict[str, Any]] = []
-        with anyio.fail_after(10):
+        with anyio.fail_after(PATIENCE):
             async with http.stream("GET", "/v1/events", params={"run": rt.run_id, "after": 2},
                                    headers={"accept": "text/event-stream"}) as r:  # fmt: skip
                 async for sse in parse_sse(r.aiter_lines()):
@@ -329,7 +336,7 @@ async def test_a_reader_too_far_behind_is_told_to_resync(tmp_path: Path):
     async with served(room, config) as rt, RemoteClient(Room.at(room)) as client:
         while (await client.info()).seq < 150:  # more events than the ring holds
             sub = await client.submit(body("calc 1+1 and calc 2+2 and calc 3+3"))
-            await settle(client, sub.turn_id)
+            await settled(client, sub.turn_id)
         async with raw(room) as http:
             async with http.stream("GET", "/v1/events", params={"run": rt.run_id, "after": 1},
                                    headers={"accept": "text/event-stream"}) as r:  # fmt: skip
@@ -356,7 +363,7 @@ async def test_an_owner_that_dies_mid_request_is_owner_gone(tmp_path: Path):
         assert client is not None
         async with client:
             sub = await client.submit(body("run `sleep 5`"))
-            await settle(client, sub.turn_id)
+            await settled(client, sub.turn_id)
             (call,) = await client.pending()
             await client.decide(Decision.approve(call.call_id, seen=call.args))  # runs `sleep 5`
             killer = threading.Timer(0.3, proc.send_signal, (signal.SIGKILL,))

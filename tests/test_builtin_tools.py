@@ -22,6 +22,7 @@ from engine.decisions import Decision
 from engine.tools import NOTE_ROOM, Tool, ToolContext, ToolResult
 from tests.helpers import msg, runtime
 from tests.scripted import first_then
+from tests.wait import until
 
 TOOLS = {t.name: t for t in bt.builtin_tools()}
 
@@ -50,10 +51,8 @@ def alive(pid: int) -> bool:
 
 
 async def read_pid(path: Path) -> int:
-    with anyio.fail_after(10):
-        while not (path.exists() and path.read_text().strip()):
-            await anyio.sleep(0.01)
-    return int(path.read_text())
+    return int(await until(lambda: path.read_text().strip() if path.exists() else "",
+                           f"the shell wrote its pid to {path.name}"))  # fmt: skip
 
 
 # --- registry, schemas, approval ---------------------------------------------------------
@@ -256,9 +255,8 @@ async def test_shell_timeout_kills_whole_process_group(ctx: ToolContext, tmp_pat
     result = await run("shell", ctx, command="sleep 30 & echo $! > pid; wait", timeout=0.5)
     assert result.status == "error"
     pid = int((tmp_path / "pid").read_text())
-    with anyio.fail_after(10):  # the orphan is reaped by init, give it a moment
-        while alive(pid) and not _is_zombie(pid):
-            await anyio.sleep(0.05)
+    await until(lambda: alive(pid) and not _is_zombie(pid), "the group's `sleep` killed",
+                ok=lambda running: not running)  # the orphan is reaped by init  # fmt: skip
 
 
 def _is_zombie(pid: int) -> bool:

@@ -17,6 +17,7 @@ from engine.projector import Projector, bus_path
 from engine.store.bus import Bus
 from tests.helpers import rows, runtime
 from tests.scripted import first_then
+from tests.wait import until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_backend")]
 SECRET_ARG = "echo hunter2-in-the-args"
@@ -149,9 +150,8 @@ async def test_a_poke_projects_what_a_commit_wrote(tmp_path: Path) -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(projector.run, 3600.0)  # only pokes make it catch up in time
             out = await rt.run_turn(chat("run it", "t-shell"))
-            with anyio.fail_after(10):
-                while not (rooms := await bus.rooms()) or rooms[0].waiting != 1:
-                    await anyio.sleep(0.01)
+            await until(bus.rooms, "the bus shows the room's turn waiting",
+                        ok=lambda rooms: rooms and rooms[0].waiting == 1)  # fmt: skip
             kinds = {e[2] for e in await bus.events(str(rt.room.path)) if e[4] == out.turn_id}
             assert {"turn_started", "call_changed", "turn_changed"} <= kinds
             tg.cancel_scope.cancel()

@@ -8,15 +8,13 @@ makes none; the poll offset moves only past what is durable.
 
 from __future__ import annotations
 
-import inspect
 import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import pytest
 
@@ -32,24 +30,13 @@ from tests.standins.receiver import Receiver
 from tests.standins.sign import slack_headers, webhook_headers
 from tests.standins.slack import SlackStandin
 from tests.standins.telegram import TelegramStandin
+from tests.wait import until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_backend")]
 TOKEN = "123456:telegram-test-token-AAAA"
 SIGNING = "slack-signing-secret-0123456789"
 BOT = "xoxb-slack-bot-token-0123456789"
 HOOK_SECRET = "webhook-secret-0123456789"
-
-
-async def until(check: Callable[[], Any], seconds: float = 15) -> Any:
-    """`check()` (awaited if it gives an awaitable) once it is truthy."""
-    with anyio.fail_after(seconds):
-        while True:
-            value = check()
-            if inspect.isawaitable(value):
-                value = await value
-            if value:
-                return value
-            await anyio.sleep(0.02)
 
 
 @asynccontextmanager
@@ -73,7 +60,7 @@ async def approve_all(rt: Runtime, thread: str) -> str:
     """Approve the thread's waiting call; return its turn's id."""
     rows = await until(lambda: rt.store.fetchall(
         "SELECT id, turn_id, args FROM tool_calls WHERE thread_id = ? AND status = 'suspended'",
-        (thread,)))  # fmt: skip
+        (thread,)), f"a call of {thread} waiting for approval")  # fmt: skip
     call_id, turn_id, args = rows[0]
     await rt.decide(Decision.approve(call_id, args=json.loads(args)))
     return turn_id
@@ -89,7 +76,7 @@ async def test_a_telegram_message_becomes_one_turn_and_its_answer_is_sent(tmp_pa
     async with running(bot) as url, room(tmp_path, {"channels.toml": telegram_toml(url)}) as rt:
         update = bot.message(42, "run `echo hello from telegram`")
         await approve_all(rt, "telegram:42")
-        await until(lambda: bot.sent)
+        await until(lambda: bot.sent, "the answer sent to Telegram")
         assert bot.sent[0]["chat_id"] in (42, "42")
         assert "hello from telegram" in bot.sent[0]["text"]
         [(_, status, reason)] = await turns(rt, "telegram:42")
@@ -110,13 +97,14 @@ async def test_an_update_polled_again_after_a_lost_offset_makes_no_second_turn(
     async with running(bot) as url:
         async with room(tmp_path, {"channels.toml": telegram_toml(url)}) as rt:
             update = bot.message(7, "hello")
-            await until(lambda: turns(rt, "telegram:7"))
+            await until(lambda: turns(rt, "telegram:7"), "the update's turn")
         (tmp_path / "room" / "poll" / "tg.json").unlink()
         bot.update({"update_id": update, "message": {
             "message_id": 1, "date": 1, "chat": {"id": 7, "type": "private"},
             "from": {"id": 7, "is_bot": False, "first_name": "Ann"}, "text": "hello"}})  # fmt: skip
         async with room(tmp_path, {}) as rt:
-            await until(lambda: (rt.room.path / "poll" / "tg.json").exists())
+            await until(lambda: (rt.room.path / "poll" / "tg.json").exists(),
+                        "the poll offset written again")  # fmt: skip
             assert len(await turns(rt, "telegram:7")) == 1
 
 
@@ -150,7 +138,7 @@ async def hooked(
     slack, receiver = SlackStandin(BOT), Receiver(HOOK_SECRET)
     async with running(slack) as s_url, running(receiver) as r_url:
         async with room(tmp_path, {"hooks.toml": hooks_toml(s_url, r_url)}) as rt:
-            address = await until(lambda: rt.channels.hook_address)
+            address = await until(lambda: rt.channels.hook_address, "the hook listener bound")
             yield rt, f"http://{address}", slack, receiver
 
 
@@ -165,7 +153,7 @@ async def test_a_slack_event_becomes_one_turn_answered_in_its_thread(tmp_path, m
         assert retry.status_code == 200
         thread = "slack:C1:1700000000.000100"
         await approve_all(rt, thread)
-        await until(lambda: slack.posts)
+        await until(lambda: slack.posts, "the answer posted to Slack")
         assert slack.posts[0]["channel"] == "C1"
         assert slack.posts[0]["thread_ts"] == "1700000000.000100"
         assert "from slack" in slack.posts[0]["text"]
@@ -204,7 +192,7 @@ async def test_a_signed_webhook_becomes_one_turn_and_its_answer_is_posted_signed
                                      headers=webhook_headers(HOOK_SECRET, body, "d-1"))  # fmt: skip
             assert answer.status_code == 202
         turn_id = await approve_all(rt, "webhook:gh:12")
-        await until(lambda: receiver.received)
+        await until(lambda: receiver.received, "the answer posted to the receiver")
         got = receiver.received[0]
         assert got.signed
         assert {k.lower(): v for k, v in got.headers.items()}["idempotency-key"]
@@ -222,7 +210,7 @@ async def test_a_channel_whose_secret_is_unset_does_not_start_and_says_why(tmp_p
     monkeypatch.delenv("TG_TOKEN", raising=False)
     async with room(tmp_path, {"channels.toml": telegram_toml("http://127.0.0.1:9")}) as rt:
         state = rt.channels.states["tg"]
-        await until(lambda: state.state == "stopped")
+        await until(lambda: state.state, "the channel stopped", ok=lambda s: s == "stopped")
         assert "$TG_TOKEN is not set" in (state.last_error or "")
         assert "tg" not in rt.channels.channels and rt.ctx.delivering == {"tg"}
 
@@ -250,13 +238,13 @@ async def test_a_failing_service_marks_the_channel_and_a_malformed_update_is_pas
         {"ok": False, "error_code": 502, "description": "Bad Gateway"}, status_code=502))  # fmt: skip
     async with running(bot) as url, room(tmp_path, {"channels.toml": telegram_toml(url)}) as rt:
         state = rt.channels.states["tg"]
-        await until(lambda: state.errors == 1)
+        await until(lambda: state.errors, "the 502 counted", ok=lambda n: n == 1)
         assert state.state == "failing" and "502" in (state.last_error or "")
         assert TOKEN not in (state.last_error or "")
         bot.raw({"update_id": 500, "message": "not an object"})
         bot.message(9, "after the bad one")
-        await until(lambda: turns(rt, "telegram:9"))
-        await until(lambda: state.state == "up")
+        await until(lambda: turns(rt, "telegram:9"), "the turn of the message after the bad one")
+        await until(lambda: state.state, "the channel up again", ok=lambda s: s == "up")
         offset = json.loads((rt.room.path / "poll" / "tg.json").read_text())["offset"]
         assert offset > 500
 
@@ -266,13 +254,14 @@ async def test_a_webhook_without_a_deliver_url_owes_no_answers(tmp_path, monkeyp
     toml = ('listen = "127.0.0.1:0"\n[gh]\nkind = "webhook"\nsecret_env = "HOOK_SECRET"\n'
             'text = "t"\nthread = "n"\n')  # fmt: skip
     async with room(tmp_path, {"hooks.toml": toml}) as rt, httpx.AsyncClient() as http:
-        address = await until(lambda: rt.channels.hook_address)
+        address = await until(lambda: rt.channels.hook_address, "the hook listener bound")
         body = json.dumps({"t": "hello", "n": 5}).encode()
         answer = await http.post(f"http://{address}/hooks/gh", content=body,
                                  headers=webhook_headers(HOOK_SECRET, body, "d-5"))  # fmt: skip
         assert answer.status_code == 202
         await until(lambda: rt.store.fetchall(
-            "SELECT id FROM turns WHERE thread_id = 'webhook:gh:5' AND status = 'done'"))  # fmt: skip
+            "SELECT id FROM turns WHERE thread_id = 'webhook:gh:5' AND status = 'done'"),
+            "the delivery's turn done")  # fmt: skip
         assert rt.ctx.delivering == frozenset()
         assert await rt.store.fetchall("SELECT id FROM outbox") == []
 
@@ -292,9 +281,10 @@ async def test_no_secret_reaches_the_room_even_when_the_service_fails(tmp_path, 
         (tmp_path / "room" / "agentdeck.toml").write_text("[delivery]\nbackoff = 0.05\n")
         async with room(tmp_path, {"channels.toml": cfg}) as rt:
             bot.message(3, "hello")
-            await until(lambda: bot.sent, 20)
+            await until(lambda: bot.sent, "the answer sent after the 502")
             # a try is counted before it leaves: ('retrying', 2) until the send is recorded
-            await until(lambda: rt.store.fetchall("SELECT 1 FROM outbox WHERE state = 'sent'"))
+            await until(lambda: rt.store.fetchall("SELECT 1 FROM outbox WHERE state = 'sent'"),
+                        "the send recorded")  # fmt: skip
             assert await rows(rt, "SELECT tries FROM outbox") == [(2,)]  # the 502, then sent
     leaked = [p for p in (tmp_path / "room").rglob("*")
               if p.is_file() and TOKEN.encode() in p.read_bytes()]  # fmt: skip

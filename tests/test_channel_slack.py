@@ -15,13 +15,14 @@ from engine.channels.config import Secret, SlackConfig
 from tests.standins import running
 from tests.standins.sign import slack_headers
 from tests.standins.slack import SlackStandin
+from tests.wait import PATIENCE
 
 SIGNING = "8f742231b10e8888abcd99yyyzzz85a5"
 TOKEN = "xoxb-17653672481-19874698323-pdFZKVeTuE8sk7oOcBrzbqgy"
 NOW = 1_700_000_000
 
 
-def channel(url: str = "http://127.0.0.1:9/api", timeout: float = 5.0) -> SlackChannel:
+def channel(url: str = "http://127.0.0.1:9/api", timeout: float = PATIENCE) -> SlackChannel:
     config = SlackConfig.model_validate({
         "name": "team", "kind": "slack", "signing_secret_env": "SS", "token_env": "ST",
         "api_url": url, "timeout": timeout, "max_body": 4096,
@@ -142,7 +143,7 @@ class Setup:
     def __init__(self, standin: SlackStandin, url: str) -> None:
         self.standin, self.url, self.made = standin, url, list[SlackChannel]()
 
-    def channel(self, timeout: float = 5.0) -> SlackChannel:
+    def channel(self, timeout: float = PATIENCE) -> SlackChannel:
         self.made.append(channel(self.url + "/api", timeout))
         return self.made[-1]
 
@@ -186,6 +187,10 @@ async def test_a_rate_limit_gives_retry_after(web: Setup) -> None:
     assert not caught.value.permanent and caught.value.retry_after is not None
 
 
+def hang(standin: SlackStandin) -> None:
+    standin.hang_next()
+
+
 @pytest.mark.parametrize(
     ("setup", "reply", "permanent"),
     [
@@ -195,7 +200,7 @@ async def test_a_rate_limit_gives_retry_after(web: Setup) -> None:
         (lambda s: s.error_next("internal_error"), REPLY, False),
         (lambda s: s.status_next(503), REPLY, False),
         (lambda s: s.status_next(404), REPLY, True),
-        (lambda s: s.hang_next(), REPLY, False),  # times out
+        (hang, REPLY, False),  # times out
         (lambda s: None, {}, True),  # nowhere to post
     ],
 )  # fmt: skip
@@ -205,7 +210,7 @@ async def test_post_errors_say_whether_to_retry(
 ) -> None:
     setup(web.standin)
     with pytest.raises(DeliveryError) as caught:
-        await web.channel(timeout=0.5).deliver(reply, "hi", "k")
+        await web.channel(timeout=0.5 if setup is hang else PATIENCE).deliver(reply, "hi", "k")
     assert caught.value.permanent is permanent
     assert TOKEN not in str(caught.value) and str(caught.value).startswith("team: ")
     assert web.standin.posts == []

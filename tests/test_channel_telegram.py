@@ -17,12 +17,13 @@ from engine.channels.base import split_text, utf16_len
 from engine.channels.config import Secret, TelegramConfig
 from tests.standins import running
 from tests.standins.telegram import TelegramStandin
+from tests.wait import PATIENCE, until
 
 pytestmark = pytest.mark.anyio
 TOKEN = "123456:AAH-secret-token_value"
 
 
-def channel(url: str, timeout: float = 5.0, token: str = TOKEN) -> TelegramChannel:
+def channel(url: str, timeout: float = PATIENCE, token: str = TOKEN) -> TelegramChannel:
     config = TelegramConfig.model_validate(
         {"name": "bot", "kind": "telegram", "token_env": "TG", "api_url": url, "timeout": timeout}
     )
@@ -35,7 +36,7 @@ class Setup:
     def __init__(self, standin: TelegramStandin, url: str) -> None:
         self.standin, self.url, self.made = standin, url, list[TelegramChannel]()
 
-    def channel(self, timeout: float = 5.0, token: str = TOKEN) -> TelegramChannel:
+    def channel(self, timeout: float = PATIENCE, token: str = TOKEN) -> TelegramChannel:
         self.made.append(channel(self.url, timeout, token))
         return self.made[-1]
 
@@ -81,9 +82,7 @@ async def test_a_long_poll_answers_when_a_message_arrives(tg: Setup) -> None:
 
     async with anyio.create_task_group() as tg_:
         tg_.start_soon(poll)
-        with anyio.fail_after(10):
-            while not standin.polls:
-                await anyio.sleep(0.01)
+        await until(lambda: standin.polls, "the long poll reached the stand-in")
         assert standin.polls[0]["timeout"] == 30 and not got  # held by the stand-in
         update_id = standin.message(7, "late")
     [(updates, offset)] = got  # type: ignore[misc]
@@ -159,6 +158,10 @@ async def test_429_gives_retry_after_and_a_retry_resumes(tg: Setup) -> None:
     assert [s["text"] for s in standin.sent] == ["warm up", "a" * 4096, "b" * 10]
 
 
+def hang(standin: TelegramStandin) -> None:
+    standin.hang_next("sendMessage")
+
+
 @pytest.mark.parametrize(
     ("reply", "setup", "permanent"),
     [
@@ -167,7 +170,7 @@ async def test_429_gives_retry_after_and_a_retry_resumes(tg: Setup) -> None:
         ({"chat_id": 1}, lambda s: s.fail_next("sendMessage", Response(b"oops", 500)), False),
         ({"chat_id": 1}, lambda s: s.fail_next("sendMessage", Response(
             b'{"ok":false,"error_code":502,"description":"Bad Gateway"}', 502)), False),
-        ({"chat_id": 1}, lambda s: s.hang_next("sendMessage"), False),  # times out
+        ({"chat_id": 1}, hang, False),  # times out
         ({}, None, True),  # nowhere to send
     ],
 )  # fmt: skip
@@ -177,7 +180,7 @@ async def test_send_errors_say_whether_to_retry(
     setup: object,
     permanent: bool,  # type: ignore[type-arg]
 ) -> None:
-    standin, bot = tg.standin, tg.channel(timeout=0.5)
+    standin, bot = tg.standin, tg.channel(timeout=0.5 if setup is hang else PATIENCE)
     if callable(setup):
         setup(standin)
     with pytest.raises(DeliveryError) as caught:

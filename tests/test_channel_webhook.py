@@ -16,12 +16,15 @@ from engine.channels.webhook import pick
 from tests.standins import running
 from tests.standins.receiver import Receiver
 from tests.standins.sign import hub_signature, webhook_headers
+from tests.wait import PATIENCE
 
 SECRET = "It's a Secret to Everybody"
 NOW = 1_700_000_000.0
 
 
-def channel(deliver_url: str | None = None, timeout: float = 5.0, **extra: Any) -> WebhookChannel:
+def channel(
+    deliver_url: str | None = None, timeout: float = PATIENCE, **extra: Any
+) -> WebhookChannel:
     config = WebhookConfig.model_validate({
         "name": "gh", "kind": "webhook", "secret_env": "HS", "text": "comment.body",
         "thread": "issue.number", "sender": "sender.login", "deliver_url": deliver_url,
@@ -135,7 +138,7 @@ class Setup:
     def __init__(self, receiver: Receiver, url: str) -> None:
         self.receiver, self.url, self.made = receiver, url, list[WebhookChannel]()
 
-    def channel(self, timeout: float = 5.0) -> WebhookChannel:
+    def channel(self, timeout: float = PATIENCE) -> WebhookChannel:
         self.made.append(channel(self.url + "/hook", timeout))
         return self.made[-1]
 

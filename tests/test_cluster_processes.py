@@ -3,7 +3,7 @@ one PostgreSQL database, driven through their APIs as an operator's programs wou
 killed with SIGKILL mid-turn, mid-tool-call and mid-decision.
 
 What must hold: turns spread over the workers; a dead worker's threads finish on the others
-once its leases expire (polled with a deadline of several lease times, never timed); what
+once its leases expire (waited for on the database's state, never timed); what
 a worker acknowledged (a turn seen done, a decision answered) is never lost; a call whose
 result was committed never runs again; a call that was not idempotent and was running when
 its worker died is surfaced for review (outcome unknown), not run again.
@@ -16,12 +16,11 @@ import random
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 import psycopg
@@ -35,12 +34,12 @@ from engine.lifecycle.call import REVIEW_REASON
 from engine.room import Room
 from tests.cluster_worker import HANG, LOG, ONCE
 from tests.crash_worker import APPROVAL_TOOL, IDEMPOTENT, IDEMPOTENT_TOOL, PLAIN_TOOL
+from tests.wait import PATIENCE, until
 
-pytestmark = pytest.mark.anyio
+# Three worker processes a test, killed and restarted: half a minute each on a loaded machine.
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(6 * PATIENCE)]
 ROOT = Path(__file__).resolve().parent.parent
 LEASE = 1.5  # seconds: a dead worker's threads move after this
-PATIENCE = 12 * LEASE  # how long a takeover may take before the test gives up (not timed)
-T = TypeVar("T")
 
 
 @dataclass
@@ -169,22 +168,8 @@ class Cluster:
         return found[0][0] if found else None
 
 
-async def until(what: str, check: Callable[[], Awaitable[T | None]], wait: float = PATIENCE,
-                cl: Cluster | None = None) -> T:  # fmt: skip
-    """Poll `check` until it returns something; fail naming `what` after `wait` s (with
-    what the database holds of the work left, given `cl`)."""
-    deadline = time.monotonic() + wait
-    while True:
-        found = await check()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            pytest.fail(f"not within {wait:.0f} s: {what}" + (f"\n{left(cl)}" if cl else ""))
-        await anyio.sleep(0.05)
-
-
 def left(cl: Cluster) -> str:
-    """The open work and the leases, for a failure's message."""
+    """The open work and the leases, for a failure's message (`until`'s `seen`)."""
     return "\n".join(f"{what}: {cl.rows(sql)}" for what, sql in (
         ("open turns", "SELECT id, thread_id, status, run_id FROM turns WHERE status != 'done'"),
         ("queued requests", "SELECT id, thread_id FROM turn_requests WHERE status = 'queued'"),
@@ -216,13 +201,13 @@ async def chatter(cl: Cluster, rng: random.Random, thread: str, rounds: int) -> 
                     cl.done.add(turn_id)
                     break
         except ApiError:
-            await anyio.sleep(0.1)
+            await anyio.sleep(0.1)  # load: a worker died under the client; the next goes on
 
 
 async def decider(cl: Cluster, rng: random.Random, skip: Callable[[PendingCall], bool]) -> None:
     """Decide pending calls through a worker other than the one that listed them."""
     while True:
-        await anyio.sleep(rng.uniform(0.01, 0.05))
+        await anyio.sleep(rng.uniform(0.01, 0.05))  # load: the decider's pace, random
         try:
             lister = cl.any(rng)
             for p in await lister.client.pending():
@@ -232,20 +217,25 @@ async def decider(cl: Cluster, rng: random.Random, skip: Callable[[PendingCall],
             pass
 
 
+async def open_work(cl: Cluster, rng: random.Random) -> dict[str, int]:
+    """Decide what waits for a decision, then count the turns not done and the requests
+    queued."""
+    try:
+        for p in await cl.pending(rng):
+            await cl.decide(cl.any(rng), decision_for(p))
+    except ApiError:
+        pass
+    return {
+        "open turns": cl.rows("SELECT count(*) FROM turns WHERE status != 'done'")[0][0],
+        "queued requests": cl.rows("SELECT count(*) FROM turn_requests WHERE status = 'queued'")[0][0],
+    }  # fmt: skip
+
+
 async def settle(cl: Cluster, rng: random.Random) -> None:
     """Until every turn is done and no request is queued, deciding what waits."""
-
-    async def settled() -> bool:
-        try:
-            for p in await cl.pending(rng):
-                await cl.decide(cl.any(rng), decision_for(p))
-        except ApiError:
-            pass
-        open_turns = cl.rows("SELECT count(*) FROM turns WHERE status != 'done'")[0][0]
-        queued = cl.rows("SELECT count(*) FROM turn_requests WHERE status = 'queued'")[0][0]
-        return open_turns == 0 and queued == 0
-
-    await until("every turn done", settled, wait=3 * PATIENCE, cl=cl)
+    await until(lambda: open_work(cl, rng), "every turn done and no request queued",
+                ok=lambda work: not any(work.values()), within=2 * PATIENCE,
+                seen=lambda: left(cl))  # fmt: skip
 
 
 def check_settled(cl: Cluster, where: str) -> None:
@@ -323,17 +313,18 @@ async def hung_call(cl: Cluster, tool: str, thread: str) -> tuple[str, str, str]
         async def asked() -> PendingCall | None:
             return next((p for p in await cl.pending(rng) if p.turn_id == turn_id), None)
 
-        p = await until(f"{thread}'s approval pending", asked)
+        p = await until(asked, f"{thread}'s approval pending", seen=lambda: left(cl))
         await cl.decide(cl.any(rng), decision_for(p))
-    (call_id,) = await until(f"{thread}'s call recorded", lambda: _calls(cl, turn_id))
+    (call_id,) = await until(lambda: _calls(cl, turn_id), f"{thread}'s call recorded",
+                             seen=lambda: left(cl))  # fmt: skip
 
-    async def running() -> str | None:
+    def running() -> str | None:
         return next((w for c, w in cl.executions() if c == call_id), None)
 
-    return turn_id, call_id, await until(f"{call_id} ran", running)
+    return turn_id, call_id, await until(running, f"{call_id} ran", seen=lambda: left(cl))
 
 
-async def _calls(cl: Cluster, turn_id: str) -> list[str]:
+def _calls(cl: Cluster, turn_id: str) -> list[str]:
     return [r[0] for r in cl.rows("SELECT id FROM tool_calls WHERE turn_id = %s", turn_id)]
 
 
@@ -355,7 +346,7 @@ async def test_a_killed_workers_threads_finish_on_the_others(cluster: Cluster) -
             await cl.kill(victim)  # mid-turn, mid-tool-call: its other threads' turns too
             cl.check(f"(right after killing {victim} running {tool})")
 
-            async def moved(call_id: str = call_id, tool: str = tool) -> str | None:
+            def moved(call_id: str = call_id, tool: str = tool) -> str | None:
                 status = cl.rows("SELECT status, suspend_reason FROM tool_calls WHERE id = %s",
                                  call_id)[0]  # fmt: skip
                 if tool in IDEMPOTENT:
@@ -364,12 +355,12 @@ async def test_a_killed_workers_threads_finish_on_the_others(cluster: Cluster) -
                     return "reviewed"
                 return None
 
-            seen = await until(f"{tool} call {call_id} taken over", moved)
+            seen = await until(moved, f"{tool} call {call_id} taken over", seen=lambda: left(cl))
             if seen == "reviewed":
                 p = next(p for p in await cl.pending(rng) if p.call_id == call_id)
                 await cl.decide(cl.any(rng), decision_for(p))
-            out = await until(f"turn {turn_id} done",
-                              lambda t=turn_id: _done(cl, t))  # fmt: skip
+            out = await until(lambda t=turn_id: cl.turn(t), f"turn {turn_id} done",
+                              ok=lambda status: status == "done", seen=lambda: left(cl))  # fmt: skip
             assert out == "done"
             ran = [w for c, w in cl.executions() if c == call_id]
             assert ran[0] == victim and (len(ran) == 1 or tool in IDEMPOTENT), ran
@@ -387,11 +378,6 @@ async def test_a_killed_workers_threads_finish_on_the_others(cluster: Cluster) -
     assert len(cl.done) > 3
 
 
-async def _done(cl: Cluster, turn_id: str) -> str | None:
-    status = cl.turn(turn_id)
-    return status if status == "done" else None
-
-
 async def test_a_decision_survives_the_worker_it_went_through(cluster: Cluster) -> None:
     """Two workers: calls waiting for approval are approved through one worker, killed at
     once (before, while or after it applies the decision): every decision it answered is
@@ -403,16 +389,16 @@ async def test_a_decision_survives_the_worker_it_went_through(cluster: Cluster) 
         turns = [await cl.submit(cl.any(rng), f"d{round_}-{k}", ONCE + APPROVAL_TOOL)
                  for k in range(4)]  # fmt: skip
 
-        async def asked(turns: list[str] = turns) -> list[PendingCall] | None:
-            got = [p for p in await cl.pending(rng) if p.turn_id in turns]
-            return got if len(got) == len(turns) else None
+        async def asked(turns: list[str] = turns) -> list[PendingCall]:
+            return [p for p in await cl.pending(rng) if p.turn_id in turns]
 
-        calls = await until("approvals pending", asked)
+        calls = await until(asked, "approvals pending", seen=lambda: left(cl),
+                            ok=lambda got, turns=turns: len(got) == len(turns))  # fmt: skip
         through, ids = cl.any(rng), []
         for p in calls:
             ids.append((decision := decision_for(p)).id)
             await cl.decide(through, decision)
-        await anyio.sleep(rng.uniform(0.0, 0.05))
+        await anyio.sleep(rng.uniform(0.0, 0.05))  # load: the kill's moment, random
         await cl.kill(through.name)  # mid-decision
         cl.check(f"(right after killing {through.name}, round {round_})")
         await settle(cl, rng)

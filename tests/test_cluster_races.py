@@ -16,6 +16,7 @@ from engine.tools import Tool, tool
 from tests.helpers import msg
 from tests.scripted import Reply, ScriptedModel, after_tools
 from tests.test_cluster_runtime import cluster_config
+from tests.wait import PATIENCE, until
 
 pytestmark = pytest.mark.anyio
 
@@ -59,13 +60,12 @@ async def test_a_stale_read_of_a_thread_does_not_start_its_request_twice(tmp_pat
     async with two(tmp_path, pg_url, [block]) as (a, b):
         async with b.cluster._claim_lock:  # a, not b's claim loop, takes the thread
             first = await a.submit(msg("block", thread="x"))
-            with anyio.fail_after(10):
-                while "x" not in a.cluster.worker.held or first.turn_id not in a.supervisor.loops:
-                    await anyio.sleep(0.02)
+            await until(lambda: ("x" in a.cluster.worker.held,
+                                 first.turn_id in a.supervisor.loops),
+                        "a holds thread x and runs its first turn", ok=all)  # fmt: skip
         second = await b.submit(msg("after", thread="x"))  # queued behind, through b
-        with anyio.fail_after(10):
-            while not a.scheduler.knows(second.turn_id):  # a read it (b's notice)
-                await anyio.sleep(0.02)
+        await until(lambda: a.scheduler.knows(second.turn_id),  # a read it (b's notice)
+                    "a reads the request queued through b")  # fmt: skip
         stale = await reading.thread_work(a.store, ["x"])  # `second` queued, as a read it
         gate.set()
         assert (await a.wait_turn(second.turn_id)).status == "done"
@@ -86,9 +86,7 @@ async def test_a_request_queued_for_another_worker_is_not_said_queued_here(tmp_p
     async with two(tmp_path, pg_url, [block]) as (a, b):
         async with b.cluster._claim_lock:  # a, not b's claim loop, takes the thread
             first = await a.submit(msg("block", thread="x"))
-            with anyio.fail_after(10):
-                while first.turn_id not in a.supervisor.loops:
-                    await anyio.sleep(0.02)
+            await until(lambda: first.turn_id in a.supervisor.loops, "a runs the first turn")
         second = await b.submit(msg("after", thread="x"))
         b.why_queued(second.turn_id)  # raised KeyError: b's scheduler never had the thread
         gate.set()
@@ -136,11 +134,11 @@ async def test_a_lease_lost_before_the_turn_is_recorded_does_not_stop_the_worker
 
         a.store.write = expire_then_write  # type: ignore[method-assign]
         handle = await a.submit(msg("hello", thread="z"))
-        with anyio.fail_after(20):
+        with anyio.fail_after(PATIENCE):
             assert (await a.wait_turn(handle.turn_id)).status == "done"
         assert fenced
         again = await a.submit(msg("again", thread="w"))  # a still runs turns
-        with anyio.fail_after(20):
+        with anyio.fail_after(PATIENCE):
             assert (await a.wait_turn(again.turn_id)).status == "done"
         rows = await a.store.fetchall("SELECT id FROM turns WHERE thread_id = 'z'")
         assert [r[0] for r in rows] == [handle.turn_id]
@@ -179,9 +177,7 @@ async def test_a_late_release_keeps_the_lease_of_a_thread_whose_turn_started(tmp
 
     async with two(tmp_path, pg_url, [block]) as (a, b), b.cluster._claim_lock:  # a claims
         handle = await a.submit(msg("block", thread="x"))
-        with anyio.fail_after(10):
-            while handle.turn_id not in a.supervisor.loops:
-                await anyio.sleep(0.02)
+        await until(lambda: handle.turn_id in a.supervisor.loops, "a runs the turn")
         await a.cluster._release("x")  # asked for before the turn started, run now
         assert a.cluster.holds("x")
         leased = await a.store.fetchall("SELECT worker_id FROM thread_leases WHERE thread_id='x'")
@@ -208,20 +204,16 @@ async def test_a_stale_read_of_a_turn_that_ended_does_not_hold_its_thread(tmp_pa
 
     async with two(tmp_path, pg_url, [block]) as (a, b), b.cluster._claim_lock:  # a claims
         first = await a.submit(msg("block", thread="x"))
-        with anyio.fail_after(10):
-            while first.turn_id not in a.supervisor.loops:
-                await anyio.sleep(0.02)
+        await until(lambda: first.turn_id in a.supervisor.loops, "a runs the first turn")
         stale = await reading.thread_work(a.store, ["x"])  # `first` running, as read now
         second = await a.submit(msg("block", thread="x"))  # in line behind it: x stays held
         gates[0].set()
-        with anyio.fail_after(10):
-            while second.turn_id not in a.supervisor.loops:
-                await anyio.sleep(0.02)
+        await until(lambda: second.turn_id in a.supervisor.loops, "a runs the second turn")
         a.cluster._load(stale["x"])  # that read, applied now
         gates[1].set()
         assert (await a.wait_turn(second.turn_id)).status == "done"
         third = await a.submit(msg("after", thread="x"))
-        with anyio.fail_after(10):
+        with anyio.fail_after(PATIENCE):
             assert (await a.wait_turn(third.turn_id)).status == "done"
 
 
@@ -260,10 +252,10 @@ async def test_a_request_starting_when_its_worker_leases_the_thread_again_starts
         sv._start_turn = counted  # type: ignore[method-assign]
         sv.conversation = expire_and_claim_first  # type: ignore[method-assign]
         handle = await a.submit(msg("hello", thread="z"))
-        with anyio.fail_after(20):
+        with anyio.fail_after(PATIENCE):
             assert (await a.wait_turn(handle.turn_id)).status == "done"
         again = await a.submit(msg("again", thread="w"))  # a still runs turns
-        with anyio.fail_after(20):
+        with anyio.fail_after(PATIENCE):
             assert (await a.wait_turn(again.turn_id)).status == "done"
         rows = await a.store.fetchall("SELECT id FROM turns WHERE thread_id = 'z'")
         assert [r[0] for r in rows] == [handle.turn_id]
@@ -289,14 +281,12 @@ async def test_a_turn_whose_lease_lapsed_goes_on_when_its_worker_leases_the_thre
     async with Runtime.open(tmp_path / "a", kind="run", provider=ScriptedModel(block_first),
                             tools=[block], config=cluster_config(pg_url, "a")) as a:  # fmt: skip
         handle = await a.submit(msg("block", thread="z"))
-        with anyio.fail_after(10):
-            while not ran:
-                await anyio.sleep(0.02)
+        await until(lambda: ran, "the call runs")
         await a.cluster.db(lambda c: c.execute(
             "UPDATE thread_leases SET expires_at = 0 WHERE thread_id = 'z'"))  # fmt: skip
         assert await a.cluster.claim() == ["z"]  # the same worker, before anyone else
         release.set()
-        with anyio.fail_after(20):
+        with anyio.fail_after(PATIENCE):
             outcome = await a.wait_turn(handle.turn_id)
         assert outcome.status == "done" and ran == [1]
         assert [c["status"] for c in outcome.calls] == ["succeeded"]

@@ -27,16 +27,11 @@ from engine.runtime import Runtime
 from tests.helpers import msg
 from tests.scripted import first_then
 from tests.test_cluster_runtime import workers
+from tests.wait import until
 
 pytestmark = pytest.mark.anyio
 
 UNSTORED = ("text_delta", "step_started")  # published only: they do not cross workers
-
-
-async def until(check, what: str, timeout: float = 15.0) -> None:  # noqa: ANN001
-    with anyio.fail_after(timeout):
-        while not check():
-            await anyio.sleep(0.02)
 
 
 async def stored(rt: Runtime, turn_id: str) -> list[Event]:
@@ -74,8 +69,18 @@ def counted(events: list[Event]) -> Counter[str]:
     return Counter(event_json(e) for e in events if e.kind not in UNSTORED)
 
 
-async def test_a_subscriber_on_one_worker_sees_the_turn_another_runs(tmp_path: Path,
-                                                                     pg_url: str) -> None:  # fmt: skip
+async def test_a_subscriber_on_one_worker_sees_the_turn_another_runs(
+    tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    polls: Counter[str] = Counter()  # polls each relay finished, by its name
+    real_poll = Relay.poll
+
+    async def counted_poll(self: Relay) -> bool:
+        full = await real_poll(self)
+        polls[self.application_name] += 1
+        return full
+
+    monkeypatch.setattr(Relay, "poll", counted_poll)
     script = first_then([("shell", {"command": "echo hi"})])
     async with workers(tmp_path, pg_url, 2, script=script) as (a, b):
         assert a.cluster is not None and b.cluster is not None
@@ -88,17 +93,22 @@ async def test_a_subscriber_on_one_worker_sees_the_turn_another_runs(tmp_path: P
             outcome = await b.wait_turn(handle.turn_id)
             assert outcome.status == "waiting"
             turn_id, call_id = handle.turn_id, outcome.pending[0]["call_id"]
-            await until(lambda: "call suspended" in milestones(seen_a, turn_id), "a sees it")
+            await until(lambda: milestones(seen_a, turn_id), "a sees the call suspended",
+                        ok=lambda seen: "call suspended" in seen)  # fmt: skip
             row = await a.store.fetchone("SELECT args FROM tool_calls WHERE id = ?", (call_id,))
             assert await a.decide(Decision.approve(call_id, seen=json.loads(row[0]))) == "queued"
             assert (await b.wait_turn(turn_id)).status == "done"
-            await until(lambda: "turn done" in milestones(seen_a, turn_id), "a sees the end")
+            await until(lambda: milestones(seen_a, turn_id), "a sees the turn done",
+                        ok=lambda seen: "turn done" in seen)  # fmt: skip
         ran = await a.store.fetchall("SELECT DISTINCT run_id FROM steps WHERE turn_id = ?",
                                      (turn_id,))  # fmt: skip
         assert [r[0] for r in ran] == [b.run_id], "b ran every step of the turn"
         assert milestones(seen_a, turn_id) == milestones(seen_b, turn_id) == [
             "started", "call suspended", "turn waiting", "turn running", "turn done"]  # fmt: skip
-        await anyio.sleep(0.6)  # two more polls: nothing is handed twice
+        relays = [f"agentdeck-relay {rt.cluster.name}"[:63] for rt in (a, b)]
+        before = Counter(polls)
+        await until(lambda: Counter(polls), "two more polls of each relay",  # nothing handed twice
+                    ok=lambda now: all(now[r] >= before[r] + 2 for r in relays))  # fmt: skip
         truth = counted(await stored(a, turn_id))
         assert counted([e for e in seen_a if e.turn_id == turn_id]) == truth
         assert counted([e for e in seen_b if e.turn_id == turn_id]) == truth
@@ -115,7 +125,8 @@ async def test_the_run_log_keeps_to_its_own_worker(tmp_path: Path, pg_url: str) 
         async with a.cluster._claim_lock:
             handle = await b.submit(msg("hello", thread="y"))
             assert (await b.wait_turn(handle.turn_id)).status == "done"
-        await until(lambda: "turn done" in milestones(everything, handle.turn_id), "relayed")
+        await until(lambda: milestones(everything, handle.turn_id), "the turn done, relayed",
+                    ok=lambda seen: "turn done" in seen)  # fmt: skip
         assert [e for e in own if e.turn_id == handle.turn_id] == []
 
 
@@ -133,7 +144,8 @@ async def test_the_relay_connects_again_after_its_connection_drops(tmp_path: Pat
         async with a.cluster._claim_lock:
             handle = await b.submit(msg("after the drop", thread="z"))
             assert (await b.wait_turn(handle.turn_id)).status == "done"
-        await until(lambda: "turn done" in milestones(seen, handle.turn_id), "relayed anyway")
+        await until(lambda: milestones(seen, handle.turn_id), "the turn done, relayed anyway",
+                    ok=lambda seen: "turn done" in seen)  # fmt: skip
         assert milestones(seen, handle.turn_id) == ["started", "turn done"]
 
 
@@ -158,7 +170,8 @@ async def test_the_api_event_stream_of_one_worker_carries_the_others_turns(
             async with a.cluster._claim_lock:
                 handle = await b.submit(msg("through the stream", thread="s"))
                 assert (await b.wait_turn(handle.turn_id)).status == "done"
-            await until(lambda: "turn done" in milestones(streamed, handle.turn_id), "streamed")
+            await until(lambda: milestones(streamed, handle.turn_id), "the turn done, streamed",
+                        ok=lambda seen: "turn done" in seen)  # fmt: skip
             assert milestones(streamed, handle.turn_id) == ["started", "turn done"]
             tg.cancel_scope.cancel()
 

@@ -18,6 +18,7 @@ from engine.runtime import Runtime
 from engine.store import StoreError
 from tests.helpers import msg
 from tests.scripted import Reply, ScriptedModel, add, after_tools, first_then, shell
+from tests.wait import PATIENCE, until
 
 pytestmark = pytest.mark.anyio
 
@@ -45,13 +46,6 @@ async def workers(
                 config=cluster_config(url, f"w{i}", **kw)))  # fmt: skip
             rts.append(rt)
         yield rts
-
-
-async def until(check, timeout: float = 10.0):  # noqa: ANN001, ANN201
-    with anyio.fail_after(timeout):
-        while not (found := await check()):
-            await anyio.sleep(0.02)
-        return found
 
 
 async def test_turns_submitted_to_one_worker_spread_and_each_runs_once(tmp_path, pg_url):
@@ -119,16 +113,15 @@ async def test_the_runtime_loops_run_on_one_worker_and_move_when_it_stops(tmp_pa
     stops = {name: anyio.Event() for name in ("w0", "w1")}
     async with anyio.create_task_group() as tg:
         tg.start_soon(serve, "w0", stops["w0"])
-        assert await until(lambda: loops_holder(pg_url)) == "agentdeck-loops w0"
+        holder = await until(lambda: loops_holder(pg_url), "a worker holds the loops lock")
+        assert holder == "agentdeck-loops w0"
         tg.start_soon(serve, "w1", stops["w1"])
         await anyio.sleep(0.5)  # w1 tries for the lock every 0.2 s: w0 keeps it
         assert await loops_holder(pg_url) == "agentdeck-loops w0"
         stops["w0"].set()  # w0 stops: its lock's session ends
 
-        async def moved() -> bool:
-            return await loops_holder(pg_url) == "agentdeck-loops w1"
-
-        await until(moved)
+        await until(lambda: loops_holder(pg_url), "the loops lock moves to w1",
+                    ok=lambda holder: holder == "agentdeck-loops w1")  # fmt: skip
         stops["w1"].set()
 
 
@@ -172,7 +165,7 @@ async def test_a_worker_whose_lease_expired_writes_nothing_more_and_the_new_hold
                 "SELECT id, status FROM tool_calls WHERE turn_id = ? AND status = 'running'",
                 (handle.turn_id,))  # fmt: skip
 
-        call_id = (await until(running_call))[0][0]
+        call_id = (await until(running_call, "w0's call runs"))[0][0]
         monkeypatch.setattr(tasks, "beat_forever", beat)
         monkeypatch.setattr(tasks, "claim_forever", claims)
         b = await stack.enter_async_context(Runtime.open(
@@ -184,13 +177,10 @@ async def test_a_worker_whose_lease_expired_writes_nothing_more_and_the_new_hold
                 "SELECT status, suspend_reason FROM tool_calls WHERE id = ?"
                 " AND status = 'suspended'", (call_id,))  # fmt: skip
 
-        before = (await until(reviewed))[0]
+        before = (await until(reviewed, "w1 recovers the call, suspended for review"))[0]
         release.set()  # w0's call returns; its checkpoint meets the fence
 
-        async def stopped() -> bool:
-            return handle.turn_id not in a.live
-
-        await until(stopped)
+        await until(lambda: handle.turn_id not in a.live, "w0's fenced turn stops")
         after = await b.store.fetchall(
             "SELECT status, suspend_reason, result FROM tool_calls WHERE id = ?", (call_id,)
         )
@@ -213,7 +203,7 @@ async def test_a_group_budget_holds_across_workers(tmp_path, pg_url):
         """Count how many run at once."""
         now[0] += 1
         most[0] = max(most[0], now[0])
-        await anyio.sleep(0.05)
+        await anyio.sleep(0.05)  # held running a while, so two at once would overlap
         now[0] -= 1
         return "worked"
 
@@ -266,13 +256,12 @@ async def test_a_waiting_turn_holds_no_lease_even_with_requests_queued_behind_it
         call_id = (await a.wait_turn(first.turn_id)).pending[0]["call_id"]
         second = await b.submit(msg("and then", thread="x"))
 
-        async def free() -> bool:
-            rows = await a.store.fetchall(
-                "SELECT 1 FROM thread_leases WHERE thread_id = 'x' AND worker_id IS NOT NULL"
-            )
-            return not rows
+        async def holders() -> list:
+            return await a.store.fetchall(
+                "SELECT worker_id FROM thread_leases WHERE thread_id = 'x'"
+                " AND worker_id IS NOT NULL")  # fmt: skip
 
-        await until(free)
+        await until(holders, "thread x's lease is given back", ok=lambda rows: not rows)
         row = await b.store.fetchone("SELECT args FROM tool_calls WHERE id = ?", (call_id,))
         await b.decide(Decision.approve(call_id, args=json.loads(row[0])))
         assert (await b.wait_turn(first.turn_id)).status == "done"
@@ -302,7 +291,7 @@ async def test_a_decision_another_worker_queued_ends_duplicate_when_its_call_end
         handle = await a.submit(msg("run it", thread="x"))
         call_id = (await a.wait_turn(handle.turn_id)).pending[0]["call_id"]
         await a.decide(Decision.approve(call_id, args={"n": 1}))
-        with anyio.fail_after(10):
+        with anyio.fail_after(PATIENCE):
             await running.wait()
         late = Decision.approve(call_id, args={"n": 1})  # as another worker records it
         await a.store.write([recorded.recorded(late, "queued", a.clock(), None)])

@@ -26,7 +26,8 @@ from engine.runtime import Runtime
 from engine.tools import Tool, tool
 from tests.helpers import msg
 from tests.scripted import ScriptedModel, first_then
-from tests.test_cluster_runtime import cluster_config, until
+from tests.test_cluster_runtime import cluster_config
+from tests.wait import until
 
 pytestmark = pytest.mark.anyio
 
@@ -61,16 +62,15 @@ def cli(rt: Runtime, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[in
     return code, capsys.readouterr().out
 
 
-def running_on(client: LocalClient, expected: dict[str, str]) -> Callable[[], Any]:
-    """A check for `until`: exactly these threads run, each on its worker."""
+def running_on(client: LocalClient) -> Callable[[], Any]:
+    """A probe for `until`: the running threads, each with its worker."""
 
-    async def check() -> bool:
+    async def probe() -> dict[str, str]:
         view = await client.cluster()
         assert view is not None
-        got = {t.thread_id: t.worker for t in view.threads if t.state == "running"}
-        return got == expected
+        return {t.thread_id: t.worker for t in view.threads if t.state == "running"}
 
-    return check
+    return probe
 
 
 async def test_status_and_the_scheduler_show_every_worker_and_what_it_runs(
@@ -81,12 +81,14 @@ async def test_status_and_the_scheduler_show_every_worker_and_what_it_runs(
     async with worker(tmp_path, pg_url, "w0", hold) as a, serve_api(a):
         local = LocalClient(a)
         handles = [await a.submit(msg("go", thread=t)) for t in ("a1", "a2")]  # w0 is alone
-        await until(running_on(local, {"a1": "w0", "a2": "w0"}))
+        await until(running_on(local), "a1 and a2 run on w0",
+                    ok=lambda got: got == {"a1": "w0", "a2": "w0"})  # fmt: skip
         async with worker(tmp_path, pg_url, "w1", hold) as b:
             assert a.cluster is not None
             async with a.cluster._claim_lock:  # w0 claims nothing meanwhile: b1 goes to w1
                 handles.append(await b.submit(msg("go", thread="b1")))
-                await until(running_on(local, expected))
+                await until(running_on(local), "each thread runs on its worker",
+                            ok=lambda got: got == expected)  # fmt: skip
 
             view = await local.cluster()
             assert view is not None and (view.worker, view.lease_seconds) == ("w0", 2.0)

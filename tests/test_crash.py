@@ -49,6 +49,7 @@ from tests.crash_worker import (
 from tests.helpers import room_rows
 from tests.history_seed import fts_unsound, marks_unsound
 from tests.scripted import ScriptedModel
+from tests.wait import PATIENCE, until
 
 ROOT = Path(__file__).resolve().parent.parent
 ITERATIONS = int(os.environ.get("CRASH_ITERATIONS", "25"))
@@ -131,40 +132,44 @@ def kill_worker_at_random(room: Path, seed: int | str, delay: float, stderr_path
             proc.kill()
             proc.wait()
             pytest.fail(f"worker did not start (seed {seed}): {stderr_path.read_text()}")
-        time.sleep(delay)
+        time.sleep(delay)  # load: the kill's moment, random
         before = done_turns(room / "execution.db")
         os.kill(proc.pid, signal.SIGKILL)
         assert proc.wait() == -signal.SIGKILL
     return before
 
 
+async def decide_one(rt: Runtime, where: str) -> dict[str, list[str]]:
+    """The turns running and the calls waiting in a waiting turn, as they were; the first
+    of those calls approved (marked failed if a crash left it for review), and its turn
+    seen to go on."""
+    running = sorted(rt.live)  # read first: if nothing runs now, `pending` is final
+    waiting = [
+        p for p in await rt.pending()
+        if (await rt.outcome(p.turn_id)).status == "waiting"
+    ]  # fmt: skip
+    if waiting:
+        call = waiting[0]
+        if call.reason == REVIEW_REASON:
+            decision = Decision.fail(call.call_id, "lost", decided_by="crash-test")
+        else:
+            assert call.tool == APPROVAL_TOOL
+            decision = Decision.approve(call.call_id, decided_by="crash-test")
+        await rt.decide(decision)
+        with anyio.fail_after(PATIENCE):
+            out = await rt.wait_turn(call.turn_id)  # the waiting turn is decidable:
+        assert out.status in ("done", "waiting"), f"{call.turn_id} {where}: {out}"
+        assert call.call_id not in {p["call_id"] for p in out.pending}, where
+    return {"running turns": running, "waiting calls": [p.call_id for p in waiting]}
+
+
 async def settle(rt: Runtime, where: str) -> None:
     """Until no turn runs or waits: approve each pending call (mark failed each a crash
     left for review), let every turn finish."""
-    with anyio.fail_after(60):
-        while True:
-            busy = bool(rt.live)  # read first: if nothing runs now, `pending` is final
-            waiting = [
-                p for p in await rt.pending()
-                if (await rt.outcome(p.turn_id)).status == "waiting"
-            ]  # fmt: skip
-            if waiting:
-                call = waiting[0]
-                if call.reason == REVIEW_REASON:
-                    decision = Decision.fail(call.call_id, "lost", decided_by="crash-test")
-                else:
-                    assert call.tool == APPROVAL_TOOL
-                    decision = Decision.approve(call.call_id, decided_by="crash-test")
-                await rt.decide(decision)
-                out = await rt.wait_turn(call.turn_id)  # the waiting turn is decidable:
-                assert out.status in ("done", "waiting"), f"{call.turn_id} {where}: {out}"
-                assert call.call_id not in {p["call_id"] for p in out.pending}, where
-            elif busy:  # turns still running, or queued requests still to run
-                await anyio.sleep(0.005)
-            else:
-                stray = [(p, await rt.outcome(p.turn_id)) for p in await rt.pending()]
-                assert not stray, f"suspended calls in no waiting turn {where}: {stray}"
-                return
+    await until(lambda: decide_one(rt, where), f"no turn running or waiting {where}",
+                ok=lambda left: not any(left.values()))  # fmt: skip
+    stray = [(p, await rt.outcome(p.turn_id)) for p in await rt.pending()]
+    assert not stray, f"suspended calls in no waiting turn {where}: {stray}"
 
 
 @dataclass
@@ -211,7 +216,7 @@ async def recover_and_check(
         room, kind="run", provider=ScriptedModel(random_calls(random.Random(seed))),
         tools=make_tools(), config=config_for(seed), resume="all",
     ) as rt:  # fmt: skip
-        with anyio.fail_after(30):
+        with anyio.fail_after(PATIENCE):
             for turn_id in crashed.turns_in("running"):
                 if (handle := rt.live.get(turn_id)) is not None:
                     await handle.done.wait()
@@ -265,6 +270,7 @@ async def recover_and_check(
 
 
 @pytest.mark.anyio
+@pytest.mark.timeout(10 * PATIENCE)  # 25 kills and recoveries: a minute on a loaded machine
 async def test_sigkill_at_random_points_loses_nothing_and_runs_nothing_twice(
     tmp_path: Path,
 ) -> None:
@@ -294,7 +300,7 @@ def writer_kills_itself(room: Path, seed: int, plan: str, stderr_path: Path) -> 
         ) as proc,
     ):  # fmt: skip
         try:
-            code = proc.wait(timeout=60)
+            code = proc.wait(timeout=PATIENCE)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()

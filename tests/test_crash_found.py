@@ -31,6 +31,7 @@ from engine.tools import tool
 from tests.crash_worker import APPROVAL_TOOL, PLAIN_TOOL, make_tools, random_calls
 from tests.scripted import ScriptedModel
 from tests.test_crash import ROOT, executions, snapshot
+from tests.wait import PATIENCE, until
 
 pytestmark = pytest.mark.usefixtures("store_backend")
 
@@ -50,9 +51,7 @@ async def test_a_call_killed_mid_replay_does_not_run_again(tmp_path: Path) -> No
         cwd=ROOT, stdout=subprocess.PIPE, text=True,
     ) as proc:  # fmt: skip
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-        with anyio.fail_after(20):
-            while executions(room)[call_id] < 1:
-                await anyio.sleep(0.01)
+        await until(lambda: executions(room)[call_id], "the approved call runs in the worker")
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
     # the replay committed `running` before the tool ran, so its outcome is unknown now
@@ -111,11 +110,11 @@ async def test_a_decision_arriving_during_inference_is_applied(tmp_path: Path) -
         first, second = (p["call_id"] for p in out.pending)
         model.hold = True
         await rt.decide(Decision.approve(first))
-        with anyio.fail_after(10):
+        with anyio.fail_after(PATIENCE):
             await model.entered.wait()  # the resumed turn is in inference now
         assert await rt.decide(Decision.approve(second)) == "queued"
         model.release.set()
-        with anyio.fail_after(10):
+        with anyio.fail_after(PATIENCE):
             out = await rt.wait_turn(out.turn_id)
         assert (out.status, out.pending) == ("done", []), out
 
@@ -130,7 +129,7 @@ async def test_queued_request_starts_after_restart(tmp_path: Path) -> None:
         handle = await rt.submit(Message(origin="invoke", sender="t", thread_id="t", text="go"))
     (room / "agentdeck.toml").write_text("[groups.chat]\nmax_running_turns = 4\n")
     async with Runtime.open(room, provider=model, tools=make_tools()) as rt:
-        with anyio.fail_after(5):
+        with anyio.fail_after(PATIENCE):
             out = await rt.wait_turn(handle.turn_id)
     assert (out.status, out.reason) == ("done", "natural")
 
@@ -160,7 +159,7 @@ async def test_a_decision_recorded_while_another_is_applied_ends_duplicate(tmp_p
         async def decide_late() -> None:
             answers.append(await rt.decide(late))
 
-        with anyio.fail_after(10):
+        with anyio.fail_after(PATIENCE):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(decide_late)
                 await held.wait()  # it found the call suspended and is being recorded
@@ -187,7 +186,7 @@ async def test_decide_on_a_free_room_finishes_a_turn_a_crash_left_running(tmp_pa
         model.hold = True  # the turn goes on, then stops mid-inference as the runtime closes
         await rt.decide(Decision.cancel(first, "no"))
         await rt.decide(Decision.cancel(second, "no"))
-        with anyio.fail_after(10):
+        with anyio.fail_after(PATIENCE):
             await model.entered.wait()
     assert snapshot(room / "execution.db").turns[out.turn_id][0] == "running"
 
@@ -195,7 +194,7 @@ async def test_decide_on_a_free_room_finishes_a_turn_a_crash_left_running(tmp_pa
     argv = [sys.executable, "-m", "engine.cli", "--room", str(room), "decide", first, "approve",
             "--json"]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if "API_KEY" not in k and "BASE_URL" not in k}
-    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=20, env=env)
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=PATIENCE, env=env)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["status"] == "done"
     assert snapshot(room / "execution.db").turns[out.turn_id][0] == "done"
@@ -221,7 +220,7 @@ async def test_a_decision_on_a_call_running_its_replay_ends_duplicate(tmp_path: 
         [call_id] = [p["call_id"] for p in out.pending]
         first, late = Decision.approve(call_id), Decision.cancel(call_id, "too late")
         assert await rt.decide(first) == "queued"
-        with anyio.fail_after(10):
+        with anyio.fail_after(PATIENCE):
             await entered.wait()
             assert await rt.decide(late) == "queued"  # for if the call suspends again
             release.set()

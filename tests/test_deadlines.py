@@ -17,6 +17,7 @@ from engine.deadlines import deadline_for, duration
 from engine.lifecycle.call import REVIEW_REASON
 from engine.providers.offline import OfflineModel
 from tests.helpers import msg, room_rows, room_write, rows, runtime
+from tests.wait import until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_backend")]
 
@@ -59,17 +60,18 @@ def offline(tmp_path: Path, time: FakeTime, **kw):
                    **kw)  # fmt: skip
 
 
-async def until_decided(rt, call_id: str) -> None:
-    """Let the runtime run until a decision on `call_id` is applied (the timer's read and
-    write go through the store's thread, which wait_all_tasks_blocked does not wait for)."""
-    with anyio.fail_after(10):
-        while not [d for d in await decided(rt, call_id) if d[-1] == "applied"]:
-            await anyio.sleep(0.01)
-
-
 async def decided(rt, call_id: str) -> list[tuple]:
     return await rows(rt, "SELECT action, decided_by, reason, args_hash IS NOT NULL, status"
                           " FROM decisions WHERE call_id=?", call_id)  # fmt: skip
+
+
+# What a test waits for once the clock passed a deadline: the timer's read and write go
+# through the store's thread, which wait_all_tasks_blocked does not wait for.
+APPLIED = "a decision on the call applied"
+
+
+def applied(decisions: list[tuple]) -> bool:
+    return any(d[-1] == "applied" for d in decisions)
 
 
 # -- configuration ----------------------------------------------------------------------------
@@ -139,7 +141,7 @@ async def test_at_the_deadline_the_call_is_cancelled_and_recorded_as_decided_by_
         await time.advance(599)
         assert await decided(rt, call.call_id) == []
         await time.advance(1)
-        await until_decided(rt, call.call_id)
+        await until(lambda: decided(rt, call.call_id), APPLIED, ok=applied)
         done = await rt.wait_turn(out.turn_id)
         [(action, by, reason, bound, status)] = await decided(rt, call.call_id)
         assert (action, by, bound, status) == ("cancel", "deadline", False, "applied")
@@ -155,7 +157,7 @@ async def test_a_deadline_approval_is_bound_to_the_calls_arguments(tmp_path):
         out = await rt.run_turn(msg("run `echo hi`"))
         [call] = await rt.pending()
         await time.advance(90)
-        await until_decided(rt, call.call_id)
+        await until(lambda: decided(rt, call.call_id), APPLIED, ok=applied)
         done = await rt.wait_turn(out.turn_id)
         [(action, by, _, bound, status)] = await decided(rt, call.call_id)
         assert (action, by, bound, status) == ("resume", "deadline", True, "applied")
@@ -196,7 +198,8 @@ async def test_an_overdue_call_is_decided_at_once_after_a_restart(tmp_path):
     toml(tmp_path, '[approvals]\ndeadline = "10m"\n')
     time.now += 3600  # the room was closed for an hour
     async with offline(tmp_path, time, first_id=100) as rt:
-        await until_decided(rt, call.call_id)  # at once: the clock has not moved
+        # at once: the clock has not moved
+        await until(lambda: decided(rt, call.call_id), APPLIED, ok=applied)
         done = await rt.wait_turn(out.turn_id)
         assert done.calls[0]["status"] == "cancelled"
         assert [r[1] for r in await decided(rt, call.call_id)] == ["deadline"]

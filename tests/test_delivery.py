@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -33,13 +32,15 @@ from engine.store.bus import Bus
 from engine.store.outbox import outbox_row
 from tests.helpers import runtime
 from tests.scripted import Reply
+from tests.wait import PATIENCE, until
 
 pytestmark = pytest.mark.anyio
 
 
 class Receiver:
     """What the stand-in receiver got, and how it answers: `script[key]` is a list of
-    statuses it pops one per POST of that key (then 200); 0 means it does not answer."""
+    statuses it pops one per POST of that key (then 200); 0 means it does not answer until
+    the receiver closes."""
 
     def __init__(self) -> None:
         self.got: list[tuple[str, int]] = []  # (key, the status it answered)
@@ -47,6 +48,7 @@ class Receiver:
         self.retry_after = "7"
         self.on_post: Any = None  # called with the body of each POST, in the server thread
         self.lock = threading.Lock()
+        self.closing = threading.Event()  # ends the POSTs it holds without an answer
 
 
 @pytest.fixture
@@ -65,8 +67,8 @@ def receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, Receiver]]:
                 state.got.append((key, status))
             if state.on_post is not None:
                 state.on_post(body)
-            if status == 0:
-                time.sleep(1.0)  # longer than the sender's timeout
+            if status == 0:  # held past any sender's timeout: until the receiver closes
+                state.closing.wait(PATIENCE)
                 status = 200
             self.send_response(status)
             if status == 503:
@@ -83,6 +85,7 @@ def receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, Receiver]]:
     try:
         yield f"http://127.0.0.1:{httpd.server_address[1]}/hook", state
     finally:
+        state.closing.set()
         httpd.shutdown()
         httpd.server_close()
         thread.join()
@@ -123,7 +126,7 @@ class FakeTime:
 
     async def sleep(self, seconds: float) -> None:
         self.slept.append(seconds)
-        await anyio.sleep(0.005)
+        await anyio.sleep(0.005)  # a fake clock's sleep yields for real
         self.now += seconds
 
 
@@ -137,7 +140,7 @@ async def worker(db: Path, url: str, t: FakeTime, config: DeliveryConfig | None 
     bus.subscribe(lambda e: events.append(e) if isinstance(e, DeliveryChanged) else None)
     tries: list[tuple[str, float]] = []
     w = DeliveryWorker(store, bus.commit, webhook(url, t.clock, tries), clock=t.clock,
-                       sleep=t.sleep, config=config or DeliveryConfig(timeout=0.3),
+                       sleep=t.sleep, config=config or DeliveryConfig(timeout=PATIENCE),
                        projector=projector)  # fmt: skip
     w.tries = tries  # type: ignore[attr-defined]
     try:
@@ -159,18 +162,6 @@ async def owe(db: Path, *answers: tuple[str, str], at: float = 1000.0) -> None:
         await store.close()
 
 
-async def until(check: Any) -> None:
-    """Wait (at most 10 s) until `check()` (a bool, or an awaitable of one) holds."""
-    with anyio.fail_after(10):
-        while True:
-            found = check()
-            if not isinstance(found, bool):
-                found = await found
-            if found:
-                return
-            await anyio.sleep(0.01)
-
-
 def states(db: Path) -> dict[str, tuple[str, int]]:
     conn = sqlite3.connect(db)
     try:
@@ -190,7 +181,7 @@ async def test_answers_leave_in_order_per_thread(tmp_path: Path, receiver: Any) 
     got.script = {"a1": [503, 503], "b1": [500]}  # a1 is retried twice, a2 waits for it
     t = FakeTime()
     async with worker(db, url, t) as (w, events):
-        await until(lambda: settled(db, 5))
+        await until(lambda: settled(db, 5), "all 5 answers sent or dead", seen=lambda: states(db))
     assert {k: s for k, (s, _) in states(db).items()} == dict.fromkeys(
         ["a1", "a2", "a3", "b1", "b2"], "sent"
     )
@@ -230,11 +221,11 @@ async def test_dead_after_max_tries_then_retried_or_dropped(tmp_path: Path,
     got.script = {"x1": [503] * 10, "y1": [503] * 10}
     got.retry_after = "1"
     config = DeliveryConfig(
-        timeout=0.3, max_tries=8, channels={"hook": ChannelDelivery(max_tries=3)}
+        timeout=PATIENCE, max_tries=8, channels={"hook": ChannelDelivery(max_tries=3)}
     )
     t = FakeTime()
     async with worker(db, url, t, config) as (w, events):
-        await until(lambda: settled(db, 3))
+        await until(lambda: settled(db, 3), "all 3 answers sent or dead", seen=lambda: states(db))
         assert states(db) == {"x1": ("dead", 3), "x2": ("sent", 1), "y1": ("dead", 3)}
         assert [k for k, _ in got.got].count("x1") == 3  # and x2 went once x1 was dead
         c = await counts(w.store)
@@ -243,7 +234,7 @@ async def test_dead_after_max_tries_then_retried_or_dropped(tmp_path: Path,
         assert set(dead) == {"x1", "y1"} and dead["x1"].last_error == "HTTP 503"
         got.script = {}
         assert await w.retry(dead["x1"].id)
-        await until(lambda: states(db)["x1"][0] == "sent")
+        await until(lambda: states(db), "x1 sent on its retry", ok=lambda st: st["x1"][0] == "sent")
         assert await w.drop(dead["y1"].id)
         assert not await w.drop(dead["x1"].id)  # sent: nothing to drop
         assert not await w.retry(dead["y1"].id)  # dropped: not dead any more
@@ -258,7 +249,7 @@ async def test_a_permanent_failure_is_dead_at_once(tmp_path: Path, receiver: Any
     await owe(db, ("p1", "P"))
     got.script = {"p1": [400]}
     async with worker(db, url, FakeTime()):
-        await until(lambda: settled(db, 1))
+        await until(lambda: settled(db, 1), "the answer sent or dead", seen=lambda: states(db))
     assert states(db) == {"p1": ("dead", 1)}
     assert got.got == [("p1", 400)]
 
@@ -267,9 +258,16 @@ async def test_a_hanging_channel_is_cut_by_the_timeout(tmp_path: Path, receiver:
     url, got = receiver
     db = tmp_path / "execution.db"
     await owe(db, ("h1", "H"))
-    got.script = {"h1": [0]}  # the first POST gets no answer in time
-    async with worker(db, url, FakeTime()) as (_, events):
-        await until(lambda: settled(db, 1))
+    got.script = {"h1": [0]}  # the first POST gets no answer (until the receiver closes)
+    async with worker(db, url, FakeTime(), DeliveryConfig(timeout=1.0)) as (w, events):
+        inner = w.deliver
+
+        async def deliver(*args: Any) -> None:
+            w.config = DeliveryConfig(timeout=PATIENCE)  # from the next try on; this one is cut
+            await inner(*args)
+
+        w.deliver = deliver  # type: ignore[method-assign]
+        await until(lambda: settled(db, 1), "the answer sent or dead", seen=lambda: states(db))
     assert states(db) == {"h1": ("sent", 2)}
     [failed] = [e for e in events if e.state == "retrying"]
     assert failed.error is not None and "no answer from hook" in failed.error
@@ -283,12 +281,13 @@ async def test_a_restart_delivers_what_was_owed(tmp_path: Path, receiver: Any) -
     got.retry_after = "600"  # the first run stops while r1 waits to be retried
     t = FakeTime()
     async with worker(db, url, t):
-        await until(lambda: states(db)["s1"][0] == "sent" and states(db)["r1"][0] == "retrying")
+        await until(lambda: states(db), "s1 sent while r1 waits to be retried",
+                    ok=lambda st: (st["s1"][0], st["r1"][0]) == ("sent", "retrying"))  # fmt: skip
     assert states(db)["r2"] == ("pending", 0)
     got.script = {}
     t.now += 600
     async with worker(db, url, t):  # a new run: everything still owed goes
-        await until(lambda: settled(db, 3))
+        await until(lambda: settled(db, 3), "all 3 answers sent or dead", seen=lambda: states(db))
     assert {k: s for k, (s, _) in states(db).items()} == dict.fromkeys(["r1", "r2", "s1"], "sent")
 
 
@@ -311,7 +310,7 @@ async def test_a_try_is_counted_before_it_leaves_so_an_answer_that_kills_goes_de
             await inner(*args)
 
         w.deliver = deliver  # type: ignore[method-assign]
-        await until(lambda: settled(db, 1))
+        await until(lambda: settled(db, 1), "the answer sent or dead", seen=lambda: states(db))
     assert seen == [("pending", 1)]
     await owe(db, ("k2", "K2"))
     conn = sqlite3.connect(db)
@@ -320,7 +319,7 @@ async def test_a_try_is_counted_before_it_leaves_so_an_answer_that_kills_goes_de
     conn.close()
     before = len(got.got)
     async with worker(db, url, t):
-        await until(lambda: states(db)["k2"][0] == "dead")
+        await until(lambda: states(db), "k2 dead", ok=lambda st: st["k2"][0] == "dead")
     assert states(db)["k2"] == ("dead", 8)
     assert len(got.got) == before  # no ninth try
 
@@ -349,12 +348,12 @@ async def test_the_bus_holds_the_turn_before_its_answer_leaves(tmp_path: Path,
         projector = Projector(rt.store, bus, rt.room.path, clock=rt.clock)
         tries: list[tuple[str, float]] = []
         w = DeliveryWorker(rt.store, rt.commit, webhook(url, rt.clock, tries), clock=rt.clock,
-                           projector=projector, config=DeliveryConfig(timeout=5))  # fmt: skip
+                           projector=projector, config=DeliveryConfig(timeout=PATIENCE))  # fmt: skip
         rt.subscribe(w.watch)
         async with anyio.create_task_group() as tg:
             tg.start_soon(w.run)
             out = await rt.run_turn(message)
-            await until(lambda: _sent(rt.store))
+            await until(lambda: counts(rt.store), "the answer sent", ok=lambda c: c["sent"] == 1)
             tg.cancel_scope.cancel()
         await projector.catch_up()
         events = await bus.events(str(rt.room.path))
@@ -363,7 +362,3 @@ async def test_the_bus_holds_the_turn_before_its_answer_leaves(tmp_path: Path,
     assert seen_on_bus == [["done"]]
     states_on_bus = [json.loads(d)["state"] for _, _, k, *_, d in events if k == "delivery_changed"]
     assert states_on_bus == ["pending", "sent"]
-
-
-async def _sent(store: Store) -> bool:
-    return (await counts(store))["sent"] == 1

@@ -27,6 +27,7 @@ from tests.history_seed import (
     store_url_of,
     turn_ids,
 )
+from tests.wait import PATIENCE, until
 
 ROOT = Path(__file__).resolve().parents[1]
 OLD_KEYS = {"turn_id", "thread_id", "origin", "status", "reason", "text", "answer",
@@ -199,28 +200,28 @@ async def test_history_queries_use_indexes(seeded, monkeypatch):
 
 
 WRITER = """
-import sys, time, anyio
+import sys, anyio
 from pathlib import Path
 from engine.runtime import Runtime
 from tests.history_seed import add, boom, msg, on_store, script, shell
 from tests.scripted import ScriptedModel
 
-async def main(room, seconds, url):
+async def main(room, stop, url):
     config = on_store(Path(room), url or None)
     async with Runtime.open(room, kind="run", provider=ScriptedModel(script),
                             tools=[add, shell, boom], config=config) as rt:
         await rt.run_turn(msg("w0", "add first needle", "invoke"))
         await rt.store.index()  # search lags the writer by up to a second otherwise
         print("ready", flush=True)
-        end, n = time.monotonic() + seconds, 0
-        while time.monotonic() < end:
+        n = 0
+        while not Path(stop).exists():  # until the browser has seen enough
             n += 1
             await rt.run_turn(msg(f"w{n % 5}", f"add turn {n} needle", "invoke"))
             if n % 7 == 0:
                 await rt.run_turn(msg(f"b{n}", "boom again", "task"))
     print(n, flush=True)
 
-anyio.run(main, sys.argv[1], float(sys.argv[2]), sys.argv[3])
+anyio.run(main, *sys.argv[1:4])
 """
 
 
@@ -228,30 +229,42 @@ anyio.run(main, sys.argv[1], float(sys.argv[2]), sys.argv[3])
 async def test_browse_while_a_second_process_writes(tmp_path, backend):
     room = Room.at(tmp_path / "room")
     on_store(room.path, backend)  # History reads the room's agentdeck.toml before it opens
-    with subprocess.Popen([sys.executable, "-c", WRITER, str(room.path), "2.5", backend or ""],
+    stop = tmp_path / "stop-writing"
+    with subprocess.Popen([sys.executable, "-c", WRITER, str(room.path), str(stop), backend or ""],
                           cwd=ROOT,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:  # fmt: skip
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         totals, rounds = set(), 0
-        async with History(room) as h:
-            while proc.poll() is None:
-                rounds += 1
-                newest = None
-                for f in (None, Filters(origin="invoke"), Filters(status="failed")):
-                    seen, after = [], None
-                    while True:
-                        page = await h.turns(f, after=after, limit=25)
-                        seen += [(t["created_at"], t["turn_id"]) for t in page.items]
-                        if page.next is None:
-                            break
-                        after = page.next
-                    assert seen == sorted(set(seen), reverse=True)  # descending, no duplicates
-                    newest = newest or seen[0][1]
-                hits = await h.search("needle", limit=10)
-                assert hits.items and all(x["kind"] == "message" for x in hits.items)
-                assert (await h.turn(newest))["steps"] is not None
-                totals.add((await h.counts())["turns"])
-        _, err = proc.communicate(timeout=60)
+
+        async def browse(h: History) -> tuple[int, int]:
+            """One round of browsing (every list page by page, a search, a turn, counts)."""
+            nonlocal rounds
+            assert proc.poll() is None, "the writer ended while the browser read"
+            rounds += 1
+            newest = None
+            for f in (None, Filters(origin="invoke"), Filters(status="failed")):
+                seen, after = [], None
+                while True:
+                    page = await h.turns(f, after=after, limit=25)
+                    seen += [(t["created_at"], t["turn_id"]) for t in page.items]
+                    if page.next is None:
+                        break
+                    after = page.next
+                assert seen == sorted(set(seen), reverse=True)  # descending, no duplicates
+                newest = newest or seen[0][1]
+            hits = await h.search("needle", limit=10)
+            assert hits.items and all(x["kind"] == "message" for x in hits.items)
+            assert (await h.turn(newest))["steps"] is not None
+            totals.add((await h.counts())["turns"])
+            return rounds, len(totals)
+
+        try:
+            async with History(room) as h:
+                await until(lambda: browse(h), "rounds of browsing, and the writer's turns in them",
+                            ok=lambda seen: seen[0] >= 3 and seen[1] >= 2)  # fmt: skip
+        finally:
+            stop.touch()
+        _, err = proc.communicate(timeout=PATIENCE)
         assert proc.returncode == 0, err
         assert "locked" not in err
     assert rounds >= 3 and len(totals) >= 2  # the writer's turns showed up while browsing

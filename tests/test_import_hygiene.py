@@ -181,10 +181,7 @@ def test_dynamic_probe_detects_ui_imports() -> None:
 
 # --- (c) import-linter ---------------------------------------------------------------------
 
-LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
-needs_linter = pytest.mark.skipif(
-    not LINT_IMPORTS.exists(), reason="import-linter is not installed (pip install -e '.[test]')"
-)
+LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"  # '.[test]' installs it
 
 
 def lint_imports(*args: str) -> subprocess.CompletedProcess[str]:
@@ -205,7 +202,6 @@ def test_pyproject_has_the_contract() -> None:
     assert set(contract["forbidden_modules"]) == set(FORBIDDEN)
 
 
-@needs_linter
 def test_lint_imports_with_project_config() -> None:
     proc = lint_imports()
     assert proc.returncode == 0, proc.stdout + proc.stderr

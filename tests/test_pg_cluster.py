@@ -1,6 +1,6 @@
 """Cluster coordination on a real PostgreSQL (engine/cluster, engine/store/pg/cluster.py):
 several connections stand in for workers. Expiry is driven by explicit `now` values, never
-by sleeping; waits for the server (a closed session's lock going away) are bounded polls."""
+by sleeping."""
 
 from __future__ import annotations
 
@@ -65,14 +65,6 @@ async def checkpoint(
             "INSERT INTO checkpoint_writes(thread_id, token, worker) VALUES (%s, %s, %s)",
             (thread, w.token(thread), w.id),
         )
-
-
-async def eventually(check, what: str) -> None:  # noqa: ANN001
-    """Poll `check()` until true, bounded (the server releases a dead session's locks
-    asynchronously)."""
-    with anyio.fail_after(20):
-        while not await check():
-            await anyio.sleep(0.02)
 
 
 # --- workers -------------------------------------------------------------------------------

@@ -13,7 +13,8 @@ from engine.cluster import Fenced, SingletonLock
 from engine.cluster.listen import Listener
 from engine.store.pg import claims, locks
 from engine.store.pg import cluster as sql
-from tests.test_pg_cluster import LEASE, T0, connect, eventually, workers
+from tests.test_pg_cluster import LEASE, T0, connect, workers
+from tests.wait import PATIENCE, until
 
 pytestmark = pytest.mark.anyio
 
@@ -36,7 +37,7 @@ async def test_a_loop_lock_moves_when_its_holders_connection_closes(pg_url: str)
         conn = one.connection
         assert conn is not None
         await conn.close()  # the holder goes away without unlocking
-        await eventually(two.try_acquire, "the lock to pass to w2")
+        await until(two.try_acquire, "the lock to pass to w2")
         assert await locks.advisory_lock_holder(admin, "pulse") == "agentdeck:w2"
         assert not await one.still_held() and not one.held
         assert not await one.try_acquire()  # it reconnects, but w2 holds the lock now
@@ -59,7 +60,7 @@ async def test_a_loop_lock_moves_when_its_holders_backend_is_killed(pg_url: str)
         pid = one.connection.info.backend_pid
         cur = await admin.execute("SELECT pg_terminate_backend(%s, 10000)", (pid,))
         assert await cur.fetchone() == (True,)
-        await eventually(two.try_acquire, "the lock to pass to w2")
+        await until(two.try_acquire, "the lock to pass to w2")
         assert not await one.still_held()  # the holder finds out at its next check
         assert not await one.try_acquire()
     finally:
@@ -97,10 +98,9 @@ async def test_a_notice_goes_out_with_its_write_and_never_for_one_rolled_back(pg
                 await w.conn.execute("INSERT INTO d VALUES ('d1')")
                 await w.conn.execute("SELECT pg_notify(%s, 't')", (claims.WORK_CHANNEL,))
             await claims.notify_cancel(w.conn, "turn1", "stop it")
-            with anyio.fail_after(20):
+            with anyio.fail_after(PATIENCE):
                 await got.wait()
-                while not cancels:
-                    await anyio.sleep(0.01)
+            await until(lambda: cancels, "the cancel notice heard")
             tg.cancel_scope.cancel()
     await ear.aclose()
     assert heard == ["t"]
@@ -120,9 +120,8 @@ async def test_a_listener_that_loses_its_connection_comes_back_and_says_so(pg_ur
             tg.start_soon(ear.run)
             await admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
                                 " WHERE application_name = 'agentdeck-ear'")  # fmt: skip
-            with anyio.fail_after(20):
-                while "" not in heard:
-                    await anyio.sleep(0.05)
+            await until(lambda: heard, "the listener says a notice may have been missed",
+                        ok=lambda heard: "" in heard)  # fmt: skip
             tg.cancel_scope.cancel()
     finally:
         await ear.aclose()
@@ -206,7 +205,7 @@ async def test_a_loop_lock_taken_is_told_naming_its_worker(pg_url: str) -> None:
         tg.start_soon(lambda: run_as_singleton(lock, body, every=0.1,
                                                said=lambda _l, text: said.append(text),
                                                who="worker w7"))  # fmt: skip
-        with anyio.fail_after(10):
+        with anyio.fail_after(PATIENCE):
             await ran.wait()
         tg.cancel_scope.cancel()
     assert said == ["worker w7 now runs the cluster's loops"]

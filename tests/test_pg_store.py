@@ -21,6 +21,7 @@ from engine.store.pg.store import PgStore, display_url, scrub
 from engine.store.select import ENV, open_store, store_url
 from tests.helpers import msg, rows, runtime
 from tests.scripted import first_then
+from tests.wait import until
 
 pytestmark = pytest.mark.anyio
 RUN = "INSERT INTO runs (id, kind, pid, started_at, status) VALUES (?, ?, 1, 1.0, 'active')"
@@ -62,13 +63,16 @@ async def test_runtimes_opening_a_fresh_database_at_once_migrate_it_once_and_one
         # the owner's backend killed (its host gone, kill -9): the lock goes with it
         conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
                      " WHERE application_name LIKE 'agentdeck-writer %'")  # fmt: skip
-    with anyio.fail_after(10):
-        while True:
-            try:
-                second = await PgStore.open(pg_url)
-                break
-            except StoreError:
-                await anyio.sleep(0.05)
+
+    async def reopen() -> PgStore | str:
+        try:
+            return await PgStore.open(pg_url)
+        except StoreError as exc:
+            return str(exc)
+
+    second = await until(reopen, "the killed owner's lock goes with its backend",
+                         ok=lambda got: isinstance(got, PgStore))  # fmt: skip
+    assert isinstance(second, PgStore)
     await second.close()
     with pytest.raises(StoreError):  # the first's writer lost its connection: it says so
         await opened[0].write([("SELECT 1", ())])
@@ -257,7 +261,7 @@ async def test_a_runtime_waits_a_moment_for_one_that_just_ended(pg_url: str) -> 
     async with anyio.create_task_group() as tg:
 
         async def ends_soon() -> None:
-            await anyio.sleep(0.5)
+            await anyio.sleep(0.5)  # the owner ends a moment after the open began (< OWNER_WAIT)
             holder.close()
 
         tg.start_soon(ends_soon)

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
 from engine import builtin_tools as bt
@@ -22,6 +21,7 @@ from engine.decisions import Decision
 from engine.tools import ToolContext
 from tests.helpers import msg, rows, runtime
 from tests.scripted import first_then
+from tests.wait import PATIENCE, until, until_sync
 
 pytestmark = pytest.mark.anyio
 
@@ -44,7 +44,7 @@ def groups() -> Iterator[Groups]:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        proc.wait(timeout=10)
+        proc.wait(timeout=PATIENCE)
 
 
 def session(command: str, groups: Groups) -> subprocess.Popen[bytes]:
@@ -91,7 +91,7 @@ def test_a_gate_left_without_its_line_ends_unrun(tmp_path: Path) -> None:
     # what a runtime that died between the spawn and the record leaves: its end of the
     # pipe closes, the gate reads end of file, and the command never starts
     done = subprocess.run(["/bin/sh", "-c", bt._GATE, "agentdeck-shell", "touch ran"],
-                          cwd=tmp_path, stdin=subprocess.DEVNULL, timeout=10)  # fmt: skip
+                          cwd=tmp_path, stdin=subprocess.DEVNULL, timeout=PATIENCE)  # fmt: skip
     assert done.returncode == 125
     assert not (tmp_path / "ran").exists()
 
@@ -113,19 +113,25 @@ async def test_a_live_group_is_found_and_ended_with_sigterm(groups: Groups) -> N
     proc = session("sleep 60 & sleep 60 & wait", groups)
     record = {"pgid": proc.pid, **orphans.identity(proc.pid)}
     assert orphans.alive(record)
-    assert await orphans.end(record) == "terminated"
+    assert await orphans.end(record, grace=PATIENCE) == "terminated"  # (however slow to end)
     assert not orphans.alive(record)
-    proc.wait(timeout=10)
+    proc.wait(timeout=PATIENCE)
     assert await orphans.end(record) == "gone"
 
 
-async def test_a_group_that_ignores_sigterm_is_killed(groups: Groups) -> None:
-    proc = session("trap '' TERM; sleep 60 & wait; sleep 60", groups)
+async def test_a_group_that_ignores_sigterm_is_killed(
+    groups: Groups, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trapped = tmp_path / "trapped"
+    proc = session(
+        f"trap '' TERM; : > {shlex.quote(str(trapped))}; sleep 60 & wait; sleep 60", groups
+    )
     record = {"pgid": proc.pid, **orphans.identity(proc.pid)}
-    await anyio.sleep(0.2)  # the trap is set
+    await until(trapped.exists, "the trap is set")
+    monkeypatch.setattr(orphans, "KILL_WAIT", PATIENCE)  # however slow the kill is to show
     assert await orphans.end(record, grace=0.3) in ("killed", "terminated")
     assert not orphans.alive(record)
-    proc.wait(timeout=10)
+    proc.wait(timeout=PATIENCE)
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
@@ -133,9 +139,9 @@ async def test_a_group_whose_leader_left_is_still_found(groups: Groups) -> None:
     # the leader exits at once; its child keeps the group (and its number) alive
     proc = session("sleep 60 >/dev/null 2>&1 & exit 0", groups)
     record = {"pgid": proc.pid, **orphans.identity(proc.pid)}
-    proc.wait(timeout=10)
+    proc.wait(timeout=PATIENCE)
     assert orphans.alive(record)
-    assert await orphans.end(record) == "terminated"
+    assert await orphans.end(record, grace=PATIENCE) == "terminated"
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
@@ -155,9 +161,7 @@ async def test_a_group_that_is_not_the_recorded_one_is_left_alone(groups: Groups
 def test_a_zombie_group_is_not_alive(groups: Groups) -> None:
     # a child that ended and that this process has not waited for yet: a zombie
     proc = session("exit 0", groups)
-    deadline = time.monotonic() + 10
-    while Path(f"/proc/{proc.pid}/stat").read_text().split(") ")[1][0] != "Z":
-        assert time.monotonic() < deadline, "the child never ended"
-        time.sleep(0.01)
+    until_sync(lambda: Path(f"/proc/{proc.pid}/stat").read_text().split(") ")[1][0],
+               "the child ends (a zombie)", ok=lambda state: state == "Z", every=0.01)  # fmt: skip
     assert not orphans.alive({"pgid": proc.pid})
-    proc.wait(timeout=10)
+    proc.wait(timeout=PATIENCE)

@@ -10,7 +10,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,24 +17,18 @@ from typing import Any
 import pytest
 
 from tests.helpers import room_rows
+from tests.wait import PATIENCE, until_sync
 
 ROOT = Path(__file__).resolve().parents[1]
 TASK = "run `echo from-the-task` and tell me the time\n"
 
 
-def agentdeck(room: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def agentdeck(
+    room: Path, *args: str, timeout: float = PATIENCE
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "engine.cli", "--room", str(room), *args],
                           capture_output=True, text=True, cwd=ROOT, timeout=timeout,
                           stdin=subprocess.DEVNULL)  # fmt: skip
-
-
-def until(predicate: Any, what: str, seconds: float = 30) -> Any:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        if value := predicate():
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"never happened: {what}")
 
 
 def reap(proc: subprocess.Popen[Any] | None) -> None:
@@ -63,7 +56,7 @@ def waiting_call(room: Path) -> dict[str, Any]:
         assert out.returncode == 0, out.stderr
         return json.loads(out.stdout)
 
-    calls = until(listed, "the task's shell call waits")
+    calls = until_sync(listed, "the task's shell call waits")
     (call,) = calls
     assert (call["tool"], call["thread_id"]) == ("shell", "task:greet")
     assert call["args"] == {"command": "echo from-the-task"}
@@ -148,7 +141,7 @@ def test_run_in_the_foreground_is_steered_from_other_processes(foreground) -> No
     assert agentdeck(room, "cancel", "t_nope").returncode == 2
     assert agentdeck(room, "decide", "c_nope", "approve").returncode == 2
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=30) == 0
+    assert proc.wait(timeout=PATIENCE) == 0
     assert not (room / "agent.sock").exists()
     assert room_rows(room, "SELECT kind, status FROM runs") == [("run", "ended")]
 
@@ -166,10 +159,11 @@ def test_a_one_off_invoke_on_a_free_room_starts_nothing_else(tmp_path: Path) -> 
                             cwd=ROOT)  # fmt: skip
     try:
         assert proc.stdout is not None and proc.stdout.readline().startswith("agentdeck run ")
-        until(lambda: room_rows(room, "SELECT status FROM turn_requests") == [("queued",)],
-              "the task is queued behind its paused group")  # fmt: skip
+        until_sync(lambda: room_rows(room, "SELECT status FROM turn_requests"),
+                   "the task is queued behind its paused group",
+                   ok=lambda rows: rows == [("queued",)])  # fmt: skip
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == 0
+        assert proc.wait(timeout=PATIENCE) == 0
     finally:
         reap(proc)
     (room / "agentdeck.toml").write_text("")  # the group is not paused any more
@@ -191,10 +185,11 @@ def test_commands_on_an_owner_that_serves_no_api_say_so(tmp_path: Path) -> None:
     """An embedding program (a ToolRunner) owns the room and serves nothing: the CLI waits
     for it, then says who holds the room instead of hanging or tracing back."""
     room = tmp_path / "room"
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from engine.room import Ownership, Room; "
-        "Ownership(Room.at(sys.argv[1]), 'embed').acquire(); print('held', flush=True); "
-        "time.sleep(60)"), str(room)], stdout=subprocess.PIPE, text=True, cwd=ROOT)  # fmt: skip
+    hold = ("import sys, time; from engine.room import Ownership, Room; "
+            "Ownership(Room.at(sys.argv[1]), 'embed').acquire(); print('held', flush=True); "
+            "time.sleep(3600)")  # it holds the room until reap() kills it  # fmt: skip
+    holder = subprocess.Popen([sys.executable, "-c", hold, str(room)], stdout=subprocess.PIPE,
+                              text=True, cwd=ROOT)  # fmt: skip
     try:
         room.mkdir(exist_ok=True)
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
@@ -203,7 +198,7 @@ def test_commands_on_an_owner_that_serves_no_api_say_so(tmp_path: Path) -> None:
         env_wait = "import engine.api.connect as c; c.ONE_OFF_WAIT = 1.5; "
         code = env_wait + "import sys; from engine.cli import main; sys.exit(main(sys.argv[1:]))"
         out = subprocess.run([sys.executable, "-c", code, "--room", str(room), "pending"],
-                             capture_output=True, text=True, cwd=ROOT, timeout=60)  # fmt: skip
+                             capture_output=True, text=True, cwd=ROOT, timeout=PATIENCE)  # fmt: skip
         assert connect_module.ONE_OFF_WAIT > 1.5  # (the real wait is longer)
         assert out.returncode == 4  # busy: try again, not failed
         assert "agentdeck embed" in out.stderr and "serves no API" in out.stderr
@@ -251,12 +246,13 @@ def test_run_with_an_unread_stdout_keeps_running_turns(tmp_path: Path) -> None:
     from engine.api.connect import connect
     from engine.api.models import SubmitBody
     from engine.room import Room
+    from tests import wait
 
     room = tmp_path / "room"
     proc = subprocess.Popen([sys.executable, "-m", "engine.cli", "--room", str(room), "run"],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ROOT)  # fmt: skip
     try:
-        until(lambda: (room / "agent.sock").exists(), "the API is served")
+        until_sync(lambda: (room / "agent.sock").exists(), "the API is served")
 
         async def flood() -> int:
             client = await connect(Room.at(room))
@@ -266,14 +262,14 @@ def test_run_with_an_unread_stdout_keeps_running_turns(tmp_path: Path) -> None:
                 for i in range(60):  # ~3 lines of ~500 bytes a turn: far past 64 KB
                     sub = await client.submit(SubmitBody(thread_id=f"t{i:03d}-" + "x" * 480,
                                                          text="calc 1+1", sender="t"))  # fmt: skip
-                    with anyio.fail_after(20):
-                        while (await client.outcome(sub.turn_id, wait=5)).status != "done":
-                            pass
+                    await wait.until(lambda turn=sub.turn_id: client.outcome(turn, wait=5),
+                                     f"turn {i} done", ok=lambda out: out.status == "done",
+                                     every=0)  # (each look waits up to 5 s for news)  # fmt: skip
                     done += 1
             return done
 
         assert anyio.run(flood) == 60
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == 0  # and it still stops, with its writer blocked
+        assert proc.wait(timeout=PATIENCE) == 0  # and it still stops, with its writer blocked
     finally:
         reap(proc)

@@ -14,6 +14,7 @@ from engine.loops.pulse_schedule import ScheduleError, parse_every
 from engine.messages import Message
 from engine.room import Room
 from tests.helpers import room_rows
+from tests.wait import PATIENCE
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC).timestamp()  # a Monday, 00:00 UTC
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_backend")]
@@ -386,7 +387,7 @@ def test_agentdeck_run_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
         assert proc.stdout.readline().startswith("agentdeck run ")
         proc.send_signal(signal.SIGTERM)
         proc.send_signal(signal.SIGTERM)  # as `timeout` does: the second must not cut the stop
-        out, err = proc.communicate(timeout=30)
+        out, err = proc.communicate(timeout=PATIENCE)
     finally:
         proc.kill()
     assert proc.returncode == 0, err

@@ -18,6 +18,10 @@ import time
 from contextlib import closing
 from pathlib import Path
 
+import pytest
+
+from tests.wait import PATIENCE, until_sync
+
 ROOT = Path(__file__).resolve().parent.parent
 KILLS = int(os.environ.get("PULSE_CRASH_KILLS", "8"))
 BATCH = 30  # task files written while each runtime runs
@@ -40,6 +44,7 @@ def fired(room: Path) -> set[str]:
         return set()
 
 
+@pytest.mark.timeout(6 * PATIENCE)  # eight kills, then every task's turn: half a minute
 def test_sigkill_while_tasks_arrive_runs_each_task_once(tmp_path: Path) -> None:
     rng = random.Random(int(os.environ.get("PULSE_CRASH_SEED", "13")))
     room = tmp_path / "room"
@@ -53,20 +58,19 @@ def test_sigkill_while_tasks_arrive_runs_each_task_once(tmp_path: Path) -> None:
                 names.append(f"k{kill:02d}_{i:02d}")
                 (room / "tasks" / f"{names[-1]}.md").write_text(f"Task {names[-1]}.")
                 if i % 10 == 0:
-                    time.sleep(rng.uniform(0.0, 0.05))
-            time.sleep(rng.uniform(0.0, 0.3))
+                    time.sleep(rng.uniform(0.0, 0.05))  # load: tasks arrive at a random pace
+            time.sleep(rng.uniform(0.0, 0.3))  # load: the kill's moment, random
         finally:
             proc.send_signal(signal.SIGKILL)
             proc.wait()
             proc.stdout.close()  # type: ignore[union-attr]
     proc = start(room)
     try:
-        deadline = time.monotonic() + 90
-        while fired(room) != set(names) and time.monotonic() < deadline:
-            time.sleep(0.1)
+        until_sync(lambda: sorted(set(names) ^ fired(room)), "every task fired, once",
+                   ok=lambda unlike: not unlike, within=1.5 * PATIENCE, every=0.1)  # fmt: skip
     finally:
         proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=60)
+        proc.communicate(timeout=PATIENCE)
     assert fired(room) == set(names)
     with closing(sqlite3.connect(room / "execution.db")) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)

@@ -17,6 +17,7 @@ from engine.messages import Message
 from engine.runtime import Runtime
 from tests.scripted import ScriptedModel, first_then
 from tests.test_pulse import T0
+from tests.wait import until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_backend")]
 
@@ -45,10 +46,10 @@ def pulse(
                      clock=clock)  # fmt: skip
 
 
-async def settle(rt: Runtime) -> None:
-    """Wait until every request the runtime holds has run."""
-    while rt.live:
-        await next(iter(rt.live.values())).done.wait()
+async def all_ran(rt: Runtime) -> None:
+    """Every request the runtime holds has run."""
+    await until(lambda: list(rt.live), "every request the runtime holds has run",
+                ok=lambda live: not live)  # fmt: skip
 
 
 async def requests(rt: Runtime) -> list[tuple[str, str]]:
@@ -78,12 +79,15 @@ async def test_a_full_queue_leaves_tasks_pending_and_says_how_many_wait(tmp_path
         [(level, text)] = notices
         assert level == "warning" and text.startswith("pulse: 7 tasks wait: group task queue")
         await rt.configure_group("task", paused=False)
-        for _ in range(10):
-            await settle(rt)
+
+        async def tick_once_all_ran() -> set[str]:
+            await all_ran(rt)
             await loop.tick()
-            if fired(room, "tasks") == set(names):
-                break
-        await settle(rt)
+            return fired(room, "tasks")
+
+        await until(tick_once_all_ran, "the pulse fired every task as the queue drained",
+                    ok=lambda done: done == set(names))  # fmt: skip
+        await all_ran(rt)
         got = await requests(rt)
     assert fired(room, "tasks") == set(names)
     assert sorted(got) == [(f"task:{name}", "admitted") for name in names]

@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -32,6 +31,7 @@ from tests.crash_worker import APPROVAL_TOOL, make_tools
 from tests.helpers import room_rows
 from tests.scripted import Reply, ScriptedModel, after_tools
 from tests.test_crash import executions
+from tests.wait import PATIENCE, until_sync
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_backend")]
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,12 +58,7 @@ def kill_worker(room: Path, mode: str, started: Callable[[], bool]) -> None:
     ) as proc:  # fmt: skip
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         try:
-            for _ in range(2000):
-                if started():
-                    break
-                time.sleep(0.01)
-            else:
-                pytest.fail("the worker's call never started")
+            until_sync(started, "the worker's call started")
         finally:
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
@@ -86,7 +81,7 @@ async def crashed_mid_call(tmp_path: Path) -> tuple[Path, str, str]:
 async def reviewed(rt: Runtime, call_id: str) -> None:
     """Wait until the restart has put `call_id` up for review."""
     for handle in list(rt.live.values()):
-        with anyio.fail_after(20):
+        with anyio.fail_after(PATIENCE):
             await handle.done.wait()
     [review] = await rt.pending()
     assert (review.call_id, review.reason) == (call_id, REVIEW_REASON)
@@ -102,7 +97,7 @@ async def test_a_typed_result_marks_the_call_succeeded_and_the_turn_finishes(tmp
         assert review.started_at <= review.since and review.process is None
         decision = Decision.with_result(call_id, "it did run: op 7 done")
         assert await rt.decide(decision) == "queued"
-        with anyio.fail_after(20):
+        with anyio.fail_after(PATIENCE):
             out = await rt.wait_turn(turn_id)
         [row] = await rt.store.fetchall("SELECT status, result, error FROM tool_calls")
         assert await LocalClient(rt).reviews() == []
@@ -119,7 +114,7 @@ async def test_fail_marks_the_call_failed_with_the_reason_the_model_reads(tmp_pa
         await reviewed(rt, call_id)
         assert await rt.decide(Decision.cancel(call_id, "no")) == "refused"  # not for a review
         assert await rt.decide(Decision.fail(call_id, "the disk was full")) == "queued"
-        with anyio.fail_after(20):
+        with anyio.fail_after(PATIENCE):
             out = await rt.wait_turn(turn_id)
         [row] = await rt.store.fetchall("SELECT status, error FROM tool_calls")
     assert (out.status, out.reason) == ("done", "natural")
@@ -137,7 +132,7 @@ async def test_rerun_runs_the_call_exactly_once_more(tmp_path):
         # bound to the arguments shown: other arguments fail closed, and nothing runs
         assert await rt.decide(Decision.rerun(call_id, seen={"n": 8})) == "refused"
         assert await rt.decide(Decision.rerun(call_id, seen={"n": 7})) == "queued"
-        with anyio.fail_after(20):
+        with anyio.fail_after(PATIENCE):
             out = await rt.wait_turn(turn_id)
         assert await rt.decide(Decision.rerun(call_id, seen={"n": 7})) == "duplicate"
         [row] = await rt.store.fetchall("SELECT status, result FROM tool_calls")
@@ -195,6 +190,6 @@ async def test_a_shell_calls_surviving_process_group_is_reported_and_killed(
         assert (await client.kill_orphan(call_id)).result == "gone"
         # the call still waits for its review: it is failed, and the turn finishes
         assert await rt.decide(Decision.fail(call_id, "killed")) == "queued"
-        with anyio.fail_after(20):
+        with anyio.fail_after(PATIENCE):
             done = await rt.wait_turn(turn_id)
     assert done.status == "done"

@@ -16,8 +16,9 @@ import pytest
 
 from engine import orphans
 from tests.helpers import room_rows
-from tests.test_processes import ROOT, agentdeck, reap, until
+from tests.test_processes import ROOT, agentdeck, reap
 from tests.test_review import crashed_shell
+from tests.wait import until_sync as until
 
 # The rerun finds `go` in the workspace and does not sleep; the crashed one did.
 COMMAND = "[ -e go ] || sleep 120"

@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-import anyio
 import pytest
 
 from engine.decisions import Decision
@@ -23,6 +22,7 @@ from engine.runtime import Runtime
 from engine.tools import tool
 from tests.helpers import rows, runtime
 from tests.scripted import Reply, first_then
+from tests.wait import until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_backend")]
 
@@ -382,19 +382,14 @@ async def test_decided_runner_turn_runs_once_and_ends_natural(tmp_path, action):
         )
         await runner.decide(decision)
         await runner.until_done()
-        await wait_settled(rt)
+        # anything the runtime started in the background has finished
+        await until(lambda: list(rt.live), "the runtime's turns all ended",
+                    ok=lambda live: not live)  # fmt: skip
         assert counted.runs == ([("shell", "ls")] if action == "approve" else [])
         out = await rt.outcome(await turn_of(rt))
         assert (out.status, out.reason) == ("done", "natural")
         replays = await rows(rt, "SELECT count(*) FROM steps WHERE kind='replay'")
         assert replays == [(1,)]
-
-
-async def wait_settled(rt: Runtime) -> None:
-    """Let anything the runtime started in the background finish."""
-    with anyio.fail_after(5):
-        while rt.live:
-            await anyio.sleep(0.01)
 
 
 async def test_decided_mid_iteration_joins_the_tool_response_once(tmp_path):

@@ -13,6 +13,7 @@ from engine.runtime import Runtime
 from engine.scheduler import GroupConfig, Rejected, Request, Scheduler
 from engine.tools import tool
 from tests.scripted import Reply, ScriptedModel, first_then
+from tests.wait import until
 
 pytestmark = pytest.mark.usefixtures("store_backend")
 
@@ -214,10 +215,10 @@ async def test_waiting_turn_frees_its_group_budget(tmp_path):
         second = await rt.run_turn(msg("b"))  # runs although chat's budget is 1
         assert second.status == "waiting"
         third = await rt.submit(msg("a"))  # queues behind the waiting turn on thread a
-        await anyio.sleep(0.02)
-        assert [q.waits_because for q in rt.statistics().queued] == [
-            f"thread waiting on a decision (turn {first.turn_id})"
-        ]
+        because = [f"thread waiting on a decision (turn {first.turn_id})"]
+        await until(lambda: [q.waits_because for q in rt.statistics().queued],
+                    "the third request queued behind the waiting turn",
+                    ok=lambda why: why == because)  # fmt: skip
         await rt.decide(Decision.approve(first.pending[0]["call_id"]))
         out = await rt.wait_turn(third.turn_id)
         assert out.status == "waiting"

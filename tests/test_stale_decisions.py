@@ -9,7 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import anyio
 import pytest
 
 from engine.decisions import Decision
@@ -17,6 +16,7 @@ from engine.messages import Message
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime
 from tests.helpers import room_rows
+from tests.wait import PATIENCE, until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_backend")]
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,7 +57,7 @@ async def waiting_call(room: Path) -> tuple[str, str]:
 
 def decide_and_die(room: Path, call_id: str, action: str) -> None:
     proc = subprocess.run([sys.executable, "-c", DIE_AFTER_RECORDING, str(room), call_id, action],
-                          cwd=ROOT, capture_output=True, text=True, timeout=60)  # fmt: skip
+                          cwd=ROOT, capture_output=True, text=True, timeout=PATIENCE)  # fmt: skip
     assert proc.returncode == -9, proc.stderr
 
 
@@ -89,8 +89,8 @@ async def test_a_full_runtime_applies_a_stale_decision_at_start(tmp_path):
     turn_id, call_id = await waiting_call(room)
     decide_and_die(room, call_id, "approve")
     async with Runtime.open(room, kind="run", provider=OfflineModel(delay=0)) as rt:
-        with anyio.fail_after(30):  # woken at start, without anyone deciding again
-            while (outcome := await rt.wait_turn(turn_id)).status != "done":
-                await anyio.sleep(0.01)
+        outcome = await until(lambda: rt.wait_turn(turn_id),
+                              "the turn done, woken at start without anyone deciding again",
+                              ok=lambda o: o.status == "done")  # fmt: skip
     assert {c["call_id"]: c["status"] for c in outcome.calls}[call_id] == "succeeded"
     assert decisions(room) == {"d_stale": ("applied", None)}

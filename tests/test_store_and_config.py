@@ -13,13 +13,13 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import anyio
 import pytest
 
 from engine.config import Config, ConfigError, load_config
 from engine.room import Ownership, Room, RoomBusy, default_room
 from engine.store import StoreError, migrations
 from engine.store.sqlite import Store
+from tests.wait import PATIENCE, until
 
 TABLES = {
     "runs",
@@ -109,14 +109,12 @@ async def _aiosqlite_workers_gone() -> None:
     """aiosqlite stops a connection that failed to open without awaiting the stop; its worker
     thread then posts to the event loop. Let it finish before the test's loop closes, or it
     dies with 'Event loop is closed' (an unhandled thread exception under -W error)."""
-    for _ in range(500):
-        if not any(
-            t.name.endswith("(_connection_worker_thread)") and t.is_alive()
-            for t in threading.enumerate()
-        ):
-            return
-        await anyio.sleep(0.01)
-    raise AssertionError("aiosqlite worker thread did not stop")
+    await until(
+        lambda: [t.name for t in threading.enumerate()
+                 if t.name.endswith("(_connection_worker_thread)") and t.is_alive()],
+        "aiosqlite's worker thread stopped",
+        ok=lambda alive: not alive,
+    )  # fmt: skip
 
 
 @pytest.mark.anyio
@@ -386,7 +384,7 @@ def owned_elsewhere(room: Room) -> Iterator[subprocess.Popen[str]]:
     finally:
         assert child.stdin is not None
         child.stdin.close()
-        child.wait(timeout=10)
+        child.wait(timeout=PATIENCE)
         child.stdout.close()  # type: ignore[union-attr]
 
 
@@ -489,10 +487,8 @@ async def test_the_wal_is_checkpointed_in_the_background(tmp_path: Path) -> None
         assert await s.scalar("PRAGMA wal_autocheckpoint") == 0
         for i in range(2000):  # unchecked, about 8 MB of WAL
             await s.write([(RUN, (f"r{i}", "run", 1, 1.0, "active"))])
-        for _ in range(500):  # the checkpoint thread runs beside us; give it its turn
-            if wal.stat().st_size < 2_000_000:
-                break
-            await anyio.sleep(0.01)
+        await until(lambda: wal.stat().st_size, "the checkpoint thread (beside us) shrank the WAL",
+                    ok=lambda size: size < 2_000_000)  # fmt: skip
         await s.write([(RUN, ("last", "run", 1, 1.0, "active"))])  # restarts a checkpointed WAL
         assert wal.stat().st_size < 2_000_000
         assert await s.scalar("SELECT count(*) FROM runs") == 2001
@@ -514,10 +510,8 @@ async def test_agent_run_follows_the_turns_within_a_moment(tmp_path: Path) -> No
     async with Runtime.open(room, kind="test", provider=model, tools=[shell]) as rt:
         out = await rt.run_turn(Message(origin="invoke", sender="t", thread_id="a", text="go"))
         assert out.status == "waiting"
-        for _ in range(300):
-            summary = json.loads(room.summary.read_text())
-            if summary["waiting_turns"] == [out.turn_id]:
-                break
-            await anyio.sleep(0.01)
-        assert summary["waiting_turns"] == [out.turn_id] and summary["state"] == "active"
+        summary = await until(lambda: json.loads(room.summary.read_text()),
+                              "agent.run names the waiting turn",
+                              ok=lambda summary: summary["waiting_turns"] == [out.turn_id])  # fmt: skip
+        assert summary["state"] == "active"
     assert json.loads(room.summary.read_text())["state"] == "stopped"

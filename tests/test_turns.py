@@ -24,6 +24,7 @@ from engine.providers.base import ModelRequest, ProviderError
 from engine.tools import ToolResult, tool
 from tests.helpers import msg, rows, runtime
 from tests.scripted import Reply, add, echo_results, first_then
+from tests.wait import until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_backend")]
 
@@ -101,13 +102,9 @@ async def test_decision_during_tool_round_is_applied_immediately(tmp_path):
     script = first_then([("slow", {}), ("fast", {"x": 7})])
     async with runtime(tmp_path, script, tools=[slow, fast]) as rt:
         handle = await rt.submit(msg("go"))
-        while not await rt.pending():
-            await anyio.sleep(0.01)
-        [pending] = await rt.pending()
+        [pending] = await until(rt.pending, "`fast` suspended for its approval")
         await rt.decide(Decision.approve(pending.call_id))
-        with anyio.fail_after(5):
-            while "fast ran" not in order:
-                await anyio.sleep(0.01)
+        await until(lambda: order, "`fast` ran", ok=lambda o: "fast ran" in o)
         assert order == ["fast ran"]  # replayed while `slow` still runs (stream mode)
         release.set()
         out = await rt.wait_turn(handle.turn_id)
@@ -191,9 +188,8 @@ async def test_resume_with_edited_arguments_or_a_given_result(tmp_path):
         first, second = (p["call_id"] for p in out.pending)
         await rt.decide(Decision.approve(first, args={"command": "edited"}))
         await rt.decide(Decision.with_result(second, {"stdout": "canned"}))
-        out = await rt.wait_turn(out.turn_id)
-        while out.status != "done":
-            out = await rt.wait_turn(out.turn_id)
+        out = await until(lambda: rt.wait_turn(out.turn_id), "the turn done with both results",
+                          ok=lambda o: o.status == "done")  # fmt: skip
         # the first decision may resume the turn before the second is recorded (the other
         # call a placeholder then): both results reach the model, not always in one request
         seen = {m.text for r in rt.provider.requests for m in r.messages
@@ -390,7 +386,7 @@ async def test_tool_concurrency_limit(tmp_path):
         nonlocal running, peak
         running += 1
         peak = max(peak, running)
-        await anyio.sleep(0.02)
+        await anyio.sleep(0.02)  # held running, so the calls overlap up to the limit
         running -= 1
         return n
 
@@ -407,7 +403,7 @@ async def test_turns_of_one_thread_run_one_at_a_time(tmp_path):
         first = await rt.run_turn(msg("one"))
         assert first.status == "waiting"
         second = await rt.submit(msg("two"))
-        await anyio.sleep(0.05)
+        assert rt.why_queued(second.turn_id)  # admitted as queued: it waits for the thread
         assert await rows(rt, "SELECT count(*) FROM turns") == [(1,)]  # queued behind
         await rt.decide(Decision.approve(first.pending[0]["call_id"]))
         await rt.wait_turn(first.turn_id)

@@ -11,6 +11,7 @@ import pytest
 
 from engine.store import Store, StoreError
 from engine.store.plan import plan
+from tests.wait import until
 
 MSG = "INSERT INTO messages(turn_id, text) VALUES (?, ?)"
 EV1 = "INSERT INTO events(kind) VALUES (?)"
@@ -90,9 +91,8 @@ async def test_a_keyed_batch_with_a_bad_write_commits_the_others(store: Store) -
         async with anyio.create_task_group() as tg:
             for i in range(6):
                 tg.start_soon(write, f"k{i}", None if i == 3 else i)
-            with anyio.fail_after(5):
-                while store.statistics().queued_ops < 6:
-                    await anyio.sleep(0.001)
+            await until(lambda: store.statistics().queued_ops, "all 6 writes queued",
+                        ok=lambda n: n >= 6)  # fmt: skip
             store._write_lock.release()
     finally:
         if store._write_lock.locked():

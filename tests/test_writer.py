@@ -8,6 +8,7 @@ most one batch, then waits for the lock, and everything queued meanwhile is the 
 
 from __future__ import annotations
 
+import operator
 from collections.abc import AsyncIterator, Callable
 from functools import partial
 from pathlib import Path
@@ -16,6 +17,7 @@ import anyio
 import pytest
 
 from engine.store import Store, StoreError
+from tests.wait import until
 
 RUN = "INSERT INTO runs (id, kind, pid, started_at, status) VALUES (?, ?, 1, 1.0, 'active')"
 
@@ -38,12 +40,6 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     finally:
         if s._writer.is_alive():  # not closed by the test
             await s.close()
-
-
-async def until(check: Callable[[], object]) -> None:
-    with anyio.fail_after(10):
-        while not check():
-            await anyio.sleep(0.001)
 
 
 async def order(store: Store) -> list[str]:
@@ -71,7 +67,8 @@ async def test_waiting_writes_commit_in_one_transaction_and_a_bad_one_fails_alon
             for i in range(10):
                 tg.start_soon(write, [run(f"r{i}")])
             tg.start_soon(write, [run("bad"), ("INSERT INTO nowhere VALUES (1)", ())])
-            await until(lambda: store.statistics().queued_ops == 12)
+            await until(lambda: store.statistics().queued_ops, "all 12 writes queued",
+                        ok=lambda n: n == 12)  # fmt: skip
             store._write_lock.release()
     finally:
         if store._write_lock.locked():
@@ -92,12 +89,14 @@ async def test_urgent_writes_go_first_in_the_next_batch(store: Store) -> None:
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(store.write, [run("blocker")])
-            await until(lambda: store.statistics().queued_ops == 1 and not store._writer._normal)
+            await until(lambda: (store.statistics().queued_ops, len(store._writer._normal)),
+                        "the blocker taken into a batch", ok=lambda s: s == (1, 0))  # fmt: skip
             for queued, name in enumerate(("step-a", "step-b"), start=1):
                 tg.start_soon(store.write, [run(name)])
-                await until(partial(lambda n: len(store._writer._normal) == n, queued))
+                await until(lambda: len(store._writer._normal), f"{name} queued",
+                            ok=partial(operator.eq, queued))  # fmt: skip
             tg.start_soon(partial(store.write, [run("decision")], urgent=True))
-            await until(lambda: store._writer._urgent)
+            await until(lambda: store._writer._urgent, "the urgent write queued")
             store._write_lock.release()
     finally:
         if store._write_lock.locked():
@@ -115,10 +114,12 @@ async def test_a_full_queue_makes_producers_wait_in_order(store: Store) -> None:
             for i in range(20):
                 tg.start_soon(store.write, [run(f"r{i:02d}")])
                 await anyio.sleep(0)  # started in this order
-            await until(lambda: store.statistics().producers_waiting == 16)
+            await until(lambda: store.statistics().producers_waiting, "16 producers waiting",
+                        ok=lambda n: n == 16)  # fmt: skip
             peak = store.statistics().queued_ops
             tg.start_soon(partial(store.write, [run("urgent")], urgent=True))  # no wait
-            await until(lambda: store.statistics().queued_ops == peak + 1)
+            await until(lambda: store.statistics().queued_ops, "the urgent write queued",
+                        ok=lambda n: n == peak + 1)  # fmt: skip
             store._write_lock.release()
     finally:
         if store._write_lock.locked():
@@ -154,9 +155,11 @@ async def test_a_write_cancelled_while_it_waits_for_room_is_queued_all_the_same(
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(store.write, [run("first")])
-            await until(lambda: store.statistics().queued_ops == 1)
+            await until(lambda: store.statistics().queued_ops, "the first write queued",
+                        ok=lambda n: n == 1)  # fmt: skip
             tg.start_soon(partial(store.write, [run("waited")], then=lambda: done.append("w")))
-            await until(lambda: store.statistics().producers_waiting == 1)
+            await until(lambda: store.statistics().producers_waiting, "one producer waiting",
+                        ok=lambda n: n == 1)  # fmt: skip
             scope = anyio.CancelScope()
 
             async def cancelled() -> None:
@@ -164,9 +167,11 @@ async def test_a_write_cancelled_while_it_waits_for_room_is_queued_all_the_same(
                     await store.write([run("cancelled")], then=lambda: done.append("c"))
 
             tg.start_soon(cancelled)
-            await until(lambda: store.statistics().producers_waiting == 2)
+            await until(lambda: store.statistics().producers_waiting, "two producers waiting",
+                        ok=lambda n: n == 2)  # fmt: skip
             scope.cancel()
-            await until(lambda: store.statistics().producers_waiting == 1)
+            await until(lambda: store.statistics().producers_waiting,
+                        "the cancelled producer's write queued", ok=lambda n: n == 1)  # fmt: skip
             store._write_lock.release()
     finally:
         if store._write_lock.locked():
@@ -193,7 +198,7 @@ async def test_then_runs_after_the_commit_even_if_the_awaiter_is_gone_and_not_on
         store._write_lock.release()
     with pytest.raises(StoreError):
         await store.write([run("a")], then=then("dup"))  # the same id: it fails
-    await until(lambda: seen)
+    await until(lambda: seen, "`then` of the committed write ran")
     assert [name for name, _ in seen] == ["a"]
     assert await order(store) == ["a"]
 
@@ -209,7 +214,8 @@ async def test_a_batch_holds_at_most_max_batch_ops_statements_of_step_checkpoint
         async with anyio.create_task_group() as tg:
             for i in range(6):
                 tg.start_soon(store.write, [run(f"r{i}")])
-            await until(lambda: store.statistics().queued_ops == 6)
+            await until(lambda: store.statistics().queued_ops, "all 6 writes queued",
+                        ok=lambda n: n == 6)  # fmt: skip
             store._write_lock.release()
     finally:
         if store._write_lock.locked():

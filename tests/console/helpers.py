@@ -1,8 +1,9 @@
-"""Helpers for Pilot tests: wait for a condition by yielding to the app, never by timing."""
+"""Helpers for Pilot tests: wait for a state by letting the app run, never for a time."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any, TypeVar
 
 from textual.command import Provider
 from textual.message import Message
@@ -10,15 +11,21 @@ from textual.notifications import Notify
 from textual.pilot import Pilot
 
 from console.screens.main import MainScreen
+from tests import wait
+
+T = TypeVar("T")
 
 
-async def until(pilot: Pilot, predicate: Callable[[], object], what: str, tries: int = 300) -> None:
-    """Let the app run until `predicate()` is true; fail naming `what` if it never is."""
-    for _ in range(tries):
-        if predicate():
-            return
-        await pilot.pause(0.01)
-    raise AssertionError(f"never happened: {what}")
+async def until(
+    pilot: Pilot, probe: Callable[[], T], what: str, within: float = wait.PATIENCE, **kw: Any
+) -> T:
+    """`tests.wait.until` in a Pilot test: the value of `probe()` once it holds (`kw` are
+    `until`'s: `ok`, `seen`), the app running between looks."""
+
+    async def tick() -> None:
+        await pilot.pause(0.01)  # a tick, not a wait: the app draws between looks
+
+    return await wait.until(probe, what, within=within, tick=tick, **kw)
 
 
 SIZE = (160, 48)  # the terminal size of every Pilot and snapshot test

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import anyio
 from textual.pilot import Pilot
-from textual.widgets import Input
 
 from console.screens.history import HistoryScreen
 from console.widgets.history_list import HistoryList
@@ -67,24 +66,16 @@ async def pick(pilot: Pilot, screen: HistoryScreen, turn_id: str) -> None:
     await settled(pilot, screen)
 
 
-async def quiet(pilot: Pilot) -> None:
-    pilot.app.clear_notifications()
-    for screen in pilot.app.screen_stack:
-        for field in screen.query(Input):
-            field.cursor_blink = False
-    await steady(pilot)
-
-
 async def history_list(pilot: Pilot) -> None:
     await open_history(pilot)
-    await quiet(pilot)
+    await steady(pilot)
 
 
 async def history_turn(pilot: Pilot) -> None:
     screen = await open_history(pilot)
     await pick(pilot, screen, "t8")  # approved by alice with edited arguments
     screen.query_one("#hist-calls").focus()
-    await quiet(pilot)
+    await steady(pilot)
 
 
 async def history_filter(pilot: Pilot) -> None:
@@ -92,7 +83,7 @@ async def history_filter(pilot: Pilot) -> None:
     await pilot.press("s", "s")  # status: failed, then denied
     await until(pilot, lambda: listed(screen) == ["t6"], "only the denied turn")
     await settled(pilot, screen)
-    await quiet(pilot)
+    await steady(pilot)
 
 
 async def history_search(pilot: Pilot) -> None:
@@ -101,12 +92,12 @@ async def history_search(pilot: Pilot) -> None:
     await until(pilot, lambda: screen.criteria.search == "ls" and len(listed(screen)) == 3,
                 "three hits")  # fmt: skip
     await settled(pilot, screen)
-    await quiet(pilot)
+    await steady(pilot)
 
 
 async def history_empty(pilot: Pilot) -> None:
     await open_history(pilot)
-    await quiet(pilot)
+    await steady(pilot)
 
 
 HISTORY_SCENES: dict[str, tuple[Callable[[Pilot], Awaitable[None]], tuple[int, int], dict]] = {

@@ -29,7 +29,7 @@ async def write(room: Path, turns: int) -> None:
         print("ready", flush=True)
         for i in range(turns):
             await rt.run_turn(msg(f"writer-{i % 3}", f"add writer turn {i} bulk", "invoke"))
-            await anyio.sleep(0.005)
+            await anyio.sleep(0.005)  # load: the writer's pace, so readers get the room too
     print("done", flush=True)
 
 

@@ -29,6 +29,7 @@ from engine.runtime import Runtime
 from engine.tools import ToolContext
 from tests.console.conftest import T0
 from tests.console.helpers import started, until
+from tests.wait import PATIENCE
 
 ASK = 'write "release notes for v2" to NOTES.md'
 CRASH_AT = T0 - 300  # the dead run's clock: five minutes before the console's
@@ -60,7 +61,7 @@ async def _prepare(room: Path) -> None:
                                             thread_id="chat:main", text=ASK))  # fmt: skip
             [call] = await rt.pending()
             await rt.decide(Decision.approve(call.call_id, seen=call.args))
-            with anyio.fail_after(20):
+            with anyio.fail_after(PATIENCE):
                 await entered.wait()
             room.mkdir(parents=True, exist_ok=True)
             with (closing(sqlite3.connect(live / "execution.db")) as src,
@@ -86,6 +87,4 @@ async def review(pilot: Pilot) -> None:
     await pilot.press("escape", "exclamation_mark")
     await until(pilot, lambda: type(pilot.app.screen).__name__ == "ReviewScreen", "review")
     await until(pilot, lambda: pilot.app.screen.loaded, "the reviews are read")  # type: ignore[attr-defined]
-    await pilot.pause(0.1)
-    pilot.app.clear_notifications()
     await steady(pilot)

@@ -1,41 +1,80 @@
 """The console states that snapshots and screenshots show, built on the real app.
 
 Each scene is a `run_before` coroutine: it drives the app through the operator's keys (or
-the runtime API where a key path would only add waiting) into one state.
+the runtime API where a key path would only add waiting) into one state, waits for what it
+shows, and ends with `steady`: the screen as it stays, whenever the snapshot is taken.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import anyio
+from textual.notifications import Notifications
 from textual.pilot import Pilot
-from textual.widgets import Input
+from textual.widgets import DataTable, Input
 
-from engine.providers.base import ModelRequest
+from engine.providers.base import ModelRequest, TextDelta
 from engine.providers.offline import OfflineModel
 from tests.console.helpers import send, started, until, until_pending
 
 
 class StalledModel(OfflineModel):
-    """The offline model that stops mid-answer, so a streaming state holds still."""
+    """The offline model that stops mid-answer, so a streaming state holds still; `said`
+    is the text it streamed, once it stopped (the runtime took every piece before)."""
 
     def __init__(self, pieces: int = 6) -> None:
         super().__init__(delay=0, chunk_chars=4)
         self.pieces = pieces
+        self.said: str | None = None
 
     async def stream(self, request: ModelRequest) -> AsyncIterator:  # type: ignore[override]
+        self.said, text = None, ""
         for i, event in enumerate(self.events(request)):
             if i == self.pieces:
+                self.said = text
                 await anyio.sleep_forever()
+            text += event.text if isinstance(event, TextDelta) else ""
             yield event
 
 
-async def steady(pilot: Pilot) -> None:
-    """No blinking cursors: a snapshot must not depend on when it was taken."""
-    for screen in pilot.app.screen_stack:
+def undrawn(app: Any) -> dict[str, object]:
+    """What the console has yet to draw: the runtime's events the bridge has not folded,
+    a `Changed` the main screen has not handled (a toast may come with it), panes due, and
+    the tables whose columns are not sized yet (they are on the table's next idle)."""
+    bridge = app.bridge
+    left: dict[str, object] = {"events": bridge.backlog, "changed": bridge._posted,
+                               "panes": sorted(bridge._due)}  # fmt: skip
+    left["tables"] = [t.id or type(t).__name__ for screen in app.screen_stack
+                      for t in screen.query(DataTable)
+                      if t._require_update_dimensions or t._updated_cells]  # fmt: skip
+    return {k: v for k, v in left.items() if v}
+
+
+async def steady(pilot: Pilot, *, notifications: bool = False) -> None:
+    """The screen as it stays, so a snapshot does not depend on when it is taken: every
+    change drawn, tables sized, animations over, the app idle, no blinking cursor, and no
+    toast (one comes at its own moment, and lasts seconds), unless the scene is about
+    one (`notifications`)."""
+    app = pilot.app
+    for screen in app.screen_stack:
         for field in screen.query(Input):
             field.cursor_blink = False
+    await until(pilot, lambda: undrawn(app), "the console drew everything", ok=lambda u: not u)
+    await pilot.wait_for_scheduled_animations()
+    await pilot.pause()
+    # A table sized after a frame was drawn may keep that frame's lines (their widths were
+    # already right): draw every table afresh.
+    for screen in app.screen_stack:
+        for table in screen.query(DataTable):
+            table._clear_caches()
+            table.refresh()
+    if not notifications:
+        app.clear_notifications()  # (this refreshes the toasts of the screen on top only)
+        for screen in app.screen_stack:
+            for rack in screen.query("ToastRack"):
+                rack.show(Notifications())  # type: ignore[attr-defined]
     await pilot.pause()
 
 
@@ -47,8 +86,10 @@ async def empty(pilot: Pilot) -> None:
 async def streaming(pilot: Pilot) -> None:
     main = await started(pilot)
     await send(pilot, "hello there", click=False)
-    await until(pilot, lambda: main.state.thread("chat:main").streaming, "text streams")
-    await pilot.pause(0.1)
+    model = pilot.app.host.runtime.provider  # type: ignore[attr-defined]
+    await until(pilot, lambda: main.state.thread("chat:main").streaming,
+                "the answer streams until the model stalls",
+                ok=lambda text: model.said is not None and text == model.said)  # fmt: skip
     await steady(pilot)
 
 
@@ -62,8 +103,6 @@ async def queue(pilot: Pilot, command: str = "make test") -> None:
     await send(pilot, 'write "release notes" to NOTES.md', click=False)
     await until(pilot, lambda: len(main.state.pending) == 3, "three calls wait")
     main.query_one("#decisions").focus()
-    await pilot.pause(0.1)
-    pilot.app.clear_notifications()
     await steady(pilot)
 
 
@@ -74,7 +113,6 @@ async def call_detail(pilot: Pilot) -> None:
     main.query_one("#calls").focus()
     await pilot.press("enter")
     await until(pilot, lambda: type(pilot.app.screen).__name__ == "CallDetailScreen", "detail")
-    pilot.app.clear_notifications()
     await steady(pilot)
 
 
@@ -97,7 +135,6 @@ async def detail_of(pilot: Pilot, text: str) -> None:
     main.query_one("#decisions").focus()
     await pilot.press("enter")
     await until(pilot, lambda: type(pilot.app.screen).__name__ == "CallDetailScreen", "detail")
-    pilot.app.clear_notifications()
     await steady(pilot)
 
 
@@ -132,7 +169,6 @@ async def call_detail_closed(pilot: Pilot) -> None:
     await until(pilot, lambda: main.state.turns and main.state.counts() == (0, 0), "turn done")
     await send(pilot, "run `ls -la` please", click=False)
     await until_pending(pilot, main)
-    pilot.app.clear_notifications()
     await steady(pilot)
 
 

@@ -92,8 +92,6 @@ async def scheduler_idle(pilot: Pilot) -> None:
 async def scheduler_busy(pilot: Pilot) -> None:
     await busy_room(pilot)
     await open_scheduler(pilot)
-    await pilot.pause(0.1)
-    pilot.app.clear_notifications()
     await steady(pilot)
 
 

@@ -23,10 +23,10 @@ from console.widgets.status_bar import StatusBar
 from tests.console.conftest import KeysClock
 from tests.console.helpers import SIZE, Recorder, until
 from tests.helpers import room_rows
+from tests.wait import PATIENCE
 
 pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parents[2]
-PATIENT = 3000  # tries of `until` (10 ms each at least): the owner is another process
 
 
 class Owner:
@@ -48,7 +48,7 @@ class Owner:
     def stop(self, sig: int = signal.SIGTERM) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(sig)
-            self.proc.wait(timeout=30)
+            self.proc.wait(timeout=PATIENCE)
         if self.proc is not None and self.proc.stdout is not None:
             self.proc.stdout.close()
         self.proc = None
@@ -72,7 +72,7 @@ def attached_app(room: Path) -> AgentDeck:
 async def attached(pilot: Pilot, pid: int) -> MainScreen:
     app: Any = pilot.app
     status = app.main.query_one(StatusBar)
-    await until(pilot, lambda: status.mode == f"attached to pid {pid}", "attached", PATIENT)
+    await until(pilot, lambda: status.mode == f"attached to pid {pid}", "attached")
     return app.main  # type: ignore[no-any-return]
 
 
@@ -92,13 +92,13 @@ async def test_an_attached_console_approves_what_the_owner_runs(owner: Owner) ->
     async with app.run_test(size=SIZE, message_hook=rec) as pilot:
         main = await attached(pilot, pid)
         task(owner, "greet", "run `echo attached-hi`\n")
-        await until(pilot, lambda: main.state.pending, "the owner's call waits here", PATIENT)
+        await until(pilot, lambda: main.state.pending, "the owner's call waits here")
         (call,) = main.state.pending.values()
         assert (call.tool, call.thread_id) == ("shell", "task:greet")
         await pilot.press("escape", "d", "a")
         await until(pilot, lambda: turn_status(owner.room, "task:greet") == [("done", "natural")],
-                    "the owner's turn finished", PATIENT)  # fmt: skip
-        await until(pilot, lambda: not main.state.pending, "the queue is empty", PATIENT)
+                    "the owner's turn finished")  # fmt: skip
+        await until(pilot, lambda: not main.state.pending, "the queue is empty")
         assert [(m.action, m.result) for m in rec.of(MainScreen.Acted)] == [("approve", "queued")]
         await app.shutdown()
     assert owner.proc is not None and owner.proc.poll() is None  # quitting left it running
@@ -112,20 +112,20 @@ async def test_two_attached_consoles_share_one_queue(owner: Owner) -> None:
         m1, m2 = await attached(p1, pid), await attached(p2, pid)
         task(owner, "a", "run `echo a`\n")
         task(owner, "b", "run `echo b`\n")
-        await until(p1, lambda: len(m1.state.pending) == 2, "both wait in one", PATIENT)
-        await until(p2, lambda: len(m2.state.pending) == 2, "both wait in two", PATIENT)
+        await until(p1, lambda: len(m1.state.pending) == 2, "both wait in one")
+        await until(p2, lambda: len(m2.state.pending) == 2, "both wait in two")
         first = next(iter(m1.state.pending))
         seen_by_two = m2.state.pending[first]
         m1.query_one(DecisionQueue).focus()
         await p1.press("a")  # the first row: the same call in both queues
-        await until(p2, lambda: first not in m2.state.pending, "it left the other queue", PATIENT)
+        await until(p2, lambda: first not in m2.state.pending, "it left the other queue")
         assert len(m2.state.pending) == 1
         # the second operator decides the same call a moment late: recorded as a duplicate,
         # and that console says which decision won
         m2.post_message(DecisionQueue.Decide("approve", seen_by_two))
         await until(p2, lambda: any(re.search(r"was not applied: call already \w+ by d_",
                                               m.notification.message) for m in said.of(Notify)),
-                    "says the other decision won", PATIENT)  # fmt: skip
+                    "says the other decision won")  # fmt: skip
         await one.shutdown()
         await two.shutdown()
 
@@ -137,21 +137,21 @@ async def test_a_killed_owner_is_said_and_a_new_one_is_attached(owner: Owner) ->
     async with app.run_test(size=SIZE, message_hook=rec) as pilot:
         main = await attached(pilot, pid)
         task(owner, "k", "run `echo survived`\n")
-        await until(pilot, lambda: main.state.pending, "the call waits", PATIENT)
+        await until(pilot, lambda: main.state.pending, "the call waits")
         main.query_one(DecisionQueue).focus()
         await pilot.press("a")
         # the decision is durable once acknowledged; kill the owner right after
         await until(pilot, lambda: rec.of(MainScreen.Acted) and _acknowledged(owner.room),
-                    "acked", PATIENT)  # fmt: skip
+                    "acked")  # fmt: skip
         owner.stop(signal.SIGKILL)
         status = main.query_one(StatusBar)
-        await until(pilot, lambda: status.mode.startswith("detached"), "says so", PATIENT)
+        await until(pilot, lambda: status.mode.startswith("detached"), "says so")
         assert rec.of(Bridge.Detached)
         new_pid = owner.start()
         await attached(pilot, new_pid)
         await until(pilot, lambda: turn_status(owner.room, "task:k") == [("done", "natural")],
-                    "the decision taken before the kill applied", PATIENT)  # fmt: skip
-        await until(pilot, lambda: not main.state.pending, "the queue is empty", PATIENT)
+                    "the decision taken before the kill applied")  # fmt: skip
+        await until(pilot, lambda: not main.state.pending, "the queue is empty")
         await app.shutdown()
 
 
@@ -172,17 +172,17 @@ async def test_a_hosting_console_fires_tasks_and_serves_the_cli(tmp_path: Path) 
     async with app.run_test(size=SIZE) as pilot:
         main = await started(pilot)
         assert main.query_one(StatusBar).mode == "hosted"
-        await until(pilot, lambda: (room / "agent.sock").exists(), "the API is served", PATIENT)
+        await until(pilot, lambda: (room / "agent.sock").exists(), "the API is served")
         (room / "tasks").mkdir(exist_ok=True)
         (room / "tasks" / "drop.md").write_text("run `echo dropped`\n")
-        await until(pilot, lambda: main.state.pending, "the task's call waits", PATIENT)
+        await until(pilot, lambda: main.state.pending, "the task's call waits")
         code, out_text, err = await cli(room, "pending", "--json")  # never blocks the loop
         (call,) = json.loads(out_text)
         assert call["thread_id"] == "task:drop"
         code, out_text, err = await cli(room, "decide", call["call_id"], "approve")
         assert code == 0, err
         assert "dropped" in out_text
-        await until(pilot, lambda: not main.state.pending, "the queue is empty", PATIENT)
+        await until(pilot, lambda: not main.state.pending, "the queue is empty")
         await app.shutdown()
     assert not (room / "agent.sock").exists()
 
@@ -209,10 +209,10 @@ async def test_a_console_left_without_owner_can_host_the_room(owner: Owner) -> N
         assert main.query_one(StatusBar).mode == f"attached to pid {pid}"
         owner.stop(signal.SIGTERM)
         await until(pilot, lambda: any(m.free for m in rec.of(Bridge.Detached)),
-                    "says the room is free", PATIENT)  # fmt: skip
+                    "says the room is free")  # fmt: skip
         await pilot.press("escape", "ctrl+o")
         status = main.query_one(StatusBar)
-        await until(pilot, lambda: status.mode == "hosted", "hosts it", PATIENT)
+        await until(pilot, lambda: status.mode == "hosted", "hosts it")
         code, out, err = await cli(owner.room, "status")
         assert code == 0 and "(agentdeck console" in out, err
         await app.shutdown()

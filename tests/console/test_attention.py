@@ -22,6 +22,7 @@ from engine.providers.offline import OfflineModel
 from tests.console.conftest import T0, KeysClock, fixed_ids
 from tests.console.helpers import Recorder, call_waits, started, told, until
 from tests.console.scenes import queue, steady
+from tests.wait import PATIENCE
 
 pytestmark = pytest.mark.anyio
 
@@ -239,13 +240,17 @@ def test_deadlines_snapshot(snap_compare, room: Path, size) -> None:
     now = [T0]
     app = make_app(room, clock=lambda: now[0], provider=OfflineModel(delay=0), ids=fixed_ids(),
                    keys_clock=KeysClock())  # fmt: skip
+    app.NOTIFICATION_TIMEOUT = PATIENCE  # the warning stays up however slow the snapshot is
+
+    def toasts() -> list[str]:
+        return [t._notification.title for t in app.screen.query(Toast)]
 
     async def run_before(pilot) -> None:
-        await queue(pilot)
+        await queue(pilot)  # (it leaves no toast)
         main = app.main
         now[0] = T0 + 250
         await until(pilot, lambda: len(main.query_one(DecisionQueue)._near) == 2, "warned")
-        await pilot.pause(0.1)
-        await steady(pilot)
+        await until(pilot, toasts, "the warning shown", ok=lambda t: t == ["Decision deadline"])
+        await steady(pilot, notifications=True)
 
     assert snap_compare(app, terminal_size=size, run_before=run_before)

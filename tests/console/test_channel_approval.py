@@ -12,7 +12,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import pytest
 
@@ -45,12 +44,6 @@ async def approve_in_console(pilot: Any, thread: str, sent: Callable[[], list]) 
     await pilot.press("a")
 
 
-async def arrived(pilot: Any, check: Callable[[], Any]) -> None:
-    with anyio.fail_after(15):
-        while not check():
-            await pilot.pause(0.05)
-
-
 async def test_telegram(deck_app, room: Path, monkeypatch) -> None:
     monkeypatch.setenv("TG_TOKEN", TOKEN)
     bot = TelegramStandin(TOKEN)
@@ -62,7 +55,7 @@ async def test_telegram(deck_app, room: Path, monkeypatch) -> None:
         async with deck_app().run_test(size=SIZE) as pilot:
             bot.message(42, f"run `{COMMAND}`", user="ann")
             await approve_in_console(pilot, "telegram:42", lambda: bot.sent)
-            await arrived(pilot, lambda: bot.sent)
+            await until(pilot, lambda: bot.sent, "the answer reached Telegram")
             assert bot.sent[0]["chat_id"] in (42, "42")
             assert "approved in the console" in bot.sent[0]["text"]
 
@@ -98,7 +91,7 @@ async def test_slack(deck_app, room: Path, monkeypatch) -> None:
                                      headers=slack_headers(SIGNING, body, int(time.time())))  # fmt: skip
             assert answer.status_code == 200
             await approve_in_console(pilot, "slack:C1:1700000000.000100", lambda: slack.posts)
-            await arrived(pilot, lambda: slack.posts)
+            await until(pilot, lambda: slack.posts, "the answer reached Slack")
             assert slack.posts[0]["channel"] == "C1"
             assert slack.posts[0]["thread_ts"] == "1700000000.000100"
             assert "approved in the console" in slack.posts[0]["text"]
@@ -119,7 +112,7 @@ async def test_webhook(deck_app, room: Path, monkeypatch) -> None:
                                      headers=webhook_headers(HOOK, body, "d-7"))  # fmt: skip
             assert answer.status_code == 202
             await approve_in_console(pilot, "webhook:gh:7", lambda: receiver.received)
-            await arrived(pilot, lambda: receiver.received)
+            await until(pilot, lambda: receiver.received, "the answer reached the webhook")
             got = receiver.received[0]
             assert got.signed
             assert "approved in the console" in json.loads(got.body)["text"]

@@ -153,19 +153,12 @@ def test_a_channel_message_shows_its_sender_and_channel_in_the_chat() -> None:
 async def channels_scene(pilot: Pilot) -> None:
     await started(pilot)
     await owe(pilot, 3)
-    await until(pilot, lambda: pilot.app.host.runtime.api, "API served", 1000)  # type: ignore[attr-defined]
+    await until(pilot, lambda: pilot.app.host.runtime.api, "API served")  # type: ignore[attr-defined]
     screen = await open_channels(pilot)
     table = screen.query_one(DeliveriesTable)
     loops = screen.query_one(LoopsTable)
     await until(pilot, lambda: len(table.deliveries) == 3 and loops.row_count == 2, "listed")
-    # The columns are sized on the tables' next idle; under load a frame drawn before that
-    # was kept by the tables' line caches (their widths already right): draw them afresh.
-    await until(pilot, lambda: not (table._require_update_dimensions
-                                    or loops._require_update_dimensions), "sized")  # fmt: skip
-    for tbl in (table, loops):
-        tbl._clear_caches()
-        tbl.refresh()
-    await steady(pilot)
+    await steady(pilot)  # (the tables sized, and drawn afresh)
 
 
 def test_channels_snapshot(snap_compare, room) -> None:

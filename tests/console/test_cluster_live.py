@@ -39,8 +39,7 @@ async def test_a_call_another_worker_runs_is_decided_from_this_console(
             async with rt.cluster._claim_lock:  # this worker claims nothing: w1 runs it all
                 handle = await far.submit(message("far", "please run `echo from-far`"))
                 queue = main.query_one(DecisionQueue)
-                await until(pilot, lambda: len(main.state.pending) == 1, "the call waits here",
-                            tries=1500)  # fmt: skip
+                await until(pilot, lambda: len(main.state.pending) == 1, "the call waits here")
                 [call] = main.state.pending.values()
                 assert (call.turn_id, call.thread_id) == (handle.turn_id, "far")
                 await until(pilot, lambda: call.call_id in queue.rows, "it is in the queue")
@@ -48,7 +47,7 @@ async def test_a_call_another_worker_runs_is_decided_from_this_console(
                 await pilot.pause()
                 await pilot.press("a")
                 await until(pilot, lambda: main.state.turns[handle.turn_id].status
-                            == TurnStatus.DONE, "the turn is done", tries=1500)  # fmt: skip
+                            == TurnStatus.DONE, "the turn is done")  # fmt: skip
                 await until(
                     pilot,
                     lambda: not main.state.pending and call.call_id not in queue.rows,

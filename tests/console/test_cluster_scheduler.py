@@ -46,8 +46,8 @@ async def test_the_scheduler_shows_which_worker_runs_each_thread(
                 screen = await open_scheduler(pilot)
                 table = screen.query_one("#sched-threads", KeyedTable)
                 await until(pilot, lambda: cell(table, "near", "state") is not None
-                            and cell(table, "far", "worker") == "w1", "both threads listed",
-                            tries=2000)  # fmt: skip
+                            and cell(table, "far", "worker") == "w1",
+                            "both threads listed")  # fmt: skip
             assert table.labels == CLUSTER_COLUMNS
             assert [cell(table, t, "worker") for t in ("far", "near")] == ["w1", "deck"]
             assert all("running" in str(cell(table, t, "state")) for t in ("far", "near"))

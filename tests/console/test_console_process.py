@@ -16,10 +16,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.wait import PATIENCE
+
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="a Linux pseudo-terminal")
 
 
 def read_until(fd: int, needle: bytes, seconds: float) -> bytes:
+    """What the terminal shows until `needle` is in it or `seconds` passed (a read with a
+    deadline: `select` blocks until output comes)."""
     seen, end = b"", time.monotonic() + seconds
     while needle not in seen and time.monotonic() < end:
         ready, _, _ = select.select([fd], [], [], 0.1)
@@ -44,7 +48,7 @@ def start_console(room: Path) -> tuple[subprocess.Popen[bytes], int]:
                             stderr=slave, env=env, start_new_session=True,
                             preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))  # fmt: skip
     os.close(slave)
-    drawn = read_until(master, b"offline-rules-1", 30)
+    drawn = read_until(master, b"offline-rules-1", PATIENCE)
     if b"offline-rules-1" not in drawn:
         proc.kill()
         proc.wait()
@@ -65,7 +69,7 @@ def test_a_hung_up_terminal_ends_the_console_and_releases_the_room(tmp_path: Pat
     proc, master = start_console(tmp_path / "room")
     try:
         os.close(master)  # the terminal goes away (SIGHUP; writes to it fail from now on)
-        assert proc.wait(timeout=20) == 0
+        assert proc.wait(timeout=PATIENCE) == 0
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -77,9 +81,9 @@ def test_sigterm_quits_and_gives_the_terminal_back(tmp_path: Path) -> None:
     proc, master = start_console(tmp_path / "room")
     try:
         proc.send_signal(signal.SIGTERM)
-        tail = read_until(master, b"\x1b[?1049l", 20)  # leaves the alternate screen
+        tail = read_until(master, b"\x1b[?1049l", PATIENCE)  # leaves the alternate screen
         assert b"\x1b[?1049l" in tail
-        assert proc.wait(timeout=20) == 0
+        assert proc.wait(timeout=PATIENCE) == 0
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -103,7 +107,7 @@ def test_a_bad_config_is_one_clear_line_not_a_traceback(
     (room / "agentdeck.toml").write_text(toml)
     env = {**os.environ, "AGENT_ROOM": str(room)}
     out = subprocess.run([sys.executable, "-m", "console.cli"], env=env, capture_output=True,
-                         text=True, timeout=60, stdin=subprocess.DEVNULL)  # fmt: skip
+                         text=True, timeout=PATIENCE, stdin=subprocess.DEVNULL)  # fmt: skip
     assert out.returncode == 2
     assert out.stderr.startswith(f"agentdeck: {room / 'agentdeck.toml'}: ") and says in out.stderr
     assert "Traceback" not in out.stderr and out.stderr.count("\n") == 1

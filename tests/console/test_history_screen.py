@@ -500,9 +500,13 @@ async def browse_while_written(room: Path, writer: subprocess.Popen) -> None:
             assert listed(screen), "the writer's turns are found"
             await pilot.press("escape")
             await settled(pilot, screen)
-            await pilot.pause(0.05)
-        await pilot.press("ctrl+r")
-        await settled(pilot, screen)
-        assert screen.totals["turns"] > first, "the writer wrote while we browsed"
+            await pilot.pause(0.05)  # load: the browsing's pace, the writer writes meanwhile
+
+        async def read_again() -> int:
+            await pilot.press("ctrl+r")
+            await settled(pilot, screen)
+            return screen.totals["turns"]
+
+        await until(pilot, read_again, "the writer wrote while we browsed", ok=lambda n: n > first)
         assert writer.poll() is None, "the writer still owns the room"
         assert not told(rec, "error")

@@ -95,7 +95,7 @@ async def test_run_again_asks_naming_the_risk_and_no_is_the_default(crashed: Pat
         await until(pilot, lambda: app.screen is screen, "back on the review")
         assert (crashed / "workspace" / "NOTES.md").read_text() != TEXT  # nothing ran
         await until(
-            pilot, lambda: the_call(app).status == CallStatus.SUSPENDED, "still waits", tries=1500
+            pilot, lambda: the_call(app).status == CallStatus.SUSPENDED, "still waits"
         )  # (the recovery's events reach the panes late under load)
         await pilot.press("r")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirmation")
@@ -119,7 +119,7 @@ async def test_kill_a_surviving_process_group(tmp_path: Path, leftover: list[int
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirmation")
         assert app.screen.focused is app.screen.query_one("#no", Button)
         await pilot.press("y")
-        await until(pilot, lambda: rec.of(ReviewScreen.Acted), "killed", tries=1000)
+        await until(pilot, lambda: rec.of(ReviewScreen.Acted), "killed")
         assert not orphans.alive(record)
         assert f"Process group {record['pgid']} of {call_id}: terminated." in told(rec)
         await until(pilot, lambda: screen.reviews[call_id].process.killed == "terminated",
@@ -193,7 +193,7 @@ async def test_the_detail_view_of_a_call_under_review_points_at_the_review(
 
 
 async def test_the_review_screen_works_attached_to_another_owner(crashed: Path) -> None:
-    from tests.console.test_attached import PATIENT, Owner, attached, attached_app
+    from tests.console.test_attached import Owner, attached, attached_app
     from tests.helpers import room_rows
 
     owner = Owner(crashed)
@@ -202,16 +202,16 @@ async def test_the_review_screen_works_attached_to_another_owner(crashed: Path) 
         app = attached_app(crashed)
         async with app.run_test(size=SIZE) as pilot:
             await attached(pilot, pid)
-            await until(pilot, lambda: app.main.state.pending, "the call waits", PATIENT)
+            await until(pilot, lambda: app.main.state.pending, "the call waits")
             await pilot.press("escape", "exclamation_mark")
             await until(pilot, lambda: isinstance(app.screen, ReviewScreen), "review screen")
             screen = app.screen
-            await until(pilot, lambda: screen.reviews, "listed", PATIENT)
+            await until(pilot, lambda: screen.reviews, "listed")
             await pilot.press("f")
             await answer(pilot, "seen from afar")
             await until(pilot, lambda: room_rows(crashed, "SELECT status FROM tool_calls")
-                        == [("failed",)], "failed in the owner", PATIENT)  # fmt: skip
-            await until(pilot, lambda: not screen.reviews, "the list is empty", PATIENT)
+                        == [("failed",)], "failed in the owner")  # fmt: skip
+            await until(pilot, lambda: not screen.reviews, "the list is empty")
             await app.shutdown()
     finally:
         owner.stop()

@@ -27,7 +27,7 @@ from engine.room import Room
 from tests.console.conftest import T0, build
 from tests.console.helpers import SIZE, Recorder, call_waits, palette, started, told, until
 from tests.console.scenes import steady
-from tests.console.test_attached import PATIENT, Owner, attached, attached_app
+from tests.console.test_attached import Owner, attached, attached_app
 from tests.helpers import room_rows
 
 pytestmark = pytest.mark.anyio
@@ -135,7 +135,7 @@ async def test_the_rules_screen_attached_to_another_owner(tmp_path: Path) -> Non
             await pilot.press("x")
             await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "asked")
             await pilot.press("y")
-            await until(pilot, lambda: not table.rules, "revoked and listed again", PATIENT)
+            await until(pilot, lambda: not table.rules, "revoked and listed again")
             await app.shutdown()
         assert room_rows(owner.room, "SELECT revoked_by FROM rules") == [("operator",)]
     finally:

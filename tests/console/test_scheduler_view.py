@@ -157,7 +157,7 @@ async def test_esc_and_q_close_and_polling_stops(deck_app) -> None:
             await until(pilot, lambda: app.screen is main, f"closed by {key}")
             assert app.is_running
             after = len(calls)
-            await pilot.pause(0.6)
+            await pilot.pause(0.6)  # silence: over two refresh intervals, and no poll comes
             assert len(calls) == after, "the scheduler is still polled after closing"
         await app.shutdown()
 

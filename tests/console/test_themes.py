@@ -130,11 +130,16 @@ async def test_no_color_is_monochrome_with_words(deck_app, monkeypatch) -> None:
         assert app.no_color
         await send(pilot, "run `echo hi`")
         await until_pending(pilot, main)
-        await pilot.pause(0.1)
         timeline = main.query_one(Timeline)
-        lines = [timeline.render_line(y).text for y in range(3)]
+
+        def drawn() -> tuple[list[str], str]:
+            return [timeline.render_line(y).text for y in range(3)], app.export_screenshot()
+
+        def both(d: tuple[list[str], str]) -> bool:
+            return "✔ succeeded" in d[0][0] and "◆&#160;suspended" in d[1]
+
+        lines, svg = await until(pilot, drawn, "the timeline draws both steps", ok=both)
         assert "✔ succeeded" in lines[0]
-        svg = app.export_screenshot()
         assert "◆&#160;suspended" in svg
         await app.shutdown()
 
@@ -147,7 +152,7 @@ async def test_no_color_draws_an_answer_with_blank_lines(deck_app, monkeypatch) 
         main = await started(pilot)
         await send(pilot, "hello")
         await until(pilot, lambda: main.state.counts() == (0, 0) and main.state.turns, "answer")
-        await pilot.pause(0.1)
-        svg = app.export_screenshot()
+        svg = await until(pilot, app.export_screenshot, "the answer drawn",
+                          ok=lambda svg: "first" in svg and "second" in svg)  # fmt: skip
         assert "first" in svg and "second" in svg
         await app.shutdown()

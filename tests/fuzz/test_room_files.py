@@ -26,6 +26,7 @@ from engine.room import Room
 from engine.runtime import Runtime
 from tests.fuzz.rooms import ROOMY, integrity, scratch, within
 from tests.fuzz.values import Raw, mangled, texts, toml_document, toml_values
+from tests.wait import PATIENCE, until
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC).timestamp()
 TICKS = (T0, T0 + 61, T0 + 122)  # the good chore (every minute) is first due at the second
@@ -279,22 +280,22 @@ def test_a_task_file_named_with_a_byte_not_utf8_does_not_end_the_runtime(tmp_pat
     config = Config.model_validate({"pulse": {"interval": 0.05}})
     said: list[str] = []
 
+    async def done(rt: Runtime, task: str) -> list:
+        return await rt.store.fetchall(
+            "SELECT 1 FROM turns WHERE thread_id=? AND status='done'", (f"task:{task}",))  # fmt: skip
+
     async def go() -> str:
-        with anyio.fail_after(30):
+        with anyio.fail_after(4 * PATIENCE):  # a hang of the runtime's start or stop
             async with Runtime.open(room, kind="test", provider=OfflineModel(delay=0),
                                     config=config) as rt:  # fmt: skip
                 rt.subscribe(lambda e: said.append(e.text) if isinstance(e, Notice) else None)
                 start_loops(rt)
-                while not (
-                    len(said) >= 2
-                    and (
-                        await rt.store.fetchall(
-                            "SELECT 1 FROM turns WHERE thread_id='task:good' AND status='done'", ()
-                        )
-                    )
-                ):
-                    await anyio.sleep(0.05)  # fmt: skip
-                await anyio.sleep(0.3)  # a few more ticks: nothing is said twice
+                await until(lambda: done(rt, "good"), "the good task done", seen=lambda: said)
+                await until(lambda: said, "both bad files said", ok=lambda s: len(s) >= 2)
+                for i in range(3):  # a few more ticks past the bad files: nothing is said twice
+                    (room / "tasks" / f"later-{i}.md").write_text(f"calc {i}+1")
+                    await until(functools.partial(done, rt, f"later-{i}"),
+                                f"the pulse ticked again ({i + 1})", seen=lambda: said)  # fmt: skip
         return integrity(room / "execution.db")
 
     assert anyio.run(go) == "ok"

@@ -14,6 +14,8 @@ from typing import Protocol
 import anyio
 import uvicorn
 
+from tests.wait import until
+
 
 class _Server(uvicorn.Server):
     """uvicorn inside the test process: the test keeps its signal handling."""
@@ -57,9 +59,7 @@ async def serve(app: object) -> AsyncIterator[str]:
     server = _Server(config)
     async with anyio.create_task_group() as tg:
         tg.start_soon(server.serve, [sock])
-        with anyio.fail_after(10):
-            while not server.started:
-                await anyio.sleep(0.01)
+        await until(lambda: server.started, "the stand-in's server started")
         try:
             yield f"http://127.0.0.1:{port}"
         finally:
