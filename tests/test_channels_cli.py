@@ -33,7 +33,7 @@ from engine.runtime import Runtime
 from tests.standins import running
 from tests.standins.receiver import Receiver
 from tests.standins.sign import webhook_headers
-from tests.test_channel_loops import until
+from tests.wait import until
 
 pytestmark = pytest.mark.anyio
 SECRET = "webhook-secret-0123456789"
@@ -59,7 +59,7 @@ async def owner(tmp_path: Path, monkeypatch: Any) -> AsyncIterator[tuple[Runtime
         async with Runtime.open(path, kind="run", provider=OfflineModel(delay=0),
                                 tools=builtin_tools()) as rt, serve_api(rt):  # fmt: skip
             start_loops(rt)
-            address = await until(lambda: rt.channels.hook_address)
+            address = await until(lambda: rt.channels.hook_address, "the hook listens")
             yield rt, f"http://{address}", receiver
 
 
@@ -74,7 +74,7 @@ async def dead_answer(rt: Runtime, base: str, receiver: Receiver, issue: int) ->
     assert answer.status_code == 202
     client = LocalClient(rt)
     thread = f"webhook:gh:{issue}"
-    [dead] = await until(lambda: _dead(client, thread))
+    [dead] = await until(lambda: _dead(client, thread), "the answer is dead")
     [(body,)] = await rt.store.fetchall(
         "SELECT body FROM events WHERE kind = 'turn_started' AND thread_id = ?", (thread,))  # fmt: skip
     started = json.loads(body)  # the console shows who sent it, and through which channel
@@ -105,8 +105,8 @@ async def check_client(client: Any, rt: Runtime, base: str, receiver: Receiver) 
     # retry: pending again, then sent; a sent one is neither retried nor dropped
     again = await client.retry_delivery(one)
     assert again.id == one and again.state in ("pending", "sent")
-    await until(lambda: receiver.received)
-    sent = await until(lambda: _state(client, one, "sent"))
+    await until(lambda: receiver.received, "the receiver got the answer")
+    sent = await until(lambda: _state(client, one, "sent"), "the answer is sent")
     assert sent.sent_at is not None
     with pytest.raises(Conflict, match=f"delivery {one} is sent"):
         await client.retry_delivery(one)
@@ -122,7 +122,7 @@ async def check_client(client: Any, rt: Runtime, base: str, receiver: Receiver) 
     assert (await client.channels()).deliveries == {
         "pending": 0, "retrying": 0, "sent": 1, "dead": 0, "dropped": 1}  # fmt: skip
     # the bus: this room, its owner alive
-    [room] = await until(client.rooms)
+    [room] = await until(client.rooms, "the room is on the bus")
     assert (room.name, room.this, room.pid, room.alive) == ("room", True, os.getpid(), True)
     assert Path(room.room) == rt.room.path
 
