@@ -107,7 +107,9 @@ class Projector:
                     return upto
 
     async def stopped(self) -> None:
-        """The room's runtime stops: its row shows no owner."""
+        """The room's runtime stops: what it committed since the last pass is copied (a
+        clean stop leaves the bus caught up), then its row shows no owner."""
+        await self.catch_up()
         async with self._lock:
             running, waiting = await buses.turn_counts(self.store)
             last = await self.bus.last_seq(self.room)

@@ -122,6 +122,24 @@ async def test_a_lost_or_lagging_bus_is_caught_up_from_the_truth(tmp_path: Path)
         await bus.close()
 
 
+async def test_a_clean_stop_leaves_the_bus_caught_up(tmp_path: Path) -> None:
+    """What was committed after the projector's last pass (a delivery's last state change,
+    just before SIGTERM) is on the bus once the runtime has stopped, not only after the next
+    start (test_channel_crash found three such events missing under load)."""
+    path = bus_path(tmp_path / "room", BusConfig())
+    async with runtime(tmp_path, script) as rt:
+        bus = await Bus.open(path)
+        projector = Projector(rt.store, bus, rt.room.path, clock=rt.clock)
+        await projector.catch_up()
+        await two_turns(rt)  # committed; no pass has run since
+        await projector.stopped()
+        truth = [r[0] for r in await rows(rt, "SELECT id FROM events ORDER BY id")]
+        on_bus = [e[0] for e in await bus.events(str(rt.room.path))]
+        await bus.close()
+    assert on_bus and set(on_bus) <= set(truth)
+    assert bus_rows(path, "SELECT pid, last_seq FROM rooms") == [(None, max(truth))]
+
+
 async def test_two_rooms_share_one_bus(tmp_path: Path) -> None:
     path = tmp_path / "events.db"
     async with runtime(tmp_path / "a", script) as a, runtime(tmp_path / "b", script) as b:
