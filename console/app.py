@@ -21,7 +21,7 @@ from typing import Any
 from textual import on, work
 from textual.app import App
 from textual.binding import Binding
-from textual.notifications import Notify
+from textual.notifications import Notify, SeverityLevel
 from textual.theme import Theme
 from textual.worker import Worker, WorkerState
 
@@ -29,6 +29,7 @@ import themes
 from console import settings
 from console.attention import Attention
 from console.bridge import FPS, Bridge
+from console.format import visible
 from console.host import AttachedHost, Host, RuntimeHost, console_provider
 from console.screens.confirm import ConfirmScreen
 from console.screens.help import HelpScreen
@@ -37,6 +38,7 @@ from console.widgets.calls_table import CallsTable
 from console.widgets.chat_pane import ChatPane
 from console.widgets.decision_queue import DecisionQueue
 from console.widgets.filter_bar import FilterBar
+from console.widgets.text import NoControls
 from console.widgets.timeline import Timeline
 from engine.room import Room
 
@@ -99,6 +101,14 @@ class AgentDeck(App[int]):
         self.host: Host = AttachedHost(room) if attach else RuntimeHost(room, **self._hosting)
         self.main = MainScreen(self.bridge, clock, keys_clock, Attention.of_room(room.config))
         settings.use_themes(self)
+        self._filters.append(NoControls())
+
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = False) -> None:  # fmt: skip
+        """Every notification is text, never markup (it quotes calls, threads, errors),
+        with its control characters shown escaped."""
+        super().notify(visible(message, lines=True), title=visible(title), severity=severity,
+                       timeout=timeout, markup=False)  # fmt: skip
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return settings.state_variables(self)

@@ -16,7 +16,7 @@ from typing import Any
 
 from textual.content import Content
 
-from console.format import pretty
+from console.format import pretty, visible
 from engine.tools import ToolError
 from engine.workspace import NoSuchFile, Workspace
 
@@ -29,11 +29,11 @@ Section = tuple[str, Content]  # a label and what is shown under it
 def shown_args(tool: str, args: Any, workspace: Path | None) -> list[Section]:
     """The sections that show `args` of a call of `tool` whole."""
     if not isinstance(args, dict):
-        return [("arguments", Content(pretty(args)))]
+        return [("arguments", _text(pretty(args)))]
     rest = dict(args)
     if tool == "shell" and isinstance(args.get("command"), str):
         command = rest.pop("command")
-        sections = [("command", Content(command))]
+        sections = [("command", _text(command))]
     elif (
         tool == "write_file"
         and isinstance(args.get("path"), str)
@@ -42,9 +42,9 @@ def shown_args(tool: str, args: Any, workspace: Path | None) -> list[Section]:
         text, path = rest.pop("text"), rest.pop("path")  # the diff names the path
         sections = [file_diff(workspace, path, text)]
     else:
-        return [("arguments", Content(pretty(args)))]
+        return [("arguments", _text(pretty(args)))]
     if rest:
-        sections.insert(0, ("arguments", Content(pretty(rest))))
+        sections.insert(0, ("arguments", _text(pretty(rest))))
     return sections
 
 
@@ -52,7 +52,7 @@ def file_diff(workspace: Path | None, path: str, new: str) -> Section:
     """`new` as a unified diff against the file at `path` now (a new file: all added)."""
     old, why = _current(workspace, path)
     if why:
-        return f"new text of {path} ({why})", Content(new)
+        return f"new text of {visible(path)} ({visible(why)})", _text(new)
     before = f"{path} (now)" if old is not None else "/dev/null"
     lines = difflib.unified_diff((old or "").splitlines(), new.splitlines(), before,
                                  f"{path} (after)", lineterm="")  # fmt: skip
@@ -60,8 +60,9 @@ def file_diff(workspace: Path | None, path: str, new: str) -> Section:
     for line in lines:
         style = (HUNK if line.startswith(("---", "+++", "@@")) else
                  ADDED if line.startswith("+") else REMOVED if line.startswith("-") else "")  # fmt: skip
-        parts.append((line + "\n", style) if style else line + "\n")
-    label = f"changes to {path}" + (" (a new file)" if old is None else "")
+        line = visible(line, lines=True) + "\n"
+        parts.append((line, style) if style else line)
+    label = f"changes to {visible(path)}" + (" (a new file)" if old is None else "")
     if not parts:
         return label, Content("(no change: the file holds this text already)")
     return label, Content.assemble(*parts).rstrip()
@@ -85,3 +86,9 @@ def _current(workspace: Path | None, path: str) -> tuple[str | None, str]:
         return data.decode("utf-8"), ""
     except UnicodeDecodeError:
         return None, "the current file is not UTF-8 text"
+
+
+def _text(text: str) -> Content:
+    """Text from the model as shown: its control characters escaped, so the operator
+    sees every character of what would run."""
+    return Content(visible(text, lines=True))

@@ -13,18 +13,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from rich.table import Table
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Label, Static
 
 from console.call_args import shown_args
-from console.format import clock_time, duration
+from console.format import clock_time, duration, facts, plain
 from console.glyphs import look
 from console.state import CallRow
+from console.widgets.text import Label, Static
 from engine.lifecycle import CallStatus
 
 Refusal = Callable[[CallRow], "str | None"]  # why a call takes no decision now (None: it does)
@@ -57,18 +55,14 @@ class CallDetailScreen(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         call = self.call
         state = look(call.status)
-        facts = Table.grid(padding=(0, 2))
-        facts.add_column(style="bold")
-        facts.add_column()
         took = call.ended_at - call.created_at if call.ended_at is not None else None
-        for name, value in (
+        known = facts((
             ("call", call.call_id), ("tool", call.tool),
             ("state", f"{state.glyph} {state.word}"),
             ("thread", call.thread_id), ("turn", call.turn_id),
             ("created", clock_time(call.created_at)), ("updated", clock_time(call.updated_at)),
             ("took", duration(took) if took is not None else "not finished"),
-        ):  # fmt: skip
-            facts.add_row(name, value)
+        ))  # fmt: skip
         waiting = call.status == CallStatus.SUSPENDED and self.why_not() is None
         with Vertical(id="dialog", classes="wide"):
             yield Label(f"Call {call.call_id} · {call.tool}", id="question")
@@ -79,13 +73,13 @@ class CallDetailScreen(ModalScreen[str | None]):
                     yield Static(body, id="detail-args" if n == 0 else f"detail-args-{n}")
                 if call.result is not None:
                     yield Label("result", classes="section")
-                    yield Static(Text(call.result), id="detail-result")
+                    yield Static(plain(call.result, lines=True), id="detail-result")
                 if call.error:
                     label = "waiting because" if call.status == CallStatus.SUSPENDED else "error"
                     yield Label(label, classes="section")
-                    yield Static(Text(call.error), id="detail-error")
+                    yield Static(plain(call.error, lines=True), id="detail-error")
                 yield Label("details", classes="section")
-                yield Static(facts)
+                yield Static(known)
             hint = "The decision keys (below) act on exactly what is shown · Esc closes"
             yield Label(hint if waiting else "Esc closes", classes="hint")
 

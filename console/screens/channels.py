@@ -20,12 +20,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import Screen
-from textual.widgets import Static
 
 from console.bridge import Bridge
+from console.format import set_title
 from console.screens.confirm import ConfirmScreen
 from console.widgets.channel_tables import DeliveriesTable, LoopsTable, RoomsTable, clock_time
 from console.widgets.key_bar import KeyBar
+from console.widgets.text import Static
 
 if TYPE_CHECKING:
     from engine.api.models import DeliveryRow
@@ -62,8 +63,8 @@ class ChannelsScreen(Screen[None]):
         yield KeyBar()
 
     def on_mount(self) -> None:
-        self.query_one("#loops-pane").border_title = "Loops and channels"
-        self.query_one("#deliveries-pane").border_title = "Deliveries"
+        set_title(self.query_one("#loops-pane"), "Loops and channels")
+        set_title(self.query_one("#deliveries-pane"), "Deliveries")
         self.refresh_view()
         self.set_interval(1 / REFRESH, self.refresh_view, name="channels")
         self.query_one(DeliveriesTable).focus()
@@ -100,8 +101,7 @@ class ChannelsScreen(Screen[None]):
         self.query_one(DeliveriesTable).show_deliveries(rows, now)
         title = f"Deliveries ({sum(view.deliveries.values())})"
         pane = self.query_one("#deliveries-pane")
-        if pane.border_title != title:
-            pane.border_title = title
+        set_title(pane, title)
 
     @on(DeliveriesTable.Retry)
     def retry(self, event: DeliveriesTable.Retry) -> None:
@@ -166,7 +166,7 @@ class RoomsScreen(Screen[None]):
         yield KeyBar()
 
     def on_mount(self) -> None:
-        self.query_one("#rooms-pane").border_title = "Rooms on the bus"
+        set_title(self.query_one("#rooms-pane"), "Rooms on the bus")
         self.refresh_view()
         self.set_interval(1 / REFRESH, self.refresh_view, name="rooms")
         self.query_one(RoomsTable).focus()

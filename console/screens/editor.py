@@ -10,9 +10,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Label, TextArea
+from textual.widgets import TextArea
 
 from console.screens.confirm import ConfirmScreen
+from console.widgets.text import Label
 
 T = TypeVar("T")
 

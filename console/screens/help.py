@@ -8,7 +8,8 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Label, Static
+
+from console.widgets.text import Label, Static
 
 
 def key_rows(app: App[object], sections: list[tuple[str, list[Binding]]]) -> list[tuple[str, str]]:

@@ -25,6 +25,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Input
 
+from console.format import set_title
 from console.history.reader import HistoryReader, Listing
 from console.history.view import (
     STATUS_CYCLE,
@@ -124,7 +125,7 @@ class HistoryScreen(Screen[None]):
 
     async def on_mount(self) -> None:
         for pane, title in (("runs", "Runs"), ("threads", "Threads"), ("turns", "Turns")):
-            self.query_one(f"#hist-{pane}-pane").border_title = title
+            set_title(self.query_one(f"#hist-{pane}-pane"), title)
         self.query_one("#hist-turns").focus()
         if await self.reader.open():  # a read-only open takes ms
             self.reload()
@@ -193,8 +194,7 @@ class HistoryScreen(Screen[None]):
 
     def _title(self, pane: str, title: str) -> None:
         widget = self.query_one(f"#hist-{pane}-pane")
-        if widget.border_title != title:
-            widget.border_title = title
+        set_title(widget, title)
 
     # -- one turn ---------------------------------------------------------------------------
 

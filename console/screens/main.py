@@ -22,7 +22,7 @@ from textual.widgets import Input
 
 from console.attention import Attention
 from console.bridge import CALLS, CHAT, STATUS, TIMELINE, Bridge
-from console.format import short_id
+from console.format import set_title, short_id
 from console.groups import channel_filters, next_channel, next_filter
 from console.screens.confirm import ConfirmScreen
 from console.screens.decide_flow import Deciding
@@ -103,8 +103,8 @@ class MainScreen(Screen[None], Deciding):
         yield KeyBar()
 
     def on_mount(self) -> None:
-        self.query_one("#timeline-pane").border_title = "Timeline"
-        self.query_one("#calls-pane").border_title = "Calls"
+        set_title(self.query_one("#timeline-pane"), "Timeline")
+        set_title(self.query_one("#calls-pane"), "Calls")
         self._title_decisions()
         self.query_one("#chat-input").focus()
         self.set_interval(1.0, self._tick_ages, name="ages")
@@ -206,8 +206,7 @@ class MainScreen(Screen[None], Deciding):
     def _title_decisions(self) -> None:
         title = f"Decisions ({len(self.state.pending)})"
         pane = self.query_one("#decisions-pane")
-        if pane.border_title != title:
-            pane.border_title = title
+        set_title(pane, title)
 
     def _redraw_calls(self) -> None:
         self.query_one(CallsTable).show(self.selected_turn, self.state.calls_of(self.selected_turn))
@@ -216,8 +215,7 @@ class MainScreen(Screen[None], Deciding):
         if turn is not None and (turn.input_tokens or turn.output_tokens):
             title += f" · {turn.input_tokens:,} in / {turn.output_tokens:,} out tokens"
         pane = self.query_one("#calls-pane")
-        if pane.border_title != title:
-            pane.border_title = title
+        set_title(pane, title)
 
     def _tick_ages(self) -> None:
         if self.state.pending:
@@ -446,4 +444,4 @@ class MainScreen(Screen[None], Deciding):
             title += f" · {timeline.group or 'all groups'}"
         if timeline.channel:
             title += f" · via {timeline.channel}"
-        self.query_one("#timeline-pane").border_title = title
+        set_title(self.query_one("#timeline-pane"), title)

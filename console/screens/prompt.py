@@ -6,9 +6,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Input, Label
+from textual.widgets import Input
 
 from console.widgets.inputs import OneLineInput
+from console.widgets.text import Label
 
 
 class PromptScreen(ModalScreen[str | None]):

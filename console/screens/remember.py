@@ -14,17 +14,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from rich.table import Table
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Input, Label, Static
+from textual.widgets import Input
 
-from console.format import one_line
+from console.format import facts, one_line
 from console.state import CallRow
+from console.widgets.text import Label, Static
 from engine.rules import FILE_TOOLS, URL_TOOLS, Rule, RuleError, check_pattern, narrowest
 from engine.rules import simple_command as simple
 
@@ -78,17 +78,15 @@ class RememberScreen(ModalScreen[str | None]):
         call = self.call
         where = (f"this thread only ({call.thread_id})" if self.scope == "thread" else
                  "the whole room (every thread)")  # fmt: skip
-        facts = Table.grid(padding=(0, 2))
-        facts.add_column(style="bold")
-        facts.add_column()
-        facts.add_row("tool", call.tool)
-        facts.add_row("this call", Text(one_line(call.args, 300)))
-        facts.add_row("scope", f"{self.scope}: {where}")
-        facts.add_row("effect", "allow, without asking, until revoked (rules screen: r)")
+        known = facts((
+            ("tool", call.tool), ("this call", one_line(call.args, 300)),
+            ("scope", f"{self.scope}: {where}"),
+            ("effect", "allow, without asking, until revoked (rules screen: r)"),
+        ))  # fmt: skip
         with Vertical(id="dialog", classes="wide"):
             yield Label(f"Approve this {call.tool} call and allow from now on the "
                         f"{call.tool} calls whose arguments match:", id="question")  # fmt: skip
-            yield Static(facts)
+            yield Static(known)
             yield Label("pattern", classes="section")
             yield Input(self.proposed, id="remember-pattern", select_on_focus=False)
             yield Static(id="remember-check")

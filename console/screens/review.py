@@ -20,22 +20,22 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Input, Static
+from textual.widgets import DataTable, Input
 
 from console.bridge import Bridge
-from console.format import clock_time, one_line, pretty, short_id
+from console.format import clock_time, facts, one_line, plain, pretty, set_title, short_id
 from console.screens.confirm import ConfirmScreen
 from console.screens.prompt import PromptScreen
 from console.state import CallRow
 from console.widgets.key_bar import KeyBar
 from console.widgets.keyed_table import KeyedTable
+from console.widgets.text import Static
 from engine.lifecycle.call import under_review
 
 if TYPE_CHECKING:
@@ -82,8 +82,8 @@ class ReviewScreen(Screen[None]):
         yield KeyBar()
 
     def on_mount(self) -> None:
-        self.query_one("#review-list-pane").border_title = "Calls under review"
-        self.query_one("#review-detail-pane").border_title = "What is known"
+        set_title(self.query_one("#review-list-pane"), "Calls under review")
+        set_title(self.query_one("#review-detail-pane"), "What is known")
         self.reload()
         self.set_interval(REFRESH, self.reload, name="reviews")
         self.query_one("#review-calls").focus()
@@ -270,16 +270,12 @@ def _process_cell(review: Review) -> str:
 def _detail(review: Review) -> Group:
     from engine.review import file_text, process_text
 
-    facts = Table.grid(padding=(0, 2))
-    facts.add_column(style="bold")
-    facts.add_column()
-    for name, value in (
+    known = facts((
         ("call", review.call_id), ("tool", review.tool), ("thread", review.thread_id),
         ("turn", short_id(review.turn_id)),
         ("started", f"{clock_time(review.started_at)}: it was running when agentdeck stopped"),
         ("review since", clock_time(review.since)),
         ("process", process_text(review.process) if review.process else "none recorded"),
         *(("file", file_text(f)) for f in review.files),
-    ):  # fmt: skip
-        facts.add_row(name, value)
-    return Group(facts, Text("\narguments", style="bold"), Text(pretty(review.args)))
+    ))  # fmt: skip
+    return Group(known, Text("\narguments", style="bold"), plain(pretty(review.args), lines=True))

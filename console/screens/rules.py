@@ -17,12 +17,13 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Static
 
 from console.bridge import Bridge
+from console.format import set_title
 from console.screens.confirm import ConfirmScreen
 from console.widgets.key_bar import KeyBar
 from console.widgets.rules_table import RulesTable, when
+from console.widgets.text import Static
 from engine.rules import Rule
 
 REFRESH = 1  # listings a second while the screen is shown
@@ -57,7 +58,7 @@ class RulesScreen(Screen[None]):
         yield KeyBar()
 
     def on_mount(self) -> None:
-        self.query_one("#rules-pane").border_title = "Rules"
+        set_title(self.query_one("#rules-pane"), "Rules")
         self.refresh_rules()
         self.set_interval(1 / REFRESH, self.refresh_rules, name="rules")
         self.query_one(RulesTable).focus()
@@ -86,8 +87,7 @@ class RulesScreen(Screen[None]):
         self.query_one(RulesTable).show_rules(rules, now)
         title = f"Rules ({len(rules)})"
         pane = self.query_one("#rules-pane")
-        if pane.border_title != title:
-            pane.border_title = title
+        set_title(pane, title)
 
     @on(RulesTable.Revoke)
     def revoke(self, event: RulesTable.Revoke) -> None:

@@ -19,15 +19,15 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Static
 
 from console.bridge import Bridge
-from console.format import age, short_id
+from console.format import age, set_title, short_id
 from console.glyphs import look
 from console.groups import group_of
 from console.widgets.groups_table import GroupsTable
 from console.widgets.key_bar import KeyBar
 from console.widgets.keyed_table import KeyedTable
+from console.widgets.text import Static
 from engine.lifecycle import TurnStatus
 from engine.scheduler import GroupConfig, Statistics
 
@@ -114,8 +114,7 @@ class SchedulerScreen(Screen[None]):
             ("#sched-queued-pane", f"Queued requests ({len(stats.queued)})"),
         ):
             widget = self.query_one(pane)
-            if widget.border_title != title:
-                widget.border_title = title
+            set_title(widget, title)
 
     # -- actions ----------------------------------------------------------------------------
 

@@ -6,8 +6,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Label, OptionList
+from textual.widgets import OptionList
 from textual.widgets.option_list import Option
+
+from console.format import plain
+from console.widgets.text import Label
 
 
 class ThreadPickerScreen(ModalScreen[str | None]):
@@ -27,8 +30,12 @@ class ThreadPickerScreen(ModalScreen[str | None]):
         with Vertical(id="dialog"):
             yield Label("Switch thread", id="question")
             yield OptionList(
-                *(Option(("● " if t == self.current else "  ") + t, id=t) for t in self.threads),
+                *(
+                    Option(plain(("● " if t == self.current else "  ") + t), id=t)
+                    for t in self.threads
+                ),
                 id="thread-list",
+                markup=False,
             )
 
     def on_mount(self) -> None:

@@ -17,7 +17,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.strip import Strip
 
-from console.format import duration, one_line
+from console.format import duration, one_line, visible
 from console.glyphs import STATE_CLASSES, look
 from console.state import CallRow
 from console.widgets.lines import LineView
@@ -154,7 +154,7 @@ class CallsTable(LineView, can_focus=True):
             style = base
             if not header and i == 1:  # the state: glyph + word, coloured by the theme
                 style = self._style(*filter(None, (under, look(cell).style)))
-            text = cell if header else _shown(i, cell)
+            text = visible(cell if header else _shown(i, cell))
             if cell_len(text) > size:
                 text = set_cell_size(text, size - 1) + "…"
             segments += [Segment(" ", base), Segment(set_cell_size(text, size), style),

@@ -15,6 +15,7 @@ from rich.text import Text
 from textual.cache import LRUCache
 from textual.strip import Strip
 
+from console.format import visible
 from console.state import ChatEntry, ThreadView
 from console.widgets.lines import LineView
 
@@ -104,11 +105,11 @@ class ChatLog(LineView, can_focus=False):
         style = self.get_component_rich_style(role)
         text = Text()
         text.append(
-            f"{entry.via or LABELS.get(entry.role, entry.role)} › ",
+            f"{visible(entry.via or LABELS.get(entry.role, entry.role))} › ",
             style + self.get_component_rich_style("chat--label"),
         )
         body = entry.text if entry.role != "tool" else " ".join(entry.text.split())[:200]
-        text.append(body or "(no text)", style)
+        text.append(visible(body, lines=True) or "(no text)", style)
         return [*self._strips(text, width), Strip.blank(width, self.rich_style)]
 
     def _strips(self, text: Text, width: int) -> list[Strip]:

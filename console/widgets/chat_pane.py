@@ -12,6 +12,7 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Input
 
+from console.format import set_title
 from console.state import ThreadView
 from console.widgets.chat_log import ChatLog
 from console.widgets.inputs import ChatInput
@@ -69,7 +70,7 @@ class ChatPane(Vertical):
         yield ChatInput(placeholder="Message the agent — Enter sends", id="chat-input")
 
     def on_mount(self) -> None:
-        self.border_title = f"Chat · {self.thread_id}"
+        set_title(self, f"Chat · {self.thread_id}")
 
     def show(self, view: ThreadView) -> None:
         """Draw `view`; a different thread also retitles the pane."""
@@ -80,7 +81,7 @@ class ChatPane(Vertical):
             field.value = self._drafts.get(view.thread_id, "")
             field.cursor_position = len(field.value)
         self.thread_id, self._view = view.thread_id, view
-        self.border_title = f"Chat · {self.thread_id}"
+        set_title(self, f"Chat · {self.thread_id}")
         self.query_one(ChatLog).show(view)
 
     def describe_model(self, model: str) -> None:

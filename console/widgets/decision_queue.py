@@ -168,11 +168,11 @@ class DecisionQueue(KeyedTable):
                     f"deadline is {clock_time(at)} (in {time_left(at - now)}); undecided, it is "
                     f"{then} then.", title="Decision deadline", severity="warning")  # fmt: skip
 
-    def _cell(self, label: str, value: str, key: str | None = None) -> Text | str:
+    def _cell(self, label: str, value: str, key: str | None = None) -> Text:
         cell = super()._cell(label, value, key)
         if key not in self._near or label == "state":  # (the state keeps its own colour)
             return cell
-        text = cell.copy() if isinstance(cell, Text) else Text(cell)
+        text = cell.copy()
         text.stylize(self.get_component_rich_style("queue--warning", partial=True))
         return text
 

@@ -17,6 +17,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from console.format import visible
 from console.glyphs import STATE_CLASSES
 from console.history.view import BOLD, DIM, MATCH, ROLE_CLASSES, Cells
 
@@ -213,7 +214,8 @@ class HistoryList(ScrollView, can_focus=True):
 
     def _draw(self, cells: Cells, width: int, selected: bool) -> Strip:
         base = self._style("", selected)
-        strip = Strip([Segment(text, self._style(name, selected)) for text, name in cells if text])
+        strip = Strip([Segment(visible(text), self._style(name, selected))
+                       for text, name in cells if text])  # fmt: skip
         if strip.cell_length > width:  # cut with an ellipsis, as the timeline does
             strip = Strip([*strip.crop(0, max(0, width - 1)), Segment("…", base)])
         return strip.adjust_cell_length(width, base)

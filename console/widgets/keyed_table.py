@@ -17,6 +17,7 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import DataTable
 
+from console.format import visible
 from console.glyphs import STATE_CLASSES, look
 from console.widgets.state_text import state_text
 
@@ -86,17 +87,20 @@ class KeyedTable(DataTable[Text | str]):
             return f"{state.glyph} {state.word}"
         return value
 
-    def _cell(self, label: str, value: str, key: str | None = None) -> Text | str:
-        """One cell as drawn (`key`: its row's, for a subclass that styles rows)."""
+    def _cell(self, label: str, value: str, key: str | None = None) -> Text:
+        """One cell as drawn (`key`: its row's, for a subclass that styles rows): a Text,
+        since DataTable reads a plain string as markup."""
         if label in self.state_columns:
             return state_text(self, value)
         room = self._room.get(label)
         if room is not None and cell_len(value) > room:
-            return _wrap(value, room, self.lines)
-        return value
+            return Text(_wrap(value, room, self.lines), end="")
+        return Text(value, end="")
 
     def show(self, rows: dict[str, tuple[str, ...]]) -> None:
-        """Draw `rows` (key -> one plain string per column), touching only what changed."""
+        """Draw `rows` (key -> one plain string per column), touching only what changed.
+        Cells are text, never markup, with their control characters shown escaped."""
+        rows = {key: tuple(map(_visible, cells)) for key, cells in rows.items()}
         if rows == self._drawn:
             return
         before, self._drawn = self._drawn, rows
@@ -153,6 +157,10 @@ class KeyedTable(DataTable[Text | str]):
                     cell = state_text(self, value)
                     if cell.style != getattr(self.get_cell(key, label), "style", None):
                         self.update_cell(key, label, cell)
+
+
+def _visible(cell: str) -> str:
+    return visible(cell, lines=True)  # a cell may hold several lines
 
 
 def _width(text: str) -> int:

@@ -22,7 +22,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.strip import Strip
 
-from console.format import clock_time, duration, short_id
+from console.format import clock_time, duration, short_id, visible
 from console.glyphs import STATE_CLASSES, look
 from console.groups import group_of
 from console.steps import StepRow
@@ -308,11 +308,12 @@ class Timeline(LineView, can_focus=True):
     def _draw(self, row: StepRow, width: int, selected: bool) -> Strip:
         state = look(row.status)
         base, dim = self._style("", selected), self._style("timeline--dim", selected)
-        summary = " ".join(row.summary.split()) if "\n" in row.summary else row.summary
+        summary = visible(" ".join(row.summary.split()) if "\n" in row.summary else row.summary)
+        thread = visible(row.thread_id)
         where = (
-            f"{row.thread_id[:16]:<16} {short_id(row.turn_id):<10} "
+            f"{thread[:16]:<16} {short_id(row.turn_id):<10} "
             if width >= WIDE
-            else f"{row.thread_id[:12]:<12} "  # narrow: the calls pane's title names the turn
+            else f"{thread[:12]:<12} "  # narrow: the calls pane's title names the turn
         )
         segments = [
             Segment(f"{clock_time(row.at)} ", dim),

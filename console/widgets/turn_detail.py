@@ -15,6 +15,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical
 
+from console.format import set_title
 from console.history.view import DIM, Cells, call_rows, notes, step_rows, turn_title
 from console.state import CallRow
 from console.steps import StepRow
@@ -45,7 +46,7 @@ class TurnDetail(Vertical):
 
     def on_mount(self) -> None:
         for pane, title in (("steps", "Steps"), ("calls", "Calls"), ("turn", "Turn")):
-            self.query_one(f"#hist-{pane}-pane").border_title = title
+            set_title(self.query_one(f"#hist-{pane}-pane"), title)
 
     @property
     def turn_id(self) -> str | None:
@@ -102,8 +103,7 @@ class TurnDetail(Vertical):
 
     def _title(self, pane: str, title: str) -> None:
         widget = self.query_one(f"#hist-{pane}-pane")
-        if widget.border_title != title:
-            widget.border_title = title
+        set_title(widget, title)
 
     @on(Timeline.OpenTurn)
     def steps_open(self, event: Timeline.OpenTurn) -> None:

@@ -19,8 +19,8 @@ from tests.console.scheduler_scenes import SLOW, SlowWhenAsked, message, open_sc
 from tests.test_cluster_runtime import cluster_config
 
 
-def cell(table: KeyedTable, row: str, column: str) -> object:
-    return table.get_cell(row, column) if row in table.rows else None
+def cell(table: KeyedTable, row: str, column: str) -> str | None:
+    return str(table.get_cell(row, column)) if row in table.rows else None
 
 
 @pytest.mark.anyio

@@ -73,7 +73,7 @@ async def test_revoke_asks_first_defaults_to_no_and_a_toml_rule_is_not_revoked(r
         rt = app.host.runtime
         table = screen.query_one(RulesTable)
         assert list(table.rules) == ["toml:1", "1", "2"]
-        assert table.get_row("1")[4:6] == ["git status*", "room"]
+        assert [str(c) for c in table.get_row("1")[4:6]] == ["git status*", "room"]
         # agentdeck.toml's rule: said, nothing asked, nothing revoked
         await pilot.press("x")
         await until(pilot, lambda: any("agentdeck.toml" in t for t in told(rec)), "told")

@@ -113,7 +113,7 @@ async def test_plus_and_minus_change_the_budget_never_below_zero(deck_app, room)
                     "a warning that the budget is 0")  # fmt: skip
         assert group_stats(app, "chore").max_running_turns == 0
         assert stored_group(room, "chore")["max_running_turns"] == 0
-        await until(pilot, lambda: table.get_cell("chore", "running") == "0/0", "redrawn")
+        await until(pilot, lambda: str(table.get_cell("chore", "running")) == "0/0", "redrawn")
         await app.shutdown()
 
 
@@ -129,7 +129,7 @@ async def test_a_paused_group_queues_with_its_reason_until_resumed(deck_app) -> 
         turn = (await app.bridge.send("chat:main", "calc 2+2")).turn_id
         queued = screen.query_one("#sched-queued", KeyedTable)
         await until(pilot, lambda: turn in queued.rows, "the request is listed")
-        assert queued.get_cell(turn, "waits because") == "group chat paused"
+        assert str(queued.get_cell(turn, "waits because")) == "group chat paused"
         await pilot.press("p")
         await until(pilot, lambda: turn not in queued.rows, "the request left the queue")
         await until(pilot, lambda: main.state.turns.get(turn) and main.state.counts() == (0, 0),
@@ -256,7 +256,7 @@ async def test_busy_room_reasons(deck_app) -> None:
         await busy_room(pilot)
         screen = await open_scheduler(pilot)
         queued = screen.query_one("#sched-queued", KeyedTable)
-        reasons = {k.value: queued.get_cell(k.value, "waits because") for k in queued.rows}
+        reasons = {k.value: str(queued.get_cell(k.value, "waits because")) for k in queued.rows}
         assert reasons == {
             "t_003": "thread waiting on a decision (turn t_002)",
             "t_004": "thread busy with turn t_001",
