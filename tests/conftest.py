@@ -33,7 +33,8 @@ def _isolated_env(
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
     for var in ("AGENT_ROOM", "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY",
-                "ANTHROPIC_BASE_URL", "NO_COLOR", "AGENTDECK_STORE_URL"):  # fmt: skip
+                "ANTHROPIC_BASE_URL", "NO_COLOR", "AGENTDECK_STORE_URL",
+                "COLUMNS", "LINES"):  # (pytest-xdist's workers set these: 80x24)  # fmt: skip
         monkeypatch.delenv(var, raising=False)
 
 

@@ -57,7 +57,9 @@ def test_the_states_are_the_stored_words() -> None:
     assert RequestStatus.COALESCED == "coalesced" and f"{RunnerStatus.DONE}" == "done"
 
 
-@pytest.mark.parametrize(("states", "edges", "module", "name"), MACHINES, ids=lambda m: str(m))
+@pytest.mark.parametrize(
+    ("states", "edges", "module", "name"), MACHINES, ids=[m[3] for m in MACHINES]
+)
 def test_the_tables_are_exactly_the_diagrams(states, edges, module, name) -> None:
     assert {s: set(d) for s, d in module.TRANSITIONS.items()} == edges
     assert set(module.TRANSITIONS) == set(states)

@@ -17,7 +17,7 @@ T = TypeVar("T")
 
 
 async def until(
-    pilot: Pilot, probe: Callable[[], T], what: str, within: float = wait.PATIENCE, **kw: Any
+    pilot: Pilot, probe: Callable[[], T], what: str, *, within: float = wait.PATIENCE, **kw: Any
 ) -> T:
     """`tests.wait.until` in a Pilot test: the value of `probe()` once it holds (`kw` are
     `until`'s: `ok`, `seen`), the app running between looks."""
