@@ -26,7 +26,7 @@ import json
 import logging
 import random
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import anyio
@@ -134,8 +134,10 @@ class DeliveryWorker:
                  sleep: Callable[[float], Awaitable[Any]] = anyio.sleep,
                  projector: CatchUp | None = None,
                  config: DeliveryConfig | None = None,
-                 rng: random.Random | None = None) -> None:  # fmt: skip
+                 rng: random.Random | None = None,
+                 mask: Callable[[str], str] = str) -> None:  # fmt: skip
         self.store, self.commit, self.deliver = store, commit, deliver
+        self.mask = mask  # the room's secrets out of what leaves and what is logged
         self.clock, self.sleep, self.projector = clock, sleep, projector
         self.config = config or DeliveryConfig()
         self.rng = rng or random.Random()
@@ -225,11 +227,12 @@ class DeliveryWorker:
                 reply = json.loads(row["reply"])
                 with anyio.fail_after(timeout):
                     await self.deliver(channel, reply if isinstance(reply, dict) else {},
-                                       row["text"], row["key"])  # fmt: skip
+                                       self.mask(row["text"]), row["key"])  # fmt: skip
             except TimeoutError:
                 failure = Failure(False, None, f"no answer from {channel} in {timeout:g}s")
             except Exception as exc:  # a channel's failure, whatever its type
                 failure = failure_of(exc)
+                failure = replace(failure, error=self.mask(failure.error))  # a token in a URL
             with anyio.CancelScope(shield=True):  # what happened is written, even at a stop
                 await self._mark(row, failure)
         finally:
@@ -301,11 +304,12 @@ async def run_delivery(store: Store, commit: Commit, deliver: Deliver, *,
                        clock: Callable[[], float], projector: CatchUp | None = None,
                        config: DeliveryConfig | None = None,
                        sleep: Callable[[float], Awaitable[Any]] = anyio.sleep,
+                       mask: Callable[[str], str] = str,
                        task_status: TaskStatus[DeliveryWorker] = anyio.TASK_STATUS_IGNORED,
                        ) -> None:  # fmt: skip
     """Run a delivery worker until cancelled: `worker = await tg.start(run_delivery, ...)`
     hands back the worker (for `poke`, `watch`, `retry`, `drop`)."""
     worker = DeliveryWorker(store, commit, deliver, clock=clock, sleep=sleep,
-                            projector=projector, config=config)  # fmt: skip
+                            projector=projector, config=config, mask=mask)  # fmt: skip
     task_status.started(worker)
     await worker.run()

@@ -1,7 +1,9 @@
 """Keys stay out of what tools start and out of the truth layer.
 
-A tool's processes get the runtime's environment without the provider keys and without
-any variable `[runtime] secret_env` names, so `env` in a shell call shows none of them.
+A tool's processes get the runtime's environment without the provider keys, without any
+variable `[runtime] secret_env` names and without the variables the room's channels take
+their tokens and signing secrets from (every `*_env` of channels.toml and hooks.toml), so
+`env` in a shell call shows none of them.
 A key can still reach a result some other way (a file that holds it, a user tool reading
 the runtime's own environment), so every result and error is also searched for those
 variables' values, which are masked before the call is committed: once in execution.db, a
@@ -14,6 +16,7 @@ import json
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from urllib.parse import quote, quote_plus
 
 PROVIDER_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
 MIN_MASKED = 8  # shorter values are not searched for: they would mask ordinary text
@@ -41,14 +44,27 @@ class Secrets:
         return {k: v for k, v in env.items() if k not in self.names}
 
     def mask(self, text: str) -> str:
-        """`text` with each secret value, as is or as JSON escapes it, replaced by a mark
-        that names its variable."""
-        for name, value in self.values:
-            for form in (
-                value,
-                json.dumps(value)[1:-1],
-                json.dumps(value, ensure_ascii=False)[1:-1],
-            ):
-                if form in text:
-                    text = text.replace(form, f"[{name} masked]")
+        """`text` with each secret value replaced by a mark that names its variable: as is,
+        as JSON escapes it, URL-encoded, upper- or lower-cased, and each half of a long one
+        (services echo a token so: in a URL, an upper-cased header, split over two lines)."""
+        for whole in (True, False):  # every value whole before any by its halves
+            for name, value in self.values:
+                for form in _forms(value) if whole else _halves(value):
+                    if form in text:
+                        text = text.replace(form, f"[{name} masked]")
         return text
+
+
+def _forms(value: str) -> list[str]:
+    """The spellings of `value` that are masked, longest first, each once."""
+    forms = [value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1],
+             quote(value, safe=""), quote_plus(value), value.upper(), value.lower()]  # fmt: skip
+    return sorted(dict.fromkeys(forms), key=len, reverse=True)
+
+
+def _halves(value: str) -> list[str]:
+    """A long value's two halves (a service that splits it over two lines)."""
+    if len(value) < 2 * MIN_MASKED:
+        return []
+    half = len(value) // 2
+    return [value[:half], value[half:]]

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 
 from engine.bus import EventBus
-from engine.channels.config import delivering
+from engine.channels.config import delivering, secret_names
 from engine.config import Config, check_approvals, toml_rules
 from engine.conversation import Conversation
 from engine.deadlines import pending_calls
@@ -148,6 +148,7 @@ class Runtime:
         # channels.toml, hooks.toml (a malformed one stops the start, before a write): every
         # process records what a channel's turn owes, whoever delivers it
         self.ctx.delivering = delivering(self.room.path)
+        self.ctx.secret_env = (*self.config.runtime.secret_env, *secret_names(self.room.path))
         groups = {*self.scheduler.groups, *self.config.groups}
         check_approvals(self.config, self.room.config, self.tools.names(), groups)
         now = self.clock()

@@ -21,7 +21,7 @@ import json
 import re
 import sys
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -185,6 +185,20 @@ def read_channels(room_dir: Path) -> list[TelegramConfig | SlackConfig | Webhook
             seen[name] = path
             found.append(_channel(path, name, table, kinds))
     return found
+
+
+def secret_names(room_dir: Path) -> frozenset[str]:
+    """The variables the room's channels take their secrets from: every `*_env` field
+    (`token_env`, `secret_env`, `signing_secret_env`, and any added later), kept from
+    tools and masked in what is stored as a provider key is. ChannelConfigError for a
+    malformed file."""
+    return secret_names_of(read_channels(room_dir))
+
+
+def secret_names_of(configs: Iterable[BaseModel]) -> frozenset[str]:
+    """The `*_env` variables these channel configs name."""
+    return frozenset(str(value) for config in configs
+                     for name, value in config if name.endswith("_env") and value)  # fmt: skip
 
 
 def delivering(room_dir: Path) -> frozenset[str]:

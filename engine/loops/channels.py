@@ -38,12 +38,14 @@ from engine.channels.config import (
     WebhookConfig,
     hook_listener,
     read_channels,
+    secret_names_of,
 )
 from engine.delivery import DeliveryWorker, run_delivery
 from engine.loops.hook import serve_hooks
 from engine.loops.inbound import ChannelState
 from engine.loops.poll import poll_channel
 from engine.projector import Projector, bus_path
+from engine.redact import Secrets
 from engine.runtime import Runtime
 from engine.store.bus import Bus
 
@@ -81,7 +83,9 @@ class ChannelSet:
         """Make each channel with its secrets. One whose secret is unset or empty does not
         start: its state says why, the others run, and its answers wait in the outbox."""
         env = os.environ if env is None else env
+        mask = Secrets.from_env(secret_names_of(self.configs.values()), env).mask
         for name, config in self.configs.items():
+            self.states[name].mask = mask
             try:
                 self.channels[name] = channel_of(config, env)
             except ChannelConfigError as exc:
@@ -170,7 +174,7 @@ async def _delivery(
     async with anyio.create_task_group() as tg:
         worker = await tg.start(lambda **kw: run_delivery(
             rt.store, rt.bus.commit, cs.deliver, clock=rt.clock, projector=projector,
-            config=rt.config.delivery, **kw))  # fmt: skip
+            config=rt.config.delivery, mask=Secrets.from_env(rt.ctx.secret_env).mask, **kw))  # fmt: skip
         unsubscribe = rt.subscribe(worker.watch)
         task_status.started(worker)
         try:

@@ -11,6 +11,7 @@ with the request, for the outbox at the turn's end.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -40,12 +41,14 @@ class ChannelState:
     rejected: int = 0  # deliveries refused (signature, size, form), this run
     lag: float | None = None  # seconds between a message's date and its request
     detail: dict[str, str] = field(default_factory=dict)
+    # the channels' secrets out of an error (a bot token is in every Telegram URL)
+    mask: Callable[[str], str] = field(default=str, repr=False, compare=False)
 
     def ok(self, at: float) -> None:
         self.state, self.last_ok, self.errors = "up", at, 0
 
     def fail(self, error: str) -> None:
-        self.state, self.last_error = "failing", one_line(error)[:300]
+        self.state, self.last_error = "failing", one_line(self.mask(error))[:300]
         self.errors += 1
 
     def as_dict(self) -> dict[str, object]:

@@ -59,6 +59,9 @@ class TurnContext:
     # Channels whose answers go back out (issue 17): a turn from one of them that ends
     # with an answer records its delivery in its final checkpoint. Empty: none does.
     delivering: frozenset[str] = frozenset()
+    # The variables tools must not see and results must not hold, besides the provider
+    # keys: `[runtime] secret_env` and every `*_env` a channel names (engine/redact.py).
+    secret_env: tuple[str, ...] = ()
     # A cluster's worker (engine/cluster/member.py): the statements that make a turn's
     # checkpoint (thread, turn) fail unless the worker still leases its thread, and those that wake the
     # cluster when a request or a decision for a thread commits. Alone: none.

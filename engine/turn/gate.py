@@ -120,7 +120,7 @@ async def execute(loop: Site, call: CallState, kwargs: dict[str, Any]) -> None:
     rt, limits = loop.ctx, loop.ctx.config.runtime
     tool = rt.tools.get(call.tool)
     assert tool is not None
-    secrets = Secrets.from_env(limits.secret_env)
+    secrets = Secrets.from_env(rt.secret_env)
     ctx = ToolContext(
         rt.workspace, call.id, call.thread_id, call.turn_id,
         time_limit=limits.tool_timeouts.get(call.tool, limits.tool_timeout),
@@ -181,5 +181,5 @@ def cleaner(loop: Site, secrets: Secrets | None = None) -> Callable[[str], str]:
     """What a result's text goes through before it is committed: the configured secrets'
     values masked, then cut to the result cap (with a note the model reads)."""
     limits = loop.ctx.config.runtime
-    secrets = secrets or Secrets.from_env(limits.secret_env)
+    secrets = secrets or Secrets.from_env(loop.ctx.secret_env)
     return lambda text: cut_to(secrets.mask(text), limits.max_result_bytes)
