@@ -36,11 +36,11 @@ from engine.api.local import LocalClient
 from engine.api.problems import Gate
 from engine.api.sockets import answers, bind_path
 from engine.config import split_listen
+from engine.loops.connections import MAX_REQUESTS, Connection
 from engine.room import Room
 from engine.runtime import Runtime
 
 log = logging.getLogger("agentdeck")
-MAX_CONNECTIONS = 256  # connections and requests at once; past it, 503 (memory stays bounded)
 STOP_WAIT = 3  # seconds the API's requests get to finish when the runtime stops
 
 
@@ -69,9 +69,9 @@ def uvicorn_server(app: object) -> uvicorn.Server:
 
 def _config(app: object) -> uvicorn.Config:
     return uvicorn.Config(
-        app, lifespan="off", log_config=None, access_log=False, http="h11", ws="none",  # type: ignore[arg-type]
+        app, lifespan="off", log_config=None, access_log=False, http=Connection, ws="none",  # type: ignore[arg-type]
         proxy_headers=False, server_header=False, timeout_keep_alive=30,
-        limit_concurrency=MAX_CONNECTIONS,
+        limit_concurrency=MAX_REQUESTS,  # connections stay under it (engine/loops/connections.py)
         timeout_graceful_shutdown=STOP_WAIT,
     )  # fmt: skip
 
