@@ -35,6 +35,7 @@ turn, its request and its events copy is bounded by it.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
@@ -217,12 +218,22 @@ def parse_chore(path: Path, raw: bytes, now: float) -> ChoreFile:
 def _read(path: Path, scan: Scan, limit: int, setting: str) -> bytes | None:
     """The file's bytes; None if it vanished meanwhile, or cannot be read or is larger than
     `limit` (then reported, and kept in `scan.unreadable`). Reads at most `limit` + 1 bytes,
-    and does not block on a FIFO or device put where the file was."""
+    does not block on a FIFO or device put where the file was, and follows no symbolic link
+    (`tasks/shadow.md` -> /etc/shadow would make a turn of that file), in the file's name or
+    in its folder's."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC | os.O_NOFOLLOW
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        if path.parent.name in ("tasks", "chores") and path.parent.is_symlink():
+            raise OSError(errno.ELOOP, "its folder is a symbolic link")
+        fd = os.open(path, flags)
     except FileNotFoundError:
         return None
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            scan.unreadable.add(path)
+            scan.malformed.append(Malformed(path, "symlink", "a symbolic link: not read (put"
+                                            " the file itself here)"))  # fmt: skip
+            return None
         problem = (f"error:{exc}", f"cannot read: {exc}")
     else:
         try:
@@ -257,9 +268,8 @@ def _files(folder: Path, suffixes: tuple[str, ...]) -> list[Path]:
         entries = sorted(folder.iterdir())
     except (FileNotFoundError, NotADirectoryError):
         return []
-    return [
-        p for p in entries if p.suffix in suffixes and not p.name.startswith(".") and p.is_file()
-    ]
+    return [p for p in entries if p.suffix in suffixes and not p.name.startswith(".")
+            and (p.is_symlink() or p.is_file())]  # a link is reported by _read, not read  # fmt: skip
 
 
 def _unexpected(exc: Exception) -> str:
@@ -311,7 +321,8 @@ def scan_room(root: Path, now: float, limits: Limits | None = None) -> Scan:
         keys[chore.key] = path
         scan.chores.append(chore)
     will = root / "will.md"
-    raw = _read(will, scan, limits.will, "max_will_bytes") if will.is_file() else None
+    will_there = will.is_symlink() or will.is_file()
+    raw = _read(will, scan, limits.will, "max_will_bytes") if will_there else None
     scan.will_exists = raw is not None or will in scan.unreadable
     if raw is not None:
         try:
