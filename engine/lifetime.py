@@ -47,8 +47,10 @@ async def serving(
     ownership.acquire()
     try:
         room.ensure()
+        opened = room.tighten()
         cluster = config.cluster.enabled
         store = await open_store(room.db, config.store, shared=cluster)
+        room.tighten()  # a new execution.db is made with the process's umask
         try:
             if provider is None:
                 from engine.providers.select import make_provider
@@ -77,6 +79,9 @@ async def serving(
                 assert url is not None  # open_store refused a cluster on SQLite
                 rt.cluster = ClusterMember(rt, url, config.cluster)
             await rt._start()
+            if opened:
+                rt.notice("warning", f"room {room.path} was readable by other users "
+                          f"({', '.join(opened)}): made private to its owner")  # fmt: skip
             sv = rt.supervisor
             try:
                 async with anyio.create_task_group() as tg:

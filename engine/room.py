@@ -12,12 +12,19 @@ import fcntl
 import json
 import os
 import socket
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 PROBE_TRIES = 5  # tries 10 ms apart before another owner is taken for real
+# What a room holds that only its owner may read (Room.tighten), relative to the room.
+PRIVATE_FOLDERS = ("workspace", "bus", "poll", "tasks", "chores")
+PRIVATE_FILES = ("execution.db", "execution.db-wal", "execution.db-shm", "agent.log",
+                 "agent.run", ".owner", "agentdeck.toml", "channels.toml", "hooks.toml",
+                 "server.token", "pulse.json", "will.md", "bus/events.db", "bus/events.db-wal",
+                 "bus/events.db-shm")  # fmt: skip
 
 
 class RoomBusy(RuntimeError):
@@ -82,25 +89,42 @@ class Room:
         return self.path / "agent.log"
 
     def create(self) -> None:
-        """Make the room's folder if it is missing; RoomError saying why it cannot be used."""
+        """Make the room's folder if it is missing (private to its owner); RoomError saying
+        why it cannot be used."""
         try:
-            self.path.mkdir(parents=True, exist_ok=True)
+            self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
         except FileExistsError:
             raise RoomError(f"room {self.path} is not a directory") from None
         except OSError as exc:
             raise RoomError(f"room {self.path} cannot be made: {exc.strerror}") from None
 
+    def tighten(self) -> list[str]:
+        """Make the room private to its owner: its folders 0700, the files agentdeck
+        writes 0600 (the conversation, the tool arguments and results are in them). Returns
+        the names that other users could read, for a notice."""
+        opened = []
+        for path in (self.path, *(self.path / d for d in PRIVATE_FOLDERS),
+                     *(self.path / f for f in PRIVATE_FILES)):  # fmt: skip
+            try:
+                mode = path.lstat().st_mode
+            except OSError:
+                continue
+            if stat.S_ISLNK(mode) or not mode & 0o077:
+                continue
+            with contextlib.suppress(OSError):
+                os.chmod(path, stat.S_IMODE(mode) & 0o700)
+                opened.append(path.name if path != self.path else "the room's folder")
+        return opened
+
     def ensure(self) -> None:
         try:
-            self.workspace.mkdir(parents=True, exist_ok=True)
+            self.workspace.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as exc:
             raise RoomError(f"room {self.path}: no workspace: {exc.strerror}") from None
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         """Replace agent.run atomically with a small JSON summary of what runs now."""
-        tmp = self.summary.with_suffix(".run.tmp")
-        tmp.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-        os.replace(tmp, self.summary)
+        _write(self.summary, json.dumps(summary, indent=2, sort_keys=True) + "\n")
 
 
 def owner_of(room: Room) -> dict[str, Any] | None:
@@ -190,7 +214,10 @@ class Ownership:
 
 
 def _write(path: Path, text: str) -> None:
-    """Replace `path`'s content in one step (a reader sees the old or the new, whole)."""
+    """Replace `path`'s content in one step (a reader sees the old or the new, whole), with
+    a file only its owner reads."""
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
     os.replace(tmp, path)

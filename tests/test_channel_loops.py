@@ -85,6 +85,8 @@ async def test_a_telegram_message_becomes_one_turn_and_its_answer_is_sent(tmp_pa
         assert offset == update + 1
         state = rt.channels.states["tg"]
         assert state.state == "up" and state.received == 1
+        # each getUpdates asks to be held as long as channels.toml's poll_timeout says
+        assert {poll["timeout"] for poll in bot.polls} == {1}
 
 
 async def test_an_update_polled_again_after_a_lost_offset_makes_no_second_turn(

@@ -115,6 +115,11 @@ class HookChannel(Channel, Protocol):
 class PollChannel(Channel, Protocol):
     """A channel whose messages are fetched by polling."""
 
+    @property
+    def poll_wait(self) -> float:
+        """Seconds the service is asked to hold a poll open when it has nothing."""
+        ...
+
     async def poll(
         self, offset: int | None, wait: float
     ) -> tuple[list[tuple[int, Inbound | None]], int | None]:

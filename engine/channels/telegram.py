@@ -70,6 +70,11 @@ class TelegramChannel(HttpChannel):
         self._sent: OrderedDict[str, int] = OrderedDict()
         _mask_http_logs()
 
+    @property
+    def poll_wait(self) -> float:
+        """`poll_timeout` of channels.toml."""
+        return float(self.config.poll_timeout)
+
     async def poll(
         self, offset: int | None, wait: float
     ) -> tuple[list[tuple[int, Inbound | None]], int | None]:

@@ -26,7 +26,6 @@ from engine.loops.inbound import ChannelState, admit
 from engine.runtime import Runtime
 
 log = logging.getLogger("agentdeck")
-POLL_WAIT = 25.0  # seconds the service holds a poll open when it has nothing
 PAUSE_FIRST, PAUSE_MAX = 1.0, 60.0
 IDLE_PAUSE = 0.1
 
@@ -54,9 +53,11 @@ class Offsets:
 
 
 async def poll_channel(
-    rt: Runtime, channel: PollChannel, state: ChannelState, wait: float = POLL_WAIT
+    rt: Runtime, channel: PollChannel, state: ChannelState, wait: float | None = None
 ) -> None:
-    """Poll `channel` until cancelled."""
+    """Poll `channel` until cancelled, each poll held open up to `wait` seconds (default:
+    the channel's own `poll_timeout`)."""
+    wait = channel.poll_wait if wait is None else wait
     offsets = Offsets(rt.room.path / "poll", channel.name)
     pause = PAUSE_FIRST
     while True:
