@@ -148,6 +148,25 @@ def owner_of(room: Room) -> dict[str, Any] | None:
         os.close(fd)
 
 
+def lock_holder(room: Room, locks: Path = Path("/proc/locks")) -> int | None:
+    """The pid of the process holding the room's lock, as the kernel says (Linux's
+    /proc/locks), never as a file in the room says: None when nobody holds it or it cannot
+    be told."""
+    try:
+        info = room.path.stat()
+        table = locks.read_text()
+    except OSError:
+        return None
+    where = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
+    for line in table.splitlines():  # "1: FLOCK  ADVISORY  WRITE 4242 fd:01:5678 0 EOF"
+        fields = line.split()
+        if "->" in fields:  # a waiter, not the holder
+            continue
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == where:
+            return int(fields[4]) if fields[4].isdigit() else None
+    return None
+
+
 def _holder(room: Room) -> dict[str, Any]:
     """What the owner wrote about itself in `.owner` (a name: it may be gone or garbled)."""
     try:

@@ -107,6 +107,32 @@ def test_start_pending_decide_status_stop(tmp_path: Path) -> None:
     assert agentdeck(room, "status").returncode == 3  # free again
 
 
+def test_stop_stops_the_lock_holder_not_the_pid_a_file_names(tmp_path: Path) -> None:
+    """`.owner` is a note anyone with the room can rewrite: `stop` signals the process the
+    kernel says holds the room's lock (issue 25, item 9)."""
+    room = room_with_task(tmp_path)
+    bystander = subprocess.Popen(["sleep", "3600"])  # (the process .owner will name)
+    try:
+        for tamper in ("rewrite", "delete"):
+            started = agentdeck(room, "start")
+            assert started.returncode == 0, started.stderr
+            pid = json.loads((room / "agent.run").read_text())["pid"]
+            owner = room / ".owner"
+            if tamper == "rewrite":
+                owner.write_text(json.dumps({**json.loads(owner.read_text()),
+                                             "pid": bystander.pid}))  # fmt: skip
+            else:
+                owner.unlink()
+            stopped = agentdeck(room, "stop")
+            assert stopped.returncode == 0, stopped.stderr
+            assert f"stopped pid {pid}" in stopped.stdout, (tamper, stopped.stdout)
+            assert bystander.poll() is None, f"{tamper}: the bystander was signalled"
+            assert agentdeck(room, "status").returncode == 3  # the runtime is gone
+    finally:
+        reap(bystander)
+        agentdeck(room, "stop")
+
+
 @pytest.fixture
 def foreground(tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
     room = room_with_task(tmp_path)

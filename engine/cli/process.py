@@ -12,7 +12,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import sys
 import time
 from typing import Any
@@ -25,7 +24,7 @@ from engine.cli.outlet import Outlet, OutletHandler
 from engine.cli.workers import as_json
 from engine.cli.workers import lines as cluster_lines
 from engine.events import CallChanged, DeliveryChanged, Event, TurnChanged, TurnStarted
-from engine.room import Room, owner_of
+from engine.room import Room, lock_holder, owner_of
 
 START_WAIT = 30.0  # seconds a background runtime may take to answer on its socket
 LOG_KEEP = 10 * 1024 * 1024  # bytes of agent.log before it is rotated to agent.log.1
@@ -164,11 +163,13 @@ def stop(room: Room, timeout: float) -> int:
     if owner is None:
         print(f"agentdeck: nothing runs on {room.path}", file=sys.stderr)
         return EXIT_OK
-    pid = owner.get("pid")
-    if not isinstance(pid, int) or owner.get("host") != socket.gethostname():
-        print(f"agentdeck: room {room.path} is owned by {describe(owner)} on "
-              f"{owner.get('host')}; stop it there", file=sys.stderr)  # fmt: skip
+    pid = lock_holder(room)  # the kernel's word: `.owner` is only a note anyone can rewrite
+    if pid is None:
+        print(f"agentdeck: room {room.path} is owned by {describe(owner)}, and which process "
+              "holds it cannot be told here (no lock of it in /proc/locks: another host, or "
+              "another kernel); stop it where it runs", file=sys.stderr)  # fmt: skip
         return EXIT_OTHER
+    owner = {**owner, "pid": pid}
     try:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
