@@ -271,7 +271,7 @@ def calc(expression: str) -> int | float:
 
 @tool(approval="always")
 async def http_get(url: str, ctx: ToolContext, timeout: float = 10.0) -> Any:  # noqa: ASYNC109
-    """Fetch a URL over http(s) with GET; returns status, content type and text."""
+    """Fetch a URL over http(s) with GET; returns status, content type, text, and the location of a redirect (not followed: fetch it in a call of its own)."""
     import httpx  # on first use: it costs a console start ~80 ms
 
     try:
@@ -281,7 +281,9 @@ async def http_get(url: str, ctx: ToolContext, timeout: float = 10.0) -> Any:  #
     if scheme not in ("http", "https"):
         raise ToolError(f"only http and https URLs are allowed, not {scheme or 'no scheme'!r}")
     cap = ctx.content_cap
-    client = httpx.AsyncClient(follow_redirects=True, timeout=timeout, transport=_transport)
+    # Not followed: what was approved (or allowed by a prefix rule) is this URL, and a
+    # redirect may lead anywhere.
+    client = httpx.AsyncClient(follow_redirects=False, timeout=timeout, transport=_transport)
     try:
         async with client, client.stream("GET", url) as response:
             parts: list[str] = []
@@ -301,6 +303,8 @@ async def http_get(url: str, ctx: ToolContext, timeout: float = 10.0) -> Any:  #
         "content_type": response.headers.get("content-type", "")[:200],
         "text": body[:cap].decode("utf-8", "ignore"),
     }
+    if response.is_redirect:
+        content["location"] = str(response.url.join(response.headers["location"]))[:2000]
     if len(body) > cap:
         return ToolResult.warning(content, f"body truncated to {cap} bytes")
     return content

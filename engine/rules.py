@@ -21,7 +21,8 @@ Patterns, per tool (`check_pattern` refuses one that cannot be read):
   `src/**`), matched against the call's path made relative and normalized; `*` and `?`
   stay within one folder, `**` crosses folders. A path out of the workspace matches none.
 - `http_get`: a URL, or a prefix ending in `*` (`https://api.github.com/*`); scheme and
-  host compare without case.
+  host compare without case, the path without its dot segments (`/public/../admin` is
+  not under `/public/`). The tool follows no redirect, so a prefix bounds what is fetched.
 - any other tool: the exact arguments, as a JSON object.
 - no pattern: any arguments (every rule made before patterns existed).
 """
@@ -242,14 +243,37 @@ def _inside(path: str, workspace: Path | None) -> str | None:
 
 
 def _url(url: str) -> str:
-    """A URL with its scheme and host lower case, and a trailing `*` not taken for a
-    prefix mark."""
+    """A URL as a rule compares it: its scheme and host lower case, its path without dot
+    segments (`/public/../admin` is `/admin`, also spelled `%2e%2e`, or with `%2f` or `\\`
+    for a slash, as servers may read them), and a trailing `*` not taken for a prefix
+    mark."""
     try:
         parts = urlsplit(url)
     except ValueError:
         return url
-    text = urlunsplit(parts._replace(scheme=parts.scheme.lower(), netloc=parts.netloc.lower()))
+    text = urlunsplit(parts._replace(scheme=parts.scheme.lower(), netloc=parts.netloc.lower(),
+                                     path=_dot_free(parts.path)))  # fmt: skip
     return text[:-1] + "%2A" if text.endswith("*") else text
+
+
+_SLASH_DOT = re.compile(r"%2[eEfF]|\\")
+
+
+def _dot_free(path: str) -> str:
+    """`path` with its `.` and `..` segments resolved (RFC 3986 5.2.4), a trailing slash
+    kept."""
+    path = _SLASH_DOT.sub(lambda m: "." if m[0] in ("%2e", "%2E") else "/", path)
+    out: list[str] = []
+    segments = path.split("/")
+    for segment in segments:
+        if segment == "..":
+            if len(out) > 1:
+                out.pop()
+        elif segment != ".":
+            out.append(segment)
+    if segments[-1] in (".", ".."):
+        out.append("")  # `/a/b/..` is the folder `/a/`
+    return "/".join(out)
 
 
 @lru_cache(maxsize=512)

@@ -385,7 +385,7 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
 @pytest.mark.anyio
 async def test_http_get(server: str) -> None:
-    result = await run("http_get", url=f"{server}/redirect")
+    result = await run("http_get", url=f"{server}/hello")
     assert result.status == "success"
     assert result.content == {
         "status": 200,
@@ -394,6 +394,16 @@ async def test_http_get(server: str) -> None:
     }
     missing = await run("http_get", url=f"{server}/nope")
     assert missing.status == "success" and missing.content["status"] == 404
+
+
+@pytest.mark.anyio
+async def test_http_get_follows_no_redirect(server: str) -> None:
+    """A redirect may leave what was approved (issue 25, item 5): it comes back with where
+    it leads, for a call of its own that the gate sees."""
+    result = await run("http_get", url=f"{server}/redirect")
+    assert result.status == "success"
+    assert (result.content["status"], result.content["location"]) == (302, f"{server}/hello")
+    assert result.content["text"] == ""
 
 
 @pytest.mark.anyio

@@ -26,8 +26,10 @@ pytestmark = pytest.mark.anyio
 TOKEN = "4242424242:AAHsecret-telegram-token_value"
 HOOK = "whsec-signing-secret-0123456789"
 CHANNELS = '[tg]\nkind = "telegram"\ntoken_env = "TG_TOKEN"\napi_url = "http://127.0.0.1:9"\n'
-HOOKS = ('listen = "127.0.0.1:0"\n[gh]\nkind = "webhook"\nsecret_env = "HOOK_SECRET"\n'
-         'text = "comment.body"\nthread = "issue.number"\nsender = "sender.login"\n')
+HOOKS = (
+    'listen = "127.0.0.1:0"\n[gh]\nkind = "webhook"\nsecret_env = "HOOK_SECRET"\n'
+    'text = "comment.body"\nthread = "issue.number"\nsender = "sender.login"\n'
+)
 
 
 @pytest.fixture

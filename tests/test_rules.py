@@ -130,6 +130,12 @@ def test_an_absolute_path_inside_the_workspace_matches_as_a_relative_one(tmp_pat
         ("https://api.github.com/*", "HTTPS://API.GITHUB.COM/repos", True),  # scheme, host
         ("https://api.github.com/*", "https://api.github.com.evil.org/", False),
         ("https://api.github.com/*", "http://api.github.com/", False),
+        # the path as the server reads it: no escape from the prefix by dot segments
+        ("http://host/public/*", "http://host/public/../admin/secret", False),
+        ("http://host/public/*", "http://host/public/%2e%2e/admin", False),
+        ("http://host/public/*", "http://host/public%2F..%2Fadmin", False),
+        ("http://host/public/*", "http://host/public/a/../b", True),
+        ("http://host/public/*", "http://host/publicity", False),
     ],
 )
 def test_http_get_patterns_are_urls_or_prefixes(pattern, url, hit) -> None:
