@@ -55,7 +55,7 @@ def visible(text: str, *, lines: bool = False) -> str:
 def plain(text: str, style: str = "", *, lines: bool = False) -> Text:
     """`text` as a Rich Text to draw: never read as markup, its control characters shown
     escaped (`visible`)."""
-    return Text(visible(text, lines=lines), style=style, end="")
+    return Text(visible(text, lines=lines), style=style)
 
 
 def facts(rows: Iterable[tuple[str, str | Text]]) -> Table:

@@ -5,11 +5,12 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
-from console.format import plain
+from console.format import visible
 from console.widgets.text import Label
 
 
@@ -31,7 +32,7 @@ class ThreadPickerScreen(ModalScreen[str | None]):
             yield Label("Switch thread", id="question")
             yield OptionList(
                 *(
-                    Option(plain(("● " if t == self.current else "  ") + t), id=t)
+                    Option(Content(visible(("● " if t == self.current else "  ") + t)), id=t)
                     for t in self.threads
                 ),
                 id="thread-list",
