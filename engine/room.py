@@ -51,7 +51,22 @@ class Room:
 
     @classmethod
     def at(cls, path: Path | str | None) -> Room:
-        return cls(Path(path).expanduser().resolve() if path else default_room().resolve())
+        """The room at `path` (default: `default_room`); RoomError for a path no folder
+        can have (a name past the system's limits)."""
+        where = Path(path).expanduser() if path else default_room()
+        if len(os.fsencode(where)) >= 4096 or any(len(os.fsencode(p)) > 255 for p in where.parts):
+            raise RoomError(f"room {str(where)[:60]}…: the path is too long for a folder")
+        try:
+            return cls(where.resolve())
+        except OSError as exc:
+            raise RoomError(f"room {str(where)[:200]}: {exc.strerror}") from None
+
+    def check(self) -> None:
+        """RoomError when there is no room folder at the path (nothing, or not a folder)."""
+        if not self.path.exists():
+            raise RoomError(f"no room at {self.path}")
+        if not self.path.is_dir():
+            raise RoomError(f"room {self.path} is not a directory")
 
     @property
     def db(self) -> Path:

@@ -179,3 +179,36 @@ def test_decide_on_a_room_nobody_owns_applies_the_decision(
     assert main(["--room", str(room), "decide", call_id, "approve"]) == 0, capsys.readouterr()
     assert call_status(room, call_id) == "succeeded"
     assert room_rows(room, "SELECT status FROM decisions") == [("applied",)]
+
+
+@pytest.mark.one_store("the room's path and the CLI's parsing: no store is reached")
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [  # issue 25, the low items: each was a traceback
+        (
+            ["rules", "add", "--effect", "allow", "--tool", "shell", "--expires", "99999999999d"],
+            "100 years",
+        ),
+        (
+            ["rules", "add", "--effect", "allow", "--tool", "shell", "--expires", "0001-01-01"],
+            "--expires",
+        ),
+        (["rules", "revoke", "99999999999999999999999"], "no rule"),
+        (["deliveries", "retry", "99999999999999999999999"], "no delivery"),
+        (["--room", "/" + "a" * 5000, "status"], "too long"),
+        (["--room", "{file}", "status"], "not a directory"),
+        (["--room", "{missing}", "status"], "no room at"),
+    ],
+)
+def test_out_of_range_input_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], says: str
+) -> None:
+    room = tmp_path / "room"
+    waiting_call(room)  # a room with a store
+    capsys.readouterr()
+    (tmp_path / "file").write_text("")
+    args = [a.format(file=tmp_path / "file", missing=tmp_path / "missing") for a in args]
+    if args[0] != "--room":
+        args = ["--room", str(room), *args]
+    assert main(args) == 2
+    assert says in one_line(capsys)

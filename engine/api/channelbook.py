@@ -76,7 +76,8 @@ async def drop(rt: Runtime, outbox_id: int) -> DeliveryRow:
 
 
 async def _operate(rt: Runtime, outbox_id: int, what: str, states: tuple[str, ...]) -> DeliveryRow:
-    row = await outbox.row(rt.store, outbox_id)
+    # an id past the store's integers is no delivery's (SQLite would overflow on it)
+    row = await outbox.row(rt.store, outbox_id) if 0 < outbox_id < 2**63 else None
     if row is None:
         raise NotFound(f"no delivery {outbox_id} (`agentdeck deliveries` lists them)")
     if row["state"] not in states:

@@ -59,6 +59,8 @@ async def revoke(rt: Runtime, rule_id: str, by: str) -> Revoked:
     agentdeck.toml's or one revoked already."""
     rule = rt.rules.get(rule_id)
     if rule is None:
+        if not (rule_id.isdigit() and int(rule_id) < 2**63):  # no stored rule has such an id
+            raise NotFound(f"no rule {rule_id[:40]} (`agentdeck rules list` lists them)")
         if (done := await ruled.revocation(rt.store, rule_id)) is not None:
             _, who = done
             raise Conflict(f"rule {rule_id} is revoked already (by {who or 'someone'})")

@@ -108,9 +108,9 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None, run_console: Callable[[Room], int] | None = None) -> int:
     """Run a command. The console is handed in by its package: the engine never imports it."""
     args = _parser().parse_args(argv)
-    room = Room.at(getattr(args, "room", None))
     command = args.command or "console"
     try:
+        room = Room.at(getattr(args, "room", None))
         if (name := _undecodable(args)) is not None:
             what = _POSITIONAL.get(name, f"--{name.replace('_', '-')}")
             raise UsageError(f"{what}: not UTF-8 text ({getattr(args, name)[:60]!r})")

@@ -188,10 +188,11 @@ def stop(room: Room, timeout: float) -> int:
 
 async def status(room: Room, args: argparse.Namespace) -> int:
     """Exit 0 when a runtime serves the room, 3 when nobody owns it, 4 when its owner
-    does not answer."""
+    does not answer; 2 (RoomError) when there is no room folder at the path."""
     from engine.api.client import OwnerGone
     from engine.api.connect import connect, describe
 
+    room.check()
     owner = owner_of(room)
     if owner is None:
         if args.json:

@@ -54,16 +54,23 @@ def add_parser(command: argparse.ArgumentParser) -> None:
     sp.add_argument("rule_id")
 
 
+MAX_EXPIRY = 100 * 365 * 86400  # seconds: a later expiry is a typo, not a plan
+
+
 def expiry(text: str, now: float) -> float:
     """Unix seconds from a duration from `now` (`30m`, `2h`, `7d`) or an ISO time (local
     time when it names no zone)."""
-    if m := _DURATION.match(text):
-        return now + float(m[1]) * _UNIT[m[2].lower()]
     try:
-        return datetime.fromisoformat(text.strip()).timestamp()
-    except ValueError:
+        if m := _DURATION.match(text):
+            at = now + float(m[1]) * _UNIT[m[2].lower()]
+        else:
+            at = datetime.fromisoformat(text.strip()).timestamp()
+    except (ValueError, OverflowError, OSError):
         raise UsageError(f"--expires {text!r}: give a duration (30m, 2h, 7d) or an ISO time "
                          "(2026-01-31, 2026-01-31T14:00)") from None  # fmt: skip
+    if not now - 1 < at <= now + MAX_EXPIRY:
+        raise UsageError(f"--expires {text!r}: give a time from now to 100 years ahead")
+    return at
 
 
 async def rules(room: Room, args: argparse.Namespace) -> int:
