@@ -181,16 +181,27 @@ class RuleSettings(_Section):
         if self.scope == "room" and self.thread is not None:
             raise ValueError('a room rule names no thread (scope = "thread" does)')
         check_pattern(self.tool, self.pattern)
+        if self.expires is not None:
+            self._expires_at()  # a time this host cannot count in seconds is refused here
         return self
+
+    def _expires_at(self) -> float | None:
+        when = self.expires
+        if when is None:
+            return None
+        if isinstance(when, date) and not isinstance(when, datetime):
+            when = datetime(when.year, when.month, when.day)
+        try:
+            return when.timestamp()
+        except (ValueError, OverflowError, OSError):  # year 1 in a zone west of UTC, say
+            raise ValueError(f"expires: {self.expires} is out of the range of times this host "
+                             "counts; give a date from 1971 to 9999") from None  # fmt: skip
 
     def as_rule(self, number: int) -> Rule:
         """The rule, numbered as in the file from 1."""
-        when = self.expires
-        if isinstance(when, date) and not isinstance(when, datetime):
-            when = datetime(when.year, when.month, when.day)
         return Rule(id=f"toml:{number}", source="toml", tool=self.tool, effect=self.effect,
                     pattern=self.pattern, scope=self.scope, thread_id=self.thread,
-                    made_by="agentdeck.toml", expires_at=when.timestamp() if when else None,
+                    made_by="agentdeck.toml", expires_at=self._expires_at(),
                     reason=self.reason)  # fmt: skip
 
 

@@ -212,3 +212,26 @@ def test_out_of_range_input_is_one_line_and_exit_2(
         args = ["--room", str(room), *args]
     assert main(args) == 2
     assert says in one_line(capsys)
+
+
+@pytest.mark.one_store("agentdeck.toml's parsing: no store is reached")
+def test_a_rule_expiring_out_of_the_hosts_range_is_a_config_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`expires = 0001-01-01` west of UTC is before the epoch's year 1 in seconds: every
+    command ended in a traceback ('year 0 is out of range')."""
+    import time
+
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    room = tmp_path / "room"
+    room.mkdir()
+    (room / "agentdeck.toml").write_text(
+        '[[rules]]\neffect = "allow"\ntool = "shell"\nexpires = 0001-01-01\n'
+    )
+    try:
+        assert main(["--room", str(room), "rules"]) == 2
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+    assert "expires: 0001-01-01 is out of the range" in one_line(capsys)
