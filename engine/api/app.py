@@ -191,7 +191,9 @@ def make_api(client: LocalClient, hub: EventHub, closing: anyio.Event) -> FastAP
         """The runtime's events as Server-Sent Events, from `after` of `run` (or from now)."""
         if last_event_id and ":" in last_event_id:
             run, _, seq = last_event_id.rpartition(":")
-            after = int(seq) if seq.isdigit() else 0
+            # ASCII digits a sequence can hold (`isdigit` takes '²', and int() refuses 5,000
+            # digits): anything else resumes from the start of the buffer
+            after = int(seq) if seq.isascii() and seq.isdigit() and len(seq) <= 18 else 0
         if hub.closed:
             raise OwnerGone("the runtime is stopping")
         return StreamingResponse(

@@ -98,7 +98,8 @@ class NewRule(_Body):
     pattern: str | None = Field(None, max_length=4096)  # None: any arguments
     scope: Literal["once", "thread", "room"] = "room"
     thread_id: str | None = Field(None, min_length=1, max_length=512)
-    expires_at: float | None = None
+    # a finite time up to the year 9999 (NaN or 1e400 made a rule that never expired)
+    expires_at: float | None = Field(None, ge=0, le=253_402_300_799, allow_inf_nan=False)
     reason: str = Field("", max_length=10_000)
     made_by: str = Field("operator", min_length=1, max_length=200)
 
