@@ -42,3 +42,12 @@ def test_linked_files_and_folders_are_reported_and_not_read(tmp_path: Path) -> N
     scan = scan_room(room, T0)
     assert scan.tasks == []
     assert {m.path.name for m in scan.malformed} >= {"far.md"}
+
+
+def test_a_chore_file_that_is_not_utf8_says_so(tmp_path: Path) -> None:
+    """It was reported as 'a number has more than 4300 digits' (issue 25, low)."""
+    room = tmp_path / "room"
+    (room / "chores").mkdir(parents=True)
+    (room / "chores" / "latin.toml").write_bytes('text = "café"\nevery = "1h"\n'.encode("latin-1"))
+    [bad] = scan_room(room, T0).malformed
+    assert bad.reason == "not UTF-8 text (byte 0xe9 at offset 11)"

@@ -178,8 +178,9 @@ def parse_task(name: str, path: Path, raw: bytes) -> TaskFile:
 
 def parse_chore(path: Path, raw: bytes, now: float) -> ChoreFile:
     """The chore in `raw`; its schedule must have an occurrence after `now`'s midnight."""
+    source = decode(raw)  # (its FileError is a ValueError: not inside the try below)
     try:
-        data = tomllib.loads(decode(raw))
+        data = tomllib.loads(source)
     except tomllib.TOMLDecodeError as exc:
         raise FileError(f"bad TOML: {exc}") from None
     except RecursionError:  # tomllib recurses into nested arrays and tables
