@@ -47,6 +47,7 @@ async def serving(
     ownership.acquire()
     try:
         room.ensure()
+        had_history = room.db.exists()
         opened = room.tighten()
         cluster = config.cluster.enabled
         store = await open_store(room.db, config.store, shared=cluster)
@@ -79,7 +80,7 @@ async def serving(
                 assert url is not None  # open_store refused a cluster on SQLite
                 rt.cluster = ClusterMember(rt, url, config.cluster)
             await rt._start()
-            if opened:
+            if opened and had_history:  # (a folder made by hand for a new room: no word)
                 rt.notice("warning", f"room {room.path} was readable by other users "
                           f"({', '.join(opened)}): made private to its owner")  # fmt: skip
             sv = rt.supervisor
