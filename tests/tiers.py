@@ -8,7 +8,8 @@
 - `soak`: the crash soak's CI share;
 - `fuzz`: hypothesis over malformed input (tests/fuzz).
 
-The fast tier is the rest: `pytest -m "not (process or postgres or soak or fuzz)"`.
+The fast tier is the runtime in this process on SQLite:
+`pytest -n 2 -m "not (console or process or postgres or soak or fuzz)"`.
 
 Markers are given at collection from where a test lives and what it uses, so a new test
 lands in its tier by itself. A test that starts a Python process from a module not in
