@@ -28,26 +28,23 @@ def _safe(content: VisualType) -> VisualType:
     return visible(content, lines=True) if isinstance(content, str) else content
 
 
-class Static(widgets.Static):
-    """Textual's Static, with `markup=False` and control characters escaped."""
+class _Plain:
+    """`markup=False` and control characters escaped, for a Textual widget with content."""
 
     def __init__(self, content: VisualType = "", **kw: Any) -> None:
         kw.setdefault("markup", False)
-        super().__init__(_safe(content), **kw)
+        super().__init__(_safe(content), **kw)  # type: ignore[call-arg]
 
     def update(self, content: VisualType = "", *, layout: bool = True) -> None:
-        super().update(_safe(content), layout=layout)
+        super().update(_safe(content), layout=layout)  # type: ignore[misc]
 
 
-class Label(widgets.Label):
-    """Textual's Label, with `markup=False` and control characters escaped."""
+class Static(_Plain, widgets.Static):
+    """Textual's Static, drawing text."""
 
-    def __init__(self, content: VisualType = "", **kw: Any) -> None:
-        kw.setdefault("markup", False)
-        super().__init__(_safe(content), **kw)
 
-    def update(self, content: VisualType = "", *, layout: bool = True) -> None:
-        super().update(_safe(content), layout=layout)
+class Label(_Plain, widgets.Label):
+    """Textual's Label, drawing text."""
 
 
 class NoControls(LineFilter):
