@@ -104,10 +104,12 @@ async def main(room: str, out: Callable[[str], None], once: bool = False) -> Non
         start_loops(rt)  # its tasks run at the next await: arming now comes first
         arm(rt, plan)
         await until(lambda: rt.channels.hook_address, "the hook listener serves", every=0.005)
-        out(f"ready {rt.channels.hook_address}")
-        if once:
-            return
+        # The SIGTERM handler is in place before `ready` is said: a test that finds nothing
+        # left to do may stop the worker as soon as it reads the line.
         with anyio.open_signal_receiver(signal.SIGTERM) as stops:  # a clean stop
+            out(f"ready {rt.channels.hook_address}")
+            if once:
+                return
             async for _ in stops:
                 return
 

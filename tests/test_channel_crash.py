@@ -418,3 +418,32 @@ async def test_sigkill_anywhere_on_a_messages_way_loses_none_and_doubles_none(
           f" messages; {sum(ledger.owed_at_kill.values())} answers owed at a kill;"
           f" answers received twice: {sum(1 for n in got.values() if n == 2)}, more:"
           f" {sum(1 for n in got.values() if n > 2)}; ended: {dict(ledger.kills)}")  # fmt: skip
+
+
+async def test_a_worker_stopped_the_moment_it_says_ready_stops_cleanly(tmp_path: Path) -> None:
+    """The crash test's last run stops its worker as soon as nothing is left to do, which
+    can be the moment it says `ready`: its SIGTERM handler must already be in place (CI
+    saw the worker die of the signal, -15, instead of stopping)."""
+    room = tmp_path / "room"
+    room.mkdir()
+    (room / "hooks.toml").write_text(  # the worker is ready once its hook listener serves
+        'listen = "127.0.0.1:0"\n[gh]\nkind = "webhook"\nsecret_env = "HOOK_SECRET"\n'
+        'text = "text"\nthread = "thread"\ndeliver_url = "http://127.0.0.1:9/hook"\n'
+    )
+    async with (
+        await anyio.open_process([sys.executable, "-m", "tests.channel_worker", "--zygote"],
+                                 cwd=ROOT, stderr=None) as proc,
+        anyio.create_task_group() as tg,
+    ):  # fmt: skip
+        z = Zygote(proc)
+        tg.start_soon(z.read)
+        for i in range(8):
+            stderr = tmp_path / f"worker-{i}.stderr"
+            pid = await z.spawn(room, {"HOOK_SECRET": HOOK_SECRET}, stderr)
+            assert await z.when(lambda: pid in z.ready or pid in z.exits, PATIENCE), (
+                stderr.read_text()[-2000:]
+            )
+            assert await z.end(pid, signal.SIGTERM) == 0, stderr.read_text()[-2000:]
+        assert proc.stdin is not None
+        await proc.stdin.aclose()
+        tg.cancel_scope.cancel()

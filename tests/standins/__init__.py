@@ -57,11 +57,11 @@ async def serve(app: object) -> AsyncIterator[str]:
         timeout_graceful_shutdown=2,
     )  # fmt: skip
     server = _Server(config)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(server.serve, [sock])
-        await until(lambda: server.started, "the stand-in's server started")
-        try:
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            server.should_exit = True
-    sock.close()
+    with sock:  # closed however the block ends: a failed test leaks no listening socket
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(server.serve, [sock])
+            await until(lambda: server.started, "the stand-in's server started")
+            try:
+                yield f"http://127.0.0.1:{port}"
+            finally:
+                server.should_exit = True
