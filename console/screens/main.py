@@ -233,6 +233,8 @@ class MainScreen(Screen[None], Deciding):
         self.state.note_thread(thread_id)
         if self.bridge.client is not None:
             await load_thread(self.bridge.client, self.state, thread_id)
+        if self.thread_id != thread_id:  # another was chosen while this one loaded: it wins
+            return
         self.query_one(ChatPane).show(self.state.thread(thread_id))
 
     # -- from the widgets -------------------------------------------------------------------
