@@ -315,10 +315,16 @@ class RuleBook:
             self.add(rule)
 
     def load(self, rules: Iterable[Rule], last_id: int = 0) -> None:
-        """Hold `rules` (and no other); new ids go past `last_id`."""
+        """Hold `rules` (and no other); new ids go past `last_id`. A rule held already
+        keeps the uses counted here that the store does not have yet (a call it decided
+        whose checkpoint is still being written), so a once rule is never used twice."""
+        held = {rule.key: rule for rule in self._rules.values()}
         self._rules.clear()
         self._next = last_id + 1
         for rule in rules:
+            mine = held.get(rule.key)
+            if mine is not None and mine.uses > rule.uses:
+                rule = rule.model_copy(update={"uses": mine.uses, "last_used": mine.last_used})
             self.add(rule)
 
     def add(self, rule: Rule) -> None:
@@ -360,10 +366,11 @@ class RuleBook:
         return used
 
     def remembered(
-        self, decision: Decision, tool: str, args: Any, thread_id: str, now: float
+        self, decision: Decision, tool: str, args: Any, thread_id: str, now: float, rule_id: str
     ) -> Rule:
-        """The rule a remembered decision makes (and keeps): allow for an approval, deny
-        for a cancel, with the decision's pattern or else the narrowest for the call."""
+        """The rule a remembered decision makes (and keeps), numbered `rule_id`: allow for
+        an approval, deny for a cancel, with the decision's pattern or else the narrowest
+        for the call."""
         assert decision.remember is not None
         pattern = decision.pattern
         try:
@@ -371,7 +378,7 @@ class RuleBook:
         except RuleError:  # checked when it was decided; a room from elsewhere may differ
             pattern = None
         rule = Rule(
-            id=self.new_id(), tool=tool, effect="allow" if decision.action == "resume" else "deny",
+            id=rule_id, tool=tool, effect="allow" if decision.action == "resume" else "deny",
             pattern=pattern if pattern is not None else narrowest(tool, args),
             scope=decision.remember, thread_id=None if decision.remember == "room" else thread_id,
             made_by=decision.decided_by, made_at=now, decision_id=decision.id,

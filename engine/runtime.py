@@ -39,7 +39,7 @@ from engine.outcome import TurnOutcome
 from engine.plugins import Plugin
 from engine.providers.base import Provider
 from engine.room import Room
-from engine.rules import RuleBook
+from engine.rules import Rule, RuleBook
 from engine.runner import ToolRunner
 from engine.scheduler import (
     GroupConfig,
@@ -116,6 +116,7 @@ class Runtime:
         self.channels: Any = None  # engine.loops.channels.ChannelSet, once its loops start
         self.serves_queue = True  # False: a one-off that starts only what it submits
         self.cluster: ClusterMember | None = None  # one worker of several (engine/cluster)
+        self._toml_rules: list[Rule] = []  # agentdeck.toml's, as read at start
         self.started_at = time.time()  # wall time, for uptime (not the clock tests fix)
 
     # -- opening and closing ----------------------------------------------------------------
@@ -157,7 +158,8 @@ class Runtime:
         await self.store.write(rows.run_started(self.run_id, self.kind, os.getpid(), now, alone))
         if alone:
             await self.decisions.restore()
-        self.rules.load(await ruled.load(self.store, toml), await ruled.last_id(self.store))
+        self._toml_rules = toml
+        await self.reload_rules()
         interrupted, queued = await restore_schedule(self.store, self.scheduler, self.config)
         if not alone:
             for thread_id in {*self.scheduler.holders, *(r.thread_id for r in queued)}:
@@ -325,6 +327,11 @@ class Runtime:
         await self.store.write([group_row(group)], urgent=True)
         self.supervisor.pump()
         return group
+
+    async def reload_rules(self) -> None:
+        """Read the rules again: agentdeck.toml's (as read at start) and the store's."""
+        self.rules.load(await ruled.load(self.store, self._toml_rules),
+                        await ruled.last_id(self.store))  # fmt: skip
 
     def notice(self, level: str, text: str) -> None:
         """Tell the operator something that is not a state change (a bad file, a retry)."""

@@ -440,7 +440,7 @@ async def test_a_worker_stopped_the_moment_it_says_ready_stops_cleanly(tmp_path:
         for i in range(8):
             stderr = tmp_path / f"worker-{i}.stderr"
             pid = await z.spawn(room, {"HOOK_SECRET": HOOK_SECRET}, stderr)
-            assert await z.when(lambda: pid in z.ready or pid in z.exits, PATIENCE), (
+            assert await z.when(lambda pid=pid: pid in z.ready or pid in z.exits, PATIENCE), (
                 stderr.read_text()[-2000:]
             )
             assert await z.end(pid, signal.SIGTERM) == 0, stderr.read_text()[-2000:]

@@ -78,13 +78,15 @@ async def test_a_notice_goes_out_with_its_write_and_never_for_one_rolled_back(pg
     that failed; a cancel notice goes to the cancel callback."""
     heard: list[str] = []
     cancels: list[str] = []
+    rules: list[str] = []
     got = anyio.Event()
 
     async def on_thread(thread: str) -> None:
         heard.append(thread)
         got.set()
 
-    ear = Listener(pg_url, "test", on_thread=on_thread, on_cancel=cancels.append)
+    ear = Listener(pg_url, "test", on_thread=on_thread, on_cancel=cancels.append,
+                   on_rules=lambda: _append(rules, "read again"))  # fmt: skip
     await ear.start()
     async with workers(pg_url, 1) as (w,):
         async with anyio.create_task_group() as tg:
@@ -98,13 +100,17 @@ async def test_a_notice_goes_out_with_its_write_and_never_for_one_rolled_back(pg
                 await w.conn.execute("INSERT INTO d VALUES ('d1')")
                 await w.conn.execute("SELECT pg_notify(%s, 't')", (claims.WORK_CHANNEL,))
             await claims.notify_cancel(w.conn, "turn1", "stop it")
+            sql, args = claims.rules_changed()
+            await w.conn.execute(sql.replace("?", "%s"), args)
             with anyio.fail_after(PATIENCE):
                 await got.wait()
             await until(lambda: cancels, "the cancel notice heard")
+            await until(lambda: rules, "the rules notice heard")
             tg.cancel_scope.cancel()
     await ear.aclose()
     assert heard == ["t"]
     assert cancels == ["turn1\nstop it"]
+    assert rules == ["read again"]
 
 
 async def test_a_listener_that_loses_its_connection_comes_back_and_says_so(pg_url: str) -> None:
@@ -112,7 +118,8 @@ async def test_a_listener_that_loses_its_connection_comes_back_and_says_so(pg_ur
     listener says a notice may have been missed (`""`: claim, read the truth)."""
     heard: list[str] = []
     ear = Listener(pg_url, "agentdeck-ear", on_thread=lambda t: _append(heard, t),
-                   on_cancel=lambda _p: None)  # fmt: skip
+                   on_cancel=lambda _p: None,
+                   on_rules=lambda: _append(heard, "rules"))  # fmt: skip
     await ear.start()
     admin = await connect(pg_url)
     try:
@@ -121,7 +128,7 @@ async def test_a_listener_that_loses_its_connection_comes_back_and_says_so(pg_ur
             await admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
                                 " WHERE application_name = 'agentdeck-ear'")  # fmt: skip
             await until(lambda: heard, "the listener says a notice may have been missed",
-                        ok=lambda heard: "" in heard)  # fmt: skip
+                        ok=lambda heard: {"", "rules"} <= set(heard))  # (and reads the rules)  # fmt: skip
             tg.cancel_scope.cancel()
     finally:
         await ear.aclose()

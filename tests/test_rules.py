@@ -274,18 +274,20 @@ def test_the_narrowest_pattern_matches_the_call_and_is_valid(tool, args, pattern
 def test_a_remembered_decision_makes_a_rule_for_its_call_only() -> None:
     rules = book(rule("allow", "pwd", id="4"))
     made = rules.remembered(
-        Decision.approve("c1", remember="thread"), "shell", sh("touch marker"), "t", 3.0
-    )
+        Decision.approve("c1", remember="thread"), "shell", sh("touch marker"), "t", 3.0,
+        rules.new_id(),
+    )  # fmt: skip
     assert (made.id, made.effect, made.pattern, made.scope, made.thread_id) == (
         "5", "allow", "touch marker", "thread", "t")  # fmt: skip
     assert rules.decide("shell", sh("touch marker"), "t", clock()).id == "5"
     assert rules.decide("shell", sh("touch other"), "t", clock()) is None
     denied = rules.remembered(
-        Decision.cancel("c2", remember="room", pattern="rm *"), "shell", sh("rm x"), "t", 4.0
-    )
+        Decision.cancel("c2", remember="room", pattern="rm *"), "shell", sh("rm x"), "t", 4.0,
+        rules.new_id(),
+    )  # fmt: skip
     assert (denied.effect, denied.pattern, denied.thread_id) == ("deny", "rm *", None)
     bad = rules.remembered(
         Decision.approve("c3", remember="once", pattern="/etc/*"), "read_file", {"path": "a"},
-        "t", 5.0,
+        "t", 5.0, rules.new_id(),
     )  # fmt: skip
     assert (bad.pattern, bad.scope, bad.thread_id) == ("a", "once", "t")  # refused: narrowest

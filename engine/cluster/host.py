@@ -51,6 +51,8 @@ class Host(Protocol):
 
     async def outcome(self, turn_id: str) -> TurnOutcome: ...
 
+    async def reload_rules(self) -> None: ...
+
 
 class Member(Protocol):
     """A cluster's worker as its background tasks and its turn helpers see it

@@ -1,6 +1,6 @@
 """A worker's ear on the cluster: a connection of its own LISTENing for work notices (a
-request queued, a decision recorded, a budget slot freed: the thread's id, or "") and for
-cancels (engine/store/pg/claims.py). A notice is a wake-up, not the record: one sent while
+request queued, a decision recorded, a budget slot freed: the thread's id, or ""), for
+cancels and for rule changes (engine/store/pg/claims.py). A notice is a wake-up, not the record: one sent while
 the connection was down is not replayed, so after each reconnect the worker is told to
 claim as if it had missed one (`on_thread("")`), and reads the truth."""
 
@@ -21,9 +21,10 @@ log = logging.getLogger("agentdeck")
 class Listener:
     def __init__(self, url: str, application_name: str, *,
                  on_thread: Callable[[str], Awaitable[None]],
-                 on_cancel: Callable[[str], None]) -> None:  # fmt: skip
+                 on_cancel: Callable[[str], None],
+                 on_rules: Callable[[], Awaitable[None]]) -> None:  # fmt: skip
         self.url, self.application_name = url, application_name
-        self.on_thread, self.on_cancel = on_thread, on_cancel
+        self.on_thread, self.on_cancel, self.on_rules = on_thread, on_cancel, on_rules
         self._conn: psycopg.AsyncConnection[Any] | None = None
 
     async def start(self) -> None:
@@ -37,11 +38,14 @@ class Listener:
             try:
                 if self._conn is None or self._conn.closed:
                     await self.start()
-                    await self.on_thread("")  # a notice may have been missed: claim
+                    await self.on_thread("")  # a notice may have been missed: claim,
+                    await self.on_rules()  # and read the rules again
                 assert self._conn is not None
                 async for note in self._conn.notifies():
                     if note.channel == sql.CANCEL_CHANNEL:
                         self.on_cancel(note.payload)
+                    elif note.channel == sql.RULES_CHANNEL:
+                        await self.on_rules()
                     else:
                         await self.on_thread(note.payload)
             except psycopg.Error as exc:

@@ -84,13 +84,16 @@ class ClusterMember:
         await self.worker.register()
         await self._new_block()
         self.listener = Listener(self.url, app, on_thread=self._noticed,
-                                  on_cancel=partial(cancel_here, self.rt))  # fmt: skip
+                                  on_cancel=partial(cancel_here, self.rt),
+                                  on_rules=self.rt.reload_rules)  # fmt: skip
         await self.listener.start()
         self.beat_ok = anyio.current_time()
         rt = self.rt
         rt.ctx.next_step_id = self.next_step_id
         rt.ctx.fence = self.fence
         rt.ctx.announce = self.announce
+        rt.ctx.rule_id = self.rule_id  # one rulebook: ids from the database, changes noticed
+        rt.ctx.rules_changed = lambda: [sql.rules_changed()]
         rt.ctx.shared = True
         rt.supervisor.cluster = self
 
@@ -143,6 +146,9 @@ class ClusterMember:
     def announce(self, thread_id: str) -> list[Op]:
         """A statement that wakes the cluster when the write it rides commits."""
         return [("SELECT pg_notify(?, ?)", (sql.WORK_CHANNEL, thread_id))]
+
+    async def rule_id(self) -> str:
+        return str(await self.db(sql.rule_id))
 
     def next_step_id(self) -> int:
         """Step ids from this worker's block (taken after each new lease, so a turn that

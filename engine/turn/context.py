@@ -68,12 +68,22 @@ class TurnContext:
     fence: Callable[[str, str], list[Op]] = lambda _thread, _turn: []
     announce: Callable[[str], list[Op]] = lambda _thread: []
     shared: bool = False  # other runtimes write this store too (a cluster's workers)
+    # Rules (engine/rules.py) made in the store: the id the next one gets, and the
+    # statements that tell every runtime on the store to read its rules again when the
+    # write they ride commits. Alone: the RuleBook's own count, and none. A cluster's
+    # worker: the database's sequence, and a notice (engine/cluster/rulebook.py).
+    rule_id: Callable[[], Awaitable[str]] | None = None
+    rules_changed: Callable[[], list[Op]] = lambda: []
 
     def __post_init__(self) -> None:
         self._at = {  # the plugins listening at each phase, in order
             phase: [p for p in self.plugins if p.phases is None or phase in p.phases]
             for phase in Phase
         }
+
+    async def new_rule_id(self) -> str:
+        """The id of the next rule made in the store."""
+        return await self.rule_id() if self.rule_id is not None else self.rules.new_id()
 
     def plugins_at(self, phase: Phase) -> list[Plugin]:
         """The plugins listening at `phase`, in order."""

@@ -62,6 +62,8 @@ async def admit(loop: Site, call: CallState, *, approved: bool = False) -> dict[
         rule = rt.rules.decide(call.tool, call.args, call.thread_id, rt.clock)
         if rule is not None:
             loop.ops.append(ruled.used(rule, call.id))  # with the call's row
+            if rule.scope == "once":  # spent: every runtime on the store reads so
+                loop.ops += rt.rules_changed()
         if rule is not None and rule.effect == "deny":
             gate = Gate.block(f"denied by {rule.describe()}")
         elif rule is not None and rule.effect == "ask":

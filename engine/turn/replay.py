@@ -84,6 +84,7 @@ class Replay:
             if refused:
                 await self.commit(None)
             return []
+        rule_ids = [await self.ctx.new_rule_id() for decision, _ in taken if decision.remember]
         for decision, call in taken:
             call.move(CallStatus.RESUMING, now, decision_id=decision.id)
             self.ops.append(recorded.applied(decision.id, now))
@@ -96,8 +97,9 @@ class Replay:
             self._duplicates(call, rest, f"call already decided by {decision.id}", now)
             if decision.remember:  # a rule for the arguments it decided (edited or not)
                 args = call.args if decision.args is None else decision.args
-                rule = self.ctx.rules.remembered(decision, call.tool, args, call.thread_id, now)
-                self.ops.append(ruled.made(rule))
+                rule = self.ctx.rules.remembered(decision, call.tool, args, call.thread_id, now,
+                                                 rule_ids.pop(0))  # fmt: skip
+                self.ops += [ruled.made(rule), *self.ctx.rules_changed()]
         await self.commit(None, [call for _, call in taken])  # `resuming` is durable first
         return taken
 

@@ -14,10 +14,11 @@ import json
 from collections.abc import Mapping, Sequence
 
 from engine.store.pg.cluster import FENCED, Conn, ensure_schema
-from engine.store.sqlite import Store
+from engine.store.sqlite import Op, Store
 
 WORK_CHANNEL = "agentdeck_work"  # notices: a request queued, a slot freed, a turn settled
 CANCEL_CHANNEL = "agentdeck_cancel"  # "<turn id>\n<reason>": the worker running it cancels it
+RULES_CHANNEL = "agentdeck_rules"  # a rule made, revoked or spent: every worker reads them again
 STEP_BLOCK = 1 << 20  # step ids a worker takes at a time (ids are unique across workers)
 _LOCK = 0x61646B636C6D73  # "adkclms": serializes `ensure` across workers
 
@@ -80,6 +81,13 @@ async def ensure(conn: Conn) -> None:
             " (SELECT coalesce(max(id), 0) FROM steps) / %s + 1))",
             (STEP_BLOCK,),
         )
+        # Rule ids come from the rules table's own sequence, above every id in the room
+        # (rules made by a runtime alone on this database gave their ids themselves).
+        await conn.execute(
+            "SELECT setval(seq, GREATEST(coalesce(pg_sequence_last_value(seq), 0),"
+            " (SELECT coalesce(max(id), 0) FROM rules), 1))"
+            " FROM (SELECT pg_get_serial_sequence('rules', 'id')::regclass AS seq) s"
+        )
 
 
 async def claimable(
@@ -102,6 +110,20 @@ async def step_block(conn: Conn) -> int:
     return int(row[0]) * STEP_BLOCK
 
 
+async def rule_id(conn: Conn) -> int:
+    """The id of a new rule: no other worker gets it."""
+    cur = await conn.execute("SELECT nextval(pg_get_serial_sequence('rules', 'id'))")
+    row = await cur.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def rules_changed() -> Op:
+    """The statement that tells every worker to read the rules again, once the write it
+    rides commits."""
+    return ("SELECT pg_notify(?, ?)", (RULES_CHANNEL, ""))
+
+
 async def notify_work(conn: Conn, thread_id: str | None = None) -> None:
     """Wake every worker's claim: a request was queued, a decision recorded, a slot freed."""
     await conn.execute("SELECT pg_notify(%s, %s)", (WORK_CHANNEL, thread_id or ""))
@@ -116,6 +138,7 @@ async def notify_cancel(conn: Conn, turn_id: str, reason: str) -> None:
 async def listen_work(conn: Conn) -> None:
     await conn.execute(f"LISTEN {WORK_CHANNEL}")
     await conn.execute(f"LISTEN {CANCEL_CHANNEL}")
+    await conn.execute(f"LISTEN {RULES_CHANNEL}")
 
 
 async def going_on(store: Store, turn_id: str, now: float) -> bool:
