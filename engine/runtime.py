@@ -357,6 +357,16 @@ class Runtime:
         """Record a new turn (checkpoint user_message) and return its loop, not yet run."""
         return await self.supervisor.open_turn(req, strategy, user_message=user_message)
 
+    async def settle_thread(self, thread_id: str) -> None:
+        """Finish first what a stopped run left on `thread_id`: its interrupted turn runs
+        until it is done or waits (a call it left running goes up for review). Then the
+        thread is free, or held by a turn that waits for a decision."""
+        holder = self.scheduler.holder(thread_id)
+        sv = self.supervisor
+        if holder is not None and holder[0] in sv.interrupted and holder[0] not in self.live:
+            sv.spawn_resume(holder[0], thread_id)
+            await self.wait_turn(holder[0])
+
     def waiting_turn(self, thread_id: str) -> str | None:
         """The turn that holds `thread_id` while it waits for a decision, if any."""
         holder = self.scheduler.holder(thread_id)

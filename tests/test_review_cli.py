@@ -109,3 +109,22 @@ def test_decide_rerun_runs_the_call_once_more(crashed) -> None:
     assert (room / "workspace" / "ran.log").read_text() == "x\nx\n"  # once more, only once
     assert agentdeck(room, "decide", call_id, "rerun").returncode in (0, 1)  # a duplicate
     assert (room / "workspace" / "ran.log").read_text() == "x\nx\n"
+
+
+def test_an_invoke_behind_a_call_a_killed_decide_left_running_says_so_and_queues_nothing(
+    tmp_path: Path, leftover: list[int]
+) -> None:
+    """A one-off `invoke` on a thread whose `decide` was SIGKILLed while its shell call ran
+    used to queue behind that turn for ever ("thread waiting on a decision"), holding the
+    room so that no `decide` from another shell could reach it. It finishes what the
+    stopped run left first (the call goes up for review), then says the thread waits on a
+    decision and exits 2, with nothing left queued."""
+    room, call_id, turn_id, record = anyio.run(crashed_shell, tmp_path, COMMAND)
+    leftover.append(record["pgid"])
+    out = agentdeck(room, "invoke", "--thread", "t", "hello again")
+    assert out.returncode == 2, out.stderr
+    assert f"has a turn waiting for a decision ({turn_id})" in out.stderr
+    assert room_rows(room, "SELECT count(*) FROM turn_requests WHERE status='queued'") == [(0,)]
+    assert agentdeck(room, "decide", call_id, "fail").returncode == 0
+    again = agentdeck(room, "invoke", "--thread", "t", "hello again")
+    assert again.returncode == 0, again.stderr

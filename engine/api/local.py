@@ -71,6 +71,8 @@ class LocalClient:
             )  # fmt: skip
         except InvalidMessage as exc:
             raise Invalid(str(exc)) from None
+        if body.refuse_if_waiting:  # (a turn a stopped run left is finished first)
+            await rt.settle_thread(message.thread_id)
         if body.refuse_if_waiting and (waiting := rt.waiting_turn(message.thread_id)):
             raise Conflict(
                 f"thread {message.thread_id} has a turn waiting for a decision ({waiting}); "
