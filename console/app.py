@@ -262,6 +262,8 @@ def run_console(room: Room) -> int:
 
     room.path.mkdir(parents=True, exist_ok=True)
     attach = owner_of(room) is not None  # (the provider serves if it comes to host: ctrl+o)
+    if not attach:
+        room.check_writable()  # a read-only room is one line before the screen, not after
     app = make_app(room, provider=console_provider(room), tune_process=True, attach=attach)
     code = app.run()
     return code if isinstance(code, int) else (app.return_code or 0)

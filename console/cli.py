@@ -48,13 +48,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run_console(room: Room) -> int:
     """The console, imported only when it opens: `agentdeck invoke` never loads Textual.
-    A room it cannot start on (a bad agentdeck.toml) is said in one line, exit status 2."""
+    A room it cannot start on (a bad agentdeck.toml, a read-only room) is said in one line, exit status 2."""
     from console.app import run_console
     from engine.config import ConfigError
+    from engine.room import RoomError
 
     try:
         return run_console(room)
-    except ConfigError as exc:
+    except (ConfigError, RoomError) as exc:
         print(f"agentdeck: {exc}", file=sys.stderr)  # noqa: T201
         return 2
 

@@ -13,6 +13,7 @@ import json
 import os
 import socket
 import stat
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,6 +131,15 @@ class Room:
                 os.chmod(path, stat.S_IMODE(mode) & 0o700)
                 opened.append(path.name if path != self.path else "the room's folder")
         return opened
+
+    def check_writable(self) -> None:
+        """RoomError unless a file can be made in the room (a read-only filesystem, a
+        folder another user owns)."""
+        try:
+            with tempfile.TemporaryFile(dir=self.path):
+                pass
+        except OSError as exc:
+            raise RoomError(f"room {self.path} cannot be written: {exc.strerror}") from None
 
     def ensure(self) -> None:
         try:

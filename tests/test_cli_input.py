@@ -3,6 +3,7 @@ changes nothing (issue 13, items 13 and 16)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import anyio
@@ -179,6 +180,27 @@ def test_decide_on_a_room_nobody_owns_applies_the_decision(
     assert main(["--room", str(room), "decide", call_id, "approve"]) == 0, capsys.readouterr()
     assert call_status(room, call_id) == "succeeded"
     assert room_rows(room, "SELECT status FROM decisions") == [("applied",)]
+
+
+def test_deciding_a_call_decided_already_exits_1_and_says_duplicate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The loser of two decisions learns it lost: exit 1 (as `cancel` of an ended turn),
+    "already decided" on stderr, and with --json a `decision` that says `duplicate` and
+    names the winner. (Issue 25, a low item: it exited 0, and --json said nothing.)"""
+    room = tmp_path / "room"
+    call_id = waiting_call(room)
+    capsys.readouterr()
+    assert main(["--room", str(room), "decide", call_id, "approve"]) == 0
+    capsys.readouterr()
+    assert main(["--room", str(room), "decide", call_id, "cancel"]) == 1
+    assert f"call {call_id} was already decided (succeeded)" in capsys.readouterr().err
+    assert main(["--room", str(room), "decide", call_id, "approve", "--json"]) == 1
+    said = json.loads(capsys.readouterr().out)
+    winner = room_rows(room, "SELECT id FROM decisions WHERE status='applied'")[0][0]
+    assert said["decision"]["status"] == "duplicate" and said["decision"]["winner"] == winner
+    assert said["status"] == "done"  # and where the turn stands, as before
+    assert call_status(room, call_id) == "succeeded"
 
 
 @pytest.mark.one_store("the room's path and the CLI's parsing: no store is reached")

@@ -71,9 +71,10 @@ def approve_and_finish(room: Path) -> None:
     assert (outcome["status"], outcome["reason"], outcome["thread_id"]) == (
         "done", "natural", "task:greet")  # fmt: skip
     assert "from-the-task" in outcome["text"]
-    # the same decision from a third process: recorded, nothing runs twice
+    # the same decision from a third process: recorded, nothing runs twice, and it says it
+    # lost (exit 1, as cancel of an ended turn: issue 25)
     again = agentdeck(room, "decide", call["call_id"], "approve")
-    assert again.returncode == 0 and "was already decided (succeeded)" in again.stderr
+    assert again.returncode == 1 and "was already decided (succeeded)" in again.stderr
     assert room_rows(
         room, "SELECT count(*) FROM tool_calls WHERE tool='shell' AND status='succeeded'"
     ) == [(1,)]

@@ -27,10 +27,11 @@ def exit_code(outcome: TurnOutcome) -> int:
     return EXIT_WAITING if outcome.status == "waiting" else EXIT_OTHER
 
 
-def report(outcome: TurnOutcome, as_json: bool) -> int:
-    """Print where a turn stands (the `--json` object, or text) and return its exit code."""
+def report(outcome: TurnOutcome, as_json: bool, extra: dict[str, Any] | None = None) -> int:
+    """Print where a turn stands (the `--json` object, with `extra`'s keys, or text) and
+    return its exit code."""
     if as_json:
-        print(json.dumps(outcome.as_json()))
+        print(json.dumps({**outcome.as_json(), **(extra or {})}))
     else:
         if outcome.text:
             print(outcome.text)

@@ -24,7 +24,7 @@ from engine.cli.outlet import Outlet, OutletHandler
 from engine.cli.workers import as_json
 from engine.cli.workers import lines as cluster_lines
 from engine.events import CallChanged, DeliveryChanged, Event, TurnChanged, TurnStarted
-from engine.room import Room, lock_holder, owner_of
+from engine.room import Room, RoomError, lock_holder, owner_of
 
 START_WAIT = 30.0  # seconds a background runtime may take to answer on its socket
 LOG_KEEP = 10 * 1024 * 1024  # bytes of agent.log before it is rotated to agent.log.1
@@ -126,7 +126,10 @@ def start(room: Room) -> int:
         return EXIT_BUSY
     load_config(room.config)  # a bad agentdeck.toml is said here, not only in the log
     _rotate(room)
-    log_fd = os.open(room.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        log_fd = os.open(room.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    except OSError as exc:  # a read-only room, a full disk: the runtime could not run here
+        raise RoomError(f"room {room.path} cannot be written: {exc.strerror}") from None
     offset = os.fstat(log_fd).st_size
     try:
         argv = [sys.executable, "-m", "engine.cli", "--room", str(room.path), "run", "--detached"]

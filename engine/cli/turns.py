@@ -106,9 +106,12 @@ async def decide(room: Room, args: argparse.Namespace) -> int:
             outcome = await client.outcome(decided.turn_id)  # (a turn a crash left may be
         else:  # `running` until a runtime resumes it: no waiting for it)
             outcome = await settled(client, decided.turn_id)
-    code = report(outcome, args.json)
+    said = {"decision": decided.model_dump(include={"decision_id", "status", "winner", "note"})}
+    code = report(outcome, args.json, said)
     if decided.status == "refused":  # nothing ran; the call still waits for a decision
         print(f"agentdeck: decision refused: {decided.note}", file=sys.stderr)
+        return EXIT_OTHER
+    if decided.status == "duplicate":  # another decision won: this one changed nothing
         return EXIT_OTHER
     return code
 

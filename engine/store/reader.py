@@ -8,9 +8,12 @@ with rows indexed by position and by name, for statements in SQLite's dialect.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import quote
 
 import aiosqlite
 
@@ -33,11 +36,28 @@ class Reader(Protocol):
 
 async def connect_readonly(room: Room) -> aiosqlite.Connection:
     """A read-only connection to execution.db that never blocks the room's owner (WAL
-    readers don't)."""
-    db = await aiosqlite.connect(f"file:{room.db}?mode=ro", uri=True)
-    db.row_factory = sqlite3.Row
-    await db.execute("PRAGMA busy_timeout=2000")
+    readers don't). A room on a read-only filesystem (a mounted backup) is read as
+    immutable: a WAL reader needs to write the -shm file, and nothing can change the
+    database there. sqlite3.Error when it cannot be read."""
+    uri = f"file:{quote(str(room.db))}?mode=ro"
+    if _read_only_fs(room.path):
+        uri += "&immutable=1"
+    db = await aiosqlite.connect(uri, uri=True)
+    try:
+        db.row_factory = sqlite3.Row
+        await db.execute("PRAGMA busy_timeout=2000")
+        await db.execute("SELECT count(*) FROM sqlite_master")  # opens the file: fails here
+    except BaseException:
+        await db.close()  # (its thread would keep the process alive)
+        raise
     return db
+
+
+def _read_only_fs(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 async def connect_postgres(url: str) -> Any:

@@ -115,9 +115,13 @@ class History:
             self._pg, self.indexed, self.batched = pg, True, True
         elif self.room.db.exists():
             self._db = await connect_readonly(self.room)
-            rows = await self._all(
-                "SELECT name FROM sqlite_master WHERE name IN ('turn_marks', 'open_calls')"
-            )
+            try:
+                rows = await self._all(
+                    "SELECT name FROM sqlite_master WHERE name IN ('turn_marks', 'open_calls')"
+                )
+            except BaseException:
+                await self.__aexit__()  # (the connection's thread would keep us alive)
+                raise
             names = {r[0] for r in rows}
             self.indexed = "turn_marks" in names
             self.batched = "open_calls" in names
