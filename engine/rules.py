@@ -12,11 +12,28 @@ before the older). The rule that decided is recorded with the call (`rule_calls`
 
 Patterns, per tool (`check_pattern` refuses one that cannot be read):
 
-- `shell`: a glob on the whole command (`git status`, `git status*`, `pytest *`). An allow
-  rule only ever matches a simple command: one shlex can parse that holds none of
-  ``; & | < > ` $(`` nor a line break, anywhere, quoted or not (so `git status*` never
-  covers `git status; rm -rf ~`). Deny and ask rules also match each piece of a command
-  cut at those characters.
+- `shell`: a glob on the command as the shell reads it (`git status`, `git status*`,
+  `pytest *`), matched on what engine/shell_words.py makes of it: each simple command's
+  words after quoting, with single spaces between them, its program by its base name,
+  leading assignments skipped and wrappers looked through (`env`, `nice`, `command`,
+  `sudo`, `xargs`, `timeout`, `nohup`, `busybox`, ...; the strings of `sh -c`, `eval`).
+  Deny and ask rules match if any command in it does, at any wrapper, or the raw text or a
+  piece of it cut at CHAINING does: `/bin/rm`, `rm<TAB>-f`, `(rm ...)`, `'rm'`, `\\rm`,
+  `r''m`, `env rm`, `sudo rm`, `sh -c 'rm ...'` are all `rm ...` to `rm *` (and to
+  `/bin/rm *`: a deny or ask pattern's program named by a path stands for its name too). A
+  command whose program cannot be known from its text (`$cmd`, `{rm,-rf,x}`, nested past
+  the bounds) matches every deny and ask rule. An allow rule only ever matches a simple
+  command: one that holds none of ``; & | < > ` $(`` nor a line break, anywhere, quoted or
+  not, no parenthesis, and parses to its end (so `git status*` never covers
+  `git status; rm -rf ~`). A glob matches its program as written (`git *` is not `./git`)
+  and its words, and only when it is plain: it sets no variable, is not run through `env`,
+  `sudo`, `doas` or `xargs`, and its program runs no other program with these words
+  (engine/shell_programs.py: the shells, `eval`, `ssh`, `vim`, `git -c` or `config` or an
+  alias, `find -exec` or `-delete`, `awk` with `system` or `|`, `sed` with an `e` or `w`,
+  `python -c`, `perl -e`, `tar --to-command` or `-I`, `rsync -e`, `make VAR=...`, ...; or
+  one of these whose words hold a glob or a variable, as `git *` would). Any other is
+  allowed only by a pattern without wildcards that is exactly it: its text, or its words
+  as shlex.join quotes them, or with single spaces.
 - `read_file`, `write_file`, `list_dir`: a path glob inside the workspace (`notes/*.md`,
   `src/**`), matched against the call's path made relative and normalized; `*` and `?`
   stay within one folder, `**` crosses folders. A path out of the workspace matches none.
@@ -44,6 +61,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from engine import shell_words
 from engine.decisions import Decision
 
 Effect = Literal["allow", "ask", "deny"]
@@ -55,6 +73,7 @@ URL_TOOLS = frozenset({"http_get"})
 # What makes a shell command more than one simple command (or a file's redirection).
 CHAINING = re.compile(r";|&|\||<|>|`|\$\(|\n|\r")
 WILDCARD = re.compile(r"[*?\[]")
+_PROGRAM_PATH = re.compile(r"(\S*/)([^\s/]+)(?=\s|$)")  # a pattern's program named by a path
 MAX_PATTERN = 4096
 
 
@@ -189,28 +208,57 @@ def _literal(tool: str, pattern: str) -> bool:
 
 
 def simple_command(command: str) -> bool:
-    """Whether `command` is one simple command: nothing chained, substituted or
-    redirected, and parsed by shlex."""
-    if CHAINING.search(command):
-        return False
-    try:
-        return bool(shlex.split(command))
-    except ValueError:  # an unclosed quote
-        return False
+    """Whether `command` is one simple command: none of CHAINING's characters, quoted or
+    not, no parenthesis, and parsed to its end (engine/shell_words.py)."""
+    return CHAINING.search(command) is None and _parse(command).single
+
+
+@lru_cache(maxsize=16)
+def _parse(command: str) -> shell_words.Parse:
+    """The command parsed once for all the rules a call is matched against."""
+    return shell_words.parse(command)
+
+
+def _shell_matches(pattern: str, effect: str, command: str) -> bool:
+    """See the module's docstring: deny and ask rules match any spelling of any command
+    in `command`; an allow rule one simple command, by a glob only if it runs no other."""
+    parsed = _parse(command)
+    if effect == "allow":
+        if CHAINING.search(command) or not parsed.single:
+            return False  # a chained command is never allowed by accident
+        one = next(c for c in parsed.commands if not c.inner)
+        if _literal("shell", pattern) and any(
+            fnmatch.fnmatchcase(text, pattern) for text in _exact_texts(command, one)
+        ):
+            return True
+        return one.plain and fnmatch.fnmatchcase(one.spelled, pattern)
+    if parsed.opaque:  # what runs cannot be known: it may be what the rule names
+        return True
+    texts = [command, *(p.strip() for p in CHAINING.split(command))]
+    texts += [view for c in parsed.commands for view in c.views]
+    patterns = [pattern]
+    named = _PROGRAM_PATH.match(pattern)  # `/bin/rm *` denies `rm x` too; `/bin/* *` stays
+    if named and not WILDCARD.search(named[2]):
+        patterns.append(pattern[named.start(2) :])
+    return any(fnmatch.fnmatchcase(text, p) for text in texts if text for p in patterns)
+
+
+def _exact_texts(command: str, one: shell_words.Command) -> list[str]:
+    """The texts an exact pattern names `command` by: itself, and unless a word's value is
+    unknown its words (all of them, wrappers and assignments too) as shlex.join quotes
+    them, or with single spaces when no word is empty or holds a space."""
+    if one.dynamic or one.opaque:
+        return [command]
+    texts = [command, shlex.join(one.words)]
+    if all(w and not any(c.isspace() for c in w) for w in one.words):
+        texts.append(" ".join(one.words))
+    return texts
 
 
 def _matches(tool: str, pattern: str, effect: str, args: Any, workspace: Path | None) -> bool:
     if tool == "shell":
         command = args.get("command") if isinstance(args, dict) else None
-        if not isinstance(command, str):
-            return False
-        command = command.strip()
-        if simple_command(command):
-            return fnmatch.fnmatchcase(command, pattern)
-        if effect == "allow":  # a chained command is never allowed by accident
-            return False
-        pieces = [command, *(p.strip() for p in CHAINING.split(command))]
-        return any(fnmatch.fnmatchcase(piece, pattern) for piece in pieces if piece)
+        return isinstance(command, str) and _shell_matches(pattern, effect, command.strip())
     if tool in FILE_TOOLS:
         path = args.get("path", ".") if isinstance(args, dict) else None
         inside = _inside(path, workspace) if isinstance(path, str) else None
