@@ -29,8 +29,9 @@ from engine.rules import FILE_TOOLS, URL_TOOLS, Rule, RuleError, check_pattern, 
 from engine.rules import simple_command as simple
 
 HELP = {
-    "shell": "a glob on the whole command: `git status`, `git status*`, `pytest *`; a "
-    "command that chains, pipes, redirects or substitutes is never allowed by a rule",
+    "shell": "a glob on the command as the shell reads it: `git status`, `pytest *`; a "
+    "command that chains, pipes, redirects or substitutes, or a program that runs others "
+    "(git -c, find -exec, sudo…), is allowed only by its exact text",
     "file": "a path glob inside the workspace: `notes/*.md`, `src/**` (* stays in a folder)",
     "url": "a URL, or a prefix ending in *: `https://api.github.com/*`",
     "other": "the exact arguments, as a JSON object",
