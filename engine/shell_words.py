@@ -38,6 +38,9 @@ from engine.shell_programs import (
 )
 
 MAX_DEPTH = 8  # strings parsed again within strings before a command is opaque
+# A longer command is not read at all (opaque): reading one costs about 20 µs a word on
+# this machine's Python, and a rule is checked on the event loop; 16 KiB takes ~50 ms.
+MAX_READ = 16 * 1024
 MAX_NESTING = 64  # parentheses, substitutions and -exec within one another, at all depths
 MAX_WRAPPERS = 16  # programs looked through in one command (`sudo env nice ... rm`), or
 # commands read from within one another's words (`find -exec find -exec ...`)
@@ -99,7 +102,9 @@ def parse(command: str) -> Parse:
 
 def _parse(command: str, depth: int, level: int) -> Parse:
     reader = _Reader(command, depth, level)
-    if depth <= MAX_DEPTH:
+    if len(command) > MAX_READ:
+        reader.deep = True  # too long to read here: what it runs is not known
+    elif depth <= MAX_DEPTH:
         reader.read_list("")
         for words in reader.found:
             reader.commands += reader.resolve(words)

@@ -340,3 +340,35 @@ def test_the_strings_of_shells_and_git_aliases_and_find_exec_are_read() -> None:
     parsed = parse("bash -c 'nice rm x; ls' && git -c alias.y='!touch z' y && find -exec cp {} +")
     inner = sorted(c.canonical for c in parsed.commands if c.inner)
     assert inner == ["cp {}", "ls", "rm x", "touch z"]
+
+
+# --- long commands -------------------------------------------------------------------------
+
+
+def test_a_command_too_long_to_read_is_never_allowed_and_matches_every_deny() -> None:
+    """Reading costs CPU on the event loop: past MAX_READ a command is not read, and what
+    it runs is unknown (a 128 KiB command took 5 s to read before the bound)."""
+    from engine.shell_words import MAX_READ
+
+    short = "echo " + "a " * 100 + "z"
+    huge = "echo " + "a " * MAX_READ + "z"
+    assert deny_rm(short) == "allow"
+    assert deny_rm(huge) == "deny"  # it may be what the deny rule names
+    assert decided(huge, rule("allow", "*")) is None  # asked, never allowed by a glob
+
+
+def test_a_long_command_is_read_off_the_event_loop_before_it_is_matched() -> None:
+    """`prepare` (run on a worker thread by the gate) leaves the command read, so the
+    match on the event loop reads nothing."""
+    from engine import rules
+
+    command = "echo " + "word " * 400  # past LONG_COMMAND
+    assert rules.read_ahead("shell", {"command": command})
+    assert not rules.read_ahead("shell", {"command": "ls"})
+    rules.prepare("shell", {"command": command})
+    before = rules._parse.cache_info()
+    RuleBook([rule("allow", "*").model_copy(update={"id": "1"})]).decide(
+        "shell", {"command": command}, "t", lambda: 1.0
+    )
+    after = rules._parse.cache_info()
+    assert after.misses == before.misses and after.hits > before.hits

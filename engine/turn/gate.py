@@ -17,6 +17,7 @@ from engine.lifecycle import CallStatus
 from engine.plugins import Gate, Phase
 from engine.providers.base import parse_arguments
 from engine.redact import Secrets
+from engine.rules import prepare, read_ahead
 from engine.store import Op
 from engine.store import rules as ruled
 from engine.store import turns as rows
@@ -59,6 +60,8 @@ async def admit(loop: Site, call: CallState, *, approved: bool = False) -> dict[
     kwargs, problem = _checked(loop, call, approved)
     gate = Gate.allow()
     if kwargs is not None and tool is not None and not approved:
+        if read_ahead(call.tool, call.args):  # a long command is read off the event loop
+            await anyio.to_thread.run_sync(prepare, call.tool, call.args)
         rule = rt.rules.decide(call.tool, call.args, call.thread_id, rt.clock)
         if rule is not None:
             loop.ops.append(ruled.used(rule, call.id))  # with the call's row
