@@ -50,7 +50,7 @@ from engine.scheduler import (
     Statistics,
     group_for,
 )
-from engine.store import Store
+from engine.store import DiskFull, Store
 from engine.store import rules as ruled
 from engine.store import turns as rows
 from engine.store.outcome import read_outcome
@@ -109,7 +109,7 @@ class Runtime:
         self.summary_file = SummaryFile(room, partial(summary_of, self))
         self.supervisor = TurnSupervisor(
             self.ctx, store, self.scheduler, config,
-            changed=lambda: self.summary_file.changed(self.supervisor.tg),
+            changed=lambda: self.summary_file.changed(self.supervisor.tg), notice=self.notice,
         )  # fmt: skip
         self.live = self.supervisor.live  # turns whose loop runs (or is about to)
         self.api: dict[str, str] = {}  # where the server loop serves (agent.run says so)
@@ -268,9 +268,14 @@ class Runtime:
                 await self.store.write(ops, urgent=True)
             else:
                 await carried.durable()
-        except BaseException:
+        except BaseException as exc:
             if key is not None:
                 self._keys.pop(key, None)  # whether it committed, execution.db now says
+            if isinstance(exc, DiskFull):  # not in the store: not in line either
+                if carried is None and req.status is RequestStatus.QUEUED:
+                    self.scheduler.withdraw(req)
+                self.notice("error", "The disk holding the room is full: a new request was "
+                                     "refused. Free space; reads and decisions go on.")  # fmt: skip
             raise
         for r in changed:
             if held or r.id not in self._requests:  # else a claim may have adopted it since

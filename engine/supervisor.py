@@ -27,7 +27,7 @@ from engine.lifecycle import turn as turn_lifecycle
 from engine.lifecycle.call import under_review
 from engine.messages import ConvMessage
 from engine.scheduler import Request, Scheduler
-from engine.store import LeaseLost, Op, Store, StoreError
+from engine.store import DiskFull, LeaseLost, Op, Store, StoreError
 from engine.store import decisions as recorded
 from engine.store import turns as rows
 from engine.strategies import initial_record, strategy_of_turn
@@ -97,9 +97,11 @@ class TurnSupervisor:
     """The turns of one run, from admission (or resumption) to their end."""
 
     def __init__(self, ctx: TurnContext, store: Store, scheduler: Scheduler, config: Config,
-                 changed: Callable[[], None]) -> None:  # fmt: skip
+                 changed: Callable[[], None],
+                 notice: Callable[[str, str], None] | None = None) -> None:  # fmt: skip
         self.ctx, self.store, self.scheduler, self.config = ctx, store, scheduler, config
         self._changed = changed  # a turn started or settled (agent.run is rewritten)
+        self._notice = notice  # (level, text): told to the operator
         self.live: dict[str, TurnHandle] = {}  # turns whose loop runs (or is about to)
         self.loops: dict[str, TurnLoop] = {}  # loops that take decisions now
         self.interrupted: set[str] = set()  # left `running` by a run that stopped
@@ -184,6 +186,16 @@ class TurnSupervisor:
             self.cluster.unstarted(req)  # its request is still queued, for the next holder
             handle.done.set()
             return
+        except DiskFull as exc:  # nothing of the turn was written: its thread is free again
+            self.scheduler.release(req.thread_id, req.id)
+            self._unlive(handle)
+            if carried is not None:
+                carried.settle(exc)  # its offer fails: the sender is told, nothing is kept
+            else:  # queued in the store still: the next start offers it again
+                self.disk_full(f"request {req.id} waits in the queue until the next start")
+            handle.done.set()
+            self._changed()
+            return
         except BaseException as exc:
             if carried is not None:
                 carried.settle(exc)
@@ -191,6 +203,14 @@ class TurnSupervisor:
         if carried is not None:
             carried.settle(None)
         await self._drive(loop, handle)
+
+    def disk_full(self, what: str) -> None:
+        """Say that the disk holding the room is full, and what waits because of it."""
+        text = f"The disk holding the room is full: {what}. New work is refused until it fits."
+        if self._notice is not None:
+            self._notice("error", text)
+        else:
+            self.ctx.log.error("%s", text)
 
     async def open_turn(
         self,
@@ -225,6 +245,12 @@ class TurnSupervisor:
     async def _resume(self, handle: TurnHandle) -> None:
         """Continue a waiting or interrupted turn from execution.db."""
         loop = await self.load(handle.turn_id)
+        if handle.turn_id in self.interrupted and self.cluster is None:
+            # A turn stopped in this run (a full disk) may have taken decisions whose
+            # applying was never written: the store's queued ones are its again.
+            for decision in await recorded.queued(self.store):
+                if decision.call_id in loop.turn.calls:
+                    self.ctx.decisions.add_new(decision)
         self.interrupted.discard(handle.turn_id)
         handle.thread_id = loop.turn.thread_id
         if loop.turn.status is TurnStatus.DONE:
@@ -270,6 +296,7 @@ class TurnSupervisor:
         self.loops[handle.turn_id] = loop
         self.scheduler.hold(loop.turn.thread_id, loop.turn.id, loop.turn.group, "running")
         self._changed()
+        parked = False
         try:
             with anyio.CancelScope() as scope:
                 handle.scope = scope
@@ -282,11 +309,21 @@ class TurnSupervisor:
         except LeaseLost as exc:  # a cluster's: another worker took the thread over
             self.ctx.log.warning("turn %s stops here: %s", handle.turn_id, exc)
             handle.lost = True
+        except DiskFull:  # stopped at its last checkpoint, as a crash would leave it
+            parked = True
+            self.disk_full(f"turn {handle.turn_id} stopped at its last checkpoint; it goes on "
+                           "when a message comes on its thread, or at the next start")  # fmt: skip
         finally:
             if self.loops.get(handle.turn_id) is loop:
                 del self.loops[handle.turn_id]
             self._unlive(handle)
-            self._settle(loop.turn, lost=handle.lost)
+            if parked:  # its thread stays held, as by a turn a stopped run left
+                self.interrupted.add(loop.turn.id)
+                self._conversations.pop(loop.turn.thread_id, None)  # ahead of the store
+                self.scheduler.hold(loop.turn.thread_id, loop.turn.id, loop.turn.group, "waiting")
+                self._changed()
+            else:
+                self._settle(loop.turn, lost=handle.lost)
             handle.done.set()
 
     def _settle(self, turn: TurnState, *, lost: bool = False) -> None:

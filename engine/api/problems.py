@@ -21,6 +21,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engine.api.client import ApiError
+from engine.store import DiskFull
 
 log = logging.getLogger("agentdeck.api")
 PROBLEM = "application/problem+json"
@@ -43,6 +44,10 @@ def install_problem_handlers(api: FastAPI) -> None:
     @api.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
         return problem(exc.status, exc.detail)
+
+    @api.exception_handler(DiskFull)
+    async def disk_full(request: Request, exc: DiskFull) -> JSONResponse:
+        return problem(507, f"the disk holding the room is full: {exc}")
 
     @api.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

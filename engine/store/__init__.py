@@ -1,5 +1,5 @@
 """The truth layer: execution.db in the room, written by one writer thread (group commit)."""
 
-from engine.store.sqlite import LeaseLost, Op, Store, StoreError, json_or_text
+from engine.store.sqlite import DiskFull, LeaseLost, Op, Store, StoreError, json_or_text
 
-__all__ = ["LeaseLost", "Op", "Store", "StoreError", "json_or_text"]
+__all__ = ["DiskFull", "LeaseLost", "Op", "Store", "StoreError", "json_or_text"]

@@ -51,6 +51,17 @@ class StoreError(RuntimeError):
     """The truth layer could not be read or written."""
 
 
+class DiskFull(StoreError):
+    """A write found the disk holding the truth layer full: nothing of it is on disk. The
+    runtime goes on reading and refuses new work until a write fits again."""
+
+
+def _failed_write(path: Path, exc: sqlite3.Error) -> StoreError:
+    code = getattr(exc, "sqlite_errorcode", None)
+    full = code is not None and code & 0xFF == sqlite3.SQLITE_FULL or "disk is full" in str(exc)
+    return (DiskFull if full else StoreError)(f"write to {path.name} failed: {exc}")
+
+
 class LeaseLost(StoreError):
     """A cluster worker's checkpoint was refused: the lease of its thread is no longer this
     worker's (it expired, and another worker took the thread over). Nothing of it was
@@ -184,6 +195,8 @@ class Store:
     async def close(self) -> None:
         try:
             await self.index()
+        except DiskFull as exc:  # what is left unindexed is indexed at the next open
+            logging.getLogger("agentdeck").warning("full-text indexing left for later: %s", exc)
         finally:
             await self._shutdown()
 
@@ -209,6 +222,8 @@ class Store:
             await anyio.sleep(every)
             try:
                 await self.index()
+            except DiskFull as exc:  # said by the runtime's notice: one line here
+                logging.getLogger("agentdeck").warning("full-text indexing waits: %s", exc)
             except StoreError:
                 logging.getLogger("agentdeck").warning("full-text indexing failed", exc_info=True)
 
@@ -243,7 +258,7 @@ class Store:
         try:
             await self._writer.submit(ops, urgent, key, then)
         except sqlite3.Error as exc:
-            raise StoreError(f"write to {self.path.name} failed: {exc}") from exc
+            raise _failed_write(self.path, exc) from exc
 
     def _committed(self, writes: int) -> None:
         """On the writer's thread, after each COMMIT: poke the WAL checkpointer now and then."""

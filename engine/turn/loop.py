@@ -37,7 +37,7 @@ from engine.messages import ConvMessage
 from engine.plugins import Gate, Phase, PhaseContext, StopRequest
 from engine.providers.base import AssistantAccumulator, ModelRequest, ProviderError
 from engine.providers.base import TextDelta as ModelTextDelta
-from engine.store import LeaseLost, Op
+from engine.store import DiskFull, LeaseLost, Op
 from engine.store import decisions as recorded
 from engine.store import turns as rows
 from engine.turn import gate as gates
@@ -181,8 +181,8 @@ class TurnLoop(Replay):
             raise
         except TurnStopped as cut:
             await self.finish(cut.stop.reason, cut.stop.detail)
-        except LeaseLost:  # another worker has the thread now: write nothing more
-            raise
+        except (LeaseLost, DiskFull):  # another worker has the thread now, or the disk
+            raise  # is full: write nothing more (the supervisor parks the turn)
         except Exception as exc:  # a failure ends the turn with `error`
             if isinstance(exc, ProviderError):  # the model's side: its message says how
                 self.ctx.log.error("turn %s failed: %s", self.turn.id, exc)
