@@ -205,3 +205,56 @@ async def test_no_deliver_url_or_a_bad_key_is_permanent() -> None:
         await hook.deliver({"thread": "1"}, "hi", "k")
     assert not refused.value.permanent
     await hook.aclose()
+
+
+# --- a signed timestamp (issue 25: a replay under a new delivery id was a new turn) --------
+
+
+def stamped(stamp: str, delivery: str, body: bytes) -> dict[str, str]:
+    content = f"{stamp}.{delivery}.".encode() + body
+    return {"X-Hub-Signature-256": hub_signature(SECRET, content),
+            "X-GitHub-Delivery": delivery, "X-Hook-Timestamp": stamp}  # fmt: skip
+
+
+def test_without_a_timestamp_header_a_replay_under_a_new_id_is_a_new_message() -> None:
+    """What README says of GitHub's form: the signature covers the body, not the id."""
+    headers, body = signed(payload())
+    first = channel().accept(headers, body, NOW)[1]
+    replayed = channel().accept({**headers, "X-GitHub-Delivery": "another-id"}, body, NOW)[1]
+    assert first[0].dedup_key != replayed[0].dedup_key
+
+
+def test_with_a_timestamp_header_the_id_and_the_time_are_signed() -> None:
+    hook = channel(timestamp_header="X-Hook-Timestamp", max_age=300)
+    body = json.dumps(payload()).encode()
+    stamp = str(int(NOW))
+    [inbound] = hook.accept(stamped(stamp, "d-1", body), body, NOW)[1]
+    assert inbound.dedup_key == "webhook:gh:d-1"
+    replay = {**stamped(stamp, "d-1", body), "X-GitHub-Delivery": "d-2"}  # a new id
+    assert rejected(replay, body, hook).status == 401
+    old = stamped(str(int(NOW) - 301), "d-3", body)  # signed, but too old
+    assert "too far from now" in str(rejected(old, body, hook))
+    unstamped, _ = signed(body, "d-4")  # GitHub's form: no timestamp
+    assert "X-Hook-Timestamp missing" in str(rejected(unstamped, body, hook))
+    odd = {**stamped("12ab", "d-5", body)}
+    assert "not Unix seconds" in str(rejected(odd, body, hook))
+
+
+@pytest.mark.anyio
+async def test_with_a_timestamp_header_an_answer_is_signed_the_same_way() -> None:
+    import httpx
+
+    seen: list[httpx.Request] = []
+
+    def receiver(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200)
+
+    config = channel("http://receiver.test/hook", timestamp_header="X-Hook-Timestamp").config
+    async with httpx.AsyncClient(transport=httpx.MockTransport(receiver)) as client:
+        hook = WebhookChannel(config, Secret("HS", SECRET), client)
+        await hook.deliver({"thread": "17"}, "done", "key-1")
+    [request] = seen
+    stamp = request.headers["X-Hook-Timestamp"]
+    content = f"{stamp}.key-1.".encode() + request.content
+    assert request.headers["X-Hub-Signature-256"] == hub_signature(SECRET, content)

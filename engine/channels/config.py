@@ -157,6 +157,12 @@ class WebhookConfig(HookSettings):
     sender: str | None = Field(None, pattern=_PATH)
     signature_header: str = Field("X-Hub-Signature-256", pattern=r"^[A-Za-z0-9-]{1,100}$")
     delivery_header: str = Field("X-GitHub-Delivery", pattern=r"^[A-Za-z0-9-]{1,100}$")
+    # GitHub's form signs the body alone: a delivery replayed under a new id is a new
+    # message. A sender that can sign more names a header holding Unix seconds here: the
+    # signature is then of `<timestamp>.<delivery id>.<body>`, and one older than `max_age`
+    # is refused (a replay), as Slack's is.
+    timestamp_header: str | None = Field(None, pattern=r"^[A-Za-z0-9-]{1,100}$")
+    max_age: float = Field(300.0, gt=0, le=86_400)
     deliver_url: str | None = None
 
     @field_validator("deliver_url")

@@ -2,7 +2,10 @@
 
 Inbound, a delivery carries `<signature_header>: sha256=<hex HMAC-SHA256 of the raw body>`
 keyed with the shared secret (GitHub's `X-Hub-Signature-256` form) and a delivery id
-header that makes it unique (a redelivery has the same id, so it is admitted once). Dotted
+header that makes it unique (a redelivery has the same id, so it is admitted once). That
+signature does not cover the id: a captured delivery replayed under a new id is a new
+message. With `timestamp_header` set, the signature is of `<timestamp>.<id>.<body>` and a
+timestamp older than `max_age` is refused, so a replay fails either way. Dotted
 paths in the config pick the message text, the conversation and the sender out of the body.
 
 Outbound, `{"thread", "text", "channel", "key"}` is POSTed to `deliver_url`, signed the same
@@ -15,6 +18,7 @@ import hashlib
 import hmac
 import json
 import logging
+import time
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -35,6 +39,11 @@ from engine.channels.config import Secret, WebhookConfig
 log = logging.getLogger(__name__)
 
 MAX_ID = 200  # characters of a delivery id or a thread value
+
+
+def signed_content(body: bytes, stamp: str | None, delivery: str) -> bytes:
+    """What is signed: the body, or with a timestamp header `<timestamp>.<id>.<body>`."""
+    return body if stamp is None else f"{stamp}.{delivery}.".encode() + body
 
 
 def hub_signature(secret: str, body: bytes) -> str:
@@ -88,10 +97,12 @@ class WebhookChannel(HttpChannel):
         given = headers.get(config.signature_header.lower())
         if not given:
             raise HookRejected(401, f"{config.signature_header} missing")
-        expected = hub_signature(self._secret.reveal(), body)
+        delivery = headers.get(config.delivery_header.lower(), "").strip()
+        stamp = self._timestamp(headers, now)
+        content = signed_content(body, stamp, delivery)
+        expected = hub_signature(self._secret.reveal(), content)
         if not hmac.compare_digest(expected.encode(), given.strip().encode("utf-8", "replace")):
             raise HookRejected(401, f"{config.signature_header} does not match")
-        delivery = headers.get(config.delivery_header.lower(), "").strip()
         if not delivery:
             raise HookRejected(400, f"{config.delivery_header} missing")
         if len(delivery) > MAX_ID or not delivery.isprintable():
@@ -120,6 +131,21 @@ class WebhookChannel(HttpChannel):
         )
         return HookReply(202, {"ok": True, "delivery": delivery}), [inbound]
 
+    def _timestamp(self, headers: Mapping[str, str], now: float) -> str | None:
+        """The delivery's signed timestamp (None when the config names no header);
+        HookRejected when it is missing, not Unix seconds, or older than `max_age`."""
+        name = self.config.timestamp_header
+        if name is None:
+            return None
+        stamp = headers.get(name.lower(), "").strip()
+        if not stamp:
+            raise HookRejected(401, f"{name} missing")
+        if not stamp.isdigit() or len(stamp) > 12:
+            raise HookRejected(401, f"{name} is not Unix seconds")
+        if abs(now - int(stamp)) > self.config.max_age:
+            raise HookRejected(401, f"{name} too far from now (a replay?)")
+        return stamp
+
     async def deliver(self, reply: Mapping[str, str | int], text: str, key: str) -> None:
         """POST the answer to `deliver_url`, signed, with `key` as its Idempotency-Key."""
         what = f"{self.name}: POST"
@@ -134,12 +160,15 @@ class WebhookChannel(HttpChannel):
             separators=(",", ":"),
         ).encode()
         secret = self._secret.reveal()
+        stamp = None if self.config.timestamp_header is None else str(int(time.time()))
         headers = {
             "Content-Type": "application/json",
-            self.config.signature_header: hub_signature(secret, body),
+            self.config.signature_header: hub_signature(secret, signed_content(body, stamp, key)),
             "Idempotency-Key": key,
             "User-Agent": "agentdeck",
         }
+        if self.config.timestamp_header is not None and stamp:
+            headers[self.config.timestamp_header] = stamp
         try:
             response = await self._client.post(
                 url, content=body, headers=headers, timeout=self.config.timeout
