@@ -30,10 +30,12 @@ async def test_the_scheduler_shows_which_worker_runs_each_thread(
     room.mkdir(parents=True)
     (room / "agentdeck.toml").write_text(
         f'[store]\nurl = "{pg_url}"\n[cluster]\nenabled = true\nworker = "deck"\n'
-        "lease_seconds = 2\n"
+        "lease_seconds = 20\n"
     )
+    # Leases long enough for a loaded machine: with 2 s, a heartbeat starved past it lost
+    # w1 its thread and "far" was never listed as w1's (a loaded run, load average 11).
     async with Runtime.open(tmp_path / "w1", kind="run", provider=SlowWhenAsked(),
-                            config=cluster_config(pg_url, "w1")) as far:  # fmt: skip
+                            config=cluster_config(pg_url, "w1", lease=20)) as far:  # fmt: skip
         await far.submit(message("far", f"{SLOW} over there"))  # w1 is alone: it runs it
         app = build(room, provider=SlowWhenAsked())
         async with app.run_test(size=SIZE) as pilot:
@@ -47,7 +49,9 @@ async def test_the_scheduler_shows_which_worker_runs_each_thread(
                 table = screen.query_one("#sched-threads", KeyedTable)
                 await until(pilot, lambda: cell(table, "near", "state") is not None
                             and cell(table, "far", "worker") == "w1",
-                            "both threads listed")  # fmt: skip
+                            "both threads listed",
+                            seen=lambda: {t: (cell(table, t, "worker"), cell(table, t, "state"))
+                                          for t in ("far", "near")})  # fmt: skip
             assert table.labels == CLUSTER_COLUMNS
             assert [cell(table, t, "worker") for t in ("far", "near")] == ["w1", "deck"]
             assert all("running" in str(cell(table, t, "state")) for t in ("far", "near"))
