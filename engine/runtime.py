@@ -31,6 +31,7 @@ from engine.conversation import Conversation
 from engine.deadlines import pending_calls
 from engine.decisions import Decision, PendingCall, storable
 from engine.events import Notice, one_line
+from engine.handles import Carried, TurnHandle
 from engine.inbox import DecisionInbox
 from engine.lifecycle import RequestStatus
 from engine.lifetime import serving
@@ -57,7 +58,7 @@ from engine.store.outcome import read_outcome
 from engine.store.schedule import group_row, key_row, keyed_request, request_row, restore_schedule
 from engine.strategies import strategy_for
 from engine.summary import SummaryFile, summary_of
-from engine.supervisor import Carried, TurnHandle, TurnSupervisor
+from engine.supervisor import TurnSupervisor
 
 if TYPE_CHECKING:
     from engine.cluster.member import ClusterMember
@@ -321,6 +322,11 @@ class Runtime:
         if not self.scheduler.knows(req.id):  # a cluster's, for another worker: the store says
             return None
         return self.scheduler.why_waiting(req)
+
+    def why_resumed(self, turn_id: str) -> str | None:
+        """Why a turn resumed here waits for a slot of its group (None: it does not)."""
+        thread_id = self.scheduler.thread_of(turn_id)
+        return self.scheduler.why_resumed(thread_id) if thread_id else None
 
     def statistics(self) -> Statistics:
         """Groups, threads and queued requests, with why each request waits."""

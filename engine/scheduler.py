@@ -6,6 +6,10 @@ its group's running budget); a paused group starts nothing; a group runs at most
 go to higher-priority groups first. Coalescing and overflow are decided when a request is
 offered, so every request ends admitted, coalesced into another, or rejected with a reason.
 
+A turn that runs again (resumed by a decision, or interrupted by a stopped run) takes a
+slot like any other: it keeps its thread, `resumed`, until `admissions` gives it one,
+ahead of the queued requests of its group.
+
 The scheduler holds no I/O: the runtime persists what it decides (admission is durable
 before it is acknowledged) and tells it when turns run, wait and end.
 """
@@ -22,6 +26,7 @@ from typing import Literal
 from engine.lifecycle import RequestStatus
 from engine.lifecycle import request as request_lifecycle
 from engine.messages import Message
+from engine.scheduler_stats import GroupStats, QueuedStats, Statistics, ThreadStats
 
 Overflow = Literal["reject", "drop_oldest", "replace_pending"]
 Coalesce = Literal["none", "keep_pending", "newest"]
@@ -112,57 +117,21 @@ class Request:
 
 
 @dataclass(frozen=True)
-class QueuedStats:
-    request_id: str
-    thread_id: str
-    waits_because: str
-    since: float
-    group: str = ""  # the request's group
+class Resumed:
+    """A turn that runs again, admitted to a slot of its group (see `admissions`)."""
 
-
-@dataclass(frozen=True)
-class GroupStats:
-    name: str
-    priority: int
-    running: int
-    max_running_turns: int
-    queued: int
-    max_queued_turns: int
-    waiting: int
-    paused: bool
-    overflow_policy: str
-    coalesce: str
-
-
-@dataclass(frozen=True)
-class ThreadStats:
+    turn_id: str
     thread_id: str
     group: str
-    turn_id: str | None
-    state: str  # running | waiting | idle
-    queued: int
-    worker: str | None = None  # the cluster worker leasing the thread (None: not a cluster)
-
-
-@dataclass(frozen=True)
-class Statistics:
-    """A snapshot of the scheduler: groups, busy threads, and why each request waits."""
-
-    groups: tuple[GroupStats, ...]
-    threads: tuple[ThreadStats, ...]
-    queued: tuple[QueuedStats, ...]
-    max_running_turns: int
-    running: int
-    # the worker that answered when the runtime is a cluster's (its threads then are the
-    # whole cluster's, each with its worker: engine/cluster_view.py); None otherwise
-    worker: str | None = None
 
 
 @dataclass
 class _Holder:
     turn_id: str
     group: str
-    state: Literal["running", "waiting"]
+    # running; waiting for a decision; resumed: to run again, waiting for a slot
+    state: Literal["running", "waiting", "resumed"]
+    since: float = 0.0
 
 
 @dataclass
@@ -186,6 +155,8 @@ class Scheduler:
     _running: dict[str, int] = field(default_factory=dict)  # group -> running turns
     # group -> turns other workers of a cluster run (engine/cluster/member.py refreshes it)
     elsewhere: dict[str, int] = field(default_factory=dict)
+    _resumed: dict[str, dict[str, None]] = field(default_factory=dict)  # group -> threads, in order
+    _turns: dict[str, str] = field(default_factory=dict)  # turn -> the thread it holds
 
     def group(self, name: str) -> GroupConfig:
         if name not in self.groups:
@@ -255,9 +226,7 @@ class Scheduler:
     def forget(self, thread_id: str) -> list[Request]:
         """Drop all that is known of a thread (its holder, its queued requests, as they
         are): a cluster worker gave its lease up. Returns the requests taken out of line."""
-        holder = self.holders.pop(thread_id, None)
-        if holder is not None and holder.state == "running":
-            self._running[holder.group] -= 1
+        self._unhold(thread_id)
         dropped = list(self._threads.get(thread_id, ()))
         for req in dropped:
             self._remove(req)
@@ -316,14 +285,21 @@ class Scheduler:
         """Turns running in this runtime (its own budget, `max_running_turns`)."""
         return sum(self._running.values())
 
-    def admissions(self) -> list[Request]:
-        """Requests that may start now, highest priority first; they are marked admitted
-        and their threads held. Call after every change."""
-        admitted: list[Request] = []
+    def admissions(self) -> list[Request | Resumed]:
+        """Turns that may start now, highest priority first, in each group resumed turns
+        before queued requests: the turns run (held `running`), the requests are marked
+        admitted and their threads held. Call after every change."""
+        admitted: list[Request | Resumed] = []
         for group in sorted(self.groups.values(), key=lambda g: -g.priority):
             while not group.paused and self.running_in(group.name) < group.max_running_turns:
                 if self.running >= self.max_running_turns:
                     return admitted
+                if resumed := self._resumed.get(group.name):
+                    thread_id = next(iter(resumed))
+                    turn_id = self.holders[thread_id].turn_id
+                    self.hold(thread_id, turn_id, group.name, "running")
+                    admitted.append(Resumed(turn_id, thread_id, group.name))
+                    continue
                 req = self._ready_head(group.name)
                 if req is None:
                     break
@@ -340,11 +316,30 @@ class Scheduler:
         if holder is not None:
             if holder.state == "waiting":
                 return f"thread waiting on a decision (turn {holder.turn_id})"
+            if holder.state == "resumed":
+                return f"thread busy with turn {holder.turn_id} (resumed, waiting for a slot)"
             return f"thread busy with turn {holder.turn_id}"
         earlier = self._threads[req.thread_id][0]
         if earlier is not req:
             return f"behind request {earlier.id} on the same thread"
-        group = self.group(req.group)
+        return self._no_slot(self.group(req.group))
+
+    def why_resumed(self, thread_id: str) -> str | None:
+        """Why the thread's resumed turn waits for a slot of its group, or None if it does
+        not (it runs, waits for a decision, or may take a slot now)."""
+        holder = self.holders.get(thread_id)
+        if holder is None or holder.state != "resumed":
+            return None
+        group = self.group(holder.group)
+        if (why := self._no_slot(group)) is None:
+            return None
+        if not group.paused and (n := self.running_in(group.name)) >= group.max_running_turns:
+            limit = group.max_running_turns
+            return f"resumed, waiting for a slot of group {group.name} ({n} of {limit} running)"
+        return f"resumed, waiting: {why}"
+
+    def _no_slot(self, group: GroupConfig) -> str | None:
+        """Why the group cannot start a turn now (None: it can)."""
         if group.paused:
             return f"group {group.name} paused"
         if (running := self.running_in(group.name)) >= group.max_running_turns:
@@ -353,7 +348,9 @@ class Scheduler:
             )
         if self.running >= self.max_running_turns:
             for g in self.groups.values():
-                if g.priority > group.priority and self._ready_head(g.name) is not None:
+                if g.priority > group.priority and (
+                    self._resumed.get(g.name) or self._ready_head(g.name) is not None
+                ):
                     return f"lower priority than group {g.name}"
             return f"runtime budget full ({self.running} of {self.max_running_turns} running)"
         return None
@@ -361,26 +358,47 @@ class Scheduler:
     # -- turns ----------------------------------------------------------------------------
 
     def hold(self, thread_id: str, turn_id: str, group: str, state: str) -> None:
-        """A turn runs or waits on its thread (also for turns resumed after a restart)."""
-        old = self.holders.get(thread_id)
-        if old is not None and old.state == "running":
-            self._running[old.group] -= 1
-        self.holders[thread_id] = _Holder(turn_id, group, state)  # type: ignore[arg-type]
+        """A turn runs, waits for a decision, or (`resumed`) waits for a slot to run again,
+        on its thread (also for turns restored after a restart)."""
+        self._unhold(thread_id)
+        since = self.clock()
+        self.holders[thread_id] = _Holder(turn_id, group, state, since)  # type: ignore[arg-type]
+        self._turns[turn_id] = thread_id
         if state == "running":
             self._running[group] = self._running.get(group, 0) + 1
+        elif state == "resumed":
+            self._resumed.setdefault(group, {})[thread_id] = None
+
+    def resume(self, thread_id: str, turn_id: str, group: str) -> None:
+        """A waiting or interrupted turn is to run again: it keeps its thread and waits for
+        a slot of its group (`admissions`), behind the group's earlier resumed turns."""
+        self.hold(thread_id, turn_id, self.group(group).name, "resumed")
+
+    def _unhold(self, thread_id: str) -> None:
+        holder = self.holders.pop(thread_id, None)
+        if holder is None:
+            return
+        if self._turns.get(holder.turn_id) == thread_id:
+            del self._turns[holder.turn_id]
+        if holder.state == "running":
+            self._running[holder.group] -= 1
+        elif holder.state == "resumed":
+            del self._resumed[holder.group][thread_id]
 
     def release(self, thread_id: str, turn_id: str) -> None:
         """A turn is done: its thread is free."""
         holder = self.holders.get(thread_id)
         if holder is not None and holder.turn_id == turn_id:
-            if holder.state == "running":
-                self._running[holder.group] -= 1
-            del self.holders[thread_id]
+            self._unhold(thread_id)
             self._mark_ready(thread_id)
 
     def holder(self, thread_id: str) -> tuple[str, str] | None:
         h = self.holders.get(thread_id)
         return (h.turn_id, h.state) if h else None
+
+    def thread_of(self, turn_id: str) -> str | None:
+        """The thread a turn holds (None: it holds none here)."""
+        return self._turns.get(turn_id)
 
     # -- looking --------------------------------------------------------------------------
 
@@ -392,22 +410,30 @@ class Scheduler:
                 max_running_turns=g.max_running_turns, queued=self.queued_in(g.name),
                 max_queued_turns=g.max_queued_turns,
                 waiting=sum(1 for h in self.holders.values()
-                            if h.group == g.name and h.state == "waiting"),
+                            if h.group == g.name and h.state != "running"),
                 paused=g.paused, overflow_policy=g.overflow_policy, coalesce=g.coalesce,
             )
             for g in sorted(self.groups.values(), key=lambda g: (-g.priority, g.name))
         )  # fmt: skip
         threads = tuple(
-            ThreadStats(thread_id=t, group=h.group, turn_id=h.turn_id, state=h.state,
+            ThreadStats(thread_id=t, group=h.group, turn_id=h.turn_id,
+                        state="running" if h.state == "running" else "waiting",
                         queued=len(self._threads.get(t, ())))
             for t, h in sorted(self.holders.items())
         ) + tuple(
             ThreadStats(thread_id=t, group=q[0].group, turn_id=None, state="idle", queued=len(q))
             for t, q in sorted(self._threads.items()) if t not in self.holders
         )  # fmt: skip
-        ordered = sorted(self.queue, key=lambda r: (-self.group(r.group).priority, self._seq[r.id]))
-        queued = tuple(
-            QueuedStats(r.id, r.thread_id, self.why_waiting(r) or "starting", r.created_at, r.group)
-            for r in ordered
-        )
+        lines = [  # each group's resumed turns ahead of its requests, as `admissions` goes
+            ((-self.group(g).priority, 0, i),
+             QueuedStats(h.turn_id, t, self.why_resumed(t) or "resuming", h.since, g))
+            for g, ts in self._resumed.items()
+            for i, (t, h) in enumerate((t, self.holders[t]) for t in ts)
+        ] + [
+            ((-self.group(r.group).priority, 1, self._seq[r.id]),
+             QueuedStats(r.id, r.thread_id, self.why_waiting(r) or "starting", r.created_at,
+                         r.group))
+            for r in self.queue
+        ]  # fmt: skip
+        queued = tuple(q for _, q in sorted(lines, key=lambda line: line[0]))
         return Statistics(groups, threads, queued, self.max_running_turns, self.running)

@@ -64,7 +64,7 @@ def summary_of(rt: Any, stopped: bool) -> dict[str, Any]:
         "model": f"{rt.provider.name}:{rt.provider.model}",
         "running_turns": sorted(rt.supervisor.loops),
         "waiting_turns": sorted(
-            h.turn_id for h in rt.scheduler.holders.values() if h.state == "waiting"
+            h.turn_id for h in rt.scheduler.holders.values() if h.state != "running"
         ),
         "updated_at": time.time(),  # wall time, not the runtime clock tests fix
         **rt.api,

@@ -1,16 +1,16 @@
 """The turn supervisor: which turns run in this process, and how each gets to an end.
 
 It starts the requests the scheduler admits, resumes waiting and interrupted turns from
-execution.db, drives each turn's loop to `waiting` or `done` in the runtime's task group,
-cancels turns, and routes decisions to the loop of their call. The runtime in front of it
-decides what is offered and answers the operator; the supervisor only runs turns.
+execution.db (each takes a slot of its group like a new turn: `_slot`), drives each turn's
+loop to `waiting` or `done` in the runtime's task group, cancels turns, and routes
+decisions to the loop of their call. The runtime in front of it decides what is offered
+and answers the operator; the supervisor only runs turns.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import anyio
@@ -21,13 +21,14 @@ from engine.config import Config
 from engine.conversation import Conversation
 from engine.decisions import Decision
 from engine.events import DecisionRecorded, Event, TurnStarted
+from engine.handles import Carried, TurnHandle
 from engine.inbox import already
 from engine.lifecycle import CallStatus, DecisionStatus, TurnStatus
 from engine.lifecycle import turn as turn_lifecycle
 from engine.lifecycle.call import under_review
 from engine.messages import ConvMessage
-from engine.scheduler import Request, Scheduler
-from engine.store import DiskFull, LeaseLost, Op, Store, StoreError
+from engine.scheduler import Request, Resumed, Scheduler
+from engine.store import DiskFull, LeaseLost, Op, Store
 from engine.store import decisions as recorded
 from engine.store import turns as rows
 from engine.strategies import initial_record, strategy_of_turn
@@ -37,46 +38,10 @@ from engine.turn.loop import TurnLoop
 from engine.turn.state import TurnState
 
 
-@dataclass
-class TurnHandle:
-    """A turn the runtime is driving (or about to): wait on `done`, cancel via the runtime."""
-
-    turn_id: str
-    thread_id: str
-    done: anyio.Event = field(default_factory=anyio.Event)
-    scope: anyio.CancelScope | None = None
-    cancel_reason: str | None = None
-    lost: bool = False  # a cluster's worker lost the thread's lease: stop, write nothing
-    token: int | None = None  # a cluster's: the lease token its checkpoints are fenced with
-
-
 def reply_of(meta: dict[str, Any]) -> dict[str, Any]:
     """Where a channel's answer goes: the request's `meta["reply"]` ({} if it has none)."""
     reply = meta.get("reply") if isinstance(meta, dict) else None
     return reply if isinstance(reply, dict) else {}
-
-
-class Carried:
-    """A request admitted as it was offered: its rows (the request, its key) go into its
-    turn's first commit, one writer trip where there were two; the offer waits for that
-    commit (`durable`), or for the error that stopped it."""
-
-    def __init__(self, request_id: str, ops: list[Op]) -> None:
-        self.request_id, self.ops = request_id, ops
-        self._done = anyio.Event()
-        self._error: BaseException | None = None
-
-    def settle(self, error: BaseException | None) -> None:
-        if not self._done.is_set():
-            self._error = error
-            self._done.set()
-
-    async def durable(self) -> None:
-        await self._done.wait()
-        if self._error is not None:
-            if isinstance(self._error, anyio.get_cancelled_exc_class()):
-                raise StoreError("the runtime stopped before the request was written")
-            raise self._error
 
 
 class Coordinator(Protocol):
@@ -84,9 +49,11 @@ class Coordinator(Protocol):
 
     def holds(self, thread_id: str) -> bool: ...
 
-    async def admit(self, turn_id: str, thread_id: str, group: str, *, resumed: bool) -> bool: ...
+    async def admit(self, turn_id: str, thread_id: str, group: str) -> bool: ...
 
     def refused(self, req: Request) -> None: ...
+
+    def full(self, group: str) -> None: ...
 
     def settled(self, turn: TurnState, *, lost: bool) -> None: ...
 
@@ -122,6 +89,13 @@ class TurnSupervisor:
             return False
         taken = False
         for req in self.scheduler.admissions():
+            if isinstance(req, Resumed):  # its resumption waits for this (`_slot`)
+                resumed = self.live.get(req.turn_id)
+                if resumed is None or resumed.lost:  # (not expected: one is under way)
+                    resumed = self.live[req.turn_id] = TurnHandle(req.turn_id, req.thread_id)
+                    self.spawn(self._resume, resumed)
+                resumed.admitted.set()
+                continue
             handle = self.live.setdefault(req.id, TurnHandle(req.id, req.thread_id))
             if carried is not None and req.id == carried.request_id:
                 taken = True
@@ -141,12 +115,17 @@ class TurnSupervisor:
         self._conversations.pop(thread_id, None)
 
     def spawn_resume(self, turn_id: str, thread_id: str = "") -> TurnHandle:
-        """Continue a waiting or interrupted turn (in the task group); one whose loop runs
-        here already is not run a second time."""
+        """Continue a waiting or interrupted turn (in the task group) once it has a slot of
+        its group; one whose loop runs here already is not run a second time. It is in
+        line for the slot from now on (ahead of requests a pump admits meanwhile)."""
         if (running := self.live.get(turn_id)) is not None and not running.lost:
             return running
         handle = TurnHandle(turn_id, thread_id)
         self.live[turn_id] = handle
+        thread = self.scheduler.thread_of(turn_id)
+        holder = self.scheduler.holders.get(thread) if thread else None
+        if thread and holder is not None and holder.state != "resumed":
+            self.scheduler.resume(thread, turn_id, holder.group)
         self.spawn(self._resume, handle)
         return handle
 
@@ -172,7 +151,7 @@ class TurnSupervisor:
             or "react"
         )
         if self.cluster is not None and not await self.cluster.admit(
-            req.id, req.thread_id, req.group, resumed=False
+            req.id, req.thread_id, req.group
         ):  # the group's budget is full across the cluster: the request stays queued
             self.cluster.refused(req)
             handle.done.set()
@@ -252,18 +231,16 @@ class TurnSupervisor:
                 if decision.call_id in loop.turn.calls:
                     self.ctx.decisions.add_new(decision)
         self.interrupted.discard(handle.turn_id)
-        handle.thread_id = loop.turn.thread_id
-        if loop.turn.status is TurnStatus.DONE:
+        turn = loop.turn
+        handle.thread_id = turn.thread_id
+        if turn.status is TurnStatus.DONE:
+            if self.scheduler.holder(turn.thread_id) == (turn.id, "resumed"):
+                self.scheduler.release(turn.thread_id, turn.id)  # it ended meanwhile
+                self.pump()
             handle.done.set()
             self._unlive(handle)
             return
-        if self.cluster is not None and not await self.cluster.admit(
-            loop.turn.id, loop.turn.thread_id, loop.turn.group, resumed=True
-        ):  # the lease went meanwhile: its new holder resumes it
-            handle.lost = True
-            self._unlive(handle)
-            self.cluster.settled(loop.turn, lost=True)
-            handle.done.set()
+        if not await self._slot(loop, handle):
             return
         if loop.turn.status is TurnStatus.WAITING:
             await loop.reopen()
@@ -272,6 +249,52 @@ class TurnSupervisor:
         # turn_timeout would run its call and then stop the turn before it could answer
         loop.turn.started_at = self.ctx.clock()
         await self._drive(loop, handle)
+
+    async def _slot(self, loop: TurnLoop, handle: TurnHandle) -> bool:
+        """Wait for a slot of the turn's group, as a new turn would (the scheduler's, ahead
+        of the group's queued requests; on a cluster, the database's count too), holding
+        its thread meanwhile. False: it does not run here, being cancelled meanwhile (it
+        ends so, its call never run) or, on a cluster, without the lease any more."""
+        turn, sched = loop.turn, self.scheduler
+        while True:
+            if sched.holder(turn.thread_id) != (turn.id, "running"):
+                if sched.holder(turn.thread_id) != (turn.id, "resumed"):
+                    sched.resume(turn.thread_id, turn.id, turn.group)
+                handle.admitted = anyio.Event()
+                self.pump()
+                with anyio.CancelScope() as scope:  # (cancel_turn and a lost lease cancel it)
+                    handle.scope = scope
+                    if handle.cancel_reason is not None:
+                        scope.cancel()
+                    await handle.admitted.wait()
+                handle.scope = None
+                if scope.cancelled_caught:
+                    await self._unslotted(loop, handle)
+                    return False
+            if self.cluster is None:
+                return True
+            if await self.cluster.admit(turn.id, turn.thread_id, turn.group):
+                return True
+            if not self.cluster.holds(turn.thread_id):  # the lease went: its holder resumes it
+                handle.lost = True
+                await self._unslotted(loop, handle)
+                return False
+            sched.resume(turn.thread_id, turn.id, turn.group)  # the budget is full across
+            self.cluster.full(turn.group)  # the cluster: in line again, for the next slot
+
+    async def _unslotted(self, loop: TurnLoop, handle: TurnHandle) -> None:
+        """A turn that waited for a slot does not run: cancelled, it ends so (its thread is
+        free); on a cluster that lost the thread, nothing is written."""
+        try:
+            if not handle.lost:
+                with anyio.CancelScope(shield=True):
+                    await loop.finish(turn_lifecycle.CANCELLED, handle.cancel_reason)
+        except LeaseLost:
+            handle.lost = True
+        finally:
+            self._unlive(handle)
+            self._settle(loop.turn, lost=handle.lost)
+            handle.done.set()
 
     async def load(self, turn_id: str) -> TurnLoop:
         """A turn's loop as execution.db has it (LookupError: no such turn)."""
@@ -337,10 +360,12 @@ class TurnSupervisor:
             self.scheduler.release(turn.thread_id, turn.id)
         elif turn.status is TurnStatus.WAITING:
             self.scheduler.hold(turn.thread_id, turn.id, turn.group, "waiting")
-            if any(self.ctx.decisions.queued_for(c.id) for c in turn.suspended()):
-                self.spawn_resume(turn.id)  # a decision arrived while it was deciding to wait
-        if self.cluster is not None:
+        if self.cluster is not None:  # (its slot is given back before it takes one again)
             self.cluster.settled(turn, lost=False)
+        if turn.status is TurnStatus.WAITING and any(
+            self.ctx.decisions.queued_for(c.id) for c in turn.suspended()
+        ):  # a decision arrived while it was deciding to wait: first in line for the slot
+            self.spawn_resume(turn.id, turn.thread_id)
         self._changed()
         if self.tg is not None and not self.tg.cancel_scope.cancel_called:
             self.pump()

@@ -317,3 +317,41 @@ async def test_a_request_queued_in_the_cluster_reads_queued_through_any_worker(t
             # no reason known here (`agentdeck invoke` printed one for every turn offered
             # through a worker that did not hold its thread, a moment before it started)
             assert outcome.reason in (None, "group chat paused")
+
+
+async def test_approvals_take_slots_of_their_group_across_workers(tmp_path, pg_url):
+    """Six turns of group chat (two at a time across the cluster) wait for approvals; all
+    six approved at once through one worker run two at a time, whichever worker resumes
+    each, and every approved call runs once (issue 25: 12 of 8 ran on a cluster)."""
+    from engine.config import GroupSettings
+    from tests.test_resumed_budgets import Gate, script
+
+    gate = Gate()
+    async with AsyncExitStack() as stack:
+        rts = []
+        for name in ("w0", "w1"):
+            config = cluster_config(pg_url, name)
+            config.groups["chat"] = GroupSettings(max_running_turns=2)
+            rts.append(await stack.enter_async_context(Runtime.open(
+                tmp_path / name, kind="run", provider=ScriptedModel(script),
+                tools=gate.tools(), config=config)))  # fmt: skip
+        handles = [await rts[i % 2].submit(msg(f"shell c{i}", thread=f"t{i}")) for i in range(6)]
+        outs = [await rts[0].wait_turn(h.turn_id) for h in handles]
+        assert [o.status for o in outs] == ["waiting"] * 6
+        async with anyio.create_task_group() as tg:
+            for out in outs:
+                tg.start_soon(rts[0].decide, Decision.approve(out.pending[0]["call_id"]))
+
+        def seen() -> tuple[int, int]:
+            held = sum(q.waits_because.startswith("resumed")
+                       for rt in rts for q in rt.statistics().queued)  # fmt: skip
+            return gate.now, held
+
+        now, held = await until(seen, "each approved turn runs its call or waits for a slot",
+                                ok=lambda s: s[0] + s[1] == 6,
+                                seen=lambda: [rt.statistics().queued for rt in rts])  # fmt: skip
+        assert (now, held) == (2, 4)  # before the fix: six calls ran at once
+        gate.open.set()
+        for out in outs:
+            assert (await rts[1].wait_turn(out.turn_id)).status == "done"
+        assert sorted(gate.runs) == [f"c{i}" for i in range(6)] and gate.most == 2

@@ -10,7 +10,7 @@ import pytest
 from engine.decisions import Decision
 from engine.messages import Message
 from engine.runtime import Runtime
-from engine.scheduler import GroupConfig, Rejected, Request, Scheduler
+from engine.scheduler import GroupConfig, Rejected, Request, Resumed, Scheduler
 from engine.tools import tool
 from tests.scripted import Reply, ScriptedModel, first_then
 from tests.wait import until
@@ -144,6 +144,52 @@ def test_statistics_say_why_each_request_waits():
         ("a", "running", 1),
         ("b", "idle", 1),
     ]
+
+
+def test_a_resumed_turn_waits_for_a_slot_of_its_group_ahead_of_new_requests():
+    s = Scheduler(groups={"chat": GroupConfig("chat", max_running_turns=1)})
+    a, b, c, a2 = req("a"), req("b"), req("c"), req("a")
+    assert offer(s, a) == [a]
+    s.hold("a", a.id, "chat", "waiting")  # waits for a decision: the slot frees
+    assert offer(s, b, c) == [b]
+    s.resume("a", a.id, "chat")  # decided: it keeps thread a and waits for a slot
+    s.offer(a2)
+    assert s.admissions() == []
+    stats = s.statistics()
+    assert [(q.request_id, q.waits_because) for q in stats.queued] == [
+        (a.id, "resumed, waiting for a slot of group chat (1 of 1 running)"),
+        (c.id, "group chat budget full (1 of 1 running)"),
+        (a2.id, f"thread busy with turn {a.id} (resumed, waiting for a slot)"),
+    ]
+    assert [(t.thread_id, t.state) for t in stats.threads] == [
+        ("a", "waiting"), ("b", "running"), ("c", "idle")]  # fmt: skip
+    assert (stats.groups[0].running, stats.groups[0].waiting) == (1, 1)
+    s.release("b", b.id)
+    assert s.admissions() == [Resumed(a.id, "a", "chat")]  # before c, which came earlier
+    assert s.holder("a") == (a.id, "running") and s.admissions() == []
+    s.release("a", a.id)
+    assert s.admissions() == [c]
+
+
+def test_a_resumed_turn_is_counted_once_whatever_it_held_and_forgotten_with_its_thread():
+    s = Scheduler(groups={"chat": GroupConfig("chat", max_running_turns=1)}, max_running_turns=1)
+    s.hold("a", "ta", "chat", "running")  # an interrupted turn, restored as running
+    s.hold("b", "tb", "chat", "waiting")
+    s.resume("a", "ta", "chat")  # resumed after a restart: it takes a slot like any other
+    s.resume("b", "tb", "chat")
+    assert s.running == 0
+    assert s.admissions() == [Resumed("ta", "a", "chat")]  # in the order they were resumed
+    assert s.forget("a") == [] and s.running == 0
+    assert s.admissions() == [Resumed("tb", "b", "chat")]
+    s.configure("chat", paused=True)
+    s.resume("b", "tb", "chat")
+    assert [q.waits_because for q in s.statistics().queued] == [
+        "resumed, waiting: group chat paused"]  # fmt: skip
+    s.release("b", "tb")
+    assert s.statistics().queued == () and s.admissions() == []
+    s.hold("c", "tc", "ops", "waiting")  # of a group only its stored turns name (a restart)
+    s.resume("c", "tc", "ops")
+    assert s.admissions() == [Resumed("tc", "c", "ops")]
 
 
 # -- with the runtime -----------------------------------------------------------------------

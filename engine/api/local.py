@@ -117,7 +117,10 @@ class LocalClient:
             rt.cluster is not None and await cluster_going_on(rt, turn_id))):  # fmt: skip
             # A decision woke it a moment ago (here, or at the cluster's worker that takes
             # its thread) and its loop has not yet said so in the room: read as waiting,
-            # `decide` stopped there and left the decision unapplied.
+            # `decide` stopped there and left the decision unapplied. Until it has a slot of
+            # its group, it reads queued, with why (as a request would).
+            if (why := rt.why_resumed(turn_id)) is not None:
+                return dataclasses.replace(outcome, status="queued", reason=why)
             return dataclasses.replace(outcome, status="running", reason=None)
         return outcome
 

@@ -16,12 +16,13 @@ if TYPE_CHECKING:
     from engine.cluster.listen import Listener
     from engine.cluster.worker import ClusterWorker
     from engine.config import Config
+    from engine.handles import TurnHandle
     from engine.inbox import DecisionInbox
     from engine.outcome import TurnOutcome
     from engine.scheduler import Request, Scheduler
     from engine.store import Store
     from engine.store.pg.cluster import Conn
-    from engine.supervisor import TurnHandle, TurnSupervisor
+    from engine.supervisor import TurnSupervisor
     from engine.turn.context import TurnContext
 
 

@@ -11,9 +11,9 @@ lease is given back and the thread forgotten, so any worker may take it next.
   was lost fails alone (`LeaseLost`) and the turn stops, uncommitted.
 - A request or a decision is written with a NOTIFY in its own transaction (`announce`):
   the worker holding the thread loads it at once, the others try to claim the thread.
-- Group budgets hold across the cluster: a turn starts only after `try_admit` counts it
-  among its group's running turns; the scheduler sees the other workers' running turns
-  (`Scheduler.elsewhere`) so it does not pick one that would be refused.
+- Group budgets hold across the cluster: a turn starts (or resumes) only after `try_admit`
+  counts it among its group's running turns; the scheduler sees the other workers' running
+  turns (`Scheduler.elsewhere`) so it does not pick one that would be refused.
 - A heartbeat renews the leases every third of a lease; a lost thread's turn stops at once.
 """
 
@@ -51,7 +51,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("agentdeck")
 T = TypeVar("T")
-UNLIMITED = 1 << 30  # a resumed turn is counted, never refused
 
 
 class ClusterMember:
@@ -295,19 +294,17 @@ class ClusterMember:
 
     # -- admission and settling (called by the supervisor) ----------------------------------
 
-    async def admit(self, turn_id: str, thread_id: str, group: str, *, resumed: bool) -> bool:
-        """Count the turn among its group's running turns across the cluster; False: the
-        budget is full elsewhere (or the lease is gone): the turn must not start."""
+    async def admit(self, turn_id: str, thread_id: str, group: str) -> bool:
+        """Count the turn (new or resumed) among its group's running turns across the
+        cluster; False: the budget is full elsewhere (or the lease is gone): it must not run."""
         assert self.worker is not None
-        worker = self.worker
-        limit = UNLIMITED if resumed else self.rt.scheduler.group(group).max_running_turns
+        worker, limit = self.worker, self.rt.scheduler.group(group).max_running_turns
         lease = worker.held.get(thread_id)
         if lease is None or not self.holds(thread_id):
             return False
         try:
-            admitted = await self.db(
-                lambda _c: worker.try_admit(group, limit, turn_id=turn_id, thread_id=thread_id)
-            )
+            admit = partial(worker.try_admit, group, limit, turn_id=turn_id, thread_id=thread_id)
+            admitted = await self.db(lambda _c: admit())
         except ClusterError:  # the lease is gone: another worker has the thread now
             return False
         if admitted and (handle := self.rt.live.get(turn_id)) is not None:
@@ -317,13 +314,18 @@ class ClusterMember:
     def refused(self, req: Request) -> None:
         """A request's admission was refused by the cluster's budget: the thread goes back
         (its request is still queued in the database) for whoever has room."""
-        sched = self.rt.scheduler
         self.rt.live.pop(req.id, None)
-        sched.forget(req.thread_id)  # undo the admission
+        self.rt.scheduler.forget(req.thread_id)  # undo the admission
         if self.holds(req.thread_id):  # the budget refused it (not a lost lease): full
-            full = sched.group(req.group).max_running_turns - sched.running_here(req.group)
-            sched.elsewhere[req.group] = max(sched.elsewhere.get(req.group, 0), full)  # until
-        self._spawn_release(req.thread_id)  # the next claim reads the budget's slots again
+            self.full(req.group)
+        self._spawn_release(req.thread_id)
+
+    def full(self, group: str) -> None:
+        """The budget refused a turn of `group` (a resumed one waits here for the next slot):
+        the group counts full until the next claim reads the budget's slots again."""
+        sched = self.rt.scheduler
+        most = sched.group(group).max_running_turns - sched.running_here(group)
+        sched.elsewhere[group] = max(sched.elsewhere.get(group, 0), most)
 
     def settled(self, turn: TurnState, *, lost: bool) -> None:
         """A turn stopped running here: free its budget slot; give the thread back if it
