@@ -16,19 +16,17 @@ from typing import Any, Protocol
 import anyio
 from anyio.abc import TaskGroup
 
-from engine.binding import why_not
 from engine.config import Config
 from engine.conversation import Conversation
+from engine.deciding import record_decision
 from engine.decisions import Decision
-from engine.events import DecisionRecorded, Event, TurnStarted
+from engine.events import TurnStarted
 from engine.handles import Carried, TurnHandle
-from engine.inbox import already
-from engine.lifecycle import CallStatus, DecisionStatus, TurnStatus
+from engine.lifecycle import TurnStatus
 from engine.lifecycle import turn as turn_lifecycle
-from engine.lifecycle.call import under_review
 from engine.messages import ConvMessage
 from engine.scheduler import Request, Resumed, Scheduler
-from engine.store import DiskFull, LeaseLost, Op, Store
+from engine.store import DiskFull, LeaseLost, Store
 from engine.store import decisions as recorded
 from engine.store import turns as rows
 from engine.strategies import initial_record, strategy_of_turn
@@ -420,56 +418,7 @@ class TurnSupervisor:
         engine.binding; recorded so, with why, and the call goes on waiting).
         """
         with self.ctx.decisions.recording(decision.call_id):  # from before the call is read
-            return await self._decide(decision, need_hash)
-
-    async def _decide(self, decision: Decision, need_hash: bool = False) -> str:
-        now = self.ctx.clock()
-        if await recorded.exists(self.store, decision.id):
-            return "duplicate"
-        call = await self.call_state(decision.call_id)
-        decided = call is not None and (call.status.terminal or call.status is CallStatus.RESUMING)
-        status = "duplicate" if decided else "queued"
-        note = already(call) if decided and call else None
-        if not decided and call is not None:  # bound to what the operator saw, or refused
-            reviewed = under_review(call.status, call.suspend_reason)
-            if (note := why_not(decision, call.args, reviewed, need_hash=need_hash)) is not None:
-                status = "refused"
-        event = DecisionRecorded(
-            at=now, thread_id=call.thread_id if call else "", turn_id=call.turn_id if call else "",
-            decision_id=decision.id, call_id=decision.call_id, action=decision.action,
-            status=status, reason=decision.reason, note=note,
-        )  # fmt: skip
-        ops: list[Op] = [recorded.recorded(decision, status, now, note)]
-        if status == "queued" and call is not None:  # wakes a cluster's worker holding it
-            ops += self.ctx.announce(call.thread_id)
-        events: list[Event] = [event]
-        if status == "queued":  # a decision a dead run left unapplied gives way to this one
-            for old, op in self.ctx.decisions.supersede(decision, now):
-                ops.append(op)
-                events.append(DecisionRecorded(
-                    at=now, thread_id=event.thread_id, turn_id=event.turn_id,
-                    decision_id=old.id, call_id=old.call_id, action=old.action,
-                    status="superseded", reason=old.reason, note=f"superseded by {decision.id}",
-                ))  # fmt: skip
-        await self.ctx.commit(ops, events, checkpoint=None, turn_id=event.turn_id, urgent=True)
-        if status == "refused":
-            return status
-        if decided:
-            if call and call.turn_id in self.interrupted and call.turn_id not in self.live:
-                # a one-off's: its caller waits for the turn, which nothing else resumes
-                self.spawn_resume(call.turn_id)
-            return status
-        if (note := self.ctx.decisions.settled_meanwhile(decision.call_id)) is not None:
-            # another decision took the call, or it ended, while this one was written
-            lost = event.model_copy(update={"at": self.ctx.clock(), "note": note,
-                                            "status": DecisionStatus.DUPLICATE})  # fmt: skip
-            await self.ctx.commit([recorded.duplicate(decision.id, note)], [lost], checkpoint=None,
-                                  turn_id=event.turn_id, urgent=True)  # fmt: skip
-            return "duplicate"
-        self.ctx.decisions.add(decision)
-        if call is not None:
-            self.wake(call.turn_id, call.thread_id)
-        return status
+            return await record_decision(self, decision, need_hash)
 
     async def call_state(self, call_id: str) -> CallState | None:
         """A tool call as it stands now (in a running turn, else as committed)."""
