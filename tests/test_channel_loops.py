@@ -100,6 +100,8 @@ async def test_an_update_polled_again_after_a_lost_offset_makes_no_second_turn(
         async with room(tmp_path, {"channels.toml": telegram_toml(url)}) as rt:
             update = bot.message(7, "hello")
             await until(lambda: turns(rt, "telegram:7"), "the update's turn")
+            # the offset is written after the request is durable: wait for it too, then lose it
+            await until(lambda: (rt.room.path / "poll" / "tg.json").exists(), "the offset written")
         (tmp_path / "room" / "poll" / "tg.json").unlink()
         bot.update({"update_id": update, "message": {
             "message_id": 1, "date": 1, "chat": {"id": 7, "type": "private"},
