@@ -195,8 +195,9 @@ async def test_decide_on_a_free_room_finishes_a_turn_a_crash_left_running(tmp_pa
             "--json"]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if "API_KEY" not in k and "BASE_URL" not in k}
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=PATIENCE, env=env)
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["status"] == "done"
+    said = json.loads(done.stdout)
+    assert done.returncode == 1, done.stderr  # the call was decided already (issue 25: exit 1)
+    assert (said["status"], said["decision"]["status"]) == ("done", "duplicate")
     assert snapshot(room / "execution.db").turns[out.turn_id][0] == "done"
 
 

@@ -35,13 +35,13 @@ UNTRANSLATABLE = {
     "migrations.py": "SQLite's own migrations (PostgreSQL's: pg/migrations.py)",
     "index_batch.py": "FTS5 indexing (PostgreSQL: generated tsvector columns, pg/batch.py)",
     "reader.py": "PRAGMA of SQLite's read-only connection (PgReader's session is READ ONLY)",
-    "history/__init__.py:119": "SQLite's catalogue (a migrated PostgreSQL database has them all)",
+    "history/__init__.py:120": "SQLite's catalogue (a migrated PostgreSQL database has them all)",
     **dict.fromkeys(
         (
-            "history/__init__.py:213",
-            "history/__init__.py:291",
-            "history/__init__.py:319",
-            "history/__init__.py:358",
+            "history/__init__.py:217",
+            "history/__init__.py:295",
+            "history/__init__.py:323",
+            "history/__init__.py:362",
         ),
         "a table, order or column made at run time: tests/test_history.py runs them on PostgreSQL",
     ),  # fmt: skip
