@@ -112,9 +112,10 @@ class Zygote:
         count = len(self.forked)
         order = {"room": str(room), "env": env, "stderr": str(stderr)}
         await self.proc.stdin.send(json.dumps(order).encode() + b"\n")
-        assert await self.when(lambda: len(self.forked) > count, PATIENCE), (
-            "the zygote forks no more"
-        )
+        # The first fork waits for the zygote's warm-up (a room opened and closed: imports,
+        # the loops, uvicorn), which took over a minute with two suites on the machine.
+        within = PATIENCE if self.forked else 3 * PATIENCE
+        assert await self.when(lambda: len(self.forked) > count, within), "the zygote forks no more"
         return self.forked[count]
 
     async def end(self, pid: int, sig: int = signal.SIGKILL) -> int:
