@@ -4,7 +4,7 @@ the call's turn when it is queued (engine/supervisor.py's `decide`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from engine.binding import why_not
 from engine.decisions import Decision
@@ -12,14 +12,29 @@ from engine.events import DecisionRecorded, Event
 from engine.inbox import already
 from engine.lifecycle import CallStatus, DecisionStatus
 from engine.lifecycle.call import under_review
-from engine.store import Op
+from engine.store import Op, Store
 from engine.store import decisions as recorded
+from engine.turn.call import CallState
+from engine.turn.context import TurnContext
 
-if TYPE_CHECKING:
-    from engine.supervisor import TurnSupervisor
+
+class Desk(Protocol):
+    """What recording a decision needs of the turn supervisor (no import of it: it calls
+    this module)."""
+
+    ctx: TurnContext
+    store: Store
+    interrupted: set[str]
+    live: dict[str, Any]
+
+    async def call_state(self, call_id: str) -> CallState | None: ...
+
+    def spawn_resume(self, turn_id: str, thread_id: str = "") -> Any: ...
+
+    def wake(self, turn_id: str, thread_id: str) -> None: ...
 
 
-async def record_decision(sv: TurnSupervisor, decision: Decision, need_hash: bool = False) -> str:
+async def record_decision(sv: Desk, decision: Decision, need_hash: bool = False) -> str:
     """What `TurnSupervisor.decide` does: check the decision against its call, record it
     with its status, and hand a queued one to the call's turn."""
     now = sv.ctx.clock()
