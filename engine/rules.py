@@ -63,6 +63,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from engine import shell_words
 from engine.decisions import Decision
+from engine.shell_read import _parse, prepare, read_ahead  # noqa: F401  (the gate reads ahead)
 
 Effect = Literal["allow", "ask", "deny"]
 Scope = Literal["once", "thread", "room"]
@@ -211,29 +212,6 @@ def simple_command(command: str) -> bool:
     """Whether `command` is one simple command: none of CHAINING's characters, quoted or
     not, no parenthesis, and parsed to its end (engine/shell_words.py)."""
     return CHAINING.search(command) is None and _parse(command).single
-
-
-LONG_COMMAND = 1024  # characters of a command read on a worker thread (about 5 ms or more)
-
-
-def read_ahead(tool: str, args: Any) -> bool:
-    """Whether matching this call is slow enough (a long shell command: up to ~50 ms for
-    MAX_READ) that its command should be read first by `prepare`, off the event loop."""
-    command = args.get("command") if tool == "shell" and isinstance(args, dict) else None
-    return isinstance(command, str) and len(command) > LONG_COMMAND
-
-
-def prepare(tool: str, args: Any) -> None:
-    """Read the call's command into the parse cache (thread-safe: run it on a worker
-    thread), so that `RuleBook.decide` on the event loop finds it read."""
-    if read_ahead(tool, args):
-        _parse(args["command"].strip())
-
-
-@lru_cache(maxsize=16)
-def _parse(command: str) -> shell_words.Parse:
-    """The command parsed once for all the rules a call is matched against."""
-    return shell_words.parse(command)
 
 
 def _shell_matches(pattern: str, effect: str, command: str) -> bool:

@@ -17,7 +17,7 @@ from engine.lifecycle import CallStatus
 from engine.plugins import Gate, Phase
 from engine.providers.base import parse_arguments
 from engine.redact import Secrets
-from engine.rules import prepare, read_ahead
+from engine.shell_read import prepare, read_ahead
 from engine.store import Op
 from engine.store import rules as ruled
 from engine.store import turns as rows
