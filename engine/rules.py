@@ -63,7 +63,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from engine import shell_words
 from engine.decisions import Decision
-from engine.shell_read import _parse, prepare, read_ahead  # noqa: F401  (the gate reads ahead)
+from engine.shell_read import _parse, prepare, read_ahead  # noqa: F401  (also named here)
 
 Effect = Literal["allow", "ask", "deny"]
 Scope = Literal["once", "thread", "room"]
