@@ -19,7 +19,7 @@ from console.bridge import Bridge, RunInfo
 from console.seed import seed
 from engine.config import load_config
 from engine.providers.offline import OfflineModel
-from engine.room import Room, owner_of
+from engine.room import Room, owner_of, shown
 
 if TYPE_CHECKING:  # the client's modules load with the runtime, after the first screen
     from engine.api.client import RoomClient
@@ -105,7 +105,7 @@ class RuntimeHost(Host):
             async with Runtime.open(self.room, kind="console", clock=self.clock, ids=self.ids,
                                     provider=self.provider) as rt:  # fmt: skip
                 self.runtime = rt
-                info = RunInfo(self.room.path.name, rt.run_id,
+                info = RunInfo(shown(self.room.path), rt.run_id,
                                f"{rt.provider.name}:{rt.provider.model}", "hosted")  # fmt: skip
                 if self.loops:
                     start_loops(rt)
@@ -174,7 +174,7 @@ class AttachedHost(Host):
                 async with client:
                     owner = client.owner
                     assert owner is not None
-                    info = RunInfo(self.room.path.name, owner.run_id, owner.model,
+                    info = RunInfo(shown(self.room.path), owner.run_id, owner.model,
                                    f"attached to pid {owner.pid}")  # fmt: skip
                     try:
                         await self._follow(client, bridge, target, info)

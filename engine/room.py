@@ -22,6 +22,7 @@ from typing import Any
 PROBE_TRIES = 5  # tries 10 ms apart before another owner is taken for real
 # What a room holds that only its owner may read (Room.tighten), relative to the room.
 PRIVATE_FOLDERS = ("workspace", "bus", "poll", "tasks", "chores")
+LOOP_FOLDERS = ("tasks", "chores")  # what the pulse loop watches; made by whoever runs it
 PRIVATE_FILES = ("execution.db", "execution.db-wal", "execution.db-shm", "agent.log",
                  "agent.run", ".owner", "agentdeck.toml", "channels.toml", "hooks.toml",
                  "server.token", "pulse.json", "will.md", "bus/events.db", "bus/events.db-wal",
@@ -34,6 +35,14 @@ class RoomBusy(RuntimeError):
 
 class RoomError(ValueError):
     """The room's folder cannot be used (not a directory, not readable or writable)."""
+
+
+def shown(path: Path) -> str:
+    """`path` as an operator reads it: under the home folder, with `~`."""
+    try:
+        return str(Path("~") / path.relative_to(Path.home()))
+    except (ValueError, RuntimeError):  # not under it, or no home folder known
+        return str(path)
 
 
 def default_room() -> Path:
@@ -146,6 +155,18 @@ class Room:
             self.workspace.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as exc:
             raise RoomError(f"room {self.path}: no workspace: {exc.strerror}") from None
+
+    def make_loop_folders(self) -> list[str]:
+        """Make the folders the pulse loop watches (`tasks/`, `chores/`), private to the
+        owner, so that dropping a file in needs no mkdir; returns what could not be made,
+        with why (the loop then watches a folder that is not there yet, as before)."""
+        failed = []
+        for name in LOOP_FOLDERS:
+            try:
+                (self.path / name).mkdir(mode=0o700, exist_ok=True)
+            except OSError as exc:
+                failed.append(f"{name}/: {exc.strerror}")
+        return failed
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         """Replace agent.run atomically with a small JSON summary of what runs now."""

@@ -9,7 +9,9 @@ what the tests guard.
 
 from __future__ import annotations
 
+import io
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -27,8 +29,9 @@ from tests.console.scenes import SCENES  # noqa: E402
 from tests.console.scheduler_scenes import SCHEDULER_SCENES  # noqa: E402
 from tests.console.test_channels_screen import channels_scene  # noqa: E402
 from tests.console.test_rules_screen import remember_scene, rules_scene, with_toml  # noqa: E402
+from tests.console.tour_scenes import TOUR_SCENES  # noqa: E402
 
-ALL_SCENES = SCENES | SCHEDULER_SCENES | {"history": HISTORY_SCENES["history"],
+ALL_SCENES = SCENES | SCHEDULER_SCENES | TOUR_SCENES | {"history": HISTORY_SCENES["history"],
                                           "review": (review, (160, 48), {}),
                                           "rules": (rules_scene, (160, 48), {}),
                                           "remember": (remember_scene, (160, 48), {}),
@@ -37,14 +40,12 @@ PREPARE = HISTORY_PREPARE | {
     "review": prepare_review,
     "rules": with_toml,
 }  # rooms filled before the app opens
-EXTRA = ("attached", "cluster")  # scenes with another process or a database: made here,
-# not snapshot-tested
+EXTRA = ("attached", "cluster", "tour_cli")  # scenes with another process or a database:
+# made here, not snapshot-tested
 
 
 def attached(out: Path) -> None:
     """A console attached to `agentdeck start` in another process, two tasks waiting."""
-    import subprocess
-
     from console.app import make_app
     from tests.console.helpers import until
     from tests.console.scenes import steady
@@ -126,6 +127,32 @@ def cluster(out: Path) -> None:
     print("screenshots/cluster.svg  160x48")
 
 
+def tour_cli(out: Path) -> None:
+    """The README tour's command-line steps, run as written in a home of their own (as its
+    test runs them), each block drawn as the terminal shows it: tour_start, tour_stop."""
+    from rich.console import Console
+    from rich.text import Text
+
+    from tests.readme_tour import FENCE, README, commands, environment, run
+
+    blocks = [commands(m.group(0)) for m in FENCE.finditer(README.read_text("utf-8"))]
+    with tempfile.TemporaryDirectory() as tmp:
+        env = environment(Path(tmp))
+        try:
+            for name, block in zip(("tour_start", "tour_stop"), blocks, strict=True):
+                term = Console(record=True, width=110, file=io.StringIO())
+                for command in block:
+                    done = run(command, env, timeout=120)
+                    term.print(Text("$ ", "bold green") + Text(command.line, "bold"))
+                    term.print(Text(done.stdout + done.stderr), end="")
+                term.print(Text("$ ", "bold green"))
+                svg = term.export_svg(title=f"agentdeck · {name}")
+                (out / f"{name}.svg").write_text(svg, "utf-8")
+                print(f"screenshots/{name}.svg  110 wide")
+        finally:
+            subprocess.run(["bash", "-c", "agentdeck stop"], env=env, capture_output=True)
+
+
 def main(names: list[str]) -> int:
     os.environ["TZ"] = "UTC"
     time.tzset()
@@ -133,11 +160,12 @@ def main(names: list[str]) -> int:
     out.mkdir(exist_ok=True)
     for name in names or [*ALL_SCENES, *EXTRA]:
         if name in EXTRA:
-            {"attached": attached, "cluster": cluster}[name](out)
+            {"attached": attached, "cluster": cluster, "tour_cli": tour_cli}[name](out)
             continue
         run_before, size, kw = ALL_SCENES[name]
         with tempfile.TemporaryDirectory() as tmp:
             os.environ["XDG_CONFIG_HOME"] = tmp  # the user's theme choice stays out of it
+            os.environ["HOME"] = tmp  # the room shows as ~/room, as in the snapshot tests
             room = Path(tmp) / "room"
             if (prepare := PREPARE.get(name)) is not None:
                 prepare(room)  # a room with a history (or a crash), filled before it opens

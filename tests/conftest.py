@@ -69,6 +69,18 @@ def pg_url(pg_cluster) -> str:  # noqa: ANN001
 __all__ = ["_processes_are_tiered"]  # autouse: a test that starts Python is in `process`
 
 
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """One line, even with -q, when the PostgreSQL tests were skipped for want of a server."""
+    from tests.pg import NO_SERVER
+
+    skipped = terminalreporter.stats.get("skipped", [])
+    if any(NO_SERVER in str(getattr(r, "longrepr", "")) for r in skipped):
+        terminalreporter.write_line(
+            "agentdeck: the PostgreSQL tests were skipped: initdb and pg_ctl are not installed "
+            "(scripts/ensure-postgres installs them as root on Debian/Ubuntu; "
+            "AGENTDECK_REQUIRE_PG=1 makes their absence fail)", yellow=True)  # fmt: skip
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Each test's tier markers (tests/tiers.py)."""
     mark(items)

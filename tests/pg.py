@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 REQUIRE = "AGENTDECK_REQUIRE_PG"
+NO_SERVER = "PostgreSQL's server binaries (initdb, pg_ctl) are not installed"
 
 
 def pg_bin() -> Path | None:
@@ -147,8 +148,8 @@ def cluster() -> Iterator[Cluster]:
     bin_ = pg_bin()
     if bin_ is None:
         if os.environ.get(REQUIRE):
-            raise RuntimeError("PostgreSQL's server binaries (initdb, pg_ctl) are not installed")
-        pytest.skip("PostgreSQL's server binaries (initdb, pg_ctl) are not installed")
+            raise RuntimeError(NO_SERVER)
+        pytest.skip(NO_SERVER)
     root = Path(tempfile.mkdtemp(prefix="agentdeck-pg-"))
     data, sockets = root / "data", root / "s"
     sockets.mkdir(mode=0o700)

@@ -38,7 +38,7 @@ PROCESS = frozenset({
     "test_channels_cli.py", "test_cli_input.py", "test_cluster_processes.py",
     "test_cluster_races.py", "test_crash.py", "test_crash_found.py", "test_history_cli.py",
     "test_import_hygiene.py", "test_kept_rooms.py", "test_process_groups.py",
-    "test_processes.py", "test_pulse_crash.py", "test_review.py", "test_review_cli.py",
+    "test_processes.py", "test_pulse_crash.py", "test_readme.py", "test_review.py", "test_review_cli.py",
     "test_rules_manage.py", "test_soak.py", "test_stale_decisions.py",
     "test_pulse.py::test_agentdeck_run_stops_cleanly_on_sigterm",
     "test_store_and_config.py::test_owner_in_another_process_is_named",

@@ -123,7 +123,7 @@ class MainScreen(Screen[None], Deciding):
                      f"Attached to the room's runtime again ({info.mode}).")  # fmt: skip
             self.notify(again, title="Runtime")
         status.mode = info.mode
-        self.query_one(ChatPane).describe_model(info.model)
+        self.query_one(ChatPane).describe(info.room, info.model)
         recent = self.state.recent_threads  # the room's, most recently used first
         await self._show_thread(recent[0] if recent else DEFAULT_THREAD)
         self.query_one(Timeline).refresh_rows()

@@ -18,6 +18,10 @@ from console.widgets.chat_log import ChatLog
 from console.widgets.inputs import ChatInput
 
 EMPTY_HINT = "Nothing on this thread yet. Type below; Enter sends."
+ROOM_HINT = (
+    "This is the room at {room}. Another room: agentdeck --room DIR (or AGENT_ROOM=DIR); "
+    "a new folder becomes a new room."
+)
 OFFLINE_HINT = (
     "The offline model answers here: a rule-based stand-in for an LLM (configure one in "
     "agentdeck.toml; `agentdeck info` shows where its key is read from). It runs "
@@ -84,10 +88,12 @@ class ChatPane(Vertical):
         set_title(self, f"Chat · {self.thread_id}")
         self.query_one(ChatLog).show(view)
 
-    def describe_model(self, model: str) -> None:
-        """What an empty thread shows: how to start, and what the offline model knows."""
+    def describe(self, room: str, model: str) -> None:
+        """What an empty thread shows: how to start, the room and how to open another, and
+        what the offline model knows."""
+        hint = f"{EMPTY_HINT}\n\n{ROOM_HINT.format(room=room)}"
         offline = model.split(":", 1)[0] == "offline"
-        self.query_one(ChatLog).hint = f"{EMPTY_HINT}\n\n{OFFLINE_HINT}" if offline else EMPTY_HINT
+        self.query_one(ChatLog).hint = f"{hint}\n\n{OFFLINE_HINT}" if offline else hint
 
     def redraw(self) -> None:
         self.query_one(ChatLog).rebuild()

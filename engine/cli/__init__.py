@@ -77,6 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--json", action="store_true")
     sp = command("pending", "the calls waiting for a decision, oldest first")
     sp.add_argument("--json", action="store_true")
+    sp.add_argument("-q", "--quiet", action="store_true", help="only their call ids, one a line")
     from engine.cli.rules import add_parser
 
     add_parser(command("rules", "the rules that allow, ask for or deny calls: list, add, revoke"))

@@ -24,7 +24,7 @@ from engine.cli.outlet import Outlet, OutletHandler
 from engine.cli.workers import as_json
 from engine.cli.workers import lines as cluster_lines
 from engine.events import CallChanged, DeliveryChanged, Event, TurnChanged, TurnStarted
-from engine.room import Room, RoomError, lock_holder, owner_of
+from engine.room import Room, RoomError, lock_holder, owner_of, shown
 
 START_WAIT = 30.0  # seconds a background runtime may take to answer on its socket
 LOG_KEEP = 10 * 1024 * 1024  # bytes of agent.log before it is rotated to agent.log.1
@@ -149,8 +149,9 @@ def start(room: Room) -> int:
             return EXIT_OTHER
         summary = _summary(room)
         if summary.get("pid") == pid and summary.get("socket") and answers(room.socket):
-            print(f"agentdeck: started pid {pid} on {room.path} (run {summary.get('run_id')}); "
-                  f"API on {room.socket}; log {room.log}")  # fmt: skip
+            print(f"agentdeck: started pid {pid} on {shown(room.path)} "
+                  f"(run {summary.get('run_id')}); API on {room.socket.name}, "
+                  f"log {room.log.name} in the room")  # fmt: skip
             return EXIT_OK
         time.sleep(0.05)
     print(f"agentdeck: pid {pid} did not answer on {room.socket} within {START_WAIT:.0f} s; "
@@ -201,7 +202,7 @@ async def status(room: Room, args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({"room": str(room.path), "owner": None}))
         else:
-            print(f"room {room.path}: free (no runtime; `agentdeck start` runs one)")
+            print(f"room {shown(room.path)}: free (no runtime; `agentdeck start` runs one)")
         return EXIT_WAITING
     try:
         client = await connect(room, wait=2.0)
@@ -229,9 +230,9 @@ async def status(room: Room, args: argparse.Namespace) -> int:
             **({"cluster": as_json(cluster)} if cluster is not None else {}),
         }))  # fmt: skip
         return EXIT_OK
-    print(f"room {room.path}: owned by {describe(owner)}")
+    print(f"room {shown(room.path)}: owned by {describe(owner)}")
     print(f"run {info.run_id}, model {info.model}, up {_duration(info.uptime)}; "
-          f"API on {room.socket}")  # fmt: skip
+          f"API on {room.socket.name}")  # fmt: skip
     print(f"{running} running, {waiting} waiting, {queued} queued; "
           f"{len(waiting_calls)} call{'s' if len(waiting_calls) != 1 else ''} "
           "waiting for a decision (`agentdeck pending`)")  # fmt: skip

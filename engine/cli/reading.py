@@ -11,7 +11,7 @@ from engine import __version__
 from engine.api.connect import describe
 from engine.cli.common import EXIT_OK, UsageError
 from engine.config import load_config
-from engine.room import Room, owner_of
+from engine.room import LOOP_FOLDERS, Room, owner_of, shown
 from engine.store.select import display, store_url
 
 
@@ -62,22 +62,29 @@ async def info(room: Room, args: argparse.Namespace) -> int:
     config = load_config(room.config)
     choice = make_provider(config)
     print(f"agentdeck {__version__}")
-    print(f"room:      {room.path}")
+    print(f"room:      {shown(room.path)}")
     url = store_url(config.store)
     if url is not None:  # never its password: display() leaves it out
         print(f"database:  {display(url)}")
     else:
-        print(f"database:  {room.db}{'' if room.db.exists() else ' (not created yet)'}")
-    print(f"config:    {room.config}{'' if room.config.exists() else ' (not present; defaults)'}")
-    print(f"workspace: {room.workspace}")
+        print(f"database:  {shown(room.db)}{'' if room.db.exists() else ' (not created yet)'}")
+    print(f"config:    {shown(room.config)}"
+          + ("" if room.config.exists() else " (not present; defaults)"))  # fmt: skip
+    print(f"workspace: {shown(room.workspace)}")
+    for name in LOOP_FOLDERS:  # what the pulse loop watches
+        folder = room.path / name
+        files = sum(1 for f in folder.iterdir() if f.is_file()) if folder.is_dir() else None
+        state = "not made yet: a runtime makes it" if files is None else f"{files} files"
+        print(f"{name + ':':<10} {shown(folder)}/ ({state})")
     print(f"model:     {choice.provider.name}:{choice.provider.model}")
     print(f"key from:  {choice.key_source}")
     print(f"store:     synchronous={config.store.synchronous}")
     owner = owner_of(room)
     print(f"owner:     {describe(owner) if owner else 'none (the room is free)'}")
     print(
-        f"api:       {room.socket}"
+        f"api:       {shown(room.socket)}"
         + ("" if room.socket.exists() else " (not served)")
-        + (f", and {config.server.listen} with {room.token}" if config.server.listen else "")
+        + (f", and {config.server.listen} with {shown(room.token)}" if config.server.listen else "")
     )
+    print("another:   agentdeck --room DIR, or AGENT_ROOM=DIR")
     return EXIT_OK

@@ -136,6 +136,10 @@ async def pending(room: Room, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([c.model_dump(mode="json") for c in calls]))
         return EXIT_OK
+    if args.quiet:  # for a shell: agentdeck decide "$(agentdeck pending -q | head -n 1)" ...
+        for c in calls:
+            print(c.call_id)
+        return EXIT_OK
     now = time.time()
     for c in calls:
         args_text = json.dumps(c.args)

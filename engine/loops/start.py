@@ -20,6 +20,8 @@ def start_loops(rt: Runtime) -> None:
     """Start the runtime loops in `rt`'s task group; `rt.channels` then holds the room's
     channels and their states (ChannelConfigError for a malformed channels file)."""
     pc = rt.config.pulse
+    for failure in rt.room.make_loop_folders():
+        rt.notice("warning", f"room {rt.room.path}: cannot make {failure}")
     pulse = PulseLoop(
         rt.room,
         submit=lambda m, **kw: rt.submit(m, strategy=m.meta.get("strategy"), **kw),

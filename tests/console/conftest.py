@@ -53,6 +53,12 @@ def _utc(monkeypatch: pytest.MonkeyPatch) -> None:
     time.tzset()
 
 
+@pytest.fixture(autouse=True)
+def _home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Home is the test's folder: the status bar and hints show the room as `~/room`."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+
+
 @pytest.fixture
 def room(tmp_path: Path) -> Path:
     return tmp_path / "room"
