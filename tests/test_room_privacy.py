@@ -17,9 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from engine.loops.start import start_loops
 from engine.messages import Message
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime
+from tests.wait import until
 
 pytestmark = pytest.mark.anyio
 
@@ -86,3 +88,21 @@ async def test_an_open_room_is_made_private_when_it_opens(
     [said] = {r.getMessage() for r in caplog.records if "readable by other users" in r.getMessage()}
     assert "execution.db" in said and "made private" in said
     assert as_nobody("cat", str(room / "execution.db")).returncode != 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="dropping to another user needs root")
+async def test_the_bus_is_private_even_when_it_is_shared_outside_the_room(base: Path) -> None:
+    """Found trying the product: bus/ was made 0755 and events.db 0644 (inside the room's
+    0700 folder; a bus shared by several rooms, `[bus] path`, sits outside it)."""
+    room, shared = base / "room", base / "shared" / "bus.db"
+    room.mkdir(mode=0o700)
+    (room / "agentdeck.toml").write_text(f'[bus]\npath = "{shared}"\n')
+    async with Runtime.open(room, kind="run", provider=OfflineModel(delay=0)) as rt:
+        start_loops(rt)
+        await until(lambda: shared.with_name("bus.db-wal").exists(), "the bus is open")
+        assert mode(shared.parent) == 0o700
+        assert {p.name: mode(p) for p in shared.parent.iterdir()} == {
+            "bus.db": 0o600, "bus.db-wal": 0o600, "bus.db-shm": 0o600}  # fmt: skip
+    shared.parent.chmod(0o755)  # even in a folder others may pass through
+    read = as_nobody("cat", str(shared))
+    assert read.returncode != 0 and "Permission denied" in read.stderr

@@ -12,6 +12,7 @@ written with synchronous=NORMAL. A plain sqlite3 connection used from a worker t
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections.abc import Sequence
@@ -120,7 +121,10 @@ class Bus:
 
 def _connect(path: Path) -> sqlite3.Connection:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        # Private to its owner, as the room is: the folder 0700, the file 0600 before SQLite
+        # opens it (its -wal and -shm files take the database file's mode).
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     except (OSError, sqlite3.Error) as exc:
         raise StoreError(f"cannot open the bus {path}: {exc}") from exc
