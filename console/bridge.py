@@ -39,16 +39,8 @@ from engine.events import Event
 if TYPE_CHECKING:  # (the client's modules load with the runtime, after the first screen)
     from engine.api.client import RoomClient
     from engine.api.models import (
-        ChannelsView,
-        Decided,
-        DeliveryRow,
-        Revoked,
-        RoomOverview,
         Submitted,
     )
-    from engine.decisions import Decision
-    from engine.review import Killed, Review
-    from engine.rules import Rule
     from engine.scheduler import GroupConfig, Statistics
 
 FPS = 20  # frames a second for runtime changes (keys repaint at once, not at this rate)
@@ -246,7 +238,10 @@ class Bridge:
 
     # -- widgets -> runtime -----------------------------------------------------------------
 
-    def _client(self) -> RoomClient:
+    @property
+    def api(self) -> RoomClient:
+        """The room's operations (engine/api/operations.py) on the runtime reachable now,
+        hosted or attached: `bridge.api.rules()`. RuntimeError while none is."""
         if self.client is None:
             raise RuntimeError("the runtime is not reachable now")
         return self.client
@@ -257,25 +252,11 @@ class Bridge:
 
         body = SubmitBody(origin="chat", channel="console", sender="operator",
                           thread_id=thread_id, text=text)  # fmt: skip
-        return await self._client().submit(body)
-
-    async def decide(self, decision: Decision) -> Decided:
-        return await self._client().decide(decision)
+        return await self.api.submit(body)
 
     def decision_id(self) -> str:
         """A decision id from the runtime's id source (fixed in tests)."""
-        return self._client().new_id("d")
-
-    async def reviews(self) -> list[Review]:
-        """The calls waiting for a review after a crash, with what is known of them."""
-        return await self._client().reviews()
-
-    async def kill_orphan(self, call_id: str) -> Killed:
-        """End the process group a crash left of `call_id` (the review screen's `k`)."""
-        return await self._client().kill_orphan(call_id)
-
-    async def cancel_turn(self, turn_id: str, reason: str = "cancelled by operator") -> bool:
-        return (await self._client().cancel(turn_id, reason)).cancelled
+        return self.api.new_id("d")
 
     async def statistics(self) -> Statistics | None:
         """The scheduler's snapshot, for the scheduler view's timer (never per event);
@@ -286,29 +267,4 @@ class Bridge:
         """Pause, resume or re-budget a thread group; the runtime applies and persists it."""
         from engine.api.models import GroupChange
 
-        return await self._client().configure_group(name, GroupChange(**changes))
-
-    async def rules(self) -> list[Rule]:
-        """Every rule the runtime applies, with its uses (for the rules screen)."""
-        return await self._client().rules()
-
-    async def revoke_rule(self, rule_id: str, by: str = "operator") -> Revoked:
-        return await self._client().revoke_rule(rule_id, by)
-
-    async def channels(self) -> ChannelsView:
-        """Every loop and channel with its state, and the deliveries by state (for the
-        channels screen's timer and its DeliveryChanged refreshes)."""
-        return await self._client().channels()
-
-    async def deliveries(self, state: str | None = None, limit: int = 100) -> list[DeliveryRow]:
-        return await self._client().deliveries(state, limit)
-
-    async def retry_delivery(self, outbox_id: int) -> DeliveryRow:
-        return await self._client().retry_delivery(outbox_id)
-
-    async def drop_delivery(self, outbox_id: int) -> DeliveryRow:
-        return await self._client().drop_delivery(outbox_id)
-
-    async def rooms(self) -> list[RoomOverview]:
-        """Every room on the machine's bus (the rooms overview)."""
-        return await self._client().rooms()
+        return await self.api.configure_group(name, GroupChange(**changes))

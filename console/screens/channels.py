@@ -83,8 +83,8 @@ class ChannelsScreen(Screen[None]):
     async def _refresh(self) -> None:
         summary = self.query_one("#channels-summary", Static)
         try:
-            view = await self.bridge.channels()
-            rows = await self.bridge.deliveries(None, LIMIT)
+            view = await self.bridge.api.channels()
+            rows = await self.bridge.api.deliveries(None, LIMIT)
         except Exception as exc:  # no runtime, an owner gone: said on the screen
             summary.update(f" channels: {exc}")
             return
@@ -133,9 +133,9 @@ class ChannelsScreen(Screen[None]):
             return
         try:
             if what == "retry":
-                row = await self.bridge.retry_delivery(d.id)
+                row = await self.bridge.api.retry_delivery(d.id)
             else:
-                row = await self.bridge.drop_delivery(d.id)
+                row = await self.bridge.api.drop_delivery(d.id)
         except Exception as exc:  # shown to the operator, never a crash
             self.notify(f"Delivery {d.id} was not {'retried' if what == 'retry' else 'dropped'}:"
                         f" {exc}", severity="error")  # fmt: skip
@@ -180,7 +180,7 @@ class RoomsScreen(Screen[None]):
     async def _refresh(self) -> None:
         summary = self.query_one("#rooms-summary", Static)
         try:
-            rooms = await self.bridge.rooms()
+            rooms = await self.bridge.api.rooms()
         except Exception as exc:
             summary.update(f" rooms: {exc}")
             return

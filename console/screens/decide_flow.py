@@ -91,7 +91,7 @@ class Deciding:
 
     async def _send_decision(self, decision: Any) -> Any:
         try:
-            return await self.bridge.decide(decision)
+            return await self.bridge.api.decide(decision)
         except BaseException:  # not recorded: the call takes a decision again
             self.state.decided.pop(decision.call_id, None)
             self._redraw_pending()

@@ -107,7 +107,7 @@ class ReviewScreen(Screen[None]):
 
     async def _reload(self) -> None:
         try:
-            reviews = await self.bridge.reviews()
+            reviews = await self.bridge.api.reviews()
         except Exception as exc:  # an owner that went away: said on the screen, not raised
             self.query_one("#review-summary", Static).update(f" review: {exc}")
             return
@@ -154,7 +154,7 @@ class ReviewScreen(Screen[None]):
             if decision is None:
                 return
             try:
-                decided = await self.bridge.decide(decision)
+                decided = await self.bridge.api.decide(decision)
             except Exception as exc:  # shown to the operator, never a crash
                 self.notify(f"Nothing decided: {exc}", severity="error")
                 return
@@ -218,7 +218,7 @@ class ReviewScreen(Screen[None]):
                 yes="Kill it", no="Leave it")):  # fmt: skip
                 return
             try:
-                killed = await self.bridge.kill_orphan(review.call_id)
+                killed = await self.bridge.api.kill_orphan(review.call_id)
             except Exception as exc:  # shown to the operator, never a crash
                 self.notify(f"Nothing killed: {exc}", severity="error")
                 return

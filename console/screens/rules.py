@@ -73,7 +73,7 @@ class RulesScreen(Screen[None]):
     async def _refresh(self) -> None:
         summary = self.query_one("#rules-summary", Static)
         try:
-            rules = await self.bridge.rules()
+            rules = await self.bridge.api.rules()
         except Exception as exc:  # no runtime, an owner gone: said on the screen
             summary.update(f" rules: {exc}")
             return
@@ -110,7 +110,7 @@ class RulesScreen(Screen[None]):
         if not ok:
             return
         try:
-            await self.bridge.revoke_rule(rule.id, "operator")
+            await self.bridge.api.revoke_rule(rule.id, "operator")
         except Exception as exc:  # shown to the operator, never a crash
             self.notify(f"Revoking rule {rule.id} failed: {exc}", severity="error")
         else:

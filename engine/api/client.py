@@ -7,12 +7,17 @@ so a caller cannot tell them apart except by `hosted`.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import Any
 
+import anyio
 from anyio.abc import TaskStatus
 
 from engine.api.models import (
+    DELIVERY_STATE,
+    GROUP_NAME,
+    CancelBody,
     Cancelled,
     ChannelsView,
     Decided,
@@ -20,11 +25,13 @@ from engine.api.models import (
     GroupChange,
     Info,
     NewRule,
+    RevokeBody,
     Revoked,
     RoomOverview,
     SubmitBody,
     Submitted,
 )
+from engine.api.operations import Operation, operation
 from engine.cluster_view import ClusterView
 from engine.decisions import Decision, PendingCall
 from engine.events import Event
@@ -33,7 +40,7 @@ from engine.review import Killed, Review
 from engine.room import Room
 from engine.rules import Rule
 from engine.scheduler import GroupConfig, Statistics
-from engine.store.recent import Conversation, Recent
+from engine.store.recent import Conversation, Recent, read_conversation, read_recent
 
 Receive = Callable[[Event], None]
 Resync = Callable[[], Awaitable[None]]
@@ -86,122 +93,163 @@ class ServerError(RuntimeError):
     """The API cannot be served as configured; the text says why and what to change."""
 
 
-class RoomClient(Protocol):
-    """What an operator can do to a room's runtime, wherever it runs."""
+class RoomClient:
+    """What an operator can do to a room's runtime, wherever it runs: the table of
+    operations (`@operation`, engine/api/operations.py), and the event stream.
+
+    `LocalClient` implements each operation over the runtime in this process; `RemoteClient`
+    carries them to the owner's API (`carry`). Every operation may also raise `OwnerGone`
+    (nobody serves the room) and `Invalid` (a request that does not fit its types)."""
 
     room: Room
 
     @property
     def hosted(self) -> bool:
         """True in the owner's own process; False when attached to it from another."""
-        ...
+        raise NotImplementedError
 
+    async def carry(self, op: Operation, arguments: dict[str, Any]) -> Any:
+        """Carry out `op` elsewhere (the owner's API); a client that implements every
+        operation itself never gets here."""
+        raise NotImplementedError(f"{type(self).__name__} does not carry {op.name}")
+
+    @operation("GET", "/v1/health", mutates=False)
     async def info(self) -> Info:
-        """Who serves the room, since when, with which model."""
-        ...
+        """Who serves the room: pid, run, model, version, uptime (503 while stopping)."""
+        raise NotImplementedError
 
+    @operation("POST", "/v1/messages", mutates=True, status=202, errors=(409, 429))
     async def submit(self, body: SubmitBody) -> Submitted:
-        """Offer a message; return once its request is durable."""
-        ...
+        """Offer a message for a turn; answered once its request is durable: admitted,
+        queued (and why) or coalesced, with the turn that will answer it."""
+        raise NotImplementedError
 
+    @operation("GET", "/v1/turns/{turn_id}", mutates=False, errors=(404,),
+               constraints={"wait": {"ge": 0, "le": 60}}, long_poll="wait")  # fmt: skip
     async def outcome(self, turn_id: str, wait: float = 0.0) -> TurnOutcome:
         """Where a turn (or a request still queued) stands; with `wait`, up to that many
-        seconds for it to stop running first."""
-        ...
+        seconds (60 at most) for it to stop running first."""
+        raise NotImplementedError
 
+    @operation("POST", "/v1/decisions", mutates=True, errors=(404,))
     async def decide(self, decision: Decision) -> Decided:
-        """Record a decision on a call; return once it is durable."""
-        ...
+        """Approve (maybe with edited arguments, or a result to use), or cancel, a call;
+        answered once the decision is durable: queued, duplicate (and which decision won)
+        or refused."""
+        raise NotImplementedError
 
+    @operation("POST", "/v1/turns/{turn_id}/cancel", mutates=True, errors=(404,),
+               body=CancelBody)  # fmt: skip
     async def cancel(self, turn_id: str, reason: str = "cancelled by operator") -> Cancelled:
-        """Cancel a running or waiting turn."""
-        ...
+        """Cancel a running or waiting turn: it ends done/cancelled."""
+        raise NotImplementedError
 
+    @operation("GET", "/v1/pending", mutates=False)
     async def pending(self) -> list[PendingCall]:
         """Every call waiting for a decision, oldest first."""
-        ...
+        raise NotImplementedError
 
+    @operation("GET", "/v1/reviews", mutates=False)
     async def reviews(self) -> list[Review]:
         """Every call waiting for a review after a crash, oldest first, with what is known
         of it now (its process group alive or not, the files it was writing)."""
-        ...
+        raise NotImplementedError
 
+    @operation("POST", "/v1/reviews/{call_id}/kill", mutates=True, errors=(404, 409))
     async def kill_orphan(self, call_id: str) -> Killed:
-        """End the process group a crash left of call `call_id` (SIGTERM, then SIGKILL):
-        only one this room recorded, in a run before the current one."""
-        ...
+        """End the process group a crash left of a call (SIGTERM, then SIGKILL): only one
+        this room recorded, in a run before the current one; 409 otherwise."""
+        raise NotImplementedError
 
+    @operation("GET", "/v1/rules", mutates=False)
     async def rules(self) -> list[Rule]:
-        """Every rule applied (agentdeck.toml's, then execution.db's), with uses and last use."""
-        ...
+        """Every rule applied: agentdeck.toml's, then execution.db's, with uses and last use."""
+        raise NotImplementedError
 
+    @operation("POST", "/v1/rules", mutates=True, status=201)
     async def add_rule(self, rule: NewRule) -> Rule:
-        """Store and apply a new rule; `Invalid` says what is wrong with it."""
-        ...
+        """Store and apply a new rule (422 for a pattern, tool or scope that cannot be used)."""
+        raise NotImplementedError
 
+    @operation("POST", "/v1/rules/{rule_id}/revoke", mutates=True, errors=(404, 409),
+               body=RevokeBody)  # fmt: skip
     async def revoke_rule(self, rule_id: str, by: str = "operator") -> Revoked:
-        """Revoke a rule of execution.db: `NotFound` for no such rule, `Conflict` for
-        agentdeck.toml's (changed in the file) or one revoked already."""
-        ...
+        """Revoke a rule of execution.db (404 no such rule; 409 agentdeck.toml's, which is
+        changed in the file, or one revoked already)."""
+        raise NotImplementedError
 
+    @operation("GET", "/v1/channels", mutates=False)
     async def channels(self) -> ChannelsView:
-        """Every loop (server, pulse, hook listener) and channel with its state, and the
-        outbound deliveries by state."""
-        ...
+        """Every loop (server, pulse, hook listener) and channel with its state (starting,
+        up, failing, stopped), and the outbound deliveries by state."""
+        raise NotImplementedError
 
+    @operation("GET", "/v1/deliveries", mutates=False,
+               constraints={"state": {"pattern": DELIVERY_STATE}, "limit": {"ge": 1, "le": 1000}})  # fmt: skip
     async def deliveries(self, state: str | None = None, limit: int = 100) -> list[DeliveryRow]:
-        """The answers owed to channels, newest first (only those in `state` when given)."""
-        ...
+        """The answers owed to channels, newest first; only those in `state` when given."""
+        raise NotImplementedError
 
+    @operation("POST", "/v1/deliveries/{outbox_id}/retry", mutates=True, errors=(404, 409))
     async def retry_delivery(self, outbox_id: int) -> DeliveryRow:
-        """Send a dead answer again: `NotFound` for no such delivery, `Conflict` for one
-        not dead, or when the delivery worker is not running."""
-        ...
+        """Send a dead answer again (404 no such delivery; 409 not dead, or the delivery
+        worker is not running)."""
+        raise NotImplementedError
 
+    @operation("POST", "/v1/deliveries/{outbox_id}/drop", mutates=True, errors=(404, 409))
     async def drop_delivery(self, outbox_id: int) -> DeliveryRow:
-        """Give up on a dead or retrying answer: `NotFound`, `Conflict` as for a retry."""
-        ...
+        """Give up on a dead or retrying answer (404 no such delivery; 409 neither, or the
+        delivery worker is not running)."""
+        raise NotImplementedError
 
+    @operation("GET", "/v1/rooms", mutates=False)
     async def rooms(self) -> list[RoomOverview]:
         """Every room on the machine's bus (this room's bus file), with its running and
-        waiting counts and whether its owner is alive."""
-        ...
+        waiting turns and whether its owner is alive."""
+        raise NotImplementedError
 
+    @operation("GET", "/v1/scheduler", mutates=False)
     async def statistics(self) -> Statistics:
-        """The scheduler: groups, threads, queued requests and why they wait. On a cluster's
-        worker, every thread of the cluster, each with the worker leasing it (`worker`)."""
-        ...
+        """The scheduler: groups, busy threads, queued requests and why each waits. On a
+        cluster's worker, every thread of the cluster, each with the worker leasing it."""
+        raise NotImplementedError
 
+    @operation("GET", "/v1/cluster", mutates=False)
     async def cluster(self) -> ClusterView | None:
-        """The cluster's workers with their heartbeats and leases, and every thread with
-        its worker; None when the runtime is not a cluster's worker."""
-        ...
+        """The cluster's workers (heartbeat, state, leases, the first threads each leases)
+        and every thread with the worker leasing it; null when the runtime is not a
+        cluster's worker."""
+        raise NotImplementedError
 
+    @operation("PATCH", "/v1/groups/{name}", mutates=True, errors=(404,),
+               constraints={"name": {"pattern": GROUP_NAME}})  # fmt: skip
     async def configure_group(self, name: str, change: GroupChange) -> GroupConfig:
         """Pause, resume or re-budget a thread group; it persists."""
-        ...
+        raise NotImplementedError
 
     async def follow(
-        self, receive: Receive, resync: Resync, *, task_status: TaskStatus[None] = ...
-    ) -> None:
+        self, receive: Receive, resync: Resync, *,
+        task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:  # fmt: skip
         """Hand every event to `receive`, in order, until cancelled; `task_status` is told
         once nothing published from then on can be missed (start it with `tg.start`).
         When events were missed (a slow reader, a new owner), `resync` is awaited: reload
         state from the truth, then events go on. Raises `OwnerGone` when nobody serves the
         room any more."""
-        ...
+        raise NotImplementedError
 
     async def recent(self) -> Recent:
         """What a console shows first: threads, recent turns, steps and calls, read from
         execution.db (read-only: the same in the owner's process and any other)."""
-        ...
+        return await read_recent(self.room)
 
     async def conversation(self, thread_id: str, limit: int) -> Conversation:
         """A thread's newest stored messages, and how its turns ended."""
-        ...
+        return await read_conversation(self.room, thread_id, limit)
 
     def new_id(self, prefix: str) -> str:
         """A fresh id (decisions name themselves, so a retry is recognised)."""
-        ...
+        return f"{prefix}_{uuid.uuid4().hex[:16]}"
 
-    async def aclose(self) -> None: ...
+    async def aclose(self) -> None:
+        return None

@@ -14,7 +14,7 @@ from anyio.abc import TaskStatus
 
 from engine import __version__, review
 from engine.api import channelbook, rulebook
-from engine.api.client import Conflict, Invalid, NotFound, Receive, Refused, Resync
+from engine.api.client import Conflict, Invalid, NotFound, Receive, Refused, Resync, RoomClient
 from engine.api.models import (
     Cancelled,
     ChannelsView,
@@ -38,14 +38,13 @@ from engine.review import Killed, Review
 from engine.rules import Rule
 from engine.runtime import Runtime
 from engine.scheduler import GroupConfig, Rejected, Request, Statistics
-from engine.store.recent import Conversation, Recent, read_conversation, read_recent
 from engine.store.schedule import stored_request
 from engine.strategies import UnknownStrategy
 
 MAX_WAIT = 60.0  # seconds one `outcome(wait=...)` may wait
 
 
-class LocalClient:
+class LocalClient(RoomClient):
     """The room's runtime, in this process."""
 
     hosted = True
@@ -218,17 +217,8 @@ class LocalClient:
         finally:
             unsubscribe()
 
-    async def recent(self) -> Recent:
-        return await read_recent(self.room)
-
-    async def conversation(self, thread_id: str, limit: int) -> Conversation:
-        return await read_conversation(self.room, thread_id, limit)
-
     def new_id(self, prefix: str) -> str:
         return self.runtime.new_id(prefix)
-
-    async def aclose(self) -> None:
-        return None
 
 
 def queued_outcome(request_id: str, rt: Runtime, why: str | None, status: str,

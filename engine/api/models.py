@@ -16,6 +16,9 @@ from engine.rules import Rule
 
 Strategy = Literal["react", "direct", "plan_execute"]
 
+GROUP_NAME = r"^[A-Za-z0-9_.:-]{1,64}$"
+DELIVERY_STATE = r"^(pending|retrying|sent|dead|dropped)$"
+
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)

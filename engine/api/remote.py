@@ -12,8 +12,8 @@ mid-request, is `OwnerGone`, never a traceback.
 
 from __future__ import annotations
 
+import functools
 import json
-import uuid
 from typing import Any
 from urllib.parse import quote
 
@@ -31,31 +31,14 @@ from engine.api.client import (
     Receive,
     Refused,
     Resync,
+    RoomClient,
 )
-from engine.api.models import (
-    Cancelled,
-    ChannelsView,
-    Decided,
-    DeliveryRow,
-    GroupChange,
-    Info,
-    NewRule,
-    Revoked,
-    RoomOverview,
-    SubmitBody,
-    Submitted,
-)
+from engine.api.models import Info
+from engine.api.operations import Operation
 from engine.api.sockets import connect_path
-from engine.cluster_view import ClusterView
-from engine.decisions import Decision, PendingCall
 from engine.events import parse_events
-from engine.outcome import TurnOutcome
-from engine.review import Killed, Review
 from engine.room import Room, owner_of
-from engine.rules import Rule
-from engine.scheduler import GroupConfig, Statistics
 from engine.sse import parse_sse, sse_lines
-from engine.store.recent import Conversation, Recent, read_conversation, read_recent
 
 STREAM_READ = 45.0  # seconds of silence before an event stream is taken for dead (3 keepalives)
 RETRIES = 3  # reconnects of a broken event stream before the owner is taken for gone
@@ -64,7 +47,7 @@ _ERRORS: dict[int, type[ApiError]] = {404: NotFound, 409: Conflict, 400: Invalid
                                       422: Invalid, 429: Refused, 503: OwnerGone}  # fmt: skip
 
 
-class RemoteClient:
+class RemoteClient(RoomClient):
     """The room's runtime, in the process that owns the room."""
 
     hosted = False
@@ -113,80 +96,24 @@ class RemoteClient:
                f"{type(exc).__name__}: {text}" if text else type(exc).__name__)  # fmt: skip
         return f"{who} does not answer on {self.room.socket}: {why}"
 
-    async def info(self) -> Info:
-        self.owner = Info.model_validate(await self._call("GET", "/v1/health"))
-        return self.owner
-
-    async def submit(self, body: SubmitBody) -> Submitted:
-        data = await self._call("POST", "/v1/messages", body=body.model_dump(mode="json"))
-        return Submitted.model_validate(data)
-
-    async def outcome(self, turn_id: str, wait: float = 0.0) -> TurnOutcome:
-        data = await self._call("GET", f"/v1/turns/{_seg(turn_id)}", params={"wait": wait},
-                                read_for=wait + 30.0)  # fmt: skip
-        return _OUTCOME.validate_python(data)
-
-    async def decide(self, decision: Decision) -> Decided:
-        data = await self._call("POST", "/v1/decisions", body=decision.model_dump(mode="json"))
-        return Decided.model_validate(data)
-
-    async def cancel(self, turn_id: str, reason: str = "cancelled by operator") -> Cancelled:
-        data = await self._call("POST", f"/v1/turns/{_seg(turn_id)}/cancel",
-                                body={"reason": reason})  # fmt: skip
-        return Cancelled.model_validate(data)
-
-    async def pending(self) -> list[PendingCall]:
-        return _PENDING.validate_python(await self._call("GET", "/v1/pending"))
-
-    async def reviews(self) -> list[Review]:
-        return _REVIEWS.validate_python(await self._call("GET", "/v1/reviews"))
-
-    async def kill_orphan(self, call_id: str) -> Killed:
-        data = await self._call("POST", f"/v1/reviews/{_seg(call_id)}/kill", read_for=30.0)
-        return Killed.model_validate(data)
-
-    async def rules(self) -> list[Rule]:
-        return _RULES.validate_python(await self._call("GET", "/v1/rules"))
-
-    async def add_rule(self, rule: NewRule) -> Rule:
-        data = await self._call("POST", "/v1/rules", body=rule.model_dump(mode="json"))
-        return Rule.model_validate(data)
-
-    async def revoke_rule(self, rule_id: str, by: str = "operator") -> Revoked:
-        data = await self._call("POST", f"/v1/rules/{_seg(rule_id)}/revoke", body={"by": by})
-        return Revoked.model_validate(data)
-
-    async def channels(self) -> ChannelsView:
-        return ChannelsView.model_validate(await self._call("GET", "/v1/channels"))
-
-    async def deliveries(self, state: str | None = None, limit: int = 100) -> list[DeliveryRow]:
-        params: dict[str, Any] = {"limit": limit, **({"state": state} if state else {})}
-        return _DELIVERIES.validate_python(await self._call("GET", "/v1/deliveries",
-                                                            params=params))  # fmt: skip
-
-    async def retry_delivery(self, outbox_id: int) -> DeliveryRow:
-        return DeliveryRow.model_validate(
-            await self._call("POST", f"/v1/deliveries/{int(outbox_id)}/retry")
-        )
-
-    async def drop_delivery(self, outbox_id: int) -> DeliveryRow:
-        return DeliveryRow.model_validate(
-            await self._call("POST", f"/v1/deliveries/{int(outbox_id)}/drop")
-        )
-
-    async def rooms(self) -> list[RoomOverview]:
-        return _ROOMS.validate_python(await self._call("GET", "/v1/rooms"))
-
-    async def statistics(self) -> Statistics:
-        return _STATISTICS.validate_python(await self._call("GET", "/v1/scheduler"))
-
-    async def cluster(self) -> ClusterView | None:
-        return _CLUSTER.validate_python(await self._call("GET", "/v1/cluster"))
-
-    async def configure_group(self, name: str, change: GroupChange) -> GroupConfig:
-        data = await self._call("PATCH", f"/v1/groups/{_seg(name)}",
-                                body=change.model_dump(mode="json", exclude_none=True))  # fmt: skip
-        return _GROUP.validate_python(data)
+    async def carry(self, op: Operation, arguments: dict[str, Any]) -> Any:
+        """`op` over the owner's API: the path's parameters in the path, a GET's others in
+        its query, another verb's in its JSON body; the answer as `op`'s result type."""
+        path = op.path.format(**{n: _seg(str(arguments.pop(n))) for n in op.path_names})
+        body: Any = None
+        params: dict[str, Any] | None = None
+        if op.verb == "GET":
+            params = {k: v for k, v in arguments.items() if v is not None}
+        elif (name := op.model_parameter()) is not None:
+            body = arguments[name].model_dump(mode="json")
+        elif op.body is not None:
+            body = op.body(**arguments).model_dump(mode="json")
+        read_for = None if op.long_poll is None else float(arguments[op.long_poll]) + 30.0
+        data = await self._call(op.verb, path, body=body, params=params, read_for=read_for)
+        result = _adapter(op.name, op.result).validate_python(data)
+        if isinstance(result, Info):  # who answered, for the errors that name it
+            self.owner = result
+        return result
 
     async def follow(
         self, receive: Receive, resync: Resync, *,
@@ -232,15 +159,6 @@ class RemoteClient:
                     raise OwnerGone(self._gone(exc)) from None
                 await anyio.sleep(0.1 * failures)
 
-    async def recent(self) -> Recent:
-        return await read_recent(self.room)
-
-    async def conversation(self, thread_id: str, limit: int) -> Conversation:
-        return await read_conversation(self.room, thread_id, limit)
-
-    def new_id(self, prefix: str) -> str:
-        return f"{prefix}_{uuid.uuid4().hex[:16]}"
-
 
 def _seg(value: str) -> str:
     """One path segment (ids are plain, but nothing a caller passes may add a segment)."""
@@ -261,12 +179,7 @@ def _error(response: httpx.Response) -> ApiError:
     return cls(str(detail), response.status_code)
 
 
-_OUTCOME: TypeAdapter[TurnOutcome] = TypeAdapter(TurnOutcome)
-_PENDING: TypeAdapter[list[PendingCall]] = TypeAdapter(list[PendingCall])
-_REVIEWS: TypeAdapter[list[Review]] = TypeAdapter(list[Review])
-_STATISTICS: TypeAdapter[Statistics] = TypeAdapter(Statistics)
-_RULES: TypeAdapter[list[Rule]] = TypeAdapter(list[Rule])
-_DELIVERIES: TypeAdapter[list[DeliveryRow]] = TypeAdapter(list[DeliveryRow])
-_ROOMS: TypeAdapter[list[RoomOverview]] = TypeAdapter(list[RoomOverview])
-_CLUSTER: TypeAdapter[ClusterView | None] = TypeAdapter(ClusterView | None)
-_GROUP: TypeAdapter[GroupConfig] = TypeAdapter(GroupConfig)
+@functools.cache
+def _adapter(name: str, result: Any) -> TypeAdapter[Any]:
+    """The validator of an operation's answer, made when it is first carried."""
+    return TypeAdapter(result)

@@ -99,13 +99,14 @@ async def palette(provider: Provider) -> dict[str, Callable[[], object]]:
 
 
 def decisions_sent(main: MainScreen) -> list:
-    """Record each decision the screen hands to the bridge (and still send it)."""
+    """Record each decision the screen sends to the runtime (and still send it)."""
     sent: list = []
-    decide = main.bridge.decide
+    client = main.bridge.api
+    decide = client.decide
 
     async def record(decision):  # noqa: ANN001, ANN202
         sent.append(decision)
         return await decide(decision)
 
-    main.bridge.decide = record  # type: ignore[method-assign]
+    client.decide = record  # type: ignore[method-assign]
     return sent
