@@ -173,6 +173,12 @@ class Room:
         _write(self.summary, json.dumps(summary, indent=2, sort_keys=True) + "\n")
 
 
+def describe(owner: dict[str, Any]) -> str:
+    """`pid 12 (agentdeck run, since 2026-11-26T10:00:00)`."""
+    since = f", since {owner['since']}" if owner.get("since") else ""
+    return f"pid {owner.get('pid')} (agentdeck {owner.get('kind', 'unknown')}{since})"
+
+
 def owner_of(room: Room) -> dict[str, Any] | None:
     """Who owns the room now (`pid host kind since`), or None when nobody does.
 

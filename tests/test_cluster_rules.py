@@ -10,7 +10,7 @@ import json
 import pytest
 
 from engine.api.local import LocalClient
-from engine.api.models import NewRule
+from engine.api.rule_models import NewRule
 from engine.decisions import Decision
 from tests.helpers import msg
 from tests.scripted import first_then

@@ -19,8 +19,8 @@ import pytest
 
 from engine.api.client import Conflict, Invalid, NotFound
 from engine.api.local import LocalClient
-from engine.api.models import NewRule
 from engine.api.remote import RemoteClient
+from engine.api.rule_models import NewRule
 from engine.api.sockets import connect_path
 from engine.cli import main
 from engine.decisions import Decision

@@ -9,40 +9,54 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.abc import TaskStatus
 
-from engine.api.models import (
-    DELIVERY_STATE,
-    GROUP_NAME,
-    CancelBody,
-    Cancelled,
-    ChannelsView,
-    Decided,
-    DeliveryRow,
-    GroupChange,
-    Info,
-    NewRule,
-    RevokeBody,
-    Revoked,
-    RoomOverview,
-    SubmitBody,
-    Submitted,
-)
-from engine.api.operations import Operation, operation
-from engine.cluster_view import ClusterView
-from engine.decisions import Decision, PendingCall
-from engine.events import Event
-from engine.outcome import TurnOutcome
-from engine.review import Killed, Review
+from engine.api.operations import Operation, declarer
 from engine.room import Room
-from engine.rules import Rule
-from engine.scheduler import GroupConfig, Statistics
-from engine.store.recent import Conversation, Recent, read_conversation, read_recent
 
-Receive = Callable[[Event], None]
+if TYPE_CHECKING:
+    from engine.api.models import (
+        Cancelled,
+        ChannelsView,
+        Decided,
+        DeliveryRow,
+        GroupChange,
+        Info,
+        RoomOverview,
+        SubmitBody,
+        Submitted,
+    )
+    from engine.api.rule_models import NewRule, Revoked
+    from engine.cluster_view import ClusterView
+    from engine.decisions import Decision, PendingCall
+    from engine.events import Event
+    from engine.outcome import TurnOutcome
+    from engine.review import Killed, Review
+    from engine.rules import Rule
+    from engine.scheduler import GroupConfig
+    from engine.scheduler_stats import Statistics
+    from engine.store.recent import Conversation, Recent
+
+# Where the types the operations name live: imported when an operation is first carried or
+# served, so a command loads only the models of the operations it uses.
+operation = declarer({
+    "engine.api.models": ("CancelBody", "Cancelled", "ChannelsView", "Decided", "DeliveryRow",
+                          "GroupChange", "Info", "RoomOverview", "SubmitBody", "Submitted"),
+    "engine.api.rule_models": ("NewRule", "RevokeBody", "Revoked"),
+    "engine.cluster_view": ("ClusterView",),
+    "engine.decisions": ("Decision", "PendingCall"),
+    "engine.outcome": ("TurnOutcome",),
+    "engine.review": ("Killed", "Review"),
+    "engine.rules": ("Rule",),
+    "engine.scheduler": ("GroupConfig",),
+    "engine.scheduler_stats": ("Statistics",),
+})  # fmt: skip
+GROUP_NAME = r"^[A-Za-z0-9_.:-]{1,64}$"
+DELIVERY_STATE = r"^(pending|retrying|sent|dead|dropped)$"
+Receive = Callable[["Event"], None]
 Resync = Callable[[], Awaitable[None]]
 
 
@@ -139,7 +153,7 @@ class RoomClient:
         raise NotImplementedError
 
     @operation("POST", "/v1/turns/{turn_id}/cancel", mutates=True, errors=(404,),
-               body=CancelBody)  # fmt: skip
+               body="CancelBody")  # fmt: skip
     async def cancel(self, turn_id: str, reason: str = "cancelled by operator") -> Cancelled:
         """Cancel a running or waiting turn: it ends done/cancelled."""
         raise NotImplementedError
@@ -172,7 +186,7 @@ class RoomClient:
         raise NotImplementedError
 
     @operation("POST", "/v1/rules/{rule_id}/revoke", mutates=True, errors=(404, 409),
-               body=RevokeBody)  # fmt: skip
+               body="RevokeBody")  # fmt: skip
     async def revoke_rule(self, rule_id: str, by: str = "operator") -> Revoked:
         """Revoke a rule of execution.db (404 no such rule; 409 agentdeck.toml's, which is
         changed in the file, or one revoked already)."""
@@ -241,10 +255,14 @@ class RoomClient:
     async def recent(self) -> Recent:
         """What a console shows first: threads, recent turns, steps and calls, read from
         execution.db (read-only: the same in the owner's process and any other)."""
+        from engine.store.recent import read_recent
+
         return await read_recent(self.room)
 
     async def conversation(self, thread_id: str, limit: int) -> Conversation:
         """A thread's newest stored messages, and how its turns ended."""
+        from engine.store.recent import read_conversation
+
         return await read_conversation(self.room, thread_id, limit)
 
     def new_id(self, prefix: str) -> str:

@@ -11,23 +11,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
 import anyio
 
 from engine.api.client import OwnerGone
 from engine.api.remote import RemoteClient
-from engine.room import Room, owner_of
+from engine.room import Room, describe, owner_of
 
 SERVING = ("console", "run", "start")  # the kinds of owner that serve the room's API
 SOCKET_WAIT = 10.0  # seconds a serving owner may take to answer on its socket
 ONE_OFF_WAIT = 60.0  # seconds to wait for a one-off owner to let go of the room
-
-
-def describe(owner: dict[str, Any]) -> str:
-    """`pid 12 (agentdeck run, since 2026-11-26T10:00:00)`."""
-    since = f", since {owner['since']}" if owner.get("since") else ""
-    return f"pid {owner.get('pid')} (agentdeck {owner.get('kind', 'unknown')}{since})"
 
 
 async def connect(

@@ -22,12 +22,11 @@ from engine.api.models import (
     DeliveryRow,
     GroupChange,
     Info,
-    NewRule,
-    Revoked,
     RoomOverview,
     SubmitBody,
     Submitted,
 )
+from engine.api.rule_models import NewRule, Revoked
 from engine.binding import why_not
 from engine.cluster_view import ClusterView, across
 from engine.decisions import Decision, PendingCall

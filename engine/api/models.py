@@ -12,12 +12,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from engine.decisions import storable
-from engine.rules import Rule
 
 Strategy = Literal["react", "direct", "plan_execute"]
-
-GROUP_NAME = r"^[A-Za-z0-9_.:-]{1,64}$"
-DELIVERY_STATE = r"^(pending|retrying|sent|dead|dropped)$"
 
 
 class _Body(BaseModel):
@@ -90,39 +86,6 @@ class GroupChange(_Body):
     coalesce: Literal["none", "keep_pending", "newest"] | None = None
     paused: bool | None = None
     strategy: Strategy | None = None
-
-
-class NewRule(_Body):
-    """A rule an operator adds (`agentdeck rules add`): engine/rules.py says how its
-    pattern matches; `expires_at` is Unix seconds."""
-
-    effect: Literal["allow", "ask", "deny"]
-    tool: str = Field(min_length=1, max_length=200)
-    pattern: str | None = Field(None, max_length=4096)  # None: any arguments
-    scope: Literal["once", "thread", "room"] = "room"
-    thread_id: str | None = Field(None, min_length=1, max_length=512)
-    # a finite time up to the year 9999 (NaN or 1e400 made a rule that never expired)
-    expires_at: float | None = Field(None, ge=0, le=253_402_300_799, allow_inf_nan=False)
-    reason: str = Field("", max_length=10_000)
-    made_by: str = Field("operator", min_length=1, max_length=200)
-
-    @model_validator(mode="after")
-    def _storable(self) -> NewRule:
-        for name in ("tool", "pattern", "thread_id", "reason", "made_by"):
-            storable(getattr(self, name), name)
-        return self
-
-
-class RevokeBody(_Body):
-    by: str = Field("operator", min_length=1, max_length=200)
-
-
-class Revoked(_Body):
-    """A rule of execution.db is revoked: it decides no call from now on (kept, marked)."""
-
-    rule: Rule
-    revoked_by: str
-    revoked_at: float
 
 
 class Info(_Body):

@@ -21,10 +21,11 @@ not an operation (a stream, not a request and an answer): `RoomClient.follow`.
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 import re
 import typing
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -43,10 +44,11 @@ class Operation:
     mutates: bool
     status: int = 200
     errors: tuple[int, ...] = ()
-    body: Any = None  # the model carrying the parameters that are not in the path
+    body_name: str | None = None  # the model carrying the parameters not in the path
     constraints: dict[str, dict[str, Any]] = field(default_factory=dict)  # per parameter
     long_poll: str | None = None  # the parameter holding seconds the answer may take
     stub: Any = None  # the declaring function
+    types: Mapping[str, Any] = field(default_factory=dict)  # the names its types have
 
     @property
     def path_names(self) -> tuple[str, ...]:
@@ -64,7 +66,11 @@ class Operation:
     def hints(self) -> dict[str, Any]:
         """Parameter and return types (resolved when first needed: a client that never
         carries an operation never imports its models)."""
-        return typing.get_type_hints(self.stub)
+        return typing.get_type_hints(self.stub, localns=self.types)  # type: ignore[arg-type]
+
+    @property
+    def body(self) -> Any:
+        return None if self.body_name is None else self.types[self.body_name]
 
     @property
     def result(self) -> Any:
@@ -89,27 +95,52 @@ class Operation:
                                   "model_validate") else None  # fmt: skip
 
 
+class Types(Mapping[str, Any]):
+    """Names of types, each imported from its module when first looked up."""
+
+    def __init__(self, where: dict[str, tuple[str, ...]]) -> None:
+        self._module = {name: module for module, names in where.items() for name in names}
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._module:
+            raise KeyError(name)
+        return getattr(importlib.import_module(self._module[name]), name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._module)
+
+    def __len__(self) -> int:
+        return len(self._module)
+
+
 OPERATIONS: dict[str, Operation] = {}
 
 
-def operation(verb: str, path: str, *, mutates: bool, status: int = 200,
-              errors: tuple[int, ...] = (), body: Any = None,
-              constraints: dict[str, dict[str, Any]] | None = None,
-              long_poll: str | None = None) -> Callable[[F], F]:  # fmt: skip
-    """Declare the decorated `RoomClient` method an operation (see the module's text). The
-    method's body is replaced by `self.carry(operation, arguments)`: what a client that
-    does not implement the operation itself (`RemoteClient`) does with it."""
+def declarer(where: dict[str, tuple[str, ...]]) -> Callable[..., Callable[[F], F]]:
+    """`operation`, for declarations whose types are named in `where` ({module: names}):
+    they are imported when an operation is first carried or served, not before."""
+    types = Types(where)
 
-    def declare(stub: F) -> F:
-        op = Operation(stub.__name__, verb, path, mutates, status, errors, body,
-                       constraints or {}, long_poll, stub)  # fmt: skip
-        OPERATIONS[op.name] = op
+    def operation(verb: str, path: str, *, mutates: bool, status: int = 200,
+                  errors: tuple[int, ...] = (), body: str | None = None,
+                  constraints: dict[str, dict[str, Any]] | None = None,
+                  long_poll: str | None = None) -> Callable[[F], F]:  # fmt: skip
+        """Declare the decorated `RoomClient` method an operation (see the module's text).
+        Its body is replaced by `self.carry(operation, arguments)`: what a client that does
+        not implement the operation itself (`RemoteClient`) does with it."""
 
-        @functools.wraps(stub)
-        async def carried(self: Any, *args: Any, **kwargs: Any) -> Any:
-            return await self.carry(op, op.arguments(args, kwargs))
+        def declare(stub: F) -> F:
+            op = Operation(stub.__name__, verb, path, mutates, status, errors, body,
+                           constraints or {}, long_poll, stub, types)  # fmt: skip
+            OPERATIONS[op.name] = op
 
-        carried.operation = op  # type: ignore[attr-defined]
-        return carried  # type: ignore[return-value]
+            @functools.wraps(stub)
+            async def carried(self: Any, *args: Any, **kwargs: Any) -> Any:
+                return await self.carry(op, op.arguments(args, kwargs))
 
-    return declare
+            carried.operation = op  # type: ignore[attr-defined]
+            return carried  # type: ignore[return-value]
+
+        return declare
+
+    return operation

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import anyio
 import httpx
 from anyio.abc import TaskStatus
-from pydantic import TypeAdapter
 
 from engine.api.client import (
     ApiError,
@@ -33,10 +32,13 @@ from engine.api.client import (
     Resync,
     RoomClient,
 )
-from engine.api.models import Info
 from engine.api.operations import Operation
 from engine.api.sockets import connect_path
-from engine.events import parse_events
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
+
+    from engine.api.models import Info
 from engine.room import Room, owner_of
 from engine.sse import parse_sse, sse_lines
 
@@ -111,7 +113,7 @@ class RemoteClient(RoomClient):
         read_for = None if op.long_poll is None else float(arguments[op.long_poll]) + 30.0
         data = await self._call(op.verb, path, body=body, params=params, read_for=read_for)
         result = _adapter(op.name, op.result).validate_python(data)
-        if isinstance(result, Info):  # who answered, for the errors that name it
+        if op.name == "info":  # who answered, for the errors that name it
             self.owner = result
         return result
 
@@ -119,6 +121,8 @@ class RemoteClient(RoomClient):
         self, receive: Receive, resync: Resync, *,
         task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:  # fmt: skip
+        from engine.events import parse_events
+
         started = False
         run: str | None = None
         seq, failures = 0, 0
@@ -181,5 +185,8 @@ def _error(response: httpx.Response) -> ApiError:
 
 @functools.cache
 def _adapter(name: str, result: Any) -> TypeAdapter[Any]:
-    """The validator of an operation's answer, made when it is first carried."""
+    """The validator of an operation's answer, made when it is first carried (pydantic's
+    schema of it too: a command builds only those of the operations it uses)."""
+    from pydantic import TypeAdapter
+
     return TypeAdapter(result)

@@ -11,20 +11,20 @@ nobody owns it; their output is the same either way.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Awaitable, Callable
 
 import anyio
 
 from engine import __version__
-from engine.api.client import ApiError, NotFound, OwnerGone, ServerError
 from engine.cli.common import EXIT_BUSY, EXIT_OTHER, EXIT_USAGE, UsageError
-from engine.config import ConfigError
-from engine.messages import InvalidMessage
-from engine.room import Room, RoomBusy, RoomError
-from engine.scheduler import Rejected
-from engine.store import StoreError
-from engine.strategies import UnknownStrategy
+from engine.room import Room
+
+# httpx imports its own command line when it can (click, pygments and rich: about as long
+# as the rest of httpx); agentdeck never runs it, and a None here makes that import fail
+# as httpx expects when they are missing (it then defines a stub `main`).
+sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -124,18 +124,37 @@ def main(argv: list[str] | None = None, run_console: Callable[[Room], int] | Non
 
             return process.start(room) if command == "start" else process.stop(room, args.timeout)
         return anyio.run(_handler(command), room, args)
-    except (UsageError, InvalidMessage, ConfigError, UnknownStrategy, ServerError, RoomError,
-            NotFound) as exc:  # fmt: skip
-        print(f"agentdeck: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except (RoomBusy, OwnerGone) as exc:  # another process holds the room: try again later
-        print(f"agentdeck: {exc}", file=sys.stderr)
-        return EXIT_BUSY
-    except (StoreError, Rejected, ApiError) as exc:
-        print(f"agentdeck: {exc}", file=sys.stderr)
-        return EXIT_OTHER
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        if (code := _exit_code(exc)) is None:
+            raise
+        print(f"agentdeck: {exc}", file=sys.stderr)
+        return code
+
+
+# The errors a command ends with, one line, and their exit codes (the first that matches):
+# bad usage or input 2, the room held by another process 4, any other refusal 1. Each is
+# looked for only once its module is loaded (none of its errors can have been raised
+# before), so a command loads only what it runs.
+_EXITS = (
+    (EXIT_USAGE, (("engine.cli.common", "UsageError"), ("engine.messages", "InvalidMessage"),
+                  ("engine.config", "ConfigError"), ("engine.strategies", "UnknownStrategy"),
+                  ("engine.api.client", "ServerError"), ("engine.room", "RoomError"),
+                  ("engine.api.client", "NotFound"))),
+    (EXIT_BUSY, (("engine.room", "RoomBusy"), ("engine.api.client", "OwnerGone"))),
+    (EXIT_OTHER, (("engine.store.sqlite", "StoreError"), ("engine.scheduler", "Rejected"),
+                  ("engine.api.client", "ApiError"))),
+)  # fmt: skip
+
+
+def _exit_code(exc: Exception) -> int | None:
+    for code, errors in _EXITS:
+        for module, name in errors:
+            loaded = sys.modules.get(module)
+            if loaded is not None and isinstance(exc, getattr(loaded, name)):
+                return code
+    return None
 
 
 _POSITIONAL = {"text": "the text", "call_id": "CALL_ID", "turn_id": "TURN_ID",
@@ -155,24 +174,20 @@ def _undecodable(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _handler(command: str) -> Callable[[Room, argparse.Namespace], Awaitable[int]]:
-    from engine.cli import channels, process, reading, review, rules, turns
+_COMMANDS = {  # command: (module of engine.cli, its function); only that module is loaded
+    "run": ("running", "run"), "status": ("process", "status"), "invoke": ("turns", "invoke"),
+    "decide": ("turns", "decide"), "cancel": ("turns", "cancel"),
+    "pending": ("turns", "pending"), "rules": ("rules", "rules"),
+    "channels": ("channels", "channels"), "deliveries": ("channels", "deliveries"),
+    "rooms": ("channels", "rooms"), "review": ("review", "review"),
+    "history": ("reading", "history"), "info": ("reading", "info"),
+}  # fmt: skip
 
-    return {
-        "run": process.run,
-        "status": process.status,
-        "invoke": turns.invoke,
-        "decide": turns.decide,
-        "cancel": turns.cancel,
-        "pending": turns.pending,
-        "rules": rules.rules,
-        "channels": channels.channels,
-        "deliveries": channels.deliveries,
-        "rooms": channels.rooms,
-        "review": review.review,
-        "history": reading.history,
-        "info": reading.info,
-    }[command]
+
+def _handler(command: str) -> Callable[[Room, argparse.Namespace], Awaitable[int]]:
+    module, function = _COMMANDS[command]
+    handler = getattr(importlib.import_module(f"engine.cli.{module}"), function)
+    return handler  # type: ignore[no-any-return]
 
 
 if __name__ == "__main__":

@@ -15,11 +15,14 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from engine.api.client import NotFound
-from engine.api.models import ChannelsView, DeliveryRow, LoopState, RoomOverview
 from engine.cli.common import EXIT_OK, UsageError, room_client
 from engine.room import Room
+
+if TYPE_CHECKING:
+    from engine.api.models import ChannelsView, DeliveryRow, LoopState, RoomOverview
 
 STATES = ("pending", "retrying", "sent", "dead", "dropped")
 LOOP_COLUMNS = ("name", "loop", "kind", "group", "state", "last ok", "errors", "received",

@@ -85,13 +85,14 @@ async def room_client(room: Room, kind: str) -> AsyncIterator[RoomClient]:
 
 async def _client(room: Room, kind: str, stack: AsyncExitStack) -> RoomClient:
     from engine.api.connect import connect
-    from engine.api.local import LocalClient
-    from engine.runtime import Runtime
 
     for attempt in range(2):
         remote = await connect(room, say=lambda text: print(f"agentdeck: {text}", file=sys.stderr))
         if remote is not None:
             return await stack.enter_async_context(remote)
+        from engine.api.local import LocalClient  # (the runtime: only for a room nobody owns)
+        from engine.runtime import Runtime
+
         try:
             rt = await stack.enter_async_context(Runtime.open(room, kind=kind, resume="none"))
         except RoomBusy:

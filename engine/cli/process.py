@@ -1,9 +1,7 @@
-"""The runtime's processes: `run` (foreground), `start` (background), `stop` and `status`.
+"""The runtime in the background: `start`, `stop`, and `status` (who owns the room).
 
-Both forms serve the room's API and run the runtime loops until SIGTERM (or Ctrl-C):
-turns stop where they can resume, the API's socket is removed, the room is released.
-`start` runs `run` detached, its output appended to the room's agent.log, and returns
-once the new runtime answers on its socket.
+`start` runs `agentdeck run` (engine/cli/running.py) detached, its output appended to the
+room's agent.log, and returns once the new runtime answers on its socket.
 """
 
 from __future__ import annotations
@@ -14,109 +12,17 @@ import os
 import signal
 import sys
 import time
-from typing import Any
-
-import anyio
 
 from engine.api.sockets import answers
 from engine.cli.common import EXIT_BUSY, EXIT_OK, EXIT_OTHER, EXIT_WAITING
-from engine.cli.outlet import Outlet, OutletHandler
-from engine.cli.workers import as_json
-from engine.cli.workers import lines as cluster_lines
-from engine.events import CallChanged, DeliveryChanged, Event, TurnChanged, TurnStarted
-from engine.room import Room, RoomError, lock_holder, owner_of, shown
+from engine.room import Room, RoomError, describe, lock_holder, owner_of, shown
 
 START_WAIT = 30.0  # seconds a background runtime may take to answer on its socket
 LOG_KEEP = 10 * 1024 * 1024  # bytes of agent.log before it is rotated to agent.log.1
 
 
-def log_line(event: Event) -> str | None:
-    """One line per thing an operator watching `agentdeck run` wants to see."""
-    stamp = time.strftime("%H:%M:%S", time.localtime(event.at))
-    match event:
-        case TurnStarted():
-            text = " ".join(event.text.split())[:70]
-            return f"{stamp} {event.thread_id} {event.turn_id} started ({event.origin}): {text}"
-        case TurnChanged(status="done" | "waiting"):
-            detail = f" ({event.detail})" if event.detail else ""
-            return (
-                f"{stamp} {event.thread_id} {event.turn_id} {event.status}/{event.reason}{detail}"
-            )
-        case CallChanged(status="suspended"):
-            return (f"{stamp} {event.thread_id} {event.turn_id} {event.call_id} {event.tool} "
-                    f"waits for a decision: agentdeck decide {event.call_id} approve|cancel")  # fmt: skip
-        case DeliveryChanged(state="sent" | "dead" | "dropped"):
-            error = f": {event.error}" if event.error and event.state == "dead" else ""
-            return (f"{stamp} {event.thread_id} {event.turn_id} answer {event.state} "
-                    f"({event.channel}, try {event.tries}){error}")  # fmt: skip
-    return None
-
-
-async def _say_channels(rt: Any, out: Outlet) -> None:
-    """Once the hook listener is bound (or gave up), say where the channels are."""
-    cs = rt.channels
-    if cs is None or not cs.configs:
-        return
-    with anyio.move_on_after(5):
-        await cs.hooks_settled.wait()
-    polled = [n for n, s in cs.states.items() if s.loop == "poll"]
-    hooked = [n for n, s in cs.states.items() if s.loop == "hook"]
-    if polled:
-        out.say(f"agentdeck run: polling {', '.join(polled)}")
-    if hooked and cs.hook_address:
-        out.say(f"agentdeck run: hooks on http://{cs.hook_address}/hooks/ "
-                f"({', '.join(hooked)})")  # fmt: skip
-
-
-async def run(room: Room, args: argparse.Namespace) -> int:
-    import logging
-
-    # notices (a bad task file, a failed submit) reach stderr; turns reach stdout; neither
-    # blocks the loop when nobody reads them
-    out, err = Outlet(sys.stdout), Outlet(sys.stderr)
-    handler = OutletHandler(err)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s: %(message)s", "%H:%M:%S"))
-    logging.getLogger().addHandler(handler)
-    try:
-        return await _run(room, "start" if args.detached else "run", out)
-    finally:
-        logging.getLogger().removeHandler(handler)
-        out.close()
-        err.close()
-
-
-async def _run(room: Room, kind: str, out: Outlet) -> int:
-    from engine.loops.server import serve_api
-    from engine.loops.start import start_loops
-    from engine.runtime import Runtime
-
-    # SIGTERM (systemd, docker, kill, `agentdeck stop`) stops as Ctrl-C does: the run is
-    # marked ended, and a turn still running resumes at the next start. The receiver stays
-    # until the room is closed, so a second SIGTERM (`timeout` sends two) cannot kill the
-    # shutdown midway.
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
-        async with Runtime.open(room, kind=kind) as rt, serve_api(rt) as serving:
-
-            def log(event: Event) -> None:
-                if (line := log_line(event)) is not None:
-                    out.say(line)
-
-            rt.subscribe(log, relayed=False)  # what this process runs (a worker's own)
-            start_loops(rt)
-            rt.supervisor.spawn(_say_channels, rt, out)
-            tcp = f" and {serving.listen}" if serving.listen else ""
-            out.say(f"agentdeck run {rt.run_id} on {room.path} "
-                    f"({rt.provider.name}:{rt.provider.model}); API on {serving.socket}{tcp}; "
-                    f"Ctrl-C stops")  # fmt: skip
-            async for received in signals:
-                out.say(f"agentdeck run: {signal.Signals(received).name}, stopping")
-                break
-    return EXIT_OK
-
-
 def start(room: Room) -> int:
     """Start `run` in the background; return once it serves (or say why it did not)."""
-    from engine.api.connect import describe
     from engine.config import load_config
 
     room.create()
@@ -161,7 +67,6 @@ def start(room: Room) -> int:
 
 def stop(room: Room, timeout: float) -> int:
     """SIGTERM to the owner, then wait until the room is free."""
-    from engine.api.connect import describe
 
     owner = owner_of(room)
     if owner is None:
@@ -194,7 +99,8 @@ async def status(room: Room, args: argparse.Namespace) -> int:
     """Exit 0 when a runtime serves the room, 3 when nobody owns it, 4 when its owner
     does not answer; 2 (RoomError) when there is no room folder at the path."""
     from engine.api.client import OwnerGone
-    from engine.api.connect import connect, describe
+    from engine.api.connect import connect
+    from engine.cli import workers
 
     room.check()
     owner = owner_of(room)
@@ -227,7 +133,7 @@ async def status(room: Room, args: argparse.Namespace) -> int:
             "running": running, "waiting": waiting, "queued": queued,
             "pending": len(waiting_calls),
             "paused": [g.name for g in stats.groups if g.paused],
-            **({"cluster": as_json(cluster)} if cluster is not None else {}),
+            **({"cluster": workers.as_json(cluster)} if cluster is not None else {}),
         }))  # fmt: skip
         return EXIT_OK
     print(f"room {shown(room.path)}: owned by {describe(owner)}")
@@ -241,7 +147,7 @@ async def status(room: Room, args: argparse.Namespace) -> int:
     if held:
         print(f"held: {'; '.join(held)}: their requests wait until that changes")
     if cluster is not None:
-        print("\n".join(cluster_lines(cluster)))
+        print("\n".join(workers.lines(cluster)))
     return EXIT_OK
 
 

@@ -8,10 +8,9 @@ import sys
 from typing import Any
 
 from engine import __version__
-from engine.api.connect import describe
 from engine.cli.common import EXIT_OK, UsageError
 from engine.config import load_config
-from engine.room import LOOP_FOLDERS, Room, owner_of, shown
+from engine.room import LOOP_FOLDERS, Room, describe, owner_of, shown
 from engine.store.select import display, store_url
 
 

@@ -14,14 +14,14 @@ import re
 import sys
 import time
 from datetime import datetime
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING
 
 from engine.api.client import Invalid, NotFound
-from engine.api.models import NewRule
 from engine.cli.common import EXIT_OK, UsageError, room_client
 from engine.room import Room
-from engine.rules import Rule
+
+if TYPE_CHECKING:
+    from engine.rules import Rule
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.IGNORECASE)
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -93,6 +93,10 @@ async def rules(room: Room, args: argparse.Namespace) -> int:
 
 
 async def _add(room: Room, args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from engine.api.rule_models import NewRule
+
     expires = expiry(args.expires, time.time()) if args.expires else None
     try:
         body = NewRule(effect=args.effect, tool=args.tool, pattern=args.pattern,

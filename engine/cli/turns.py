@@ -12,11 +12,7 @@ import sys
 import time
 from typing import Any
 
-from pydantic import ValidationError
-
 from engine.api.client import Conflict, Invalid, NotFound
-from engine.api.models import SubmitBody
-from engine.binding import args_digest, runs_tool
 from engine.cli.common import (
     EXIT_OK,
     EXIT_OTHER,
@@ -26,7 +22,6 @@ from engine.cli.common import (
     room_client,
     settled,
 )
-from engine.decisions import Decision
 from engine.room import Room
 
 _FLAGS = {"thread_id": "--thread", "text": "the text"}  # SubmitBody's fields as invoke says them
@@ -37,6 +32,10 @@ def _flag(loc: tuple[int | str, ...]) -> str:
 
 
 async def invoke(room: Room, args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from engine.api.models import SubmitBody
+
     try:
         body = SubmitBody(origin="invoke", sender="cli", thread_id=args.thread, text=args.text,
                           strategy=args.strategy, refuse_if_waiting=True)  # fmt: skip
@@ -54,6 +53,11 @@ async def invoke(room: Room, args: argparse.Namespace) -> int:
 
 
 async def decide(room: Room, args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from engine.binding import args_digest, runs_tool
+    from engine.decisions import Decision
+
     edited = json_arg(args.args, "--args")
     result = json_arg(args.result, "--result")
     if edited is not None and not isinstance(edited, dict):

@@ -21,8 +21,8 @@ from console.screens.rules import RulesScreen
 from console.widgets.decision_queue import DecisionQueue
 from console.widgets.rules_table import RulesTable
 from engine.api.local import LocalClient
-from engine.api.models import NewRule
 from engine.api.remote import RemoteClient
+from engine.api.rule_models import NewRule
 from engine.room import Room
 from tests.console.conftest import T0, build
 from tests.console.helpers import SIZE, Recorder, call_waits, palette, started, told, until
