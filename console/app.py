@@ -34,12 +34,7 @@ from console.host import AttachedHost, Host, RuntimeHost, console_provider
 from console.screens.confirm import ConfirmScreen
 from console.screens.help import HelpScreen
 from console.screens.main import MainScreen
-from console.widgets.calls_table import CallsTable
-from console.widgets.chat_pane import ChatPane
-from console.widgets.decision_queue import DecisionQueue
-from console.widgets.filter_bar import FilterBar
 from console.widgets.text import NoControls
-from console.widgets.timeline import Timeline
 from engine.room import Room
 
 # Interpreter settings for a process that is the console's own, applied once started.
@@ -84,7 +79,7 @@ class AgentDeck(App[int]):
     BINDINGS = [
         Binding("q", "quit", "Quit"),
         Binding("question_mark,f1", "help", "Help"),
-        Binding("f2", "change_theme", "Theme", show=False),
+        Binding("f2", "change_theme", "Switch theme", show=False),
         Binding("ctrl+o", "host_here", "Host the room here", show=False),
     ]
 
@@ -162,31 +157,9 @@ class AgentDeck(App[int]):
                         exit_on_error=False)  # fmt: skip
 
     def action_help(self) -> None:
-        # imported here: the first screen does not need the history and scheduler screens
-        from console.screens.channels import ChannelsScreen, RoomsScreen
-        from console.screens.history import HistoryScreen
-        from console.screens.review import ReviewScreen
-        from console.screens.rules import RulesScreen
-        from console.screens.scheduler import SchedulerScreen
-        from console.widgets.channel_tables import DeliveriesTable
-        from console.widgets.groups_table import GroupsTable
-        from console.widgets.history_list import HistoryList
-        from console.widgets.rules_table import RulesTable
+        from console.keys import help_sections
 
-        sections = [
-            ("Everywhere", [*AgentDeck.BINDINGS, *MainScreen.BINDINGS]),
-            ("Chat", ChatPane.BINDINGS), ("Timeline", Timeline.BINDINGS),
-            ("Calls", CallsTable.BINDINGS),
-            ("Decisions", DecisionQueue.BINDINGS), ("Filter", FilterBar.BINDINGS),
-            ("Scheduler", [*SchedulerScreen.BINDINGS, *GroupsTable.BINDINGS]),
-            ("Rules", [*RulesScreen.BINDINGS, *RulesTable.BINDINGS]),
-            ("Channels", [*ChannelsScreen.BINDINGS, *DeliveriesTable.BINDINGS]),
-            ("Rooms on the bus", RoomsScreen.BINDINGS),
-            ("History", [*HistoryScreen.BINDINGS, *HistoryList.BINDINGS]),
-            ("Review after a crash", ReviewScreen.BINDINGS),
-        ]  # fmt: skip
-        self.push_screen(HelpScreen([(t, [b for b in bs if isinstance(b, Binding)])
-                                     for t, bs in sections]))  # fmt: skip
+        self.push_screen(HelpScreen(help_sections()))
 
     @work(group="quit", exclusive=True)
     async def action_quit(self) -> None:  # type: ignore[override]  # (a worker: it may ask)

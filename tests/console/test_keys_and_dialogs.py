@@ -100,7 +100,7 @@ async def test_palette_offers_every_action(deck_app) -> None:
         titles = await palette(DeckCommands(app.screen))
         for wanted in (
             "New thread",
-            "Switch thread…",
+            "Threads",
             "Switch thread: chat:main",
             "Cancel turn",
             "Switch theme",

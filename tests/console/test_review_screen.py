@@ -163,8 +163,9 @@ async def test_the_queue_shows_it_needs_review_and_its_keys_point_at_the_review(
         await titles["Review after a crash"]()  # type: ignore[misc]
         await until(pilot, lambda: isinstance(app.screen, ReviewScreen), "review screen")
         titles = await palette(DeckCommands(app.screen))
-        assert list(titles) == ["Review: Mark succeeded", "Review: Mark failed",
-                                "Review: Run again", "Review: Kill process group", "Close review"]  # fmt: skip
+        assert [t for t in titles if "review" in t.lower()] == [
+            "Close review", "Review: Mark succeeded", "Review: Mark failed", "Review: Run again",
+            "Review: Kill process group"]  # fmt: skip
         await app.shutdown()
 
 
