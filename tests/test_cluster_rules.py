@@ -5,8 +5,6 @@ worker is spent on all)."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from engine.api.local import LocalClient
@@ -14,7 +12,7 @@ from engine.api.rule_models import NewRule
 from engine.decisions import Decision
 from tests.helpers import msg
 from tests.scripted import first_then
-from tests.test_cluster_runtime import workers
+from tests.test_cluster_runtime import waiting_call, workers
 from tests.wait import until
 
 pytestmark = pytest.mark.anyio
@@ -55,12 +53,8 @@ async def test_a_rule_revoked_through_one_worker_decides_nothing_on_another(tmp_
 async def test_a_remembered_decision_makes_a_rule_every_worker_lists(tmp_path, pg_url):
     script = first_then([("shell", {"command": "echo hi"})])
     async with workers(tmp_path, pg_url, 2, script=script) as (a, b):
-        handle = await a.submit(msg("run it", thread="x"))
-        outcome = await a.wait_turn(handle.turn_id)
-        assert outcome.status == "waiting"
-        call_id = outcome.pending[0]["call_id"]
-        row = await b.store.fetchone("SELECT args FROM tool_calls WHERE id = ?", (call_id,))
-        decision = Decision.approve(call_id, args=json.loads(row[0]), remember="room")
+        handle, call_id, args = await waiting_call(a, b)
+        decision = Decision.approve(call_id, args=args, remember="room")
         assert await b.decide(decision) == "queued"
         assert (await b.wait_turn(handle.turn_id)).status == "done"
         for rt in (a, b):

@@ -7,6 +7,7 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -48,6 +49,18 @@ async def workers(
         yield rts
 
 
+async def waiting_call(a: Runtime, b: Runtime, thread: str = "x") -> tuple[Any, str, dict]:
+    """Submit "run it" on `thread` through worker `a` (whose script asks for a shell call)
+    and wait until its call waits; the handle, the call's id and its arguments as worker
+    `b` reads them from the shared store."""
+    handle = await a.submit(msg("run it", thread=thread))
+    outcome = await a.wait_turn(handle.turn_id)
+    assert outcome.status == "waiting"
+    call_id = outcome.pending[0]["call_id"]
+    row = await b.store.fetchone("SELECT args FROM tool_calls WHERE id = ?", (call_id,))
+    return handle, call_id, json.loads(row[0])
+
+
 async def test_turns_submitted_to_one_worker_spread_and_each_runs_once(tmp_path, pg_url):
     async with workers(tmp_path, pg_url, 2) as (a, b):
         handles = [await a.submit(msg(f"hello {i}", thread=f"t{i}")) for i in range(12)]
@@ -65,12 +78,8 @@ async def test_turns_submitted_to_one_worker_spread_and_each_runs_once(tmp_path,
 async def test_a_decision_through_another_worker_resumes_the_call(tmp_path, pg_url):
     script = first_then([("shell", {"command": "echo hi"})])
     async with workers(tmp_path, pg_url, 2, script=script) as (a, b):
-        handle = await a.submit(msg("run it", thread="x"))
-        outcome = await a.wait_turn(handle.turn_id)
-        assert outcome.status == "waiting"
-        call_id = outcome.pending[0]["call_id"]
-        row = await b.store.fetchone("SELECT args FROM tool_calls WHERE id = ?", (call_id,))
-        assert await b.decide(Decision.approve(call_id, args=json.loads(row[0]))) == "queued"
+        handle, call_id, args = await waiting_call(a, b)
+        assert await b.decide(Decision.approve(call_id, args=args)) == "queued"
         done = await b.wait_turn(handle.turn_id)
         assert done.status == "done"
         ran = await a.store.fetchall("SELECT status, result FROM tool_calls WHERE turn_id = ?",
