@@ -364,3 +364,26 @@ async def test_approvals_take_slots_of_their_group_across_workers(tmp_path, pg_u
         for out in outs:
             assert (await rts[1].wait_turn(out.turn_id)).status == "done"
         assert sorted(gate.runs) == [f"c{i}" for i in range(6)] and gate.most == 2
+
+
+async def test_a_connection_a_cancelled_query_closed_is_replaced_and_no_lease_is_lost(
+    tmp_path, pg_url
+):
+    """Found by a loaded run: a scheduler read cancelled mid-query closed the worker's one
+    connection ("query cancellation interrupted"), every heartbeat then failed with "the
+    connection is closed" until the worker lost its leases and its running turn."""
+    from tests.console.scheduler_scenes import SLOW, SlowWhenAsked
+
+    async with Runtime.open(tmp_path / "w", kind="run", provider=SlowWhenAsked(),
+                            config=cluster_config(pg_url, "w", lease=20)) as rt:  # fmt: skip
+        member = rt.cluster
+        assert member is not None and member.worker is not None
+        await rt.submit(msg(f"{SLOW} keep running", thread="busy"))
+        await until(lambda: set(member.worker.held), "the worker leases the thread",
+                    ok=lambda held: held == {"busy"})  # fmt: skip
+        await member.worker.conn.close()  # as psycopg does when a query's cancel is cut short
+        view = await member.view()  # the next use connects again
+        assert [t.thread_id for t in view.threads] == ["busy"]
+        await member.beat()  # the heartbeat renews the lease on the new connection
+        assert set(member.worker.held) == {"busy"}
+        assert [h.thread_id for h in rt.live.values()] == ["busy"]  # its turn runs on

@@ -419,14 +419,20 @@ class ClusterMember:
                 handle.scope.cancel()
 
     async def reconnect(self) -> None:
-        assert self.worker is not None
         try:
             async with self._lock:
-                await self.worker.conn.close()
-                self.worker.conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
-                await self.worker.register()
+                await self._connect(register=True)  # its leases were all taken for lost
         except psycopg.Error as exc:
             log.warning("worker %s: cannot reach the database: %s", self.name, type(exc).__name__)
+
+    async def _connect(self, *, register: bool) -> None:
+        """A new connection for the worker (the lock held); `register` records the worker
+        anew, which frees every lease still under its name."""
+        assert self.worker is not None
+        await self.worker.conn.close()
+        self.worker.conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+        if register:
+            await self.worker.register()
 
     async def _noticed(self, thread_id: str) -> None:
         """Work for a thread: this worker loads it if it holds the thread, else claims."""
@@ -449,6 +455,9 @@ class ClusterMember:
         connection must not interleave)."""
         assert self.worker is not None
         async with self._lock:
+            if self.worker.conn.closed:  # a query cut short by a cancel closes it: a new one
+                log.warning("worker %s: its connection was closed: connecting again", self.name)
+                await self._connect(register=False)  # its leases are still its own
             return await use(self.worker.conn)
 
     async def quietly(self, step: Any) -> None:
