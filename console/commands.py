@@ -34,7 +34,8 @@ class DeckCommands(Provider):
             return
         screen = self.screen
         panes = [node for node in screen.query("*") if node.BINDINGS]
-        yield from commands([screen, *panes, self.app])
+        offered = {c.title for c in self.app.get_system_commands(screen)}  # (Quit, Keys…)
+        yield from (c for c in commands([screen, *panes, self.app]) if c[0] not in offered)
         if screen is not main:
             return
         for thread in main.state.recent_threads:

@@ -112,6 +112,7 @@ async def test_palette_offers_every_action(deck_app) -> None:
             "Filter",
         ):
             assert wanted in titles
+        assert "Quit" not in titles  # Textual's own commands offer it: not twice
         await app.shutdown()
 
 
