@@ -1,8 +1,9 @@
 """The room's HTTP API (the `server` loop's routes), over the in-process client.
 
 Every route is an operation of the table (engine/api/operations.py) answered by
-`LocalClient`, so a remote operator gets exactly what the owner's own console gets. Bodies are the engine's pydantic models; errors are RFC 9457 problem
-documents; `/openapi.json` describes it all. Events stream as Server-Sent Events in
+`LocalClient`, so a remote operator gets exactly what the owner's own console gets.
+Bodies are the engine's pydantic models; errors are RFC 9457 problem documents;
+`/openapi.json` describes it all. Events stream as Server-Sent Events in
 batches: `hello` (the run and where the stream starts), `events` (a JSON array; the SSE
 id is `run:seq` of its last event, for `Last-Event-ID`), `resync` (events were missed:
 reload state, then go on) and `bye` (the runtime is stopping).
