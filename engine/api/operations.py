@@ -80,9 +80,13 @@ class Operation:
     def summary(self) -> str:
         return inspect.cleandoc(self.stub.__doc__ or "").split("\n\n")[0].replace("\n", " ")
 
+    @functools.cached_property
+    def _call_signature(self) -> inspect.Signature:
+        return inspect.signature(self.stub)  # (unresolved: binding needs no types)
+
     def arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         """A call's arguments by name, defaults filled in (TypeError as for any call)."""
-        bound = inspect.signature(self.stub).bind(None, *args, **kwargs)
+        bound = self._call_signature.bind(None, *args, **kwargs)
         bound.apply_defaults()
         return {k: v for k, v in bound.arguments.items() if k != "self"}
 
