@@ -63,7 +63,6 @@ class ClusterMember:
         self.worker: ClusterWorker | None = None
         self.listener: Listener | None = None
         self._claim_lock = anyio.Lock()
-        self._lock = anyio.Lock()  # the worker's connection
         self.wanted = anyio.Event()  # a notice came: claim now, not at the next tick
         self._releasing: set[str] = set()
         self._taking: set[str] = set()  # being leased and read: not held until taken up
@@ -78,7 +77,7 @@ class ClusterMember:
         app = f"agentdeck-worker {self.name}"[:63]
         conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True,
                                                      application_name=app)  # fmt: skip
-        self.worker = ClusterWorker(conn, self.name, lease_seconds=self.lease)
+        self.worker = ClusterWorker(conn, self.name, lease_seconds=self.lease, url=self.url)
         await sql.ensure(conn)
         await self.worker.register()
         await self._new_block()
@@ -419,20 +418,11 @@ class ClusterMember:
                 handle.scope.cancel()
 
     async def reconnect(self) -> None:
+        assert self.worker is not None
         try:
-            async with self._lock:
-                await self._connect(register=True)  # its leases were all taken for lost
+            await self.worker.reconnect()  # its leases were all taken for lost
         except psycopg.Error as exc:
             log.warning("worker %s: cannot reach the database: %s", self.name, type(exc).__name__)
-
-    async def _connect(self, *, register: bool) -> None:
-        """A new connection for the worker (the lock held); `register` records the worker
-        anew, which frees every lease still under its name."""
-        assert self.worker is not None
-        await self.worker.conn.close()
-        self.worker.conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
-        if register:
-            await self.worker.register()
 
     async def _noticed(self, thread_id: str) -> None:
         """Work for a thread: this worker loads it if it holds the thread, else claims."""
@@ -451,14 +441,9 @@ class ClusterMember:
         return await self.db(lambda c: read_view(c, self.name, self.lease))
 
     async def db(self, use: Callable[[Conn], Awaitable[T]]) -> T:
-        """Use the worker's connection, one task at a time (psycopg's transactions on one
-        connection must not interleave)."""
+        """Use the worker's connection, one task at a time (ClusterWorker.use)."""
         assert self.worker is not None
-        async with self._lock:
-            if self.worker.conn.closed:  # a query cut short by a cancel closes it: a new one
-                log.warning("worker %s: its connection was closed: connecting again", self.name)
-                await self._connect(register=False)  # its leases are still its own
-            return await use(self.worker.conn)
+        return await self.worker.use(use)
 
     async def quietly(self, step: Any) -> None:
         try:

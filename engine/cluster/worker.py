@@ -9,12 +9,20 @@ its heartbeat late) cannot commit after another worker took the thread over.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
+
+import anyio
+import psycopg
 
 from engine.store.pg import cluster as sql
 from engine.store.pg.cluster import Conn, Fenced, Lease
+
+T = TypeVar("T")
+log = logging.getLogger("agentdeck")
 
 
 class ClusterWorker:
@@ -31,6 +39,7 @@ class ClusterWorker:
         lease_seconds: float = 30.0,
         host: str | None = None,
         pid: int | None = None,
+        url: str | None = None,
     ) -> None:
         if lease_seconds <= 0:
             raise ValueError(f"lease_seconds must be positive, not {lease_seconds}")
@@ -40,6 +49,33 @@ class ClusterWorker:
         self.host = host if host is not None else socket.gethostname()
         self.pid = pid if pid is not None else os.getpid()
         self._held: dict[str, Lease] = {}
+        self.url = url  # to connect again (None: the connection is the caller's to mend)
+        self._lock = anyio.Lock()  # the connection, one user at a time
+
+    # --- its connection ---
+
+    async def use(self, fn: Callable[[Conn], Awaitable[T]]) -> T:
+        """`fn(conn)`, one caller at a time (psycopg's transactions on one connection must
+        not interleave). A connection closed under the worker (a query cut short by a
+        cancel closes it) is replaced first, keeping the worker's leases."""
+        async with self._lock:
+            if self.conn.closed and self.url is not None:
+                log.warning("worker %s: its connection was closed: connecting again", self.id)
+                await self._connect(register=False)
+            return await fn(self.conn)
+
+    async def reconnect(self) -> None:
+        """A new connection, the worker registered anew: every lease still under its name
+        is freed (its holder took them all for lost first)."""
+        async with self._lock:
+            await self._connect(register=True)
+
+    async def _connect(self, *, register: bool) -> None:
+        assert self.url is not None
+        await self.conn.close()
+        self.conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+        if register:
+            await self.register()
 
     # --- membership ---
 
