@@ -258,6 +258,10 @@ class Bridge:
         """A decision id from the runtime's id source (fixed in tests)."""
         return self.api.new_id("d")
 
+    async def cancel_turn(self, turn_id: str) -> bool:
+        """Cancel a turn; False when it had already ended."""
+        return (await self.api.cancel(turn_id)).cancelled
+
     async def statistics(self) -> Statistics | None:
         """The scheduler's snapshot, for the scheduler view's timer (never per event);
         None while no runtime is reachable."""

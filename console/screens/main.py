@@ -357,10 +357,7 @@ class MainScreen(Screen[None], Deciding):
             f"Cancel turn {turn_id} on {turn.thread_id}? It ends done/cancelled.",
             yes="Cancel turn", no="Keep running"))  # fmt: skip
         if ok:
-            self._act("cancel_turn", turn_id, self._cancel(turn_id))
-
-    async def _cancel(self, turn_id: str) -> bool:
-        return (await self.bridge.api.cancel(turn_id)).cancelled
+            self._act("cancel_turn", turn_id, self.bridge.cancel_turn(turn_id))
 
     async def action_new_thread(self) -> None:
         n, known = 2, set(self.state.recent_threads)

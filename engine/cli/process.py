@@ -100,7 +100,8 @@ async def status(room: Room, args: argparse.Namespace) -> int:
     does not answer; 2 (RoomError) when there is no room folder at the path."""
     from engine.api.client import OwnerGone
     from engine.api.connect import connect
-    from engine.cli import workers
+    from engine.cli.workers import as_json
+    from engine.cli.workers import lines as cluster_lines
 
     room.check()
     owner = owner_of(room)
@@ -133,7 +134,7 @@ async def status(room: Room, args: argparse.Namespace) -> int:
             "running": running, "waiting": waiting, "queued": queued,
             "pending": len(waiting_calls),
             "paused": [g.name for g in stats.groups if g.paused],
-            **({"cluster": workers.as_json(cluster)} if cluster is not None else {}),
+            **({"cluster": as_json(cluster)} if cluster is not None else {}),
         }))  # fmt: skip
         return EXIT_OK
     print(f"room {shown(room.path)}: owned by {describe(owner)}")
@@ -147,7 +148,7 @@ async def status(room: Room, args: argparse.Namespace) -> int:
     if held:
         print(f"held: {'; '.join(held)}: their requests wait until that changes")
     if cluster is not None:
-        print("\n".join(workers.lines(cluster)))
+        print("\n".join(cluster_lines(cluster)))
     return EXIT_OK
 
 

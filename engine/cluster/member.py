@@ -89,7 +89,7 @@ class ClusterMember:
         rt = self.rt
         rt.ctx.next_step_id = self.next_step_id
         rt.ctx.fence = self.fence
-        rt.ctx.announce = self.announce
+        rt.ctx.announce = sql.announce
         rt.ctx.rule_id = self.rule_id  # one rulebook: ids from the database, changes noticed
         rt.ctx.rules_changed = lambda: [sql.rules_changed()]
         rt.ctx.shared = True
@@ -140,10 +140,6 @@ class ClusterMember:
         else:  # a turn ended here without running (a cancel): under the lease held now
             token = self.worker.held[thread_id].token if self.holds(thread_id) else -1  # type: ignore[union-attr]
         return [(sql.FENCE_SQL, (thread_id, token))]
-
-    def announce(self, thread_id: str) -> list[Op]:
-        """A statement that wakes the cluster when the write it rides commits."""
-        return [("SELECT pg_notify(?, ?)", (sql.WORK_CHANNEL, thread_id))]
 
     async def rule_id(self) -> str:
         return str(await self.db(sql.rule_id))

@@ -22,6 +22,12 @@ RULES_CHANNEL = "agentdeck_rules"  # a rule made, revoked or spent: every worker
 STEP_BLOCK = 1 << 20  # step ids a worker takes at a time (ids are unique across workers)
 _LOCK = 0x61646B636C6D73  # "adkclms": serializes `ensure` across workers
 
+
+def announce(thread_id: str) -> list[Op]:
+    """A statement that wakes the cluster when the write it rides commits."""
+    return [("SELECT pg_notify(?, ?)", (WORK_CHANNEL, thread_id))]
+
+
 SCHEMA = f"""
 CREATE SEQUENCE IF NOT EXISTS step_blocks;
 CREATE OR REPLACE FUNCTION agentdeck_fence(p_thread text, p_token bigint) RETURNS integer
