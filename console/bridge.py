@@ -34,6 +34,7 @@ from textual.message_pump import MessagePump
 from textual.timer import Timer
 
 from console.state import Changes, DeckState
+from engine.api.watch import Watch
 from engine.events import Event
 
 if TYPE_CHECKING:  # (the client's modules load with the runtime, after the first screen)
@@ -101,6 +102,7 @@ class Bridge:
         self.fps = fps
         self.clock = clock  # for pacing (seconds); tests pass their own
         self.client: RoomClient | None = None
+        self.watch = Watch(self.state.lanes())  # what the event stream carries
         self.target: MessagePump | None = None
         self._buffer: list[Event] = []
         self._start = 0  # events of `_buffer` before this are folded already

@@ -10,6 +10,7 @@ the events, and the screens cannot tell the difference.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -71,7 +72,8 @@ class Host:
         try:
             async with anyio.create_task_group() as tg:
                 # following before the room is read: no event falls between the two
-                await tg.start(client.follow, bridge.receive, resync)
+                follow = functools.partial(client.follow, watch=bridge.watch)
+                await tg.start(follow, bridge.receive, resync)
                 await seed(client, bridge.state)
                 target.post_message(Bridge.Attached(info))
                 await self._closing.wait()

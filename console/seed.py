@@ -16,6 +16,7 @@ from console.steps import StepRow
 
 if TYPE_CHECKING:
     from engine.api.client import RoomClient
+    from engine.api.watch import Watch
 
 
 async def seed(client: RoomClient, state: DeckState) -> None:
@@ -32,16 +33,21 @@ async def seed(client: RoomClient, state: DeckState) -> None:
         w = waiting.get(c.call_id)
         state.add_call(CallRow(c.call_id, c.turn_id, c.thread_id, c.tool, c.args, c.status,
                                c.result, c.error, c.created_at, c.updated_at, c.ended_at,
-                               w.deadline_at if w else None, w.on_deadline if w else None))  # fmt: skip
+                               w.deadline_at if w else None, w.on_deadline if w else None,
+                               c.awaiting))  # fmt: skip
     for s in recent.steps:
         state.add_step(StepRow(0, s.step_id, s.started_at, s.thread_id, s.turn_id, s.kind,
                                s.status.value, s.duration, s.summary, s.group,
                                s.channel))  # fmt: skip
 
 
-async def load_thread(client: RoomClient, state: DeckState, thread_id: str) -> None:
-    """Fill a thread's chat entries from its stored conversation (once while it is kept)."""
+async def load_thread(client: RoomClient, state: DeckState, thread_id: str,
+                      watch: Watch | None = None) -> None:  # fmt: skip
+    """Fill a thread's chat entries from its stored conversation (once while it is kept);
+    `watch` (the console's event stream) follows the threads kept from then on."""
     view = state.show_thread(thread_id)
+    if watch is not None:
+        watch.set(state.lanes())
     if view.loaded:
         return
     view.loaded = True
@@ -55,10 +61,12 @@ async def load_thread(client: RoomClient, state: DeckState, thread_id: str) -> N
     for m in conv.messages:
         if stored and stored[-1].turn_id != m.turn_id:
             _note_end(stored, notes)
-        stored.append(ChatEntry(m.role, m.text, m.turn_id, via(m.channel, m.sender)))
+        stored.append(ChatEntry(m.role, m.text, m.turn_id, via(m.channel, m.sender), m.seq))
     if stored:
         _note_end(stored, notes)
-    live = [e for e in view.entries if e not in stored]  # folded while the read ran
+    upto = max((e.seq for e in stored), default=-1)
+    # folded while the read ran: messages after the stored ones, and the console's notes
+    live = [e for e in view.entries if (e.seq > upto if e.seq >= 0 else e not in stored)]
     view.replace([*stored, *live])
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, assert_never
 
 from console.steps import StepLog, StepRow
+from engine.api import watch
 from engine.events import (
     CallChanged,
     DecisionRecorded,
@@ -34,6 +35,7 @@ from engine.lifecycle import turn as turn_lifecycle
 MAX_STEPS = 5_000
 MAX_TURNS = 2_000
 MAX_CHAT = 500  # entries kept per thread
+WATCHED = (watch.QUEUE, watch.COUNTS, watch.NOTICES, watch.ACTIVITY)  # and the shown threads
 MAX_LOADED_THREADS = 16  # threads whose conversation is kept in memory
 
 
@@ -54,6 +56,12 @@ class CallRow:
     ended_at: float | None = None
     deadline_at: float | None = None  # suspended: when its deadline decides it
     on_deadline: str | None = None  # what it decides then: cancel or approve
+    awaiting: str | None = None  # suspended: a `decision`, or a `review` after a crash
+
+    @property
+    def under_review(self) -> bool:
+        """It waits for a review: its outcome a crash left unknown (engine.decisions.review)."""
+        return self.status == CallStatus.SUSPENDED and self.awaiting == "review"
 
 
 @dataclass
@@ -83,6 +91,7 @@ class ChatEntry:
     text: str
     turn_id: str = ""
     via: str = ""
+    seq: int = -1  # a stored message's place in its thread (-1: a note of the console's)
 
 
 def via(channel: str | None, sender: str) -> str:
@@ -114,12 +123,13 @@ class ThreadView:
     O(length) to fold, not O(length²).
     """
 
-    __slots__ = ("thread_id", "entries", "loaded", "version", "_parts")
+    __slots__ = ("thread_id", "entries", "loaded", "upto", "version", "_parts")
 
     def __init__(self, thread_id: str) -> None:
         self.thread_id = thread_id
         self.entries: deque[ChatEntry] = deque(maxlen=MAX_CHAT)
         self.loaded = False
+        self.upto = -1  # the newest message's place in the thread (those up to it are here)
         self.version = 0  # bumped when `entries` change, so a drawn view knows to redraw
         self._parts: list[str] = []
 
@@ -135,12 +145,19 @@ class ThreadView:
         self._parts = [text] if text else []
 
     def append(self, entry: ChatEntry) -> None:
+        """Add an entry; a message it has already (read from the room and also streamed
+        while the read ran) is not added twice."""
+        if entry.seq >= 0:
+            if entry.seq <= self.upto:
+                return
+            self.upto = entry.seq
         self.entries.append(entry)
         self.version += 1
 
     def replace(self, entries: Iterable[ChatEntry]) -> None:
         self.entries.clear()
         self.entries.extend(entries)
+        self.upto = max((e.seq for e in self.entries), default=-1)
         self.version += 1
 
 
@@ -220,6 +237,13 @@ class DeckState:
                 if not stale.streaming:
                     del self.threads[old]
         return view
+
+    def lanes(self) -> list[str]:
+        """What the console watches of the runtime's events (engine/api/watch.py): the
+        queue, the counts, notices, every thread's steps and calls (the timeline and the
+        calls pane), and all of the threads whose chat it keeps (their messages and the
+        answer as it streams)."""
+        return [*WATCHED, *(watch.thread(t) for t in self._shown)]
 
     def calls_of(self, turn_id: str) -> list[CallRow]:
         turn = self.turns.get(turn_id)
@@ -325,7 +349,8 @@ class DeckState:
                     view = threads.get(event.thread_id) or self.thread(event.thread_id)
                     if view.loaded:  # otherwise it is read from history when opened
                         view.append(ChatEntry(event.role, event.text, event.turn_id,
-                                              self._via(event.role, event.turn_id)))  # fmt: skip
+                                              self._via(event.role, event.turn_id),
+                                              event.seq))  # fmt: skip
                     if event.role == "assistant":
                         view.streaming = ""
                     changed_threads.add(event.thread_id)
@@ -403,7 +428,7 @@ class DeckState:
             self._turn(event.turn_id, event.thread_id, event.at).calls.append(call.call_id)
         call.args, call.status, call.updated_at = event.args, event.status, event.at
         call.deadline_at, call.on_deadline = event.deadline_at, event.on_deadline
-        call.result, call.error = event.result, event.error
+        call.result, call.error, call.awaiting = event.result, event.error, event.awaiting
         if event.status.terminal:
             call.ended_at = event.at
         ch.turns.add(event.turn_id)

@@ -97,7 +97,7 @@ def write_file(path: str, text: str, ctx: ToolContext) -> dict[str, Any]:
     return {"path": Workspace(ctx.workspace).write(path, data), "bytes": len(data)}
 
 
-# What a call was writing, for the review after a crash (engine/review.py): the file named
+# What a call was writing, for the review after a crash (engine/decisions/review.py): the file named
 # by `path`, which was to hold `text`.
 write_file.meta["writes"] = {"path": "text"}
 

@@ -7,7 +7,7 @@ applies (tool, then group, then the default), counted from when the call started
 At its deadline the configured default (`on_deadline`: cancel, or approve bound to the
 call's arguments) is recorded as a decision by `deadline` through the normal decision
 path, so it is durable and applied as any decision is. A call waiting for a review after
-a crash (engine.lifecycle.call.REVIEW_REASON) has no deadline: only a person says what
+a crash (awaiting a `review`: engine.lifecycle.call) has no deadline: only a person says what
 became of it.
 
 The timer is one task in the runtime's task group. It reads what waits from execution.db,
@@ -29,7 +29,7 @@ from engine.config import ApprovalsConfig, OnDeadline
 from engine.decisions import Decision, PendingCall
 from engine.events import CallChanged, Event
 from engine.lifecycle import CallStatus
-from engine.lifecycle.call import REVIEW_REASON
+from engine.lifecycle.call import Awaiting
 from engine.store import Store
 from engine.store.outcome import read_pending
 
@@ -67,18 +67,18 @@ def deadline_for(approvals: ApprovalsConfig, tool: str, group: str | None) -> De
 
 
 def deadline_of(
-    approvals: ApprovalsConfig, tool: str, group: str | None, reason: str | None
+    approvals: ApprovalsConfig, tool: str, group: str | None, awaiting: Awaiting | None
 ) -> Deadline | None:
     """The deadline of a suspended call (None: it may wait for ever; a call under review
     after a crash always may)."""
-    return None if reason == REVIEW_REASON else deadline_for(approvals, tool, group)
+    return None if awaiting == "review" else deadline_for(approvals, tool, group)
 
 
 def stamp(event: Event, approvals: ApprovalsConfig, group: str | None) -> Event:
     """`event`, with its deadline when it says a call started waiting."""
     if not isinstance(event, CallChanged) or event.status != CallStatus.SUSPENDED:
         return event
-    deadline = deadline_of(approvals, event.tool, group, event.error)
+    deadline = deadline_of(approvals, event.tool, group, event.awaiting)
     if deadline is None:
         return event
     when = event.at + deadline.seconds
@@ -89,7 +89,7 @@ async def pending_calls(store: Store, approvals: ApprovalsConfig) -> list[Pendin
     """Every suspended call in the room, oldest first, with its deadline."""
     calls = await read_pending(store)
     for i, call in enumerate(calls):
-        if (deadline := deadline_of(approvals, call.tool, call.group, call.reason)) is not None:
+        if (deadline := deadline_of(approvals, call.tool, call.group, call.awaiting)) is not None:
             calls[i] = call.model_copy(update={"deadline_at": call.since + deadline.seconds,
                                                "on_deadline": deadline.on_deadline})  # fmt: skip
     return calls

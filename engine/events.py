@@ -23,6 +23,7 @@ from pydantic import (
 from pydantic_core import to_json
 
 from engine.lifecycle import CallStatus, DecisionStatus, StepStatus, TurnStatus
+from engine.lifecycle.call import Awaiting
 
 
 class _Event(BaseModel):
@@ -100,12 +101,12 @@ class MessageAppended(_Event):
     kind: Literal["message_appended"] = "message_appended"
     role: str
     text: str
-    seq: int = 0
+    seq: int = -1  # its place in the thread's conversation (-1: not said)
 
 
 class CallChanged(_Event):
-    """A tool call moved in its lifecycle. `deadline_at` is written only when set, so an
-    event stored before calls had deadlines keeps its JSON."""
+    """A tool call moved in its lifecycle. `deadline_at`, `on_deadline` and `awaiting` are
+    written only when set, so an event stored before calls had them keeps its JSON."""
 
     kind: Literal["call_changed"] = "call_changed"
     call_id: str
@@ -117,11 +118,12 @@ class CallChanged(_Event):
     # suspended: when its deadline decides it (engine.deadlines); None: no deadline
     deadline_at: float | None = None
     on_deadline: Literal["cancel", "approve"] | None = None  # what the deadline decides
+    awaiting: Awaiting | None = None  # suspended: a decision, or a review after a crash
 
     @model_serializer(mode="wrap")
     def _deadline_if_any(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
-        for name in ("deadline_at", "on_deadline"):
+        for name in ("deadline_at", "on_deadline", "awaiting"):
             if data.get(name, 0) is None:
                 del data[name]
         return data

@@ -180,7 +180,8 @@ class ToolRunner:
             return []
         return [
             PendingCall(call_id=c.id, turn_id=c.turn_id, thread_id=c.thread_id, tool=c.tool,
-                        args=c.args, reason=c.suspend_reason or "", since=c.updated_at)
+                        args=c.args, reason=c.suspend_reason or "", since=c.updated_at,
+                        awaiting=c.awaiting or "decision")
             for c in self._loop.turn.suspended()
         ]  # fmt: skip
 

@@ -30,9 +30,10 @@ from engine.config import Config, check_approvals, toml_rules
 from engine.conversation import Conversation
 from engine.deadlines import pending_calls
 from engine.decisions import Decision, PendingCall, storable
+from engine.decisions.inbox import DecisionInbox
+from engine.decisions.record import Recorded
 from engine.events import Notice, one_line
 from engine.handles import Carried, TurnHandle
-from engine.inbox import DecisionInbox
 from engine.lifecycle import RequestStatus
 from engine.lifetime import serving
 from engine.messages import ConvMessage, InvalidMessage, Message
@@ -424,6 +425,10 @@ class Runtime:
         `refused` (its `args_hash` is not that of the arguments it would run; with
         `need_hash`, as the room's client asks, an approval without one too).
         """
+        return (await self.record(decision, need_hash=need_hash)).status
+
+    async def record(self, decision: Decision, *, need_hash: bool = False) -> Recorded:
+        """`decide`, answering with why a decision was not queued (`Recorded.note`)."""
         return await self.supervisor.decide(decision, need_hash=need_hash)
 
     async def call_state(self, call_id: str) -> CallState | None:

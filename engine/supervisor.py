@@ -18,8 +18,8 @@ from anyio.abc import TaskGroup
 
 from engine.config import Config
 from engine.conversation import Conversation
-from engine.deciding import record_decision
 from engine.decisions import Decision
+from engine.decisions.record import Recorded, record_decision
 from engine.events import TurnStarted
 from engine.handles import Carried, TurnHandle
 from engine.lifecycle import TurnStatus
@@ -387,7 +387,7 @@ class TurnSupervisor:
 
     async def review_left(self) -> None:
         """A one-off runtime resumes no interrupted turn, but the calls their dead run left
-        running wait for a review all the same (engine.review), so that `agentdeck review`
+        running wait for a review all the same (engine.decisions.review), so that `agentdeck review`
         and `decide` see them whether or not the room has an owner."""
         for turn_id in sorted(self.interrupted):
             await (await self.load(turn_id)).review_left()
@@ -409,13 +409,13 @@ class TurnSupervisor:
                 return loop.turn.calls[call_id]
         return None
 
-    async def decide(self, decision: Decision, *, need_hash: bool = False) -> str:
+    async def decide(self, decision: Decision, *, need_hash: bool = False) -> Recorded:
         """Record a decision; it is applied now if its call waits, else when it can be.
 
         Returns `queued` (accepted; applied as soon as the call is suspended),
         `duplicate` (this decision, or another for the same call, was already applied) or
         `refused` (not bound to the call's arguments, or with `need_hash` bound to none:
-        engine.binding; recorded so, with why, and the call goes on waiting).
+        engine.decisions.binding; recorded so, with why, and the call goes on waiting).
         """
         with self.ctx.decisions.recording(decision.call_id):  # from before the call is read
             return await record_decision(self, decision, need_hash)

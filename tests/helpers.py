@@ -112,3 +112,11 @@ def _on_room(room: Path, sql: str, params: tuple[Any, ...], *, write: bool) -> l
             return conn.execute(sql, params).fetchall()
     finally:
         conn.close()
+
+
+def as_version(conn: Any, version: int) -> None:
+    """Make the SQLite room on `conn` look as a room of `version` (engine/store/migrations.py)
+    was: the columns added since are dropped, and its user_version says `version`."""
+    if version < 6:
+        conn.execute("ALTER TABLE tool_calls DROP COLUMN awaiting")
+    conn.execute(f"PRAGMA user_version = {version}")

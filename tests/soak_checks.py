@@ -34,8 +34,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.lifecycle.call import under_review
-
 FAILURES = (
     "lost acknowledged writes",
     "double executions",
@@ -97,12 +95,12 @@ def snapshot(db: Path, *, integrity: bool = True) -> Snapshot:
                  for r in conn.execute("SELECT id, thread_id, status, reason FROM turns")}  # fmt: skip
         calls = {}
         for r in conn.execute(
-            "SELECT id, turn_id, thread_id, tool, status, error, decision_id, args, suspend_reason"
+            "SELECT id, turn_id, thread_id, tool, status, error, decision_id, args, awaiting"
             " FROM tool_calls"
         ):
             found = MARKER.search(r[7]) if r[3] == "shell" else None
             calls[r[0]] = Call(*r[1:7], marker=found.group(0) if found else None,
-                               reviewed=under_review(r[4], r[8]))  # fmt: skip
+                               reviewed=r[4] == "suspended" and r[8] == "review")  # fmt: skip
         decisions = {r[0]: (r[1], r[2], r[3], r[4]) for r in conn.execute(
             "SELECT id, call_id, action, decided_by, status FROM decisions")}  # fmt: skip
     return Snapshot(checked, requests, turns, calls, decisions)

@@ -1,4 +1,4 @@
-"""Decisions bound to what was approved (engine/binding.py): an approval runs its call only
+"""Decisions bound to what was approved (engine/decisions/binding.py): an approval runs its call only
 with the arguments whose hash it carries; an edit after approval, a hash for other
 arguments, or (from the room's clients) no hash at all fails closed, and the call waits on.
 And the three answers to a call a crash left for review: a result, failed, run again."""
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from engine.api.local import LocalClient
-from engine.binding import args_digest
 from engine.builtin_tools import builtin_tools
 from engine.decisions import Decision
+from engine.decisions.binding import args_digest
 from engine.providers.offline import OfflineModel
 from tests.helpers import msg, rows, runtime
 

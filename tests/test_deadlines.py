@@ -210,7 +210,7 @@ async def test_a_call_under_crash_review_gets_no_deadline(tmp_path):
     async with offline(tmp_path, time) as rt:
         await rt.run_turn(msg("run `echo hi`"))
         [call] = await rt.pending()
-    room_write(tmp_path / "room", "UPDATE tool_calls SET suspend_reason=? WHERE id=?",
+    room_write(tmp_path / "room", "UPDATE tool_calls SET suspend_reason=?, awaiting='review' WHERE id=?",
                REVIEW_REASON, call.call_id)  # fmt: skip
     toml(tmp_path, '[approvals]\ndeadline = "10m"\n')
     time.now += 3600

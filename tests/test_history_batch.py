@@ -18,6 +18,7 @@ from engine.history import Filters, History
 from engine.room import Room
 from engine.runtime import Runtime
 from engine.store import migrations
+from tests.helpers import as_version
 from tests.history_seed import (
     STATUS_TRUTH,
     add,
@@ -140,11 +141,11 @@ async def test_a_room_made_with_the_step_triggers_is_taken_over_by_the_batch(tmp
         call = await some_turns(rt)
     conn = sqlite3.connect(room.db, isolation_level=None)
     try:  # as issue 15's agentdeck left it (the triggers' bodies do not matter here)
+        as_version(conn, 3)
         conn.execute("DROP TABLE open_calls")
         conn.execute("DELETE FROM counters WHERE name = 'marks:calls'")
         for name in ("hist_calls_tool", "hist_calls_fts_queue"):
             conn.execute(f"CREATE TRIGGER {name} AFTER INSERT ON tool_calls BEGIN SELECT 1; END")
-        conn.execute("PRAGMA user_version = 3")
     finally:
         conn.close()
     async with open_rt(room) as rt:

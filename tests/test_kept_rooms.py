@@ -45,6 +45,7 @@ def resumes(name: str, room: Path, env: dict[str, str]) -> None:
 
     [call] = cli(room, env, "pending")
     assert (call["tool"], call["args"]) == ("shell", {"command": f"echo kept from {name}"})
+    assert call["awaiting"] == "decision"  # typed as it opened (issue 27)
     out = cli(room, env, "decide", call["call_id"], "approve")
     assert (out["status"], out["reason"]) == ("done", "natural")
     assert [(c["call_id"], c["status"]) for c in out["calls"]] == [(call["call_id"], "succeeded")]

@@ -1,5 +1,5 @@
-"""The review after a real crash (engine/review.py): a worker process approves a call, its
-tool starts, the worker is SIGKILLed; the next runtime puts the call up for review, and
+"""The review after a real crash (engine/decisions/review.py): a worker process approves a
+call, its tool starts, the worker is SIGKILLed; the next runtime puts the call up for review, and
 each of the review's answers does what it says, exactly once. Executions are counted in
 ROOM/executions.log (tests/crash_worker.py); a `shell` call's process group outlives the
 worker and is ended from the review.
@@ -193,3 +193,34 @@ async def test_a_shell_calls_surviving_process_group_is_reported_and_killed(
         with anyio.fail_after(PATIENCE):
             done = await rt.wait_turn(turn_id)
     assert done.status == "done"
+
+
+@pytest.mark.one_store  # SQLite's user_version (the kept rooms migrate PostgreSQL's)
+async def test_an_older_room_s_call_under_review_is_typed_so_when_it_opens(tmp_path: Path):
+    """Issue 27: what a suspended call waits for is a column (`awaiting`), not its reason's
+    text compared. A room of version 5 had only the text: opening it types its calls."""
+    import sqlite3
+
+    from engine.store import migrations
+    from tests.helpers import as_version
+
+    room = tmp_path / "room"
+    async with Runtime.open(room, kind="run", provider=OfflineModel(delay=0)) as rt:
+        await rt.run_turn(Message(origin="invoke", sender="t", thread_id="a", text="run `echo a`"))
+        await rt.run_turn(Message(origin="invoke", sender="t", thread_id="b", text="run `echo b`"))
+        reviewed, approved = (p.call_id for p in await rt.pending())
+    conn = sqlite3.connect(room / "execution.db", isolation_level=None)
+    try:  # as the review after a crash left it in a room of version 5
+        conn.execute("UPDATE tool_calls SET suspend_reason=? WHERE id=?", (REVIEW_REASON, reviewed))
+        as_version(conn, 5)
+    finally:
+        conn.close()
+    async with Runtime.open(room, kind="run", provider=OfflineModel(delay=0)) as rt:
+        assert room_rows(room, "SELECT user_version FROM pragma_user_version") == [
+            (migrations.VERSION,)
+        ]
+        assert {p.call_id: p.awaiting for p in await rt.pending()} == {
+            reviewed: "review", approved: "decision"}  # fmt: skip
+        assert [r.call_id for r in await LocalClient(rt).reviews()] == [reviewed]
+        assert await rt.decide(Decision.approve(reviewed, seen={"command": "echo a"})) == "refused"
+        assert await rt.decide(Decision.approve(approved, seen={"command": "echo b"})) == "queued"

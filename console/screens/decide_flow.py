@@ -18,7 +18,6 @@ from console.screens.call_detail import CallDetailScreen
 from console.screens.confirm import ConfirmScreen
 from console.screens.deciding import ask_decision
 from console.state import CallRow, DeckState
-from engine.lifecycle.call import under_review
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -81,7 +80,7 @@ class Deciding:
     def _refusal(self, call: CallRow) -> str | None:
         """Why `call` takes no decision now (None: it does)."""
         what = f"{call.tool} {one_line(call.args, 40)} on {call.thread_id}"
-        if under_review(call.status, call.error):  # the engine would refuse a decision
+        if call.under_review:  # the engine would refuse a decision
             return f"{what} was running when agentdeck stopped: press ! to review it."
         if (decided := self.state.decided.get(call.call_id)) is None:
             return None  # (a call decided and applied elsewhere: the runtime says whose won)

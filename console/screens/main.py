@@ -39,7 +39,7 @@ from engine.lifecycle import DecisionStatus, TurnStatus
 
 DEFAULT_THREAD = "chat:main"
 MAX_NOTICES = 3  # toasts per frame; a flood of notices is summed up, not shown one by one
-REVIEW_NOTICE = "was running when agentdeck stopped"  # engine.review.notice_text's words
+REVIEW_NOTICE = "was running when agentdeck stopped"  # engine.decisions.review.notice_text's words
 
 
 class MainScreen(Screen[None], Deciding):
@@ -232,7 +232,7 @@ class MainScreen(Screen[None], Deciding):
         self.thread_id = thread_id
         self.state.note_thread(thread_id)
         if self.bridge.client is not None:
-            await load_thread(self.bridge.client, self.state, thread_id)
+            await load_thread(self.bridge.client, self.state, thread_id, self.bridge.watch)
         if self.thread_id != thread_id:  # another was chosen while this one loaded: it wins
             return
         self.query_one(ChatPane).show(self.state.thread(thread_id))

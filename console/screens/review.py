@@ -1,5 +1,5 @@
 """The review after a crash: each call whose outcome a dead runtime left unknown, with what
-is known of it, and the operator's answers (engine/review.py).
+is known of it, and the operator's answers (engine/decisions/review.py).
 
 A call that was running when agentdeck stopped may have run, in part or whole, or not at
 all; it waits for a review, not an approval. The screen lists each such call (tool,
@@ -36,10 +36,9 @@ from console.state import CallRow
 from console.widgets.key_bar import KeyBar
 from console.widgets.keyed_table import KeyedTable
 from console.widgets.text import Static
-from engine.lifecycle.call import under_review
 
 if TYPE_CHECKING:
-    from engine.review import Review
+    from engine.decisions.review import Review
 
 REFRESH = 2.0  # seconds between reads of the reviews while the screen is shown
 COLUMNS = ("tool", "state", "arguments", "thread", "started", "process")
@@ -232,7 +231,7 @@ class ReviewScreen(Screen[None]):
 def tell_reviews(screen: Screen[Any], pending: dict[str, CallRow], told: set[str]) -> int:
     """Tell the operator, in one notification, of the calls in `pending` waiting for a
     review that are not in `told` (then added to it); return how many were new."""
-    waiting = [k for k, c in pending.items() if under_review(c.status, c.error)]
+    waiting = [k for k, c in pending.items() if c.under_review]
     fresh = [k for k in waiting if k not in told]
     if fresh:
         told.update(fresh)
@@ -268,7 +267,7 @@ def _process_cell(review: Review) -> str:
 
 
 def _detail(review: Review) -> Group:
-    from engine.review import file_text, process_text
+    from engine.decisions.review import file_text, process_text
 
     known = facts((
         ("call", review.call_id), ("tool", review.tool), ("thread", review.thread_id),

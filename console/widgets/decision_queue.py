@@ -37,7 +37,6 @@ from textual.widgets import DataTable
 from console.format import age, clock_time, one_line, short_id
 from console.state import CallRow
 from console.widgets.keyed_table import KeyedTable
-from engine.lifecycle.call import under_review
 
 COLUMNS = ("tool", "state", "arguments", "thread", "turn", "age")
 COMPACT_COLUMNS = ("call", "state", "arguments", "age")  # call: the tool over the thread
@@ -207,7 +206,7 @@ class DecisionQueue(KeyedTable):
                 self.notify("No decision is selected.", severity="warning")
             return
         call, ask = self._calls[key], ""
-        if action != "details" and under_review(call.status, call.error):
+        if action != "details" and call.under_review:
             self.notify(f"{call.tool} call {call.call_id} was running when agentdeck stopped: "
                         "its outcome is unknown, so it takes a review, not a decision. Press ! "
                         "to review it.", title="Needs review", severity="warning")  # fmt: skip
@@ -228,7 +227,7 @@ class DecisionQueue(KeyedTable):
 
 def _state(call: CallRow) -> str:
     """The state word of a waiting call: a call a crash left for review says so."""
-    return "review" if under_review(call.status, call.error) else call.status
+    return "review" if call.under_review else call.status
 
 
 def time_left(seconds: float) -> str:

@@ -21,12 +21,13 @@ from fastapi import FastAPI, Header, Path, Query
 from fastapi.responses import StreamingResponse
 
 from engine import __version__
-from engine.api.client import OwnerGone
+from engine.api.client import Invalid, OwnerGone
 from engine.api.hub import EventHub
 from engine.api.local import LocalClient
 from engine.api.models import Info, Problem
 from engine.api.operations import OPERATIONS, Operation
 from engine.api.problems import install_problem_handlers
+from engine.api.watch import ALL, MAX_ID, MAX_LANES, lane_problem
 from engine.outcome import TurnOutcome
 
 KEEPALIVE = 15.0  # seconds between comments on an idle event stream
@@ -38,6 +39,7 @@ BATCH = 2_000  # events per SSE message at most
 # gets its events within 2.5 ms; sixteen within 40 ms, under one frame of theirs.
 SENDS = 400
 BURST = 4
+SLOW_EVERY = 0.2  # seconds between messages of a stream that has only slow lanes' events
 PROBLEM: dict[str, Any] = {"model": Problem, "content": {"application/problem+json": {}}}
 T = TypeVar("T")
 
@@ -69,9 +71,20 @@ def make_api(client: LocalClient, hub: EventHub, closing: anyio.Event) -> FastAP
     async def events(
         run: str | None = None,
         after: Annotated[int, Query(ge=0)] = 0,
+        watch: Annotated[list[str] | None, Query(max_length=MAX_ID + 16)] = None,
+        fresh: Annotated[list[str] | None, Query(max_length=MAX_ID + 16)] = None,
         last_event_id: Annotated[str | None, Header()] = None,
     ) -> StreamingResponse:
-        """The runtime's events as Server-Sent Events, from `after` of `run` (or from now)."""
+        """The runtime's events as Server-Sent Events, from `after` of `run` (or from now),
+        of the lanes in `watch` (engine/api/watch.py; repeat it: `watch=queue&watch=counts`;
+        default `all`). `fresh` names lanes added to a resumed watch: their events are
+        those from now."""
+        lanes = watch or [ALL]
+        if len(lanes) > MAX_LANES:
+            raise Invalid(f"a stream watches at most {MAX_LANES} lanes")
+        for name in (*lanes, *(fresh or ())):
+            if (why := lane_problem(name)) is not None:
+                raise Invalid(why)
         if last_event_id and ":" in last_event_id:
             run, _, seq = last_event_id.rpartition(":")
             # ASCII digits a sequence can hold (`isdigit` takes '²', and int() refuses 5,000
@@ -80,7 +93,7 @@ def make_api(client: LocalClient, hub: EventHub, closing: anyio.Event) -> FastAP
         if hub.closed:
             raise OwnerGone("the runtime is stopping")
         return StreamingResponse(
-            _stream(hub, run, after), media_type="text/event-stream",
+            _stream(hub, lanes, run, after, fresh or []), media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )  # fmt: skip
 
@@ -147,36 +160,40 @@ def _sse(event: str, data: str, id: str | None = None) -> bytes:
     return f"{head}event: {event}\ndata: {data}\n\n".encode()
 
 
-async def _stream(hub: EventHub, run: str | None, after: int) -> AsyncIterator[bytes]:
-    hub.streams += 1
+async def _stream(hub: EventHub, watch: list[str], run: str | None, after: int,
+                  fresh: list[str]) -> AsyncIterator[bytes]:  # fmt: skip
+    stream, resync = hub.open(watch, run, after, fresh)
     try:
-        resume = run == hub.run_id and after >= hub.oldest - 1 and after <= hub.head
-        cursor = after if resume else hub.head
-        hello = {"run_id": hub.run_id, "seq": cursor, "resync": run is not None and not resume}
+        cursor = stream.cursor
+        hello = {"run_id": hub.run_id, "seq": cursor, "resync": resync}
         yield _sse("hello", json.dumps(hello), f"{hub.run_id}:{cursor}")
         tokens, last = float(BURST), anyio.current_time()
+        sent = float("-inf")  # when this stream last sent events
         while True:
             with anyio.move_on_after(KEEPALIVE):
-                await hub.wait_beyond(cursor)
-            if hub.head <= cursor:
+                await hub.wait(stream)
+            if not stream.ready.is_set():
                 if hub.closed:
-                    yield _sse("bye", json.dumps({"run_id": hub.run_id, "seq": cursor}))
+                    yield _sse("bye", json.dumps({"run_id": hub.run_id, "seq": stream.cursor}))
                     return
                 yield b": keepalive\n\n"
                 continue
+            if not stream.hurry.is_set():  # only slow lanes' events: a few times a second
+                with anyio.move_on_after(sent + SLOW_EVERY - anyio.current_time()):
+                    await stream.hurry.wait()
             now, every = anyio.current_time(), hub.streams / SENDS
             tokens, last = min(BURST, tokens + (now - last) / every), now
             if tokens < 1 and not hub.closed:  # let events gather until a token is due
                 await anyio.sleep((1 - tokens) * every)
                 tokens, last = 1.0, anyio.current_time()
             tokens -= 1
-            items = hub.since(cursor, BATCH)
-            if items is None:  # this reader fell behind the ring: it must reload
-                cursor = hub.head
-                yield _sse("resync", json.dumps({"run_id": hub.run_id, "seq": cursor}),
-                           f"{hub.run_id}:{cursor}")  # fmt: skip
+            items = hub.read(stream, BATCH)
+            if items is None:  # a lane it watches dropped events it had not read: reload
+                yield _sse("resync", json.dumps({"run_id": hub.run_id, "seq": stream.cursor}),
+                           f"{hub.run_id}:{stream.cursor}")  # fmt: skip
                 continue
-            cursor += len(items)
-            yield _sse("events", f"[{','.join(items)}]", f"{hub.run_id}:{cursor}")
+            if items:
+                sent = anyio.current_time()
+                yield _sse("events", f"[{','.join(items)}]", f"{hub.run_id}:{stream.cursor}")
     finally:
-        hub.streams -= 1
+        hub.release(stream)

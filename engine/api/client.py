@@ -30,11 +30,12 @@ if TYPE_CHECKING:
         Submitted,
     )
     from engine.api.rule_models import NewRule, Revoked
+    from engine.api.watch import Watch
     from engine.cluster_view import ClusterView
     from engine.decisions import Decision, PendingCall
+    from engine.decisions.review import Killed, Review
     from engine.events import Event
     from engine.outcome import TurnOutcome
-    from engine.review import Killed, Review
     from engine.rules import Rule
     from engine.scheduler import GroupConfig
     from engine.scheduler_stats import Statistics
@@ -49,7 +50,7 @@ operation = declarer({
     "engine.cluster_view": ("ClusterView",),
     "engine.decisions": ("Decision", "PendingCall"),
     "engine.outcome": ("TurnOutcome",),
-    "engine.review": ("Killed", "Review"),
+    "engine.decisions.review": ("Killed", "Review"),
     "engine.rules": ("Rule",),
     "engine.scheduler": ("GroupConfig",),
     "engine.scheduler_stats": ("Statistics",),
@@ -242,14 +243,15 @@ class RoomClient:
         raise NotImplementedError
 
     async def follow(
-        self, receive: Receive, resync: Resync, *,
+        self, receive: Receive, resync: Resync, *, watch: Watch | None = None,
         task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:  # fmt: skip
-        """Hand every event to `receive`, in order, until cancelled; `task_status` is told
-        once nothing published from then on can be missed (start it with `tg.start`).
-        When events were missed (a slow reader, a new owner), `resync` is awaited: reload
-        state from the truth, then events go on. Raises `OwnerGone` when nobody serves the
-        room any more."""
+        """Hand every event of the lanes `watch` names (engine/api/watch.py; default: all
+        of them) to `receive`, in order, until cancelled; a change of `watch` applies from
+        then on. `task_status` is told once nothing published from then on can be missed
+        (start it with `tg.start`). When events were missed (a slow reader, a new owner),
+        `resync` is awaited: reload state from the truth, then events go on. Raises
+        `OwnerGone` when nobody serves the room any more."""
         raise NotImplementedError
 
     async def recent(self) -> Recent:

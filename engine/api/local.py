@@ -12,7 +12,7 @@ from typing import Literal
 import anyio
 from anyio.abc import TaskStatus
 
-from engine import __version__, review
+from engine import __version__
 from engine.api import channelbook, rulebook
 from engine.api.client import Conflict, Invalid, NotFound, Receive, Refused, Resync, RoomClient
 from engine.api.models import (
@@ -27,13 +27,13 @@ from engine.api.models import (
     Submitted,
 )
 from engine.api.rule_models import NewRule, Revoked
-from engine.binding import why_not
+from engine.api.watch import Lanes, Watch
 from engine.cluster_view import ClusterView, across
-from engine.decisions import Decision, PendingCall
-from engine.lifecycle.call import under_review
+from engine.decisions import Decision, PendingCall, review
+from engine.decisions.review import Killed, Review
+from engine.events import Event
 from engine.messages import InvalidMessage, Message
 from engine.outcome import TurnOutcome
-from engine.review import Killed, Review
 from engine.rules import Rule
 from engine.runtime import Runtime
 from engine.scheduler import GroupConfig, Rejected, Request, Statistics
@@ -127,14 +127,11 @@ class LocalClient(RoomClient):
         call = await rt.call_state(decision.call_id)
         if call is None:
             raise NotFound(f"no tool call {decision.call_id} in {rt.room.db}")
-        reviewed = under_review(call.status, call.suspend_reason)
-        status = await rt.decide(decision, need_hash=True)  # bound to what was shown
+        recorded = await rt.record(decision, need_hash=True)  # bound to what was shown
         call = await rt.call_state(decision.call_id) or call
-        winner = call.decision_id if status == "duplicate" else None
-        note = (
-            why_not(decision, call.args, reviewed, need_hash=True) if status == "refused" else None
-        )
-        return Decided(decision_id=decision.id, call_id=call.id, status=status,  # type: ignore[arg-type]
+        winner = call.decision_id if recorded.status == "duplicate" else None
+        note = recorded.note if recorded.status == "refused" else None
+        return Decided(decision_id=decision.id, call_id=call.id, status=recorded.status,
                        turn_id=call.turn_id, thread_id=call.thread_id,
                        call_status=call.status.value, winner=winner, note=note)  # fmt: skip
 
@@ -206,10 +203,19 @@ class LocalClient(RoomClient):
         return await self.runtime.configure_group(name, **changes)
 
     async def follow(
-        self, receive: Receive, resync: Resync, *,
+        self, receive: Receive, resync: Resync, *, watch: Watch | None = None,
         task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:  # fmt: skip
-        unsubscribe = self.runtime.subscribe(receive)
+        if watch is None:
+            unsubscribe = self.runtime.subscribe(receive)
+        else:
+            lanes = Lanes()
+
+            def watched(event: Event) -> None:
+                if watch.wants(lanes.of(event)):
+                    receive(event)
+
+            unsubscribe = self.runtime.subscribe(watched)
         task_status.started()
         try:
             await anyio.sleep_forever()

@@ -55,7 +55,7 @@ class Decided(_Body):
     """A decision is recorded: `queued` (applied as soon as its call can take it),
     `duplicate` (the call was already decided; `winner` names the decision that was) or
     `refused` (an approval not bound to the call's arguments, or bound to none: `note`
-    says why; nothing ran and the call still waits: engine/binding.py)."""
+    says why; nothing ran and the call still waits: engine/decisions/binding.py)."""
 
     decision_id: str
     call_id: str

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from pydantic import TypeAdapter
 
     from engine.api.models import Info
+    from engine.api.watch import Watch
 from engine.room import Room, owner_of
 from engine.sse import parse_sse, sse_lines
 
@@ -118,50 +120,77 @@ class RemoteClient(RoomClient):
         return result
 
     async def follow(
-        self, receive: Receive, resync: Resync, *,
+        self, receive: Receive, resync: Resync, *, watch: Watch | None = None,
         task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:  # fmt: skip
+        from engine.api.watch import Watch
+
+        watch = watch or Watch()
+        at = _Cursor()
+        while True:
+            with anyio.CancelScope() as scope:  # a new watch: a new stream, resuming
+                stop = watch.listen(scope.cancel)
+                try:
+                    await self._stream(at, watch.lanes, receive, resync, task_status)
+                except (httpx.TransportError, ValueError) as exc:
+                    at.failures += 1
+                    if at.failures > RETRIES or owner_of(self.room) is None:
+                        raise OwnerGone(self._gone(exc)) from None
+                    await anyio.sleep(0.1 * at.failures)
+                finally:
+                    stop()
+
+    async def _stream(self, at: _Cursor, lanes: frozenset[str], receive: Receive,
+                      resync: Resync, task_status: TaskStatus[None]) -> None:  # fmt: skip
+        """One event stream of `lanes`, from `at` (moved as events come), until it ends."""
         from engine.events import parse_events
 
-        started = False
-        run: str | None = None
-        seq, failures = 0, 0
-        while True:
-            params: dict[str, str | int] = {"run": run, "after": seq} if run is not None else {}
-            try:
-                async with self._http.stream(
-                    "GET", "/v1/events", params=params, headers={"Accept": "text/event-stream"},
-                    timeout=httpx.Timeout(10.0, read=STREAM_READ),
-                ) as response:  # fmt: skip
-                    if response.status_code >= 400:
-                        await response.aread()
-                        raise OwnerGone(f"the runtime refused its event stream: {_error(response)}")
-                    lines = sse_lines(response.aiter_bytes(), EVENTS_LIMIT)
-                    async for sse in parse_sse(lines, EVENTS_LIMIT):
-                        failures = 0
-                        if sse.event == "events":
-                            for event in parse_events(sse.data):
-                                receive(event)
-                            seq = _seq(sse.id, seq)
-                        elif sse.event == "hello":
-                            hello = json.loads(sse.data)
-                            if hello["resync"] or (run is not None and hello["run_id"] != run):
-                                await resync()  # events were missed: a new owner, a gap
-                            run, seq = hello["run_id"], hello["seq"]
-                            if not started:  # the stream is on: nothing after this is missed
-                                started = True
-                                task_status.started()
-                        elif sse.event == "resync":
-                            await resync()
-                            seq = json.loads(sse.data)["seq"]
-                        elif sse.event == "bye":
-                            who = f" (pid {self.owner.pid})" if self.owner else ""
-                            raise OwnerGone(f"the runtime{who} stopped")
-            except (httpx.TransportError, ValueError) as exc:
-                failures += 1
-                if failures > RETRIES or owner_of(self.room) is None:
-                    raise OwnerGone(self._gone(exc)) from None
-                await anyio.sleep(0.1 * failures)
+        params: list[tuple[str, str | int | float | bool | None]] = [
+            ("watch", name) for name in sorted(lanes)
+        ]
+        if at.run is not None:
+            params += [("run", at.run), ("after", at.seq)]
+            params += [("fresh", name) for name in sorted(lanes - at.lanes)]
+        async with self._http.stream(
+            "GET", "/v1/events", params=params, headers={"Accept": "text/event-stream"},
+            timeout=httpx.Timeout(10.0, read=STREAM_READ),
+        ) as response:  # fmt: skip
+            if response.status_code >= 400:
+                await response.aread()
+                raise OwnerGone(f"the runtime refused its event stream: {_error(response)}")
+            lines = sse_lines(response.aiter_bytes(), EVENTS_LIMIT)
+            async for sse in parse_sse(lines, EVENTS_LIMIT):
+                at.failures = 0
+                if sse.event == "events":
+                    for event in parse_events(sse.data):
+                        receive(event)
+                    at.seq = _seq(sse.id, at.seq)
+                elif sse.event == "hello":
+                    hello = json.loads(sse.data)
+                    if hello["resync"] or (at.run is not None and hello["run_id"] != at.run):
+                        await resync()  # events were missed: a new owner, a gap
+                    at.run, at.seq, at.lanes = hello["run_id"], hello["seq"], lanes
+                    if not at.started:  # the stream is on: nothing after this is missed
+                        at.started = True
+                        task_status.started()
+                elif sse.event == "resync":
+                    await resync()
+                    at.seq = json.loads(sse.data)["seq"]
+                elif sse.event == "bye":
+                    who = f" (pid {self.owner.pid})" if self.owner else ""
+                    raise OwnerGone(f"the runtime{who} stopped")
+
+
+@dataclass
+class _Cursor:
+    """Where a follower is: the run and the sequence number it has read to, the lanes of
+    its last stream, its failures in a row, and whether it has said it started."""
+
+    run: str | None = None
+    seq: int = 0
+    lanes: frozenset[str] = frozenset()
+    failures: int = 0
+    started: bool = False
 
 
 def _seg(value: str) -> str:

@@ -9,7 +9,6 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 from engine.api.client import RoomClient
-from engine.lifecycle.call import REVIEW_REASON
 from engine.outcome import TurnOutcome
 from engine.room import Room, RoomBusy
 
@@ -38,7 +37,7 @@ def report(outcome: TurnOutcome, as_json: bool, extra: dict[str, Any] | None = N
         state = outcome.status + (f"/{outcome.reason}" if outcome.reason else "")
         print(f"-- turn {outcome.turn_id} on {outcome.thread_id}: {state}", file=sys.stderr)
         for p in outcome.pending:
-            how = ("approve|cancel" if p.get("reason") != REVIEW_REASON else  # after a crash
+            how = ("approve|cancel" if p.get("awaiting") != "review" else  # after a crash
                    "fail|rerun (or approve --result JSON); what is known: agentdeck review")  # fmt: skip
             print(
                 f"   pending {p['call_id']}: {p['tool']} {json.dumps(p['args'])}\n"

@@ -1,5 +1,5 @@
 """`agentdeck review`: the calls whose outcome a crash left unknown, with what is known of
-them (engine/review.py), and `review kill CALL`, which ends a call's surviving process
+them (engine/decisions/review.py), and `review kill CALL`, which ends a call's surviving process
 group. Through the owner's API when the room is owned, the room itself otherwise; the
 output and exit codes are the same either way. Each call is answered with
 `agentdeck decide CALL fail|rerun` or `decide CALL approve --result JSON`.
@@ -15,7 +15,7 @@ import time
 from engine.api.client import NotFound
 from engine.cli.common import EXIT_OK, EXIT_OTHER, UsageError, room_client
 from engine.cli.turns import age
-from engine.review import Review, file_text, process_text
+from engine.decisions.review import Review, file_text, process_text
 from engine.room import Room
 
 

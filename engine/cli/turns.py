@@ -1,7 +1,7 @@
 """`invoke`, `decide`, `cancel` and `pending`: through the owner's API, or the room itself.
 
-`decide CALL fail|rerun` answer a call under review after a crash (engine/review.py); a
-rerun is bound to the arguments' hash as an approval is (engine/binding.py)."""
+`decide CALL fail|rerun` answer a call under review after a crash (engine/decisions/review.py); a
+rerun is bound to the arguments' hash as an approval is (engine/decisions/binding.py)."""
 
 from __future__ import annotations
 
@@ -55,8 +55,8 @@ async def invoke(room: Room, args: argparse.Namespace) -> int:
 async def decide(room: Room, args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from engine.binding import args_digest, runs_tool
     from engine.decisions import Decision
+    from engine.decisions.binding import args_digest, runs_tool
 
     edited = json_arg(args.args, "--args")
     result = json_arg(args.result, "--result")
@@ -95,7 +95,7 @@ async def decide(room: Room, args: argparse.Namespace) -> int:
                                    for e in exc.errors())) from None  # fmt: skip
     async with room_client(room, "decide") as client:
         if runs_tool(decision) and decision.args_hash is None:
-            # bound to the arguments as the room shows them now (engine/binding.py)
+            # bound to the arguments as the room shows them now (engine/decisions/binding.py)
             shown = [c for c in await client.pending() if c.call_id == args.call_id]
             if shown:
                 decision = decision.model_copy(update={"args_hash": shown[0].args_hash})

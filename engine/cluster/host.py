@@ -16,8 +16,8 @@ if TYPE_CHECKING:
     from engine.cluster.listen import Listener
     from engine.cluster.worker import ClusterWorker
     from engine.config import Config
+    from engine.decisions.inbox import DecisionInbox
     from engine.handles import TurnHandle
-    from engine.inbox import DecisionInbox
     from engine.outcome import TurnOutcome
     from engine.scheduler import Request, Scheduler
     from engine.store import Store

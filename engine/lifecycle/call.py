@@ -12,14 +12,16 @@ went through `running`, and their events said "running" for calls that never ran
 
 `running -> suspended` is a tool that answers `pending`, and also the review after a
 crash: a call a dead runtime left `running`, whose tool is not idempotent, is suspended
-with `REVIEW_REASON` and waits for an operator to say what became of it (engine.review),
-as any suspended call waits for a decision. No state of its own: its moves are exactly a
-suspended call's, only the decisions it takes differ.
+and waits for an operator to say what became of it (engine.decisions.review), as any suspended call
+waits for a decision. No state of its own: its moves are exactly a suspended call's; what
+it `awaits` says which decisions it takes (`decision`: approve or cancel; `review`: rerun,
+a result, or fail).
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Literal
 
 from engine.lifecycle.errors import checked
 
@@ -52,16 +54,15 @@ TRANSITIONS: dict[CallStatus, frozenset[CallStatus]] = {
 }
 
 
-# The suspend reason of a call waiting for a review after a crash (engine.review).
+# What a suspended call waits for: a `decision` (approve or cancel) or, when a crash left
+# its outcome unknown, a `review` (rerun, a result, or fail). None when not suspended.
+Awaiting = Literal["decision", "review"]
+
+# The suspend reason (what the operator and the model read) of a call a crash left to review.
 REVIEW_REASON = (
     "outcome unknown: agentdeck stopped while this call was running, so it may have run; "
     "an operator reviews it (mark it succeeded or failed, or run it again)"
 )
-
-
-def under_review(status: CallStatus | str, suspend_reason: str | None) -> bool:
-    """Whether a call with this status and suspend reason waits for a review."""
-    return status == CallStatus.SUSPENDED and suspend_reason == REVIEW_REASON
 
 
 def check(src: CallStatus | str, dst: CallStatus | str) -> CallStatus:

@@ -5,7 +5,7 @@ applied -> refused
 
 A decision is recorded `queued`, or `duplicate` at once when its call was already
 decided; it is applied to its call once, or gives way to another decision. One whose
-arguments are not those it approved (engine/binding.py) is `refused`, at once or when its
+arguments are not those it approved (engine/decisions/binding.py) is `refused`, at once or when its
 call takes it (`applied -> refused`: replayed after a crash); its call goes on waiting.
 The status lives in execution.db (engine/store/decisions.py names each move) and in the
 `DecisionRecorded` event that says it.

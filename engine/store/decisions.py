@@ -50,7 +50,7 @@ def superseded(decision_id: str, note: str, at: float) -> Op:
 
 
 def refused(decision_id: str, note: str, at: float) -> Op:
-    """Not applied: its arguments are not the ones it approved (engine.binding)."""
+    """Not applied: its arguments are not the ones it approved (engine.decisions.binding)."""
     return (
         "UPDATE decisions SET status='refused', note=?, applied_at=? WHERE id=?",
         (note, at, decision_id),

@@ -12,7 +12,18 @@ To add a column: add it to its table in schema.sql (for new rooms), then add
 
 from __future__ import annotations
 
-VERSION = 5  # the user_version of a room this agentdeck writes
+from engine.lifecycle.call import REVIEW_REASON
+
+VERSION = 6  # the user_version of a room this agentdeck writes
+
+
+def awaiting_from_reason() -> list[str]:
+    """What each suspended call of an older room waits for, from its suspend reason (the
+    review after a crash had one text of its own)."""
+    review = REVIEW_REASON.replace("'", "''")
+    return [f"UPDATE tool_calls SET awaiting = CASE WHEN suspend_reason = '{review}'"
+            " THEN 'review' ELSE 'decision' END WHERE status = 'suspended'"]  # fmt: skip
+
 
 # version -> the statements that bring a room of version - 1 to it
 STEPS: dict[int, list[str]] = {
@@ -66,6 +77,9 @@ STEPS: dict[int, list[str]] = {
         " WHERE state IN ('pending', 'retrying')",
         "CREATE INDEX IF NOT EXISTS outbox_state ON outbox(state, id)",
     ],
+    # issue 27, a typed review state: what a suspended call waits for, said by a column
+    # instead of read from its suspend reason's text.
+    6: ["ALTER TABLE tool_calls ADD COLUMN awaiting TEXT", *awaiting_from_reason()],
 }
 
 

@@ -13,7 +13,7 @@ async def read_outcome(store: Store, turn_id: str) -> TurnOutcome:
     if row is None:
         raise LookupError(f"no turn {turn_id}")
     calls = await store.fetchall(
-        "SELECT id, tool, args, status, suspend_reason FROM tool_calls WHERE turn_id=?"
+        "SELECT id, tool, args, status, suspend_reason, awaiting FROM tool_calls WHERE turn_id=?"
         " ORDER BY step_id, idx",
         (turn_id,),
     )
@@ -21,7 +21,7 @@ async def read_outcome(store: Store, turn_id: str) -> TurnOutcome:
         turn_id=turn_id, thread_id=row["thread_id"], status=row["status"],
         reason=row["reason"], detail=row["detail"], text=row["final_text"] or "",
         pending=[{"call_id": c["id"], "tool": c["tool"], "args": json_or_text(c["args"]),
-                  "reason": c["suspend_reason"] or ""}
+                  "reason": c["suspend_reason"] or "", "awaiting": c["awaiting"] or "decision"}
                  for c in calls if c["status"] == "suspended"],
         calls=[{"call_id": c["id"], "tool": c["tool"], "status": c["status"]} for c in calls],
         input_tokens=row["input_tokens"], output_tokens=row["output_tokens"],
@@ -31,13 +31,15 @@ async def read_outcome(store: Store, turn_id: str) -> TurnOutcome:
 async def read_pending(store: Store) -> list[PendingCall]:
     """Every suspended call in the room, oldest first (engine.deadlines adds deadlines)."""
     rows = await store.fetchall(
-        "SELECT c.id, c.turn_id, c.thread_id, c.tool, c.args, c.suspend_reason, c.updated_at,"
+        "SELECT c.id, c.turn_id, c.thread_id, c.tool, c.args, c.suspend_reason, c.awaiting,"
+        " c.updated_at,"
         " h.group_name FROM tool_calls c LEFT JOIN threads h ON h.id = c.thread_id"
         " WHERE c.status='suspended' ORDER BY c.updated_at, c.id"
     )
     return [
         PendingCall(call_id=r["id"], turn_id=r["turn_id"], thread_id=r["thread_id"],
                     tool=r["tool"], args=json_or_text(r["args"]), reason=r["suspend_reason"] or "",
-                    since=r["updated_at"], group=r["group_name"])
+                    since=r["updated_at"], group=r["group_name"],
+                    awaiting=r["awaiting"] or "decision")
         for r in rows
     ]  # fmt: skip

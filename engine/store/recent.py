@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.lifecycle import CallStatus, StepStatus, TurnStatus
+from engine.lifecycle.call import Awaiting
 from engine.room import Room
 from engine.store.reader import open_reader
 from engine.store.sqlite import json_or_text
@@ -49,6 +50,7 @@ class CallRecord:
     created_at: float
     updated_at: float
     ended_at: float | None
+    awaiting: Awaiting | None = None  # suspended: a decision, or a review after a crash
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,7 @@ class ChatRecord:
     turn_id: str
     channel: str | None = None
     sender: str = ""
+    seq: int = -1  # its place in the thread's conversation
 
 
 @dataclass(frozen=True)
@@ -136,7 +139,8 @@ async def read_recent(room: Room) -> Recent:
         calls=[CallRecord(r["id"], r["turn_id"], r["thread_id"], r["tool"],
                           json_or_text(r["args"]), CallStatus(r["status"]), r["result"],
                           r["suspend_reason"] if r["status"] == "suspended" else r["error"],
-                          r["created_at"], r["updated_at"], r["ended_at"]) for r in calls],
+                          r["created_at"], r["updated_at"], r["ended_at"], r["awaiting"])
+               for r in calls],
         steps=[StepRecord(r["id"], r["turn_id"], r["thread_id"], r["kind"],
                           StepStatus(r["status"]), r["summary"], r["started_at"],
                           r["ended_at"] - r["started_at"] if r["ended_at"] is not None else None,
@@ -175,5 +179,6 @@ async def read_conversation(room: Room, thread_id: str, limit: int) -> Conversat
 def _chat(row: Any, turn: Any) -> ChatRecord:
     """A stored message; its turn's sender and channel when it is the turn's user message."""
     if turn is None or turn["id"] != row["turn_id"] or row["role"] != "user":
-        return ChatRecord(row["role"], row["text"], row["turn_id"])
-    return ChatRecord(row["role"], row["text"], row["turn_id"], turn["channel"], turn["sender"])
+        return ChatRecord(row["role"], row["text"], row["turn_id"], seq=row["seq"])
+    return ChatRecord(row["role"], row["text"], row["turn_id"], turn["channel"], turn["sender"],
+                      row["seq"])  # fmt: skip

@@ -84,6 +84,7 @@ CREATE TABLE IF NOT EXISTS tool_calls (
     result         TEXT,                -- the result as the model read it
     error          TEXT,
     suspend_reason TEXT,
+    awaiting       TEXT,                -- suspended: 'decision' (approve or cancel) or 'review'
     decision_id    TEXT,
     has_message    INTEGER NOT NULL DEFAULT 0,  -- 1 placeholder, 2 result in the conversation
     meta           TEXT NOT NULL DEFAULT '{}',  -- strategy data (plan_execute: purpose, todo)
@@ -110,7 +111,7 @@ CREATE TABLE IF NOT EXISTS decisions (
     created_at  REAL NOT NULL,
     applied_at  REAL,
     pattern     TEXT,                   -- with remember: the rule's pattern (NULL: the narrowest)
-    args_hash   TEXT                    -- SHA-256 of the approved arguments (engine/binding.py)
+    args_hash   TEXT                    -- SHA-256 of the approved arguments (engine/decisions/binding.py)
 );
 CREATE INDEX IF NOT EXISTS decisions_queued ON decisions(call_id) WHERE status = 'queued';
 

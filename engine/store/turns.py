@@ -92,18 +92,18 @@ def call_inserted(fixed: Sequence[Any], fields: Sequence[Any]) -> Op:
     and the `fields` a call can change (see `call_changed`)."""
     return (
         "INSERT INTO tool_calls(id, model_call_id, turn_id, thread_id, step_id, idx, tool,"
-        " meta, created_at, args, status, result, error, suspend_reason, decision_id,"
-        " has_message, updated_at, ended_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        " meta, created_at, args, status, result, error, suspend_reason, awaiting, decision_id,"
+        " has_message, updated_at, ended_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         (*fixed, *fields),
     )
 
 
 def call_changed(call_id: str, fields: Sequence[Any]) -> Op:
-    """What a call can change: args, status, result, error, suspend reason, decision,
-    has_message, updated_at, ended_at, in that order."""
+    """What a call can change: args, status, result, error, suspend reason, what it awaits,
+    decision, has_message, updated_at, ended_at, in that order."""
     return (
         "UPDATE tool_calls SET args=?, status=?, result=?, error=?, suspend_reason=?,"
-        " decision_id=?, has_message=?, updated_at=?, ended_at=? WHERE id=?",
+        " awaiting=?, decision_id=?, has_message=?, updated_at=?, ended_at=? WHERE id=?",
         (*fields, call_id),
     )
 
@@ -123,11 +123,11 @@ async def call_rows(store: Store, turn_id: str) -> list[Any]:
     )
 
 
-async def suspended_for(store: Store, reason: str) -> list[Any]:
-    """The calls suspended with `reason`, oldest first."""
+async def awaiting(store: Store, what: str) -> list[Any]:
+    """The suspended calls that wait for `what` (a decision, a review), oldest first."""
     return await store.fetchall(
-        "SELECT * FROM tool_calls WHERE status='suspended' AND suspend_reason=?"
-        " ORDER BY updated_at, id", (reason,)
+        "SELECT * FROM tool_calls WHERE status='suspended' AND awaiting=?"
+        " ORDER BY updated_at, id", (what,)
     )  # fmt: skip
 
 

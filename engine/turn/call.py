@@ -14,6 +14,7 @@ from typing import Any
 from engine.events import CallChanged
 from engine.lifecycle import CallStatus
 from engine.lifecycle import call as call_lifecycle
+from engine.lifecycle.call import Awaiting
 from engine.messages import ConvMessage
 from engine.store import Op, json_or_text
 from engine.store import turns as rows
@@ -38,6 +39,7 @@ class CallState:
     result: str | None = None
     error: str | None = None
     suspend_reason: str | None = None
+    awaiting: Awaiting | None = None  # suspended: what for (engine.lifecycle.call)
     decision_id: str | None = None
     has_message: int = NO_MESSAGE
     meta: dict[str, Any] = field(default_factory=dict)
@@ -48,8 +50,11 @@ class CallState:
     written: tuple[Any, ...] | None = None  # the row's changeable fields as last written
 
     def move(self, dst: CallStatus, at: float, **fields: Any) -> None:
-        """Take one legal lifecycle step and record it as an event."""
+        """Take one legal lifecycle step and record it as an event. A call suspends for a
+        `decision` unless `awaiting` says otherwise."""
         self.status = call_lifecycle.check(self.status, dst)
+        suspended = self.status is CallStatus.SUSPENDED
+        self.awaiting = fields.pop("awaiting", "decision") if suspended else None
         for name, value in fields.items():
             setattr(self, name, value)
         self.updated_at = at
@@ -68,6 +73,7 @@ class CallState:
                 error=self.error
                 if self.status is not CallStatus.SUSPENDED
                 else self.suspend_reason,
+                awaiting=self.awaiting,
             )
         )
 
@@ -109,7 +115,8 @@ class CallState:
         """What a call's row can change, as it is written."""
         args = json.dumps(self.args)  # the model's text, when not usable, as a JSON string
         return (args, self.status.value, self.result, self.error, self.suspend_reason,
-                self.decision_id, self.has_message, self.updated_at, self.ended_at)  # fmt: skip
+                self.awaiting, self.decision_id, self.has_message, self.updated_at,
+                self.ended_at)  # fmt: skip
 
     def row(self) -> Op | None:
         """The call's row, if it changed since it was written: an INSERT the first time,
@@ -132,7 +139,7 @@ class CallState:
             thread_id=row["thread_id"], step_id=row["step_id"], idx=row["idx"],
             tool=row["tool"], args=args, status=CallStatus(row["status"]),
             result=row["result"], error=row["error"], suspend_reason=row["suspend_reason"],
-            decision_id=row["decision_id"], has_message=row["has_message"],
+            awaiting=row["awaiting"], decision_id=row["decision_id"], has_message=row["has_message"],
             meta=json.loads(row["meta"] or "{}"),
             created_at=row["created_at"], updated_at=row["updated_at"], ended_at=row["ended_at"],
         )  # fmt: skip

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Protocol
 
 from engine.config import Config
+from engine.decisions.inbox import DecisionInbox
 from engine.events import Event
-from engine.inbox import DecisionInbox
 from engine.plugins import Phase, Plugin
 from engine.providers.base import Provider
 from engine.rules import RuleBook

@@ -28,9 +28,9 @@ import anyio
 
 from engine.conversation import Conversation
 from engine.deadlines import stamp
+from engine.decisions.inbox import already
 from engine.delivery import answer_owed
 from engine.events import StepFinished, StepStarted, TextDelta, TurnChanged
-from engine.inbox import already
 from engine.lifecycle import CallStatus, TurnStatus
 from engine.lifecycle import turn as turn_lifecycle
 from engine.messages import ConvMessage

@@ -4,7 +4,7 @@ the repair of calls a crash left open.
 Before a decided call is replayed, `resuming` and the decision are committed, so a crash
 between decision and replay is repaired at the next start; a call that committed its
 result is never run again. An approval runs its call only with the arguments it is bound
-to (engine/binding.py): one that is not is refused, and the call goes on waiting.
+to (engine/decisions/binding.py): one that is not is refused, and the call goes on waiting.
 """
 
 from __future__ import annotations
@@ -14,21 +14,17 @@ from typing import Any, Protocol
 
 import anyio
 
-from engine.binding import refusal, why_not
-from engine.decisions import Decision
-from engine.events import DecisionRecorded, Notice
+from engine.decisions import Decision, apply
+from engine.decisions.review import notice_text, put_up_for_review
+from engine.events import Notice
 from engine.lifecycle import CallStatus
-from engine.lifecycle.call import REVIEW_REASON, under_review
 from engine.plugins import Gate, Phase
-from engine.review import notice_text
 from engine.store import Op
-from engine.store import decisions as recorded
 from engine.store import rules as ruled
-from engine.store import turns as rows
 from engine.turn import gate as gates
 from engine.turn.call import ANSWERED, CallState
 from engine.turn.context import TurnContext
-from engine.turn.state import TurnState, as_json, calls_summary
+from engine.turn.state import TurnState, calls_summary
 
 
 class _Loop(Protocol):
@@ -76,23 +72,17 @@ class Replay:
 
     async def _take_decisions(self: _Loop) -> list[tuple[Decision, CallState]]:
         """Match queued decisions to our suspended calls; commit `resuming` + the decision."""
-        taken, refused = self.ctx.decisions.take(self.turn.suspended(), _unbound)
+        taken, refused = self.ctx.decisions.take(self.turn.suspended(), apply.unbound)
         now = self.ctx.clock()
         for decision, call, why in refused:
-            _refuse(self, decision, call, why, now)
+            _record(self, [apply.refused(decision, call, why, now)])
         if not taken:
             if refused:
                 await self.commit(None)
             return []
         rule_ids = [await self.ctx.new_rule_id() for decision, _ in taken if decision.remember]
         for decision, call in taken:
-            call.move(CallStatus.RESUMING, now, decision_id=decision.id)
-            self.ops.append(recorded.applied(decision.id, now))
-            self.events.append(
-                DecisionRecorded(at=now, thread_id=call.thread_id, turn_id=call.turn_id,
-                                 decision_id=decision.id, call_id=call.id,
-                                 action=decision.action, status="applied", reason=decision.reason)
-            )  # fmt: skip
+            _record(self, [apply.applied(decision, call, now)])
             rest = self.ctx.decisions.drop_rest(call.id)
             self._duplicates(call, rest, f"call already decided by {decision.id}", now)
             if decision.remember:  # a rule for the arguments it decided (edited or not)
@@ -107,33 +97,15 @@ class Replay:
         self: _Loop, call: CallState, late: list[Decision], note: str, now: float
     ) -> None:
         """Record decisions that came too late for `call` as duplicates."""
-        for dup in late:
-            self.ops.append(recorded.duplicate(dup.id, note))
-            self.events.append(  # its operator learns which decision won
-                DecisionRecorded(at=now, thread_id=call.thread_id, turn_id=call.turn_id,
-                                 decision_id=dup.id, call_id=call.id, action=dup.action,
-                                 status="duplicate", reason=dup.reason, note=note)
-            )  # fmt: skip
+        _record(self, apply.duplicates(call, late, note, now))
 
     async def _replay(self: _Loop, decision: Decision, call: CallState) -> None:
         """Carry out a committed decision on a `resuming` call."""
-        now = self.ctx.clock()
-        if decision.action == "cancel":
-            call.move(CallStatus.CANCELLED, now, error=decision.denial_text())
+        carried = apply.carry_out(decision, call, self.ctx.clock(), gates.cleaner(self))
+        if carried != "run":
+            if carried != "ended":  # refused: nothing ran, the call waits again
+                _record(self, [carried])
             return
-        if decision.action == "fail":
-            call.move(CallStatus.FAILED, now, error=decision.failure_text())
-            return
-        if decision.use_result:  # the operator's text goes where a tool's would: masked, cut
-            text = decision.result if isinstance(decision.result, str) else as_json(decision.result)
-            call.move(CallStatus.SUCCEEDED, now, result=gates.cleaner(self)(text), error=None)
-            return
-        if (why := refusal(decision, call.args)) is not None:  # fails closed: nothing runs
-            call.move(CallStatus.SUSPENDED, now, decision_id=None)
-            _refuse(self, decision, call, why, now)
-            return
-        if decision.args is not None:
-            call.args = decision.args
         kwargs = await gates.admit(self, call, approved=True)
         if kwargs is not None:
             call.move(CallStatus.RUNNING, self.ctx.clock())
@@ -146,7 +118,7 @@ class Replay:
         A `new` call was never gated (its turn stopped, or the run died, first): the gate
         decides now, and one it admits is committed `running` before its tool starts. A
         `running` one ran with its outcome lost: run again if its tool is idempotent, else
-        suspended for an operator's review (engine.review): never run again unasked. A
+        suspended for an operator's review (engine.decisions.review): never run again unasked. A
         `resuming` one has a committed decision: replayed.
         """
         orphans = [
@@ -169,7 +141,7 @@ class Replay:
             elif call.status is CallStatus.RUNNING and tool is not None and tool.idempotent:
                 runs.append((call, tool.validate(call.args)))
             elif call.status is CallStatus.RUNNING:
-                _await_review(self, call, now)
+                _put_up(self, call, now)
                 await self.phase(Phase.AFTER_TOOL_EXECUTE, tool=call.tool, args=call.args,
                                  outcome=call.status.value)  # fmt: skip
         if admitted:  # durably `running` before its tool starts: never run twice
@@ -199,36 +171,21 @@ class Replay:
             and not ((tool := self.ctx.tools.get(c.tool)) is not None and tool.idempotent)
         ]  # fmt: skip
         for call in left:
-            _await_review(self, call, now)
+            _put_up(self, call, now)
         if left:
             await self.commit(None, left)
         return len(left)
 
 
-def _unbound(decision: Decision, call: CallState) -> str | None:
-    """Why `decision` may not apply to `call` (engine.binding), or None."""
-    return why_not(decision, call.args, under_review(call.status, call.suspend_reason))
+def _record(loop: _Loop, records: list[apply.Record]) -> None:
+    for op, event in records:
+        loop.ops.append(op)
+        loop.events.append(event)
 
 
-def _refuse(loop: _Loop, decision: Decision, call: CallState, why: str, now: float) -> None:
-    """Record `decision` refused, with why: its call was not run and still waits."""
-    loop.ops.append(recorded.refused(decision.id, why, now))
-    loop.events.append(
-        DecisionRecorded(at=now, thread_id=call.thread_id, turn_id=call.turn_id,
-                         decision_id=decision.id, call_id=call.id, action=decision.action,
-                         status="refused", reason=decision.reason, note=why)
-    )  # fmt: skip
-
-
-def _await_review(loop: _Loop, call: CallState, now: float) -> None:
-    """A call the last run left `running`, its tool not idempotent: its outcome is unknown,
-    so it waits for a review (suspended with REVIEW_REASON; when it went `running` and when
-    its review began are kept in its meta). The operator hears of it, and of its process
-    group if one survived."""
-    review = {"started_at": call.updated_at, "since": now}
-    call.move(CallStatus.SUSPENDED, now, suspend_reason=REVIEW_REASON)
-    call.meta["review"] = review
-    loop.ops.append(rows.call_meta_set(call.id, "review", review))
+def _put_up(loop: _Loop, call: CallState, now: float) -> None:
+    """A call the last run left `running`, its tool not idempotent, waits for a review."""
+    loop.ops.append(put_up_for_review(call, now))
     text = notice_text(call.id, call.tool, call.args, call.meta.get("process"))
     loop.ctx.log.warning("%s", text)
     loop.ctx.publish(Notice(at=now, level="warning", text=text))

@@ -6,7 +6,7 @@
 
 `client` is an attached console's event stream and nothing else: `full` follows
 /v1/events with `RemoteClient.follow` (the SSE parser and the typed events, as an attached
-console does); `light` reads the same stream with httpx and `json.loads` (the least a
+console does; of the lanes given with `--watch`, else of all); `light` reads the same stream with httpx and `json.loads` (the least a
 reader in Python can do). Each event's lag is now minus its `at` (wall clock, the same
 machine); the client stops at the end marker the benchmark publishes, then writes a JSON
 summary to FILE and the raw lags (float64) to FILE.lags. Memory is its RSS when the stream
@@ -197,12 +197,18 @@ class Tally:
         out.write_text(json.dumps(summary))
 
 
-async def follow_full(room: Path, tally: Tally, limit: float) -> None:
-    """The attached console's way: RemoteClient.follow, typed events."""
+async def follow_full(room: Path, tally: Tally, limit: float, lanes: list[str]) -> None:
+    """The attached console's way: RemoteClient.follow, typed events; of `lanes` (and the
+    end marker's thread) when some are given, else of every lane."""
+    import functools
+
     import anyio
 
     from engine.api.remote import RemoteClient
+    from engine.api.watch import Watch, thread
     from engine.room import Room
+
+    watch = Watch([*lanes, thread(END_THREAD)]) if lanes else Watch()
 
     finished = anyio.Event()
 
@@ -219,14 +225,14 @@ async def follow_full(room: Path, tally: Tally, limit: float) -> None:
         tally.resyncs += 1
 
     async with RemoteClient(Room.at(room)) as client, anyio.create_task_group() as tg:
-        await tg.start(client.follow, receive, resync)
+        await tg.start(functools.partial(client.follow, watch=watch), receive, resync)
         tally.ready()
         with anyio.move_on_after(limit):
             await finished.wait()
         tg.cancel_scope.cancel()
 
 
-async def follow_light(room: Path, tally: Tally, limit: float) -> None:
+async def follow_light(room: Path, tally: Tally, limit: float, lanes: list[str]) -> None:
     """The same stream read with httpx and json.loads: frames split by hand, no models."""
     import anyio
     import httpx
@@ -269,7 +275,7 @@ def client_main(args: argparse.Namespace) -> None:
 
     tally = Tally(args.cap)
     follow = follow_full if args.reader == "full" else follow_light
-    anyio.run(follow, args.room, tally, args.limit)
+    anyio.run(follow, args.room, tally, args.limit, args.watch)
     tally.write(args.out, args.reader)
 
 
@@ -337,6 +343,8 @@ def main() -> None:
     client.add_argument("--out", type=Path, required=True)
     client.add_argument("--cap", type=int, default=1_000_000, help="lags kept at most")
     client.add_argument("--limit", type=float, default=600.0, help="seconds at most")
+    client.add_argument("--watch", action="append", default=[], metavar="LANE",
+                        help="full: follow this lane (repeat it; default: every lane)")  # fmt: skip
     decide = modes.add_parser("decider", help="decision round trips through the API")
     decide.add_argument("room", type=Path)
     console = modes.add_parser("console", help="a console's first full screen")

@@ -15,7 +15,7 @@ from console.screens.main import MainScreen
 from console.screens.prompt import PromptScreen
 from console.widgets.calls_table import CallsTable
 from console.widgets.decision_queue import DecisionQueue
-from engine.binding import args_digest
+from engine.decisions.binding import args_digest
 from tests.console.helpers import (
     SIZE,
     Recorder,

@@ -14,11 +14,16 @@ from __future__ import annotations
 from importlib import resources
 from typing import Any
 
-VERSION = 1  # the version of a database this agentdeck writes
+from engine.store.migrations import awaiting_from_reason
+
+VERSION = 2  # the version of a database this agentdeck writes
 LOCK_KEY = 0x61676E7464636B  # "agntdck": the advisory lock held while migrating
 
-# version -> the statements that bring a database of version - 1 to it (none yet)
-STEPS: dict[int, list[str]] = {}
+# version -> the statements that bring a database of version - 1 to it
+STEPS: dict[int, list[str]] = {
+    # issue 27, a typed review state (as engine/store/migrations.py's 6)
+    2: ["ALTER TABLE tool_calls ADD COLUMN IF NOT EXISTS awaiting TEXT", *awaiting_from_reason()],
+}
 
 
 class TooNew(ValueError):

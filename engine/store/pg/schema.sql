@@ -88,6 +88,7 @@ CREATE TABLE IF NOT EXISTS tool_calls (
     result         TEXT,
     error          TEXT,
     suspend_reason TEXT,
+    awaiting       TEXT,
     decision_id    TEXT,
     has_message    BIGINT NOT NULL DEFAULT 0,
     meta           TEXT NOT NULL DEFAULT '{}',

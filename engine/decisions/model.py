@@ -15,19 +15,21 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
+from engine.lifecycle.call import Awaiting
+
 _UNSEEN: Any = object()  # `approve` was not told what the operator saw
 
 
 def args_digest(args: Any) -> str:
     """The SHA-256 (hex) of `args` as canonical JSON: what a decision binds to
-    (engine/binding.py)."""
+    (engine/decisions/binding.py)."""
     text = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class Decision(BaseModel):
     """Resume (approve; maybe with edited args, or a result to use instead) or cancel; for
-    a call whose outcome a crash left unknown (engine.review), `fail` (it failed, for the
+    a call whose outcome a crash left unknown (engine.decisions.review), `fail` (it failed, for the
     reason given) or `rerun` (run it again, knowing it may then have run twice)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -46,7 +48,7 @@ class Decision(BaseModel):
     remember: Literal["once", "thread", "room"] | None = None
     pattern: str | None = None
     decided_by: str = "operator"
-    # The SHA-256 of the arguments approved (engine.binding): the call runs only with
+    # The SHA-256 of the arguments approved (engine.decisions.binding): the call runs only with
     # arguments of this hash. None: bound to nothing (a deadline's, or recorded before).
     args_hash: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
 
@@ -131,8 +133,8 @@ def storable(value: Any, what: str) -> None:
         raise ValueError(f"{what} cannot be stored: {exc}") from None
 
 
-class PendingCall(BaseModel):
-    """A suspended call as an operator sees it."""
+class WaitingCall(BaseModel):
+    """A call that waits for an operator: which, of which turn, and what it would run."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -141,12 +143,19 @@ class PendingCall(BaseModel):
     thread_id: str
     tool: str
     args: Any
+
+
+class PendingCall(WaitingCall):
+    """A suspended call as an operator sees it."""
+
     reason: str = ""
     since: float = 0.0  # when it started waiting
     group: str | None = None  # its thread's group
     # when its deadline decides it (engine.deadlines); None: it waits as long as it takes
     deadline_at: float | None = None
     on_deadline: Literal["cancel", "approve"] | None = None  # what the deadline decides
+    # a `decision` (approve or cancel) or a `review` (its outcome a crash left unknown)
+    awaiting: Awaiting = "decision"
 
     @computed_field  # type: ignore[prop-decorator]
     @property

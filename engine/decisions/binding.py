@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.decisions import Decision, args_digest
+from engine.lifecycle.call import Awaiting
 
 __all__ = ["args_digest", "fits", "refusal", "runs_tool", "why_not"]
 
@@ -29,19 +30,20 @@ def runs_tool(decision: Decision) -> bool:
 
 
 def why_not(
-    decision: Decision, call_args: Any, reviewed: bool, *, need_hash: bool = False
+    decision: Decision, call_args: Any, awaiting: Awaiting | None, *, need_hash: bool = False
 ) -> str | None:
-    """Why `decision` may not apply to a call with `call_args` that does (`reviewed`) or
-    does not wait for a review after a crash (engine.review), or None: it fits the call and
-    is bound to what it would run."""
-    return fits(decision, reviewed) or refusal(decision, call_args, need_hash=need_hash)
+    """Why `decision` may not apply to a call with `call_args` that awaits a decision or a
+    review after a crash (engine.decisions.review), or None: it fits the call and is bound
+    to what it would run."""
+    return fits(decision, awaiting) or refusal(decision, call_args, need_hash=need_hash)
 
 
-def fits(decision: Decision, reviewed: bool) -> str | None:
-    """Why `decision`'s action does not fit its call, or None. A call whose outcome a crash
-    left unknown may have run already: a plain approval or a cancel could hide that, so it
-    takes only `rerun` (run it again, knowingly), a result (it succeeded) or `fail`."""
-    action = decision.action
+def fits(decision: Decision, awaiting: Awaiting | None) -> str | None:
+    """Why `decision`'s action does not fit a call that awaits `awaiting`, or None. A call
+    whose outcome a crash left unknown may have run already: a plain approval or a cancel
+    could hide that, so it takes only `rerun` (run it again, knowingly), a result (it
+    succeeded) or `fail`."""
+    action, reviewed = decision.action, awaiting == "review"
     if reviewed and action == "resume" and not decision.use_result:
         return ("its outcome is unknown after a crash and it may have run already: run it "
                 "again explicitly (rerun), or mark it succeeded (a result) or failed")  # fmt: skip

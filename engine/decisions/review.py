@@ -11,7 +11,7 @@ says what became of it:
 - run it again (`Decision.rerun`), knowing it may then have run twice.
 
 Nothing else applies to such a call: a plain approve, an edit or a cancel are refused
-(engine.binding.fits), so a script approving whatever waits can never run it a second time.
+(engine.decisions.binding.fits), so a script approving whatever waits can never run it a second time.
 
 What is known of each call is gathered here for the operator (`reviews`): its arguments,
 when it started, the process group its tool recorded (engine/orphans.py) and whether it
@@ -29,10 +29,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from engine import orphans
+from engine.decisions.model import WaitingCall
+from engine.lifecycle import CallStatus
 from engine.lifecycle.call import REVIEW_REASON
-from engine.store import Store, json_or_text
+from engine.store import Op, Store, json_or_text
 from engine.store import turns as rows
 from engine.tools import ToolError, ToolRegistry
+from engine.turn.call import CallState
 from engine.workspace import Workspace
 
 
@@ -60,16 +63,9 @@ class FileFacts(BaseModel):
     note: str = ""  # why it could not be read
 
 
-class Review(BaseModel):
+class Review(WaitingCall):
     """A call waiting for a review, with what is known of it."""
 
-    model_config = ConfigDict(frozen=True)
-
-    call_id: str
-    turn_id: str
-    thread_id: str
-    tool: str
-    args: Any
     started_at: float  # when it was committed `running`
     since: float  # when it was put up for review
     process: ProcessFacts | None = None
@@ -94,7 +90,7 @@ async def reviews(store: Store, workspace: Path, tools: ToolRegistry) -> list[Re
     """Every call waiting for a review, oldest first, with what is known of it now."""
     return [
         _review(r, workspace, tools)
-        for r in await rows.suspended_for(store, REVIEW_REASON)
+        for r in await rows.awaiting(store, "review")
     ]  # fmt: skip
 
 
@@ -182,6 +178,17 @@ def file_text(found: FileFacts) -> str:
     what = {True: "holds what the call was to write", False: "differs from what the call "
             "was to write", None: "its content was not to be known"}[found.matches]  # fmt: skip
     return f"{found.path}: {found.size:,} bytes, {what}"
+
+
+def put_up_for_review(call: CallState, now: float) -> Op:
+    """A call the last run left `running`, its tool not idempotent: its outcome is unknown,
+    so it waits for a review (suspended, awaiting `review`, with REVIEW_REASON for what
+    the operator and the model read; when it went `running` and when its review began are
+    kept in its meta). Returns the row update of its meta."""
+    review = {"started_at": call.updated_at, "since": now}
+    call.move(CallStatus.SUSPENDED, now, suspend_reason=REVIEW_REASON, awaiting="review")
+    call.meta["review"] = review
+    return rows.call_meta_set(call.id, "review", review)
 
 
 def notice_text(call_id: str, tool: str, args: Any, process: Any) -> str:
