@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from console.state import CallRow, ChatEntry, DeckState, TurnRow, turn_note, via
+from console.state import CallRow, DeckState, TurnRow
 from console.steps import StepRow
+from console.threads import ChatEntry, turn_note, via
 
 if TYPE_CHECKING:
     from engine.api.client import RoomClient

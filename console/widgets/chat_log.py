@@ -16,7 +16,7 @@ from textual.cache import LRUCache
 from textual.strip import Strip
 
 from console.format import visible
-from console.state import ChatEntry, ThreadView
+from console.threads import ChatEntry, ThreadView
 from console.widgets.lines import LineView
 
 LABELS = {"user": "you", "assistant": "agent", "tool": "tool", "system": "system"}

@@ -13,7 +13,7 @@ from textual.message import Message
 from textual.widgets import Input
 
 from console.format import set_title
-from console.state import ThreadView
+from console.threads import ThreadView
 from console.widgets.chat_log import ChatLog
 from console.widgets.inputs import ChatInput
 

@@ -10,7 +10,8 @@ import pytest
 
 from console.glyphs import look
 from console.seed import seed
-from console.state import DeckState, turn_note
+from console.state import DeckState
+from console.threads import turn_note
 from engine.events import CallChanged, StepFinished, StepStarted, TurnChanged, TurnStarted
 from engine.lifecycle import CallStatus, StepStatus, TurnStatus
 from engine.lifecycle import turn as turn_lifecycle
