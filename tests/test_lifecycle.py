@@ -106,8 +106,20 @@ def test_turn_table_is_exact() -> None:
 
 @pytest.mark.parametrize(("src", "dst"), TURN_LEGAL)
 def test_turn_legal_transition(src: TurnStatus, dst: TurnStatus) -> None:
-    assert turn_lifecycle.check(src, dst) is dst
-    assert turn_lifecycle.check(src.value, dst.value) is dst
+    reason = "cancelled" if dst is TurnStatus.DONE else None
+    assert turn_lifecycle.check(src, dst, reason) is dst
+    assert turn_lifecycle.check(src.value, dst.value, reason) is dst
+
+
+@pytest.mark.parametrize("reason", ["natural", "behavior_requested", "stopped:max_rounds", None])
+def test_a_waiting_turn_ends_only_as_the_seed_allows(reason: str | None) -> None:
+    """The seed's table: waiting -> done only Cancelled or with an Error (issue 28). Any
+    other ending is reached running again, after a decision."""
+    for allowed in ("cancelled", "error"):
+        assert turn_lifecycle.check("waiting", "done", allowed) is TurnStatus.DONE
+    assert turn_lifecycle.check("running", "done", reason) is TurnStatus.DONE
+    with pytest.raises(IllegalTransition, match="a waiting turn ends only"):
+        turn_lifecycle.check("waiting", "done", reason)
 
 
 @pytest.mark.parametrize(("src", "dst"), TURN_ILLEGAL)

@@ -1,14 +1,16 @@
 """Turn lifecycle: `running`, `waiting`, `done` (with a termination reason).
 
 A turn is `waiting` only when every outcome of its tool round is suspended; the loop
-then exits with reason `suspended`. A decision moves it back to `running`.
+then exits with reason `suspended`. A decision moves it back to `running`. A waiting turn
+ends only as the seed allows: cancelled, or failed (`error`); anything else it does, it
+does running again (`check`'s `reason`).
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
 
-from engine.lifecycle.errors import checked
+from engine.lifecycle.errors import IllegalTransition, checked
 
 
 class TurnStatus(StrEnum):
@@ -42,6 +44,15 @@ def is_valid_reason(reason: str) -> bool:
     return reason in REASONS or (reason.startswith(STOPPED_PREFIX) and len(reason) > 8)
 
 
-def check(src: TurnStatus | str, dst: TurnStatus | str) -> TurnStatus:
-    """Return `dst` if `src -> dst` is legal, else raise IllegalTransition naming both."""
-    return checked("turn", TRANSITIONS, TurnStatus, src, dst)
+# The reasons a waiting turn may end with (`waiting -> done`).
+WAITING_ENDS = frozenset({CANCELLED, ERROR})
+
+
+def check(src: TurnStatus | str, dst: TurnStatus | str, reason: str | None = None) -> TurnStatus:
+    """Return `dst` if `src -> dst` is legal (for `-> done`, with termination `reason`),
+    else raise IllegalTransition naming both."""
+    status = checked("turn", TRANSITIONS, TurnStatus, src, dst)
+    if src == TurnStatus.WAITING and status is TurnStatus.DONE and reason not in WAITING_ENDS:
+        raise IllegalTransition("turn", "waiting", f"done ({reason}): a waiting turn ends only "
+                                "cancelled or with an error")  # fmt: skip
+    return status

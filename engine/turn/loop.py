@@ -439,7 +439,7 @@ class TurnLoop(Replay):
             self.events.append(event)
 
     def _set(self, status: TurnStatus, reason: str | None, detail: str | None) -> None:
-        turn_lifecycle.check(self.turn.status, status)
+        turn_lifecycle.check(self.turn.status, status, reason)
         self.turn.status, self.turn.reason, self.turn.detail = status, reason, detail
         self.events.append(
             TurnChanged(at=self.ctx.clock(), thread_id=self.turn.thread_id, turn_id=self.turn.id,
