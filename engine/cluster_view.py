@@ -43,11 +43,14 @@ class ClusterView:
     threads: tuple[ThreadStats, ...]  # with `worker` set (None: no lease held)
 
 
-def across(local: Statistics, view: ClusterView) -> Statistics:
+def across(local: Statistics, view: ClusterView | None) -> Statistics:
     """The scheduler's snapshot of one worker made the cluster's: its groups and queue as
     they are (group counts already include the other workers' running turns), and every
     thread of the cluster with its worker. A thread this worker's scheduler knows keeps
-    the state it has here (fresher than the database's), with the lease's worker."""
+    the state it has here (fresher than the database's), with the lease's worker. With no
+    cluster (`view` None), the snapshot as it is."""
+    if view is None:
+        return local
     held = {t.thread_id: t.worker for t in view.threads}
     mine = {t.thread_id: replace(t, worker=held.get(t.thread_id, view.worker))
             for t in local.threads}  # fmt: skip

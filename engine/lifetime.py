@@ -8,11 +8,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import anyio
 
 from engine.config import Config, load_config
+from engine.coordinator import Coordinator, OneRoom
 from engine.deadlines import DeadlineWatch
 from engine.plugins import Plugin, default_stop_policies
 from engine.providers.base import Provider
@@ -21,12 +22,16 @@ from engine.store import StoreError
 from engine.store.select import open_store, store_url
 from engine.tools import Tool, ToolRegistry
 
+if TYPE_CHECKING:
+    from engine.runtime import Runtime
+
+R = TypeVar("R", bound="Runtime")
 INDEX_EVERY = 1.0  # seconds between two full-text batches (History.search lags this much)
 
 
 @asynccontextmanager
 async def serving(
-    cls: Any,  # engine.runtime.Runtime (which imports this module: not named here)
+    cls: type[R],  # engine.runtime.Runtime (which imports this module: not named here)
     room: Room | str | Path | None,
     *,
     kind: str,
@@ -38,8 +43,8 @@ async def serving(
     sleep: Callable[[float], Awaitable[Any]],
     ids: Callable[[str], str] | None,
     resume: Literal["all", "none"],
-) -> AsyncIterator[Any]:
-    """`Runtime.open`'s body."""
+) -> AsyncIterator[R]:
+    """`Runtime.open`'s body: the composition root, where the coordinator is chosen."""
     room = room if isinstance(room, Room) else Room.at(room)
     room.create()
     config = config or load_config(room.config)
@@ -49,8 +54,7 @@ async def serving(
         room.ensure()
         had_history = room.db.exists()
         opened = room.tighten()
-        cluster = config.cluster.enabled
-        store = await open_store(room.db, config.store, shared=cluster)
+        store = await open_store(room.db, config.store, shared=config.cluster.enabled)
         room.tighten()  # a new execution.db is made with the process's umask
         try:
             if provider is None:
@@ -63,22 +67,10 @@ async def serving(
                 tools = builtin_tools()
             if plugins is None:
                 plugins = default_stop_policies(config.runtime)
+            coordinator = _coordinator(config, one_off=resume != "all")
             rt = cls(room, store, config, provider, ToolRegistry(tools), plugins, kind,
-                     clock, ids)  # fmt: skip
+                     clock, ids, coordinator)  # fmt: skip
             rt.serves_queue = resume == "all"
-            if cluster:
-                from engine.cluster.member import ClusterMember
-                from engine.cluster.relay import relay_events
-
-                if not rt.serves_queue:
-                    raise StoreError(
-                        "this room's store is shared by a cluster's workers, and a one-off "
-                        "runtime would run turns outside their leases: start a worker here "
-                        "(agentdeck run) and the command goes through it"
-                    )
-                url = store_url(config.store)
-                assert url is not None  # open_store refused a cluster on SQLite
-                rt.cluster = ClusterMember(rt, url, config.cluster)
             await rt._start()
             if opened and had_history:  # (a folder made by hand for a new room: no word)
                 rt.notice("warning", f"room {room.path} was readable by other users "
@@ -88,23 +80,17 @@ async def serving(
                 async with anyio.create_task_group() as tg:
                     sv.tg = tg
                     tg.start_soon(store.index_forever, INDEX_EVERY)
-                    if rt.cluster is not None:
-                        await rt.cluster.start()
-                        tg.start_soon(rt.cluster.run)
-                        await tg.start(relay_events, rt, url)  # the others' events, here too
+                    await coordinator.start(rt)
+                    await tg.start(coordinator.run)
                     if resume == "all":
                         if config.approvals.any_deadline:  # else nothing to watch
                             watch = DeadlineWatch(store, config.approvals, clock=clock,
                                 sleep=sleep, decide=rt.decide, queued=rt.decisions.queued_for,
                                 subscribe=rt.subscribe, notice=rt.notice).run  # fmt: skip
-                            if rt.cluster is not None:  # on one worker at a time
-                                rt.cluster.singleton("deadlines", watch)
-                            else:
-                                tg.start_soon(watch)
+                            coordinator.singleton("deadlines", watch)  # on one runtime
                         for turn_id in sorted(sv.interrupted):
                             sv.spawn_resume(turn_id)
-                        stale = [] if rt.cluster else await rt.decisions.stale_turns()
-                        for turn_id in stale:  # decided, not
+                        for turn_id in await coordinator.stale_turns(rt.decisions):  # decided, not
                             if turn_id not in sv.live:  # applied: a run died between
                                 sv.spawn_resume(turn_id)
                     else:
@@ -120,8 +106,7 @@ async def serving(
             finally:
                 with anyio.CancelScope(shield=True):
                     await rt._stop()
-                    if rt.cluster is not None:
-                        await rt.cluster.stop()
+                    await coordinator.stop()
                     if (aclose := getattr(rt.provider, "aclose", None)) is not None:
                         await aclose()
         finally:
@@ -129,3 +114,20 @@ async def serving(
                 await store.close()
     finally:
         ownership.release()
+
+
+def _coordinator(config: Config, *, one_off: bool) -> Coordinator:
+    """One room alone, or (`[cluster] enabled`) one worker of a cluster on the database."""
+    if not config.cluster.enabled:
+        return OneRoom()
+    if one_off:
+        raise StoreError(
+            "this room's store is shared by a cluster's workers, and a one-off runtime would "
+            "run turns outside their leases: start a worker here (agentdeck run) and the "
+            "command goes through it"
+        )
+    from engine.cluster.member import ClusterMember  # (psycopg: only a cluster's worker)
+
+    url = store_url(config.store)
+    assert url is not None  # open_store refused a cluster on SQLite
+    return ClusterMember(url, config.cluster)

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import anyio
 
@@ -28,6 +28,7 @@ from engine.bus import EventBus
 from engine.channels.config import delivering, secret_names
 from engine.config import Config, check_approvals, toml_rules
 from engine.conversation import Conversation
+from engine.coordinator import Coordinator
 from engine.deadlines import pending_calls
 from engine.decisions import Decision, PendingCall, storable
 from engine.decisions.inbox import DecisionInbox
@@ -60,9 +61,6 @@ from engine.store.schedule import group_row, key_row, keyed_request, request_row
 from engine.strategies import strategy_for
 from engine.summary import SummaryFile, summary_of
 from engine.supervisor import TurnSupervisor
-
-if TYPE_CHECKING:
-    from engine.cluster.member import ClusterMember
 from engine.tools import Tool, ToolRegistry
 from engine.turn.call import CallState
 from engine.turn.context import TurnContext
@@ -87,8 +85,10 @@ class Runtime:
         kind: str,
         clock: Callable[[], float],
         ids: Callable[[str], str] | None,
+        coordinator: Coordinator,
     ) -> None:
         self.room, self.store, self.config = room, store, config
+        self.coordinator = coordinator  # one room alone, or one worker of a cluster
         self.provider, self.tools, self.plugins = provider, tools, plugins
         self.kind, self.clock = kind, clock
         self._ids = ids
@@ -99,11 +99,10 @@ class Runtime:
         self.scheduler = Scheduler(max_running_turns=config.runtime.max_running_turns, clock=clock)
         self._requests: dict[str, Request] = {}  # this run's requests, by id
         self._keys: dict[str, Request] = {}  # this run's requests, by idempotency key
-        self._step_id = 0
         self.bus = bus = EventBus(store, self.run_id, clock)
         self.subscribe, self.publish, self.commit = bus.subscribe, bus.publish, bus.commit
         self.ctx = TurnContext(  # what its turns get of this run: never the runtime itself
-            run_id=self.run_id, clock=clock, new_id=self.new_id, next_step_id=self.next_step_id,
+            run_id=self.run_id, clock=clock, new_id=self.new_id, coordinator=coordinator,
             publish=self.publish, commit=self.commit, provider=provider, tools=tools,
             plugins=plugins, decisions=self.decisions, rules=self.rules, config=config,
             workspace=room.workspace, log=self.log,
@@ -117,7 +116,6 @@ class Runtime:
         self.api: dict[str, str] = {}  # where the server loop serves (agent.run says so)
         self.channels: Any = None  # engine.loops.channels.ChannelSet, once its loops start
         self.serves_queue = True  # False: a one-off that starts only what it submits
-        self.cluster: ClusterMember | None = None  # one worker of several (engine/cluster)
         self._toml_rules: list[Rule] = []  # agentdeck.toml's, as read at start
         self.started_at = time.time()  # wall time, for uptime (not the clock tests fix)
 
@@ -154,19 +152,13 @@ class Runtime:
         self.ctx.secret_env = (*self.config.runtime.secret_env, *secret_names(self.room.path))
         groups = {*self.scheduler.groups, *self.config.groups}
         check_approvals(self.config, self.room.config, self.tools.names(), groups)
-        now = self.clock()
-        self._step_id = await rows.last_step_id(self.store)
-        alone = self.cluster is None  # a cluster's worker takes its threads' state by lease
-        await self.store.write(rows.run_started(self.run_id, self.kind, os.getpid(), now, alone))
-        if alone:
-            await self.decisions.restore()
+        now, coordinator = self.clock(), self.coordinator
+        await self.store.write(coordinator.run_started(self.run_id, self.kind, os.getpid(), now))
+        await coordinator.restore(self.decisions)
         self._toml_rules = toml
         await self.reload_rules()
-        interrupted, queued = await restore_schedule(self.store, self.scheduler, self.config)
-        if not alone:
-            for thread_id in {*self.scheduler.holders, *(r.thread_id for r in queued)}:
-                self.scheduler.forget(thread_id)
-            interrupted, queued = set(), []
+        read = await restore_schedule(self.store, self.scheduler, self.config)
+        interrupted, queued = coordinator.take_up(self.scheduler, *read)
         self.supervisor.interrupted = interrupted
         if not self.serves_queue:  # a one-off leaves what others queued to the next runtime
             for req in queued:
@@ -187,10 +179,6 @@ class Runtime:
         # 64 random bits (40 collided within a room's first million calls with odds near
         # one half); a seeded PRNG, since the OS's random source costs a syscall per id.
         return self._ids(prefix) if self._ids else f"{prefix}_{_RANDOM.getrandbits(64):016x}"
-
-    def next_step_id(self) -> int:
-        self._step_id += 1
-        return self._step_id
 
     async def conversation(self, thread_id: str) -> Conversation:
         """A thread's conversation, loaded once per run and kept current in memory."""
@@ -257,14 +245,15 @@ class Runtime:
             if queued >= (limit := self.scheduler.group(group).max_queued_turns):
                 raise QueueFull(f"group {group} queue is full ({queued} of {limit} queued)")
         req = Request(self.new_id("t"), message, group, self.clock(), strategy)
-        held = self.cluster is None or self.cluster.holds(req.thread_id)
+        held = self.coordinator.holds(req.thread_id)
         changed = self.scheduler.offer(req) if held else [req]  # else its holder's to order
-        ops = [request_row(r, self.clock()) for r in changed] + self.ctx.announce(req.thread_id)
+        announce = self.coordinator.announce(req.thread_id)  # (then its own transaction)
+        ops = [request_row(r, self.clock()) for r in changed] + announce
         if key is not None:
             self._keys[key] = req
             ops.append(key_row(key, req.id, self.clock()))
         try:  # admission never waits behind steps; one admitted now rides its turn's first
-            alone = self.cluster is None and changed == [req]  # commit (one trip)
+            alone = not announce and changed == [req]  # commit (one trip)
             carried = Carried(req.id, ops) if alone else None
             if carried is None or not self.supervisor.pump(carried):
                 await self.store.write(ops, urgent=True)
@@ -290,9 +279,8 @@ class Runtime:
         if req.status is RequestStatus.REJECTED:
             raise Rejected(req.reason or "rejected")
         target = req.turn_id
-        if not held:  # a cluster's: whoever leases the thread runs it (this worker, if free)
-            assert self.cluster is not None
-            await self.cluster.claim([req.thread_id], req.group)
+        if not held:  # another runtime's thread: whoever holds it runs it (this one, if free)
+            await self.coordinator.claim([req.thread_id], req.group)
             return req, self.live.get(target) or TurnHandle(target, message.thread_id)
         handle = self.live.setdefault(target, TurnHandle(target, message.thread_id))
         holder = self.scheduler.holder(message.thread_id)
@@ -392,10 +380,9 @@ class Runtime:
     async def wait_turn(self, turn_id: str) -> TurnOutcome:
         """Wait until the turn's loop stops (done or waiting); return where it stands.
         A request that was coalesced is followed to the request it went into."""
-        if self.cluster is not None:  # run by any worker
-            from engine.cluster import anywhere  # (psycopg: only a cluster's worker)
+        return await self.coordinator.wait_turn(turn_id, self._wait_here)
 
-            return await anywhere.wait_turn(self, turn_id)
+    async def _wait_here(self, turn_id: str) -> TurnOutcome:
         while True:
             handle = self.live.get(turn_id)
             if handle is not None:
@@ -409,11 +396,7 @@ class Runtime:
 
     async def cancel_turn(self, turn_id: str, reason: str = "cancelled by operator") -> bool:
         """Cancel a running or waiting turn: it ends `done/cancelled`. False if already done."""
-        if self.cluster is not None and turn_id not in self.live:
-            from engine.cluster import anywhere
-
-            return await anywhere.cancel_turn(self.cluster, turn_id, reason)
-        return await self.supervisor.cancel_turn(turn_id, reason)
+        return await self.coordinator.cancel_turn(turn_id, reason, self.supervisor.cancel_turn)
 
     # -- decisions --------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
@@ -27,7 +27,6 @@ from engine.lifecycle import turn as turn_lifecycle
 from engine.messages import ConvMessage
 from engine.scheduler import Request, Resumed, Scheduler
 from engine.store import DiskFull, LeaseLost, Store
-from engine.store import decisions as recorded
 from engine.store import turns as rows
 from engine.strategies import initial_record, strategy_of_turn
 from engine.turn.call import CallState
@@ -40,22 +39,6 @@ def reply_of(meta: dict[str, Any]) -> dict[str, Any]:
     """Where a channel's answer goes: the request's `meta["reply"]` ({} if it has none)."""
     reply = meta.get("reply") if isinstance(meta, dict) else None
     return reply if isinstance(reply, dict) else {}
-
-
-class Coordinator(Protocol):
-    """A cluster's side of the turns (engine/cluster/member.py)."""
-
-    def holds(self, thread_id: str) -> bool: ...
-
-    async def admit(self, turn_id: str, thread_id: str, group: str) -> bool: ...
-
-    def refused(self, req: Request) -> None: ...
-
-    def full(self, group: str) -> None: ...
-
-    def settled(self, turn: TurnState, *, lost: bool) -> None: ...
-
-    def unstarted(self, req: Request) -> None: ...
 
 
 class TurnSupervisor:
@@ -72,7 +55,7 @@ class TurnSupervisor:
         self.interrupted: set[str] = set()  # left `running` by a run that stopped
         self.tg: TaskGroup | None = None
         self._conversations: dict[str, Conversation] = {}
-        self.cluster: Coordinator | None = None  # one worker of several on the database
+        self.coordinator = ctx.coordinator  # one room alone, or one worker of a cluster
 
     # -- starting ---------------------------------------------------------------------------
 
@@ -131,7 +114,8 @@ class TurnSupervisor:
         """A thread's conversation, loaded once per run and kept current in memory (on a
         cluster, read afresh for each turn that starts or resumes here: other workers append
         to it between, and a copy kept across a lost lease was behind)."""
-        conv = self._conversations.get(thread_id) if self.cluster is None else None
+        keep = self.coordinator.keeps_conversations
+        conv = self._conversations.get(thread_id) if keep else None
         if conv is None:
             bodies = await rows.message_bodies(self.store, thread_id)
             conv = Conversation(thread_id, [ConvMessage.model_validate_json(b) for b in bodies])
@@ -148,10 +132,9 @@ class TurnSupervisor:
             or self.scheduler.group(req.group).strategy
             or "react"
         )
-        if self.cluster is not None and not await self.cluster.admit(
-            req.id, req.thread_id, req.group
-        ):  # the group's budget is full across the cluster: the request stays queued
-            self.cluster.refused(req)
+        if not await self.coordinator.admit(req.id, req.thread_id, req.group):
+            # the group's budget is full across the cluster: the request stays queued
+            self.coordinator.refused(req)
             handle.done.set()
             return
         try:
@@ -159,8 +142,7 @@ class TurnSupervisor:
         except LeaseLost as exc:  # a cluster's: the lease went before the turn was recorded
             self.ctx.log.warning("turn %s does not start here: %s", req.id, exc)
             self._unlive(handle)
-            assert self.cluster is not None
-            self.cluster.unstarted(req)  # its request is still queued, for the next holder
+            self.coordinator.unstarted(req)  # its request is still queued, for the next holder
             handle.done.set()
             return
         except DiskFull as exc:  # nothing of the turn was written: its thread is free again
@@ -222,10 +204,10 @@ class TurnSupervisor:
     async def _resume(self, handle: TurnHandle) -> None:
         """Continue a waiting or interrupted turn from execution.db."""
         loop = await self.load(handle.turn_id)
-        if handle.turn_id in self.interrupted and self.cluster is None:
+        if handle.turn_id in self.interrupted:
             # A turn stopped in this run (a full disk) may have taken decisions whose
             # applying was never written: the store's queued ones are its again.
-            for decision in await recorded.queued(self.store):
+            for decision in await self.coordinator.left_decisions(self.store):
                 if decision.call_id in loop.turn.calls:
                     self.ctx.decisions.add_new(decision)
         self.interrupted.discard(handle.turn_id)
@@ -269,16 +251,14 @@ class TurnSupervisor:
                 if scope.cancelled_caught:
                     await self._unslotted(loop, handle)
                     return False
-            if self.cluster is None:
+            if await self.coordinator.admit(turn.id, turn.thread_id, turn.group):
                 return True
-            if await self.cluster.admit(turn.id, turn.thread_id, turn.group):
-                return True
-            if not self.cluster.holds(turn.thread_id):  # the lease went: its holder resumes it
+            if not self.coordinator.holds(turn.thread_id):  # the lease went: its holder resumes it
                 handle.lost = True
                 await self._unslotted(loop, handle)
                 return False
             sched.resume(turn.thread_id, turn.id, turn.group)  # the budget is full across
-            self.cluster.full(turn.group)  # the cluster: in line again, for the next slot
+            self.coordinator.full(turn.group)  # the cluster: in line again, for the next slot
 
     async def _unslotted(self, loop: TurnLoop, handle: TurnHandle) -> None:
         """A turn that waited for a slot does not run: cancelled, it ends so (its thread is
@@ -350,16 +330,14 @@ class TurnSupervisor:
     def _settle(self, turn: TurnState, *, lost: bool = False) -> None:
         """A turn's loop stopped: free or hold its thread, then start what may start."""
         if lost:  # what the loop holds is not the truth any more; the cluster forgets it
-            assert self.cluster is not None
-            self.cluster.settled(turn, lost=True)
+            self.coordinator.settled(turn, lost=True)
             self._changed()
             return
         if turn.status is TurnStatus.DONE:
             self.scheduler.release(turn.thread_id, turn.id)
         elif turn.status is TurnStatus.WAITING:
             self.scheduler.hold(turn.thread_id, turn.id, turn.group, "waiting")
-        if self.cluster is not None:  # (its slot is given back before it takes one again)
-            self.cluster.settled(turn, lost=False)
+        self.coordinator.settled(turn, lost=False)  # (its slot, before it takes one again)
         if turn.status is TurnStatus.WAITING and any(
             self.ctx.decisions.queued_for(c.id) for c in turn.suspended()
         ):  # a decision arrived while it was deciding to wait: first in line for the slot
@@ -399,7 +377,7 @@ class TurnSupervisor:
         loop = self.loops.get(turn_id)
         if loop is not None:
             loop.decided.set()
-        elif turn_id not in self.live and (self.cluster is None or self.cluster.holds(thread_id)):
+        elif turn_id not in self.live and self.coordinator.holds(thread_id):
             self.spawn_resume(turn_id, thread_id)
 
     def live_call(self, call_id: str) -> CallState | None:

@@ -58,9 +58,9 @@ async def test_a_stale_read_of_a_thread_does_not_start_its_request_twice(tmp_pat
     gate, block = gated()
 
     async with two(tmp_path, pg_url, [block]) as (a, b):
-        async with b.cluster._claim_lock:  # a, not b's claim loop, takes the thread
+        async with b.coordinator._claim_lock:  # a, not b's claim loop, takes the thread
             first = await a.submit(msg("block", thread="x"))
-            await until(lambda: ("x" in a.cluster.worker.held,
+            await until(lambda: ("x" in a.coordinator.worker.held,
                                  first.turn_id in a.supervisor.loops),
                         "a holds thread x and runs its first turn", ok=all)  # fmt: skip
         second = await b.submit(msg("after", thread="x"))  # queued behind, through b
@@ -69,7 +69,7 @@ async def test_a_stale_read_of_a_thread_does_not_start_its_request_twice(tmp_pat
         stale = await reading.thread_work(a.store, ["x"])  # `second` queued, as a read it
         gate.set()
         assert (await a.wait_turn(second.turn_id)).status == "done"
-        a.cluster._load(stale["x"])  # that read, applied after `second` ran
+        a.coordinator._load(stale["x"])  # that read, applied after `second` ran
         a.supervisor.pump()
         assert not a.scheduler.knows(second.turn_id)
         assert second.turn_id not in a.live
@@ -84,7 +84,7 @@ async def test_a_request_queued_for_another_worker_is_not_said_queued_here(tmp_p
     gate, block = gated()
 
     async with two(tmp_path, pg_url, [block]) as (a, b):
-        async with b.cluster._claim_lock:  # a, not b's claim loop, takes the thread
+        async with b.coordinator._claim_lock:  # a, not b's claim loop, takes the thread
             first = await a.submit(msg("block", thread="x"))
             await until(lambda: first.turn_id in a.supervisor.loops, "a runs the first turn")
         second = await b.submit(msg("after", thread="x"))
@@ -100,13 +100,13 @@ async def test_a_request_its_worker_claimed_meanwhile_is_kept_as_admitted(tmp_pa
     the offer goes on. The offer must not then put its own copy (still `queued`) in place of
     the admitted one: a later read of the thread would take it for news and start it
     again."""
-    async with two(tmp_path, pg_url, []) as (a, b), b.cluster._claim_lock:  # a claims
+    async with two(tmp_path, pg_url, []) as (a, b), b.coordinator._claim_lock:  # a claims
         real = a.store.write
 
         async def write_then_claim(ops, **kw):  # noqa: ANN001, ANN003
             await real(ops, **kw)
             if any("turn_requests" in op[0] for op in ops):  # the claim loop wins the race
-                await a.cluster.claim(["y"])
+                await a.coordinator.claim(["y"])
 
         a.store.write = write_then_claim  # type: ignore[method-assign]
         handle = await a.submit(msg("hello", thread="y"))
@@ -127,7 +127,7 @@ async def test_a_lease_lost_before_the_turn_is_recorded_does_not_stop_the_worker
         async def expire_then_write(ops, **kw):  # noqa: ANN001, ANN003
             if any(op[0].startswith("INSERT INTO turns(") for op in ops):  # the first commit
                 a.store.write = real  # type: ignore[method-assign]
-                await a.cluster.db(lambda c: c.execute(
+                await a.coordinator.db(lambda c: c.execute(
                     "UPDATE thread_leases SET expires_at = 0 WHERE thread_id = 'z'"))  # fmt: skip
                 fenced.append(ops)
             await real(ops, **kw)
@@ -152,16 +152,16 @@ async def test_a_notice_heard_while_a_thread_is_being_taken_does_not_start_its_r
     of the thread's work. The thread is not held until that read is taken up: the notice
     must not load the request first (it was then loaded again and opened twice, and the
     duplicate turn's key stopped the worker)."""
-    async with two(tmp_path, pg_url, []) as (a, b), b.cluster._claim_lock:  # a claims
-        real = a.cluster._new_block
+    async with two(tmp_path, pg_url, []) as (a, b), b.coordinator._claim_lock:  # a claims
+        real = a.coordinator._new_block
 
         async def block_then_notice() -> None:  # between the lease and the read
             await real()
-            await a.cluster._noticed("z")
+            await a.coordinator._noticed("z")
 
-        a.cluster._new_block = block_then_notice  # type: ignore[method-assign]
+        a.coordinator._new_block = block_then_notice  # type: ignore[method-assign]
         handle = await a.submit(msg("hello", thread="z"))
-        a.cluster._new_block = real  # type: ignore[method-assign]
+        a.coordinator._new_block = real  # type: ignore[method-assign]
         assert (await a.wait_turn(handle.turn_id)).status == "done"
         rows = await a.store.fetchall("SELECT id FROM turns WHERE thread_id = 'z'")
         assert [r[0] for r in rows] == [handle.turn_id]
@@ -175,11 +175,11 @@ async def test_a_late_release_keeps_the_lease_of_a_thread_whose_turn_started(tmp
     turn was opened twice."""
     gate, block = gated()
 
-    async with two(tmp_path, pg_url, [block]) as (a, b), b.cluster._claim_lock:  # a claims
+    async with two(tmp_path, pg_url, [block]) as (a, b), b.coordinator._claim_lock:  # a claims
         handle = await a.submit(msg("block", thread="x"))
         await until(lambda: handle.turn_id in a.supervisor.loops, "a runs the turn")
-        await a.cluster._release("x")  # asked for before the turn started, run now
-        assert a.cluster.holds("x")
+        await a.coordinator._release("x")  # asked for before the turn started, run now
+        assert a.coordinator.holds("x")
         leased = await a.store.fetchall("SELECT worker_id FROM thread_leases WHERE thread_id='x'")
         assert [r[0] for r in leased] == ["a"]
         gate.set()
@@ -202,14 +202,14 @@ async def test_a_stale_read_of_a_turn_that_ended_does_not_hold_its_thread(tmp_pa
         await gates[len(calls) - 1].wait()
         return "unblocked"
 
-    async with two(tmp_path, pg_url, [block]) as (a, b), b.cluster._claim_lock:  # a claims
+    async with two(tmp_path, pg_url, [block]) as (a, b), b.coordinator._claim_lock:  # a claims
         first = await a.submit(msg("block", thread="x"))
         await until(lambda: first.turn_id in a.supervisor.loops, "a runs the first turn")
         stale = await reading.thread_work(a.store, ["x"])  # `first` running, as read now
         second = await a.submit(msg("block", thread="x"))  # in line behind it: x stays held
         gates[0].set()
         await until(lambda: second.turn_id in a.supervisor.loops, "a runs the second turn")
-        a.cluster._load(stale["x"])  # that read, applied now
+        a.coordinator._load(stale["x"])  # that read, applied now
         gates[1].set()
         assert (await a.wait_turn(second.turn_id)).status == "done"
         third = await a.submit(msg("after", thread="x"))
@@ -233,9 +233,9 @@ async def test_a_request_starting_when_its_worker_leases_the_thread_again_starts
 
         async def expire_and_claim_first(thread_id: str):  # noqa: ANN202 - as the turn opens
             sv.conversation = real  # type: ignore[method-assign]
-            await a.cluster.db(lambda c: c.execute(
+            await a.coordinator.db(lambda c: c.execute(
                 "UPDATE thread_leases SET expires_at = 0 WHERE thread_id = 'z'"))  # fmt: skip
-            assert await a.cluster.claim() == ["z"]  # leased again, before the first commit
+            assert await a.coordinator.claim() == ["z"]  # leased again, before the first commit
             return await real(thread_id)
 
         starting, most = [0], [0]  # of the request's turn, at once
@@ -282,9 +282,9 @@ async def test_a_turn_whose_lease_lapsed_goes_on_when_its_worker_leases_the_thre
                             tools=[block], config=cluster_config(pg_url, "a")) as a:  # fmt: skip
         handle = await a.submit(msg("block", thread="z"))
         await until(lambda: ran, "the call runs")
-        await a.cluster.db(lambda c: c.execute(
+        await a.coordinator.db(lambda c: c.execute(
             "UPDATE thread_leases SET expires_at = 0 WHERE thread_id = 'z'"))  # fmt: skip
-        assert await a.cluster.claim() == ["z"]  # the same worker, before anyone else
+        assert await a.coordinator.claim() == ["z"]  # the same worker, before anyone else
         release.set()
         with anyio.fail_after(PATIENCE):
             outcome = await a.wait_turn(handle.turn_id)

@@ -83,12 +83,12 @@ async def test_a_subscriber_on_one_worker_sees_the_turn_another_runs(
     monkeypatch.setattr(Relay, "poll", counted_poll)
     script = first_then([("shell", {"command": "echo hi"})])
     async with workers(tmp_path, pg_url, 2, script=script) as (a, b):
-        assert a.cluster is not None and b.cluster is not None
+        assert a.coordinator is not None and b.coordinator is not None
         seen_a: list[Event] = []
         seen_b: list[Event] = []
         a.subscribe(seen_a.append)
         b.subscribe(seen_b.append)
-        async with a.cluster._claim_lock:  # a claims nothing: b runs the turn, and resumes it
+        async with a.coordinator._claim_lock:  # a claims nothing: b runs the turn, and resumes it
             handle = await b.submit(msg("run it", thread="x"))
             outcome = await b.wait_turn(handle.turn_id)
             assert outcome.status == "waiting"
@@ -105,7 +105,7 @@ async def test_a_subscriber_on_one_worker_sees_the_turn_another_runs(
         assert [r[0] for r in ran] == [b.run_id], "b ran every step of the turn"
         assert milestones(seen_a, turn_id) == milestones(seen_b, turn_id) == [
             "started", "call suspended", "turn waiting", "turn running", "turn done"]  # fmt: skip
-        relays = [f"agentdeck-relay {rt.cluster.name}"[:63] for rt in (a, b)]
+        relays = [f"agentdeck-relay {rt.coordinator.name}"[:63] for rt in (a, b)]
         before = Counter(polls)
         await until(lambda: Counter(polls), "two more polls of each relay",  # nothing handed twice
                     ok=lambda now: all(now[r] >= before[r] + 2 for r in relays))  # fmt: skip
@@ -117,12 +117,12 @@ async def test_a_subscriber_on_one_worker_sees_the_turn_another_runs(
 
 async def test_the_run_log_keeps_to_its_own_worker(tmp_path: Path, pg_url: str) -> None:
     async with workers(tmp_path, pg_url, 2) as (a, b):
-        assert a.cluster is not None
+        assert a.coordinator is not None
         everything: list[Event] = []
         own: list[Event] = []
         a.subscribe(everything.append)
         a.subscribe(own.append, relayed=False)
-        async with a.cluster._claim_lock:
+        async with a.coordinator._claim_lock:
             handle = await b.submit(msg("hello", thread="y"))
             assert (await b.wait_turn(handle.turn_id)).status == "done"
         await until(lambda: milestones(everything, handle.turn_id), "the turn done, relayed",
@@ -133,15 +133,15 @@ async def test_the_run_log_keeps_to_its_own_worker(tmp_path: Path, pg_url: str) 
 async def test_the_relay_connects_again_after_its_connection_drops(tmp_path: Path,
                                                                     pg_url: str) -> None:  # fmt: skip
     async with workers(tmp_path, pg_url, 2) as (a, b):
-        assert a.cluster is not None
+        assert a.coordinator is not None
         seen: list[Event] = []
         a.subscribe(seen.append)
         async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
             cur = await conn.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                " WHERE application_name = %s", (f"agentdeck-relay {a.cluster.name}",))  # fmt: skip
+                " WHERE application_name = %s", (f"agentdeck-relay {a.coordinator.name}",))  # fmt: skip
             assert [r[0] for r in await cur.fetchall()] == [True]
-        async with a.cluster._claim_lock:
+        async with a.coordinator._claim_lock:
             handle = await b.submit(msg("after the drop", thread="z"))
             assert (await b.wait_turn(handle.turn_id)).status == "done"
         await until(lambda: milestones(seen, handle.turn_id), "the turn done, relayed anyway",
@@ -160,14 +160,14 @@ async def test_the_api_event_stream_of_one_worker_carries_the_others_turns(
         pass
 
     async with workers(tmp_path, pg_url, 2) as (a, b), serve_api(a):
-        assert a.cluster is not None
+        assert a.coordinator is not None
         streamed: list[Event] = []
         async with (
             RemoteClient(Room.at(tmp_path / "w0")) as client,
             anyio.create_task_group() as tg,
         ):
             await tg.start(client.follow, streamed.append, resync)
-            async with a.cluster._claim_lock:
+            async with a.coordinator._claim_lock:
                 handle = await b.submit(msg("through the stream", thread="s"))
                 assert (await b.wait_turn(handle.turn_id)).status == "done"
             await until(lambda: milestones(streamed, handle.turn_id), "the turn done, streamed",

@@ -247,7 +247,7 @@ async def test_a_decision_through_a_worker_reads_running_until_the_turn_goes_on(
         handle = await a.submit(msg("run it", thread="x"))
         call_id = (await a.wait_turn(handle.turn_id)).pending[0]["call_id"]
         row = await b.store.fetchone("SELECT args FROM tool_calls WHERE id = ?", (call_id,))
-        async with b.cluster._claim_lock, a.cluster._claim_lock:  # nobody resumes it yet
+        async with b.coordinator._claim_lock, a.coordinator._claim_lock:  # nobody resumes it yet
             client = LocalClient(b)
             decided = await client.decide(Decision.approve(call_id, seen=json.loads(row[0])))
             assert decided.status == "queued"
@@ -376,7 +376,7 @@ async def test_a_connection_a_cancelled_query_closed_is_replaced_and_no_lease_is
 
     async with Runtime.open(tmp_path / "w", kind="run", provider=SlowWhenAsked(),
                             config=cluster_config(pg_url, "w", lease=20)) as rt:  # fmt: skip
-        member = rt.cluster
+        member = rt.coordinator
         assert member is not None and member.worker is not None
         await rt.submit(msg(f"{SLOW} keep running", thread="busy"))
         await until(lambda: set(member.worker.held), "the worker leases the thread",

@@ -84,8 +84,8 @@ async def test_status_and_the_scheduler_show_every_worker_and_what_it_runs(
         await until(running_on(local), "a1 and a2 run on w0",
                     ok=lambda got: got == {"a1": "w0", "a2": "w0"})  # fmt: skip
         async with worker(tmp_path, pg_url, "w1", hold) as b:
-            assert a.cluster is not None
-            async with a.cluster._claim_lock:  # w0 claims nothing meanwhile: b1 goes to w1
+            assert a.coordinator is not None
+            async with a.coordinator._claim_lock:  # w0 claims nothing meanwhile: b1 goes to w1
                 handles.append(await b.submit(msg("go", thread="b1")))
                 await until(running_on(local), "each thread runs on its worker",
                             ok=lambda got: got == expected)  # fmt: skip

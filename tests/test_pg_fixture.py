@@ -24,7 +24,9 @@ def test_a_store_database_given_back_is_emptied_and_reused(pg_cluster) -> None:
 
     url = pg_cluster.store_database()
     with psycopg.connect(url, autocommit=True) as conn:
-        fresh = {t: conn.execute(f"SELECT * FROM {t}").fetchall() for t in ("counters", "runs")}
+        fresh = {
+            t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall()) for t in ("counters", "runs")
+        }
         conn.execute("INSERT INTO runs (id, kind, pid, started_at, status)"
                      " VALUES ('r1', 'run', 1, 1.0, 'active')")  # fmt: skip
         conn.execute("INSERT INTO threads (id, group_name, created_at, updated_at)"
@@ -35,7 +37,7 @@ def test_a_store_database_given_back_is_emptied_and_reused(pg_cluster) -> None:
     pg_cluster.give_back(url)
     assert pg_cluster.store_database() == url
     with psycopg.connect(url, autocommit=True) as conn:
-        assert {t: conn.execute(f"SELECT * FROM {t}").fetchall()
+        assert {t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall())
                 for t in ("counters", "runs")} == fresh  # fmt: skip
         assert conn.execute("SELECT count(*) FROM threads").fetchone() == (0,)
         assert conn.execute("SELECT version FROM agentdeck_schema").fetchall() == [(VERSION,)]

@@ -37,7 +37,6 @@ from engine.outcome import TurnOutcome
 from engine.rules import Rule
 from engine.runtime import Runtime
 from engine.scheduler import GroupConfig, Rejected, Request, Statistics
-from engine.store.schedule import stored_request
 from engine.strategies import UnknownStrategy
 
 MAX_WAIT = 60.0  # seconds one `outcome(wait=...)` may wait
@@ -103,16 +102,15 @@ class LocalClient(RoomClient):
         try:
             outcome = await rt.outcome(turn_id)
         except LookupError:
-            req = rt.request(turn_id)
-            if req is None and rt.cluster is not None:  # offered through another worker
-                req = await stored_request(rt.store, turn_id)
-            if req is not None and rt.cluster is not None and req.status == "queued":
+            req = rt.request(turn_id) or await rt.coordinator.stored_request(turn_id)
+            if req is not None and req.status == "queued":  # another runtime's to start
                 return queued_outcome(turn_id, rt, None, "queued", req)  # no reason known here
             if req is not None:  # admitted, its turn not yet recorded
                 return queued_outcome(turn_id, rt, None, "running")
             raise NotFound(f"no turn {turn_id} in {rt.room.db}") from None
-        if outcome.status == "waiting" and (turn_id in rt.live or (
-            rt.cluster is not None and await cluster_going_on(rt, turn_id))):  # fmt: skip
+        if outcome.status == "waiting" and (
+            turn_id in rt.live or await rt.coordinator.going_on(turn_id)
+        ):
             # A decision woke it a moment ago (here, or at the cluster's worker that takes
             # its thread) and its loop has not yet said so in the room: read as waiting,
             # `decide` stopped there and left the decision unapplied. Until it has a slot of
@@ -186,14 +184,11 @@ class LocalClient(RoomClient):
 
     async def statistics(self) -> Statistics:
         rt = self.runtime
-        if rt.cluster is None:
-            return rt.statistics()
         local = rt.statistics()  # taken first: the database's view is then the newer one
-        return across(local, await rt.cluster.view())
+        return across(local, await rt.coordinator.view())
 
     async def cluster(self) -> ClusterView | None:
-        cluster = self.runtime.cluster
-        return None if cluster is None else await cluster.view()
+        return await self.runtime.coordinator.view()
 
     async def configure_group(self, name: str, change: GroupChange) -> GroupConfig:
         known = sorted(self.runtime.scheduler.groups)
@@ -239,10 +234,3 @@ def queued_outcome(request_id: str, rt: Runtime, why: str | None, status: str,
 def as_dict(value: object) -> object:
     """A dataclass answer as plain data (the API's JSON)."""
     return dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value  # type: ignore[arg-type]
-
-
-async def cluster_going_on(rt: Runtime, turn_id: str) -> bool:
-    """On a cluster: whether a waiting turn is about to go on (engine/store/pg/claims.py)."""
-    from engine.store.pg.claims import going_on  # (psycopg: a cluster's worker has it)
-
-    return await going_on(rt.store, turn_id, rt.clock())

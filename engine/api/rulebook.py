@@ -48,7 +48,7 @@ async def add(rt: Runtime, body: NewRule) -> Rule:
         raise Invalid("; ".join(str(e["msg"]).removeprefix("Value error, ")
                                 for e in exc.errors())) from None  # fmt: skip
     rule = rule.model_copy(update={"id": await rt.ctx.new_rule_id()})
-    await rt.store.write([ruled.made(rule), *rt.ctx.rules_changed()])  # durable first
+    await rt.store.write([ruled.made(rule), *rt.ctx.coordinator.rules_changed()])  # durable first
     rt.rules.add(rule)
     rt.log.info("rule %s added by %s: %s", rule.id, rule.made_by, rule.describe())
     return rule
@@ -73,7 +73,7 @@ async def revoke(rt: Runtime, rule_id: str, by: str) -> Revoked:
     now = rt.clock()
     rt.rules.remove(rule_id)  # decides nothing from now on, even before the write ends
     try:
-        await rt.store.write([ruled.revoked(rule_id, by, now), *rt.ctx.rules_changed()])
+        await rt.store.write([ruled.revoked(rule_id, by, now), *rt.ctx.coordinator.rules_changed()])
     except BaseException:
         rt.rules.add(rule)
         raise

@@ -40,7 +40,6 @@ class Host(Protocol):
     run_id: str
     serves_queue: bool
     clock: Callable[[], float]
-    cluster: Any  # the ClusterMember itself
 
     def request(self, request_id: str) -> Request | None: ...
 

@@ -28,25 +28,34 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import psycopg
+from anyio.abc import TaskStatus
 
-from engine.cluster import tasks
+from engine.cluster import anywhere, tasks
 from engine.cluster.anywhere import cancel_here
 from engine.cluster.host import Host
 from engine.cluster.listen import Listener
+from engine.cluster.relay import relay_events
 from engine.cluster.singleton import SingletonLock, run_as_singleton
 from engine.cluster.worker import ClusterWorker
 from engine.config import ClusterConfig
 from engine.lifecycle import RequestStatus
-from engine.store import Op
+from engine.store import Op, Store
 from engine.store import claimed as reading
+from engine.store import decisions as recorded
+from engine.store import turns as rows
 from engine.store.pg import claims as sql
 from engine.store.pg.cluster import ClusterError, Conn, Lease, running_turns
 from engine.store.pg.overview import read_view
 from engine.store.pg.store import scrub
+from engine.store.schedule import stored_request
 
 if TYPE_CHECKING:
     from engine.cluster_view import ClusterView
-    from engine.scheduler import Request
+    from engine.coordinator import CancelHere, Here
+    from engine.decisions import Decision
+    from engine.decisions.inbox import DecisionInbox
+    from engine.outcome import TurnOutcome
+    from engine.scheduler import Request, Scheduler
     from engine.turn.state import TurnState
 
 log = logging.getLogger("agentdeck")
@@ -54,10 +63,14 @@ T = TypeVar("T")
 
 
 class ClusterMember:
-    """The cluster side of one runtime (its worker row, leases, notices, claims)."""
+    """The cluster side of one runtime (its worker row, leases, notices, claims): the
+    runtime's coordinator (engine/coordinator.py) when it is one worker of several."""
 
-    def __init__(self, rt: Host, url: str, config: ClusterConfig) -> None:
-        self.rt, self.url, self.config = rt, url, config
+    keeps_conversations = False  # other workers append to a thread's between its turns
+
+    def __init__(self, url: str, config: ClusterConfig) -> None:
+        self.url, self.config = url, config
+        self.rt: Host  # the runtime whose worker this is, from `start`
         self.name = config.worker or f"{socket.gethostname()[:40]}-{os.getpid()}"
         self.lease = config.lease_seconds
         self.worker: ClusterWorker | None = None
@@ -72,8 +85,10 @@ class ClusterMember:
 
     # -- joining and leaving ----------------------------------------------------------------
 
-    async def start(self) -> None:
-        """Join the cluster: the worker's row, a first block of step ids, the listener."""
+    async def start(self, host: Host) -> None:
+        """Join the cluster as `host`'s worker: the worker's row, a first block of step
+        ids, the listener."""
+        self.rt = host
         app = f"agentdeck-worker {self.name}"[:63]
         conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True,
                                                      application_name=app)  # fmt: skip
@@ -86,14 +101,6 @@ class ClusterMember:
                                   on_rules=self.rt.reload_rules)  # fmt: skip
         await self.listener.start()
         self.beat_ok = anyio.current_time()
-        rt = self.rt
-        rt.ctx.next_step_id = self.next_step_id
-        rt.ctx.fence = self.fence
-        rt.ctx.announce = sql.announce
-        rt.ctx.rule_id = self.rule_id  # one rulebook: ids from the database, changes noticed
-        rt.ctx.rules_changed = lambda: [sql.rules_changed()]
-        rt.ctx.shared = True
-        rt.supervisor.cluster = self
 
     async def stop(self) -> None:
         """Leave: every lease is given back now (no wait for its expiry)."""
@@ -110,9 +117,13 @@ class ClusterMember:
             if self.listener is not None:
                 await self.listener.aclose()
 
-    async def run(self) -> None:
-        """The heartbeat, the listener and the claims, until cancelled."""
-        await tasks.run(self)
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """The other workers' events relayed here (started: every later commit of theirs
+        reaches the bus), then the heartbeat, the listener and the claims, until cancelled."""
+        async with anyio.create_task_group() as tg:
+            await tg.start(relay_events, self.rt, self.url, self.name)
+            task_status.started()
+            await tasks.run(self)
 
     def singleton(self, name: str, body: Callable[[], Coroutine[Any, Any, object]]) -> None:
         """Run `body` (the pulse, hook and poll loops; the approval deadlines) on one worker of
@@ -123,7 +134,49 @@ class ClusterMember:
                       who=f"worker {self.name}")  # fmt: skip
         self.rt.supervisor.spawn(run)
 
+    def run_started(self, run_id: str, kind: str, pid: int, at: float) -> list[Op]:
+        return rows.run_started(run_id, kind, pid, at, alone=False)  # others' runs go on
+
+    async def restore(self, decisions: DecisionInbox) -> None:
+        return None  # a thread's decisions are loaded with its lease
+
+    def take_up(self, scheduler: Scheduler, interrupted: set[str],
+                queued: list[Request]) -> tuple[set[str], list[Request]]:  # fmt: skip
+        """Nothing: a worker takes a thread's state by lease (`claim`), not at start."""
+        for thread_id in {*scheduler.holders, *(r.thread_id for r in queued)}:
+            scheduler.forget(thread_id)
+        return set(), []
+
+    async def stale_turns(self, decisions: DecisionInbox) -> list[str]:
+        return []  # (resumed by whoever leases their thread)
+
     # -- what turns and writes get ----------------------------------------------------------
+
+    def announce(self, thread_id: str) -> list[Op]:
+        return sql.announce(thread_id)
+
+    def call_ended(self, call_id: str, note: str) -> list[Op]:
+        return [recorded.left_queued(call_id, note)]  # queued through another worker too
+
+    def rules_changed(self) -> list[Op]:
+        return [sql.rules_changed()]
+
+    async def left_decisions(self, store: Store) -> list[Decision]:
+        return []  # a lease's take loads its thread's queued decisions
+
+    async def wait_turn(self, turn_id: str, here: Here) -> TurnOutcome:
+        return await anywhere.wait_turn(self.rt, turn_id)  # run by any worker
+
+    async def cancel_turn(self, turn_id: str, reason: str, here: CancelHere) -> bool:
+        if turn_id in self.rt.live:
+            return await here(turn_id, reason)
+        return await anywhere.cancel_turn(self, turn_id, reason)
+
+    async def stored_request(self, turn_id: str) -> Request | None:
+        return await stored_request(self.rt.store, turn_id)  # offered through another worker
+
+    async def going_on(self, turn_id: str) -> bool:
+        return await sql.going_on(self.rt.store, turn_id, self.rt.clock())
 
     def holds(self, thread_id: str) -> bool:
         return (self.worker is not None and self.worker.holds(thread_id)
@@ -141,7 +194,7 @@ class ClusterMember:
             token = self.worker.held[thread_id].token if self.holds(thread_id) else -1  # type: ignore[union-attr]
         return [(sql.FENCE_SQL, (thread_id, token))]
 
-    async def rule_id(self) -> str:
+    async def new_rule_id(self) -> str | None:  # one rulebook: ids from the database
         return str(await self.db(sql.rule_id))
 
     def next_step_id(self) -> int:

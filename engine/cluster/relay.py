@@ -182,13 +182,13 @@ class Relay:
                 await conn.close()
 
 
-async def relay_events(rt: Host, url: str, *,
+async def relay_events(rt: Host, url: str, worker: str, *,
                        task_status: anyio.abc.TaskStatus[Relay] = anyio.TASK_STATUS_IGNORED,
                        ) -> None:  # fmt: skip
-    """Relay the cluster's events to `rt`'s bus, until cancelled (`tg.start` returns once
-    the relay knows where it begins: every later commit of another worker reaches the bus)."""
-    assert rt.cluster is not None
-    name = f"agentdeck-relay {rt.cluster.name}"[:63]
+    """Relay the cluster's events to `rt`'s bus (the runtime of `worker`), until cancelled
+    (`tg.start` returns once the relay knows where it begins: every later commit of another
+    worker reaches the bus)."""
+    name = f"agentdeck-relay {worker}"[:63]
     relay = Relay(url, rt.run_id, rt.bus.relay, application_name=name)
     unsubscribe = rt.bus.subscribe(relay.local, relayed=False)
     try:

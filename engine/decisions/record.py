@@ -64,7 +64,7 @@ async def record_decision(sv: Desk, decision: Decision, need_hash: bool = False)
     )  # fmt: skip
     ops: list[Op] = [recorded.recorded(decision, status, now, note)]
     if status == "queued" and call is not None:  # wakes a cluster's worker holding it
-        ops += sv.ctx.announce(call.thread_id)
+        ops += sv.ctx.coordinator.announce(call.thread_id)
     events: list[Event] = [event]
     if status == "queued":  # a decision a dead run left unapplied gives way to this one
         for old, op in sv.ctx.decisions.supersede(decision, now):

@@ -39,7 +39,4 @@ def start_loops(rt: Runtime) -> None:
             tg.start_soon(pulse.run)
             tg.start_soon(run_channels, rt, channels)  # and the bus, and delivery
 
-    if rt.cluster is not None:  # one worker of the cluster runs them at a time
-        rt.cluster.singleton("loops", loops)
-    else:
-        rt.supervisor.spawn(loops)
+    rt.coordinator.singleton("loops", loops)  # (of a cluster's workers, one at a time)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Protocol
 
 from engine.config import Config
+from engine.coordinator import Coordinator
 from engine.decisions.inbox import DecisionInbox
 from engine.events import Event
 from engine.plugins import Phase, Plugin
@@ -45,7 +46,9 @@ class TurnContext:
     run_id: str
     clock: Callable[[], float]
     new_id: Callable[[str], str]
-    next_step_id: Callable[[], int]
+    # One room alone, or one worker of a cluster (engine/coordinator.py): step ids, the
+    # fence a checkpoint carries, what wakes the cluster, rule ids.
+    coordinator: Coordinator
     publish: Callable[[Event], None]
     commit: Commit
     provider: Provider
@@ -62,18 +65,6 @@ class TurnContext:
     # The variables tools must not see and results must not hold, besides the provider
     # keys: `[runtime] secret_env` and every `*_env` a channel names (engine/redact.py).
     secret_env: tuple[str, ...] = ()
-    # A cluster's worker (engine/cluster/member.py): the statements that make a turn's
-    # checkpoint (thread, turn) fail unless the worker still leases its thread, and those that wake the
-    # cluster when a request or a decision for a thread commits. Alone: none.
-    fence: Callable[[str, str], list[Op]] = lambda _thread, _turn: []
-    announce: Callable[[str], list[Op]] = lambda _thread: []
-    shared: bool = False  # other runtimes write this store too (a cluster's workers)
-    # Rules (engine/rules.py) made in the store: the id the next one gets, and the
-    # statements that tell every runtime on the store to read its rules again when the
-    # write they ride commits. Alone: the RuleBook's own count, and none. A cluster's
-    # worker: the database's sequence, and a notice (engine/cluster/rulebook.py).
-    rule_id: Callable[[], Awaitable[str]] | None = None
-    rules_changed: Callable[[], list[Op]] = lambda: []
 
     def __post_init__(self) -> None:
         self._at = {  # the plugins listening at each phase, in order
@@ -82,8 +73,9 @@ class TurnContext:
         }
 
     async def new_rule_id(self) -> str:
-        """The id of the next rule made in the store."""
-        return await self.rule_id() if self.rule_id is not None else self.rules.new_id()
+        """The id of the next rule made in the store (a cluster's: the database's sequence;
+        alone: the RuleBook's own count)."""
+        return await self.coordinator.new_rule_id() or self.rules.new_id()
 
     def plugins_at(self, phase: Phase) -> list[Plugin]:
         """The plugins listening at `phase`, in order."""

@@ -66,7 +66,7 @@ async def admit(loop: Site, call: CallState, *, approved: bool = False) -> dict[
         if rule is not None:
             loop.ops.append(ruled.used(rule, call.id))  # with the call's row
             if rule.scope == "once":  # spent: every runtime on the store reads so
-                loop.ops += rt.rules_changed()
+                loop.ops += rt.coordinator.rules_changed()
         if rule is not None and rule.effect == "deny":
             gate = Gate.block(f"denied by {rule.describe()}")
         elif rule is not None and rule.effect == "ask":
@@ -173,7 +173,7 @@ def _recorder(loop: Site, call: CallState) -> Callable[[dict[str, Any]], Awaitab
         call.meta["process"] = record
         with anyio.CancelScope(shield=True):  # written whole, or the tool does not go on
             ops = [
-                *loop.ctx.fence(call.thread_id, call.turn_id),
+                *loop.ctx.coordinator.fence(call.thread_id, call.turn_id),
                 rows.call_meta_set(call.id, "process", record),
             ]
             await loop.ctx.commit(ops, [],

@@ -38,7 +38,6 @@ from engine.plugins import Gate, Phase, PhaseContext, StopRequest
 from engine.providers.base import AssistantAccumulator, ModelRequest, ProviderError
 from engine.providers.base import TextDelta as ModelTextDelta
 from engine.store import DiskFull, LeaseLost, Op
-from engine.store import decisions as recorded
 from engine.store import turns as rows
 from engine.turn import gate as gates
 from engine.turn.call import ANSWERED, NO_MESSAGE, PLACEHOLDER, CallState
@@ -127,12 +126,11 @@ class TurnLoop(Replay):
             call.events.clear()
             if call.status.terminal:  # a decision that arrived while it ran never applies
                 self._duplicates(call, self.ctx.decisions.ended(call), already(call), now)
-                if self.ctx.shared:  # decisions another worker queued for it, never loaded here
-                    self.ops.append(recorded.left_queued(call.id, already(call)))
+                self.ops += self.ctx.coordinator.call_ended(call.id, already(call))
         if (row := self.turn.row_update(now)) is not None:
             self.ops.append(row)
         ops, events, self.ops, self.events = self.ops, self.events, [], []
-        ops[:0] = self.ctx.fence(self.turn.thread_id, self.turn.id)  # a cluster's: still ours
+        ops[:0] = self.ctx.coordinator.fence(self.turn.thread_id, self.turn.id)  # still ours
         try:  # handed to the writer, a checkpoint commits whole even if the turn is cancelled
             await self.ctx.commit(ops, events, checkpoint=checkpoint, turn_id=self.turn.id,
                                   urgent=urgent)  # fmt: skip
@@ -144,7 +142,7 @@ class TurnLoop(Replay):
 
     def step_start(self, kind: str) -> int:
         """Open a step (one at a time: `step_end` closes it); returns its id."""
-        step_id, at = self.ctx.next_step_id(), self.ctx.clock()
+        step_id, at = self.ctx.coordinator.next_step_id(), self.ctx.clock()
         self.ctx.publish(
             StepStarted(
                 at=at, thread_id=self.turn.thread_id, turn_id=self.turn.id, step_id=step_id,

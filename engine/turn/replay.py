@@ -89,7 +89,7 @@ class Replay:
                 args = call.args if decision.args is None else decision.args
                 rule = self.ctx.rules.remembered(decision, call.tool, args, call.thread_id, now,
                                                  rule_ids.pop(0))  # fmt: skip
-                self.ops += [ruled.made(rule), *self.ctx.rules_changed()]
+                self.ops += [ruled.made(rule), *self.ctx.coordinator.rules_changed()]
         await self.commit(None, [call for _, call in taken])  # `resuming` is durable first
         return taken
 

@@ -34,9 +34,9 @@ async def test_a_call_another_worker_runs_is_decided_from_this_console(
         async with app.run_test(size=SIZE) as pilot:
             main = await started(pilot)
             rt = app.host.runtime  # type: ignore[attr-defined]
-            assert rt.cluster is not None and rt.cluster.name == "deck"
+            assert rt.coordinator.name == "deck"
             await main.switch_thread("far")  # its chat is open when the turn runs
-            async with rt.cluster._claim_lock:  # this worker claims nothing: w1 runs it all
+            async with rt.coordinator._claim_lock:  # this worker claims nothing: w1 runs it all
                 handle = await far.submit(message("far", "please run `echo from-far`"))
                 queue = main.query_one(DecisionQueue)
                 await until(pilot, lambda: len(main.state.pending) == 1, "the call waits here")

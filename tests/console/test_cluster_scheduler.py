@@ -41,9 +41,9 @@ async def test_the_scheduler_shows_which_worker_runs_each_thread(
         async with app.run_test(size=SIZE) as pilot:
             await started(pilot)
             rt = app.host.runtime  # type: ignore[attr-defined]
-            assert rt.cluster is not None and rt.cluster.name == "deck"
-            assert far.cluster is not None
-            async with far.cluster._claim_lock:  # w1 claims nothing meanwhile: "near" is ours
+            assert rt.coordinator.name == "deck"
+            assert far.coordinator.view is not None
+            async with far.coordinator._claim_lock:  # w1 claims nothing meanwhile: "near" is ours
                 await rt.submit(message("near", f"{SLOW} right here"))
                 screen = await open_scheduler(pilot)
                 table = screen.query_one("#sched-threads", KeyedTable)
