@@ -22,17 +22,51 @@ from engine.store import decisions as recorded
 from engine.store import turns as rows
 
 if TYPE_CHECKING:
-    from engine.cluster.host import Host
+    from engine.bus import EventBus
     from engine.cluster_view import ClusterView
+    from engine.config import Config
     from engine.decisions import Decision
     from engine.decisions.inbox import DecisionInbox
+    from engine.handles import TurnHandle
     from engine.outcome import TurnOutcome
     from engine.scheduler import Request, Scheduler
     from engine.store import Store
+    from engine.supervisor import TurnSupervisor
+    from engine.turn.context import TurnContext
     from engine.turn.state import TurnState
 
 Here = Callable[[str], Awaitable["TurnOutcome"]]  # wait for a turn run by this runtime
 CancelHere = Callable[[str, str], Awaitable[bool]]  # cancel one (turn id, reason)
+
+
+class Host(Protocol):
+    """The runtime a coordinator serves, as the coordinators see it: they depend on this
+    shape and not on engine.runtime (which is built with one, engine/lifetime.py: the
+    dependency runs one way)."""
+
+    store: Store
+    config: Config
+    ctx: TurnContext
+    bus: EventBus
+    supervisor: TurnSupervisor
+    scheduler: Scheduler
+    decisions: DecisionInbox
+    live: dict[str, TurnHandle]
+    run_id: str
+    serves_queue: bool
+    clock: Callable[[], float]
+
+    def request(self, request_id: str) -> Request | None: ...
+
+    def adopt(self, req: Request) -> None: ...
+
+    def drop_request(self, request_id: str) -> None: ...
+
+    def notice(self, level: str, text: str) -> None: ...
+
+    async def outcome(self, turn_id: str) -> TurnOutcome: ...
+
+    async def reload_rules(self) -> None: ...
 
 
 class Coordinator(Protocol):

@@ -10,6 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from engine.cluster import tasks
 from engine.runtime import Runtime
 from engine.store import claimed as reading
 from engine.tools import Tool, tool
@@ -157,7 +158,7 @@ async def test_a_notice_heard_while_a_thread_is_being_taken_does_not_start_its_r
 
         async def block_then_notice() -> None:  # between the lease and the read
             await real()
-            await a.coordinator._noticed("z")
+            await tasks.noticed(a.coordinator, "z")
 
         a.coordinator._new_block = block_then_notice  # type: ignore[method-assign]
         handle = await a.submit(msg("hello", thread="z"))

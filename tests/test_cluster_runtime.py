@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
+from engine.cluster import tasks
 from engine.config import ClusterConfig, Config, StoreConfig
 from engine.decisions import Decision
 from engine.messages import Message
@@ -384,6 +385,6 @@ async def test_a_connection_a_cancelled_query_closed_is_replaced_and_no_lease_is
         await member.worker.conn.close()  # as psycopg does when a query's cancel is cut short
         view = await member.view()  # the next use connects again
         assert [t.thread_id for t in view.threads] == ["busy"]
-        await member.beat()  # the heartbeat renews the lease on the new connection
+        await tasks.beat(member)  # the heartbeat renews the lease on the new connection
         assert set(member.worker.held) == {"busy"}
         assert [h.thread_id for h in rt.live.values()] == ["busy"]  # its turn runs on

@@ -220,3 +220,32 @@ def test_pyproject_keeps_screens_and_widgets_off_the_runtime() -> None:
         ("console.screens", "console.widgets")
     ]
     assert {"engine.store", "sqlite3", "aiosqlite"} <= forbidden[("console",)]
+
+
+# --- one coordinator (issue 28) -------------------------------------------------------------
+
+# Where a cluster may be named: its implementation, the coordinator protocol and the
+# composition root that chooses one (the store's own PostgreSQL modules name their tables).
+CLUSTER_HOME = (
+    "engine/cluster/",
+    "engine/coordinator.py",
+    "engine/lifetime.py",
+    "engine/store/pg/",
+)
+
+
+def test_nothing_but_the_coordinators_and_the_root_asks_for_a_cluster() -> None:
+    """Issue 28: about 40 `cluster is (not) None` branches were spread over the runtime,
+    the supervisor, the lifetime, the API, the loops and the CLI. What differs between one
+    room and a cluster goes through engine/coordinator.py's protocol."""
+    import re
+
+    asks = re.compile(r"\bcluster\s+is\s+(not\s+)?None|\b(rt|runtime|self|sv)\.cluster\b")
+    found = [
+        f"{path.relative_to(ROOT).as_posix()}:{n}: {line.strip()}"
+        for path in sorted([*ENGINE.rglob("*.py"), *(ROOT / "console").rglob("*.py")])
+        if not path.relative_to(ROOT).as_posix().startswith(CLUSTER_HOME)
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if asks.search(line)
+    ]
+    assert found == []

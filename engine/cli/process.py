@@ -122,10 +122,10 @@ async def status(room: Room, args: argparse.Namespace) -> int:
         info = await client.info()
         stats = await client.statistics()
         waiting_calls = await client.pending()
-        cluster = await client.cluster()
+        workers = await client.cluster()  # several workers serve the room
     waiting = sum(1 for t in stats.threads if t.state == "waiting")
     running, queued = stats.running, len(stats.queued)
-    if cluster is not None:  # the threads are the whole cluster's; the queue is this worker's
+    if workers is not None:  # the threads are the whole cluster's; the queue is this worker's
         running = sum(1 for t in stats.threads if t.state == "running")
         queued = sum(t.queued for t in stats.threads)
     if args.json:
@@ -134,7 +134,7 @@ async def status(room: Room, args: argparse.Namespace) -> int:
             "running": running, "waiting": waiting, "queued": queued,
             "pending": len(waiting_calls),
             "paused": [g.name for g in stats.groups if g.paused],
-            **({"cluster": as_json(cluster)} if cluster is not None else {}),
+            **({"cluster": as_json(workers)} if workers is not None else {}),
         }))  # fmt: skip
         return EXIT_OK
     print(f"room {shown(room.path)}: owned by {describe(owner)}")
@@ -147,8 +147,8 @@ async def status(room: Room, args: argparse.Namespace) -> int:
             for g in stats.groups if g.paused or g.max_running_turns == 0]  # fmt: skip
     if held:
         print(f"held: {'; '.join(held)}: their requests wait until that changes")
-    if cluster is not None:
-        print("\n".join(cluster_lines(cluster)))
+    if workers is not None:
+        print("\n".join(cluster_lines(workers)))
     return EXIT_OK
 
 

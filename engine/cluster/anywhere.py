@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from engine.cluster.host import Host
+from engine.coordinator import Host
 from engine.lifecycle import TurnStatus
 from engine.outcome import TurnOutcome
 from engine.store.pg import claims as sql

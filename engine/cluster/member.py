@@ -32,12 +32,12 @@ from anyio.abc import TaskStatus
 
 from engine.cluster import anywhere, tasks
 from engine.cluster.anywhere import cancel_here
-from engine.cluster.host import Host
 from engine.cluster.listen import Listener
 from engine.cluster.relay import relay_events
 from engine.cluster.singleton import SingletonLock, run_as_singleton
 from engine.cluster.worker import ClusterWorker
 from engine.config import ClusterConfig
+from engine.coordinator import Host
 from engine.lifecycle import RequestStatus
 from engine.store import Op, Store
 from engine.store import claimed as reading
@@ -96,7 +96,7 @@ class ClusterMember:
         await sql.ensure(conn)
         await self.worker.register()
         await self._new_block()
-        self.listener = Listener(self.url, app, on_thread=self._noticed,
+        self.listener = Listener(self.url, app, on_thread=partial(tasks.noticed, self),
                                   on_cancel=partial(cancel_here, self.rt),
                                   on_rules=self.rt.reload_rules)  # fmt: skip
         await self.listener.start()
@@ -106,14 +106,7 @@ class ClusterMember:
         """Leave: every lease is given back now (no wait for its expiry)."""
         with anyio.CancelScope(shield=True):
             if self.worker is not None:
-                try:
-                    if self.worker.conn.closed:  # a query cut short by the cancel closed it
-                        self.worker.conn = await psycopg.AsyncConnection.connect(
-                            self.url, autocommit=True)  # fmt: skip
-                    await self.worker.deregister()
-                except psycopg.Error as exc:  # its leases expire instead
-                    log.warning("worker %s: not deregistered: %s", self.name, type(exc).__name__)
-                await self.worker.conn.close()
+                await self.worker.leave()
             if self.listener is not None:
                 await self.listener.aclose()
 
@@ -283,7 +276,7 @@ class ClusterMember:
         finally:
             self._taking.difference_update(threads)
         for thread_id in threads:
-            self._stop_turns(thread_id)  # one still running under a lease that expired
+            tasks.stop_turns(rt, thread_id)  # one still running under a lease that expired
             sv.forget(thread_id)  # what this worker knew of it is stale: read again
             for req in rt.scheduler.forget(thread_id):  # (a request whose turn is starting
                 rt.live.pop(req.id, None)  # here under an older lease stays live: it fails)
@@ -397,11 +390,11 @@ class ClusterMember:
         await self.quietly(self.db(lambda _c: worker.finished(turn_id)))
         await self.quietly(self.db(lambda c: sql.notify_work(c, "")))  # a slot freed
         if lost:  # what does this worker hold now? (the database says: a heartbeat)
-            await self.quietly(self.beat())
+            await self.quietly(tasks.beat(self))
         if lost and self.holds(thread_id):  # leased again since (and taken up by the claim
             await self.quietly(self.refresh(thread_id))  # that leased it): resume the turn
         elif lost:
-            self._forget(thread_id)
+            self.forget(thread_id)
         elif not self._busy(thread_id):
             await self._release(thread_id)
 
@@ -421,7 +414,7 @@ class ClusterMember:
                 self._releasing.discard(thread_id)
                 await self.refresh(thread_id)
                 return
-            if not self._forget(thread_id):
+            if not self.forget(thread_id):
                 return  # a turn of it started meanwhile: the lease stays
             await self.quietly(self.db(lambda _c: worker.release([thread_id])))
         finally:
@@ -429,7 +422,7 @@ class ClusterMember:
         if queued:  # someone else may run them (a full budget kept them here)
             await self.quietly(self.db(lambda c: sql.notify_work(c, thread_id)))
 
-    def _forget(self, thread_id: str) -> bool:
+    def forget(self, thread_id: str) -> bool:
         """Drop what this worker knows of the thread; False (nothing dropped) if a turn of
         it started meanwhile."""
         rt = self.rt
@@ -440,50 +433,6 @@ class ClusterMember:
             rt.live.pop(req.id, None)
         rt.supervisor.forget(thread_id)
         return True
-
-    # -- the background tasks ---------------------------------------------------------------
-
-    async def beat(self) -> None:
-        """Renew this worker's leases; stop the turns of those it lost."""
-        assert self.worker is not None
-        worker = self.worker
-        lost = await self.db(lambda _c: worker.heartbeat())
-        self.beat_ok = anyio.current_time()
-        for thread_id in sorted(lost):
-            self.lost(thread_id)
-
-    def lost(self, thread_id: str) -> None:
-        """The lease expired under this worker: stop the thread's turns, write nothing."""
-        log.warning("worker %s lost the lease of thread %s: its turn stops here", self.name,
-                    thread_id)  # fmt: skip
-        self._stop_turns(thread_id)
-        self._forget(thread_id)
-
-    def _stop_turns(self, thread_id: str) -> None:
-        """Stop the thread's running turns, writing nothing (resumed from the truth after)."""
-        for handle in list(self.rt.live.values()):
-            if handle.thread_id == thread_id and handle.scope is not None:
-                handle.lost = True
-                handle.scope.cancel()
-
-    async def reconnect(self) -> None:
-        assert self.worker is not None
-        try:
-            await self.worker.reconnect()  # its leases were all taken for lost
-        except psycopg.Error as exc:
-            log.warning("worker %s: cannot reach the database: %s", self.name, type(exc).__name__)
-
-    async def _noticed(self, thread_id: str) -> None:
-        """Work for a thread: this worker loads it if it holds the thread, else claims."""
-        if thread_id and self.holds(thread_id):
-            await self.quietly(self.refresh(thread_id))
-        elif thread_id:  # that thread at once (if another worker holds it, SKIP LOCKED)
-            self.rt.supervisor.spawn(self._claim_one, thread_id)
-        else:
-            self.wanted.set()
-
-    async def _claim_one(self, thread_id: str) -> None:
-        await self.quietly(self.claim([thread_id]))
 
     async def view(self) -> ClusterView:
         """The workers, their leases and every thread with its worker (for the operator)."""

@@ -35,7 +35,7 @@ import anyio
 import psycopg
 from pydantic import ValidationError
 
-from engine.cluster.host import Host
+from engine.coordinator import Host
 from engine.events import Event, MessageAppended, parse_event
 from engine.store.pg import tail
 

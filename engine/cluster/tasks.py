@@ -1,6 +1,7 @@
 """A cluster worker's background tasks (engine/cluster/member.py): the heartbeat that renews
-its leases, the listener that hears the cluster's notices, and the claim loop that leases
-threads with work, on a tick and at once when a notice asks."""
+its leases (and stops the turns of a lease lost), the listener that hears the cluster's
+notices (`noticed`), and the claim loop that leases threads with work, on a tick and at
+once when a notice asks."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from engine.store.pg.store import scrub
 
 if TYPE_CHECKING:
     from engine.cluster.host import Member
+    from engine.coordinator import Host
 
 log = logging.getLogger("agentdeck")
 
@@ -35,14 +37,14 @@ async def beat_forever(member: Member) -> None:
     while True:
         await anyio.sleep(member.lease / 3)
         try:
-            await member.beat()
+            await beat(member)
         except (psycopg.Error, ClusterError) as exc:
             log.warning("worker %s: heartbeat failed: %s", member.name, scrub(str(exc), member.url))
             if anyio.current_time() - member.beat_ok < member.lease:
                 continue
             for thread_id in sorted(member.worker.held):
-                member.lost(thread_id)
-            await member.reconnect()
+                lost(member, thread_id)
+            await reconnect(member)
 
 
 async def claim_forever(member: Member) -> None:
@@ -57,3 +59,51 @@ async def claim_forever(member: Member) -> None:
         with anyio.move_on_after(tick):
             await member.wanted.wait()
         member.wanted = anyio.Event()
+
+
+async def beat(member: Member) -> None:
+    """Renew the worker's leases; stop the turns of those it lost."""
+    worker = member.worker
+    assert worker is not None
+    gone = await member.db(lambda _c: worker.heartbeat())
+    member.beat_ok = anyio.current_time()
+    for thread_id in sorted(gone):
+        lost(member, thread_id)
+
+
+def lost(member: Member, thread_id: str) -> None:
+    """The lease expired under the worker: stop the thread's turns, write nothing."""
+    log.warning("worker %s lost the lease of thread %s: its turn stops here", member.name,
+                thread_id)  # fmt: skip
+    stop_turns(member.rt, thread_id)
+    member.forget(thread_id)
+
+
+def stop_turns(rt: Host, thread_id: str) -> None:
+    """Stop the thread's running turns, writing nothing (resumed from the truth after)."""
+    for handle in list(rt.live.values()):
+        if handle.thread_id == thread_id and handle.scope is not None:
+            handle.lost = True
+            handle.scope.cancel()
+
+
+async def reconnect(member: Member) -> None:
+    assert member.worker is not None
+    try:
+        await member.worker.reconnect()  # its leases were all taken for lost
+    except psycopg.Error as exc:
+        log.warning("worker %s: cannot reach the database: %s", member.name, type(exc).__name__)
+
+
+async def noticed(member: Member, thread_id: str) -> None:
+    """Work for a thread: the worker loads it if it holds the thread, else claims it."""
+    if thread_id and member.holds(thread_id):
+        await member.quietly(member.refresh(thread_id))
+    elif thread_id:  # that thread at once (if another worker holds it, SKIP LOCKED)
+        member.rt.supervisor.spawn(_claim_one, member, thread_id)
+    else:
+        member.wanted.set()
+
+
+async def _claim_one(member: Member, thread_id: str) -> None:
+    await member.quietly(member.claim([thread_id]))

@@ -98,6 +98,17 @@ class ClusterWorker:
         await sql.deregister_worker(self.conn, self.id, now=now)
         self._held.clear()
 
+    async def leave(self) -> None:
+        """Deregister (on a new connection if a cancelled query closed this one) and close
+        the connection; if the database cannot be reached, the leases expire instead."""
+        try:
+            if self.conn.closed and self.url is not None:
+                self.conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+            await self.deregister()
+        except psycopg.Error as exc:
+            log.warning("worker %s: not deregistered: %s", self.id, type(exc).__name__)
+        await self.conn.close()
+
     # --- leases ---
 
     async def acquire(
