@@ -213,6 +213,9 @@ class TurnSupervisor:
         self.interrupted.discard(handle.turn_id)
         turn = loop.turn
         handle.thread_id = turn.thread_id
+        if turn.status is not TurnStatus.DONE and handle.cancel_reason is None:
+            # a cancel recorded by a run that died, or by another worker, before it applied
+            handle.cancel_reason = await rows.asked_cancel(self.store, turn.id)
         if turn.status is TurnStatus.DONE:
             if self.scheduler.holder(turn.thread_id) == (turn.id, "resumed"):
                 self.scheduler.release(turn.thread_id, turn.id)  # it ended meanwhile
@@ -347,10 +350,14 @@ class TurnSupervisor:
             self.pump()
 
     async def cancel_turn(self, turn_id: str, reason: str) -> bool:
-        """Cancel a running or waiting turn: it ends `done/cancelled`. False if already done."""
+        """Cancel a running or waiting turn: it ends `done/cancelled`. False if already done.
+        The cancel of a running turn is recorded first, so a crash before the turn ends
+        does not let it go on where it is recovered (`_resume`)."""
         handle = self.live.get(turn_id)
         if handle is not None:
-            handle.cancel_reason = reason
+            await self.store.write([rows.cancel_asked(turn_id, reason, self.ctx.clock())],
+                                   urgent=True)  # fmt: skip
+            handle.cancel_reason = handle.cancel_reason or reason
             if handle.scope is not None:
                 handle.scope.cancel()
             return True

@@ -18,6 +18,7 @@ from engine.decisions import Decision
 from engine.messages import Message
 from engine.runtime import Runtime
 from engine.store import StoreError
+from engine.tools import tool
 from tests.helpers import msg
 from tests.scripted import Reply, ScriptedModel, add, after_tools, first_then, shell
 from tests.wait import PATIENCE, until
@@ -388,3 +389,38 @@ async def test_a_connection_a_cancelled_query_closed_is_replaced_and_no_lease_is
         await tasks.beat(member)  # the heartbeat renews the lease on the new connection
         assert set(member.worker.held) == {"busy"}
         assert [h.thread_id for h in rt.live.values()] == ["busy"]  # its turn runs on
+
+
+async def test_a_cancel_of_a_turn_another_worker_runs_is_recorded_and_outlives_that_worker(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """Issue 28: a cancel of a turn running on another worker was a NOTIFY, not a record:
+    had that worker died before reading it, the turn went on where it was recovered. Now
+    the cancel is recorded: worker a never hears of it (as if dead before it read the
+    notice), a stops, and b, taking the thread up, ends the turn cancelled."""
+    started, never = anyio.Event(), anyio.Event()
+
+    @tool
+    async def stall() -> str:
+        """Wait for ever."""
+        started.set()
+        await never.wait()
+        return "never"
+
+    cfg = cluster_config(pg_url, "a")
+    script = first_then([("stall", {})])
+    async with Runtime.open(tmp_path / "b", kind="run", provider=ScriptedModel(script),
+                            tools=[stall], config=cluster_config(pg_url, "b")) as b:  # fmt: skip
+        async with Runtime.open(tmp_path / "a", kind="run", provider=ScriptedModel(script),
+                                tools=[stall], config=cfg) as a:  # fmt: skip
+            async with b.coordinator._claim_lock:  # a, not b, takes the thread
+                handle = await a.submit(msg("stall", thread="x"))
+                with anyio.fail_after(PATIENCE):
+                    await started.wait()
+            assert a.coordinator.listener is not None
+            a.coordinator.listener.on_cancel = lambda payload: None  # a hears nothing
+            assert await b.cancel_turn(handle.turn_id, "stop it") is True
+            assert handle.turn_id in a.live  # it goes on at a, which never heard
+        outcome = await until(lambda: b.outcome(handle.turn_id), "b ended the turn",
+                              ok=lambda o: o.status == "done")  # fmt: skip
+        assert (outcome.status, outcome.reason, outcome.detail) == ("done", "cancelled", "stop it")

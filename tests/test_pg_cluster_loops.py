@@ -99,7 +99,8 @@ async def test_a_notice_goes_out_with_its_write_and_never_for_one_rolled_back(pg
                 await w.conn.execute("CREATE TABLE d(id text)")
                 await w.conn.execute("INSERT INTO d VALUES ('d1')")
                 await w.conn.execute("SELECT pg_notify(%s, 't')", (claims.WORK_CHANNEL,))
-            await claims.notify_cancel(w.conn, "turn1", "stop it")
+            sql, args = claims.cancel_notice("turn1", "stop it")
+            await w.conn.execute(sql.replace("?", "%s"), args)
             sql, args = claims.rules_changed()
             await w.conn.execute(sql.replace("?", "%s"), args)
             with anyio.fail_after(PATIENCE):

@@ -274,6 +274,34 @@ async def test_cancelling_a_waiting_turn(tmp_path):
         assert await rt.pending() == []
 
 
+async def test_a_cancel_recorded_before_a_crash_ends_the_turn_when_it_is_recovered(tmp_path):
+    """Issue 28: a cancel is a record. One recorded by a run that stopped before its turn
+    ended (here: the record written, then the runtime gone with the turn mid-tool) ends
+    the turn cancelled when the next run recovers it, instead of letting it go on (its
+    call up for review)."""
+    from engine.store import turns as stored
+
+    started = anyio.Event()
+
+    @tool
+    async def hang() -> str:
+        """Never returns on its own."""
+        started.set()
+        await anyio.sleep_forever()
+        return "never"
+
+    script = first_then([("hang", {})])
+    async with runtime(tmp_path, script, tools=[hang]) as rt:
+        handle = await rt.submit(msg("go"))
+        await started.wait()
+        await rt.store.write([stored.cancel_asked(handle.turn_id, "stop it", rt.clock())])
+    async with runtime(tmp_path, script, tools=[hang], first_id=100) as rt:
+        out = await until(lambda: rt.outcome(handle.turn_id), "the recovered turn ended",
+                          ok=lambda o: o.status == "done")  # fmt: skip
+        assert (out.reason, out.detail) == ("cancelled", "stop it")
+        assert out.calls[0]["status"] == "cancelled" and await rt.pending() == []
+
+
 async def test_remembered_decisions_become_rules(tmp_path):
     async with runtime(tmp_path, first_then([("shell", {"command": "x"})])) as rt:
         out = await rt.run_turn(msg("go", thread="a"))

@@ -10,6 +10,7 @@ import anyio
 from engine.coordinator import Host
 from engine.lifecycle import TurnStatus
 from engine.outcome import TurnOutcome
+from engine.store import turns as rows
 from engine.store.pg import claims as sql
 from engine.store.schedule import coalesced_into
 
@@ -27,15 +28,18 @@ async def follow(rt: Host, turn_id: str) -> str:
 
 async def cancel_turn(member: Member, turn_id: str, reason: str) -> bool:
     """Cancel a turn run by any worker: a waiting or interrupted one is leased and ended
-    here; a running one is cancelled by the worker running it (told by a notice: not a
-    record, so a turn whose worker dies before it reads it goes on where it is recovered)."""
-    row = await member.rt.outcome(turn_id)
+    here; a running one is cancelled by the worker running it, told by a notice that rides
+    the cancel's record: should that worker die before it reads it, the worker that
+    recovers the turn ends it cancelled (TurnSupervisor._resume)."""
+    rt = member.rt
+    row = await rt.outcome(turn_id)
     if row.status == TurnStatus.DONE:
         return False
     await member.claim([row.thread_id])
     if member.holds(row.thread_id):
-        return await member.rt.supervisor.cancel_turn(turn_id, reason)
-    await member.db(lambda c: sql.notify_cancel(c, turn_id, reason))
+        return await rt.supervisor.cancel_turn(turn_id, reason)
+    asked = rows.cancel_asked(turn_id, reason, rt.clock())
+    await rt.store.write([asked, sql.cancel_notice(turn_id, reason)], urgent=True)
     return True
 
 

@@ -33,6 +33,14 @@ CREATE TABLE IF NOT EXISTS threads (
     message_count INTEGER NOT NULL DEFAULT 0
 );
 
+-- A cancel asked for a turn, kept until the turn ends: whichever runtime runs the turn next
+-- (after a crash, or another worker of a cluster) ends it cancelled instead of going on.
+CREATE TABLE IF NOT EXISTS cancels (
+    turn_id   TEXT PRIMARY KEY,
+    reason    TEXT NOT NULL,
+    asked_at  REAL NOT NULL
+);
+
 CREATE TABLE IF NOT EXISTS turns (
     id             TEXT PRIMARY KEY,
     thread_id      TEXT NOT NULL REFERENCES threads(id),

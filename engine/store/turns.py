@@ -30,6 +30,18 @@ def run_started(run_id: str, kind: str, pid: int, at: float, alone: bool = True)
     ]  # fmt: skip
 
 
+def cancel_asked(turn_id: str, reason: str, at: float) -> Op:
+    """A cancel of the turn, recorded (the first one asked stands)."""
+    return ("INSERT OR IGNORE INTO cancels(turn_id, reason, asked_at) VALUES (?,?,?)",
+            (turn_id, reason, at))  # fmt: skip
+
+
+async def asked_cancel(store: Store, turn_id: str) -> str | None:
+    """The reason of a cancel recorded for the turn (None: none was asked)."""
+    row = await store.fetchone("SELECT reason FROM cancels WHERE turn_id=?", (turn_id,))
+    return None if row is None else str(row[0])
+
+
 def run_ended(run_id: str, at: float) -> Op:
     return ("UPDATE runs SET status='ended', ended_at=? WHERE id=?", (at, run_id))
 

@@ -135,10 +135,9 @@ async def notify_work(conn: Conn, thread_id: str | None = None) -> None:
     await conn.execute("SELECT pg_notify(%s, %s)", (WORK_CHANNEL, thread_id or ""))
 
 
-async def notify_cancel(conn: Conn, turn_id: str, reason: str) -> None:
-    """Ask the worker running the turn to cancel it (a notice, not a record: a turn whose
-    worker dies before it reads it goes on where it is recovered)."""
-    await conn.execute("SELECT pg_notify(%s, %s)", (CANCEL_CHANNEL, f"{turn_id}\n{reason}"[:7000]))
+def cancel_notice(turn_id: str, reason: str) -> Op:
+    """Tell the worker running the turn to cancel it, when the cancel's record commits."""
+    return ("SELECT pg_notify(?, ?)", (CANCEL_CHANNEL, f"{turn_id}\n{reason}"[:7000]))
 
 
 async def listen_work(conn: Conn) -> None:

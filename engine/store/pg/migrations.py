@@ -16,13 +16,18 @@ from typing import Any
 
 from engine.store.migrations import awaiting_from_reason
 
-VERSION = 2  # the version of a database this agentdeck writes
+VERSION = 3  # the version of a database this agentdeck writes
 LOCK_KEY = 0x61676E7464636B  # "agntdck": the advisory lock held while migrating
 
 # version -> the statements that bring a database of version - 1 to it
 STEPS: dict[int, list[str]] = {
     # issue 27, a typed review state (as engine/store/migrations.py's 6)
     2: ["ALTER TABLE tool_calls ADD COLUMN IF NOT EXISTS awaiting TEXT", *awaiting_from_reason()],
+    # issue 28, a cancel is a record (SQLite's room gets the table from schema.sql)
+    3: [
+        "CREATE TABLE IF NOT EXISTS cancels (turn_id TEXT PRIMARY KEY, reason TEXT NOT NULL,"
+        " asked_at DOUBLE PRECISION NOT NULL)"
+    ],
 }
 
 

@@ -36,6 +36,12 @@ CREATE TABLE IF NOT EXISTS threads (
     message_count BIGINT NOT NULL DEFAULT 0
 );
 
+CREATE TABLE IF NOT EXISTS cancels (
+    turn_id   TEXT PRIMARY KEY,
+    reason    TEXT NOT NULL,
+    asked_at  DOUBLE PRECISION NOT NULL
+);
+
 CREATE TABLE IF NOT EXISTS turns (
     id             TEXT PRIMARY KEY,
     thread_id      TEXT NOT NULL REFERENCES threads(id),
