@@ -21,7 +21,7 @@ import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -32,6 +32,9 @@ from engine.lifecycle import CallStatus
 from engine.lifecycle.call import Awaiting
 from engine.store import Store
 from engine.store.outcome import read_pending
+
+if TYPE_CHECKING:
+    from engine.store.reader import Reads
 
 RETRY = 5.0  # seconds before the timer reads again after a failed read or decision
 
@@ -85,7 +88,7 @@ def stamp(event: Event, approvals: ApprovalsConfig, group: str | None) -> Event:
     return event.model_copy(update={"deadline_at": when, "on_deadline": deadline.on_deadline})
 
 
-async def pending_calls(store: Store, approvals: ApprovalsConfig) -> list[PendingCall]:
+async def pending_calls(store: Reads, approvals: ApprovalsConfig) -> list[PendingCall]:
     """Every suspended call in the room, oldest first, with its deadline."""
     calls = await read_pending(store)
     for i, call in enumerate(calls):

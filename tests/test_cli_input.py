@@ -149,7 +149,9 @@ def test_a_room_that_is_not_a_usable_directory_is_one_line(
     else:
         room = Path("/proc/1")
     capsys.readouterr()
-    for command in (["invoke", "calc 1+1"], ["pending"], ["run"]):
+    # (a command that only reads reads a folder it cannot write: /proc/1 is read as empty)
+    reads = [["pending"], ["rules"]] if where != "proc" else []
+    for command in (["invoke", "calc 1+1"], *reads, ["run"]):
         assert main(["--room", str(room), *command]) == 2, command
         assert f"room {room}" in one_line(capsys)
 

@@ -75,7 +75,16 @@ def connections() -> set[threading.Thread]:
     return {t for t in threading.enumerate() if getattr(t, "_target", None) is worker}
 
 
-@pytest.mark.parametrize("command", [["start"], ["run"], ["invoke", "hello"], ["pending"]])
+def test_pending_and_rules_read_a_read_only_room(read_only, capsys) -> None:
+    """They open no run (issue 28), so a mounted backup answers them."""
+    room, _ = read_only
+    assert main(["--room", str(room), "pending", "--json"]) == 0, capsys.readouterr().err
+    assert capsys.readouterr().out.strip() == "[]"
+    assert main(["--room", str(room), "rules", "--json"]) == 0, capsys.readouterr().err
+    assert capsys.readouterr().out.strip() == "[]"
+
+
+@pytest.mark.parametrize("command", [["start"], ["run"], ["invoke", "hello"]])
 def test_what_would_write_a_read_only_room_is_one_line_and_exit_2(
     read_only, capsys, command: list[str]
 ) -> None:

@@ -82,13 +82,30 @@ async def room_client(room: Room, kind: str) -> AsyncIterator[RoomClient]:
         yield await _client(room, kind, stack)
 
 
-async def _client(room: Room, kind: str, stack: AsyncExitStack) -> RoomClient:
+@asynccontextmanager
+async def room_reader(room: Room, kind: str) -> AsyncIterator[RoomClient]:
+    """`room_client` for a command that only reads: a room nobody owns is read without
+    opening a run (engine/api/reading.py), unless a dead run left calls to put up for
+    review (a write), which opening it does first."""
+    async with AsyncExitStack() as stack:
+        yield await _client(room, kind, stack, read_only=True)
+
+
+async def _client(room: Room, kind: str, stack: AsyncExitStack,
+                  read_only: bool = False) -> RoomClient:  # fmt: skip
     from engine.api.connect import connect
 
     for attempt in range(2):
         remote = await connect(room, say=lambda text: print(f"agentdeck: {text}", file=sys.stderr))
         if remote is not None:
             return await stack.enter_async_context(remote)
+        if read_only:
+            from engine.api.reading import RoomReader
+
+            reader = await RoomReader.open(room)
+            if reader is not None:
+                stack.push_async_callback(reader.aclose)
+                return reader
         from engine.api.local import LocalClient  # (the runtime: only for a room nobody owns)
         from engine.runtime import Runtime
 

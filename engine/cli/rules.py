@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from engine.api.client import Invalid, NotFound
-from engine.cli.common import EXIT_OK, UsageError, room_client
+from engine.cli.common import EXIT_OK, UsageError, room_client, room_reader
 from engine.room import Room
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ async def rules(room: Room, args: argparse.Namespace) -> int:
         return await _add(room, args)
     if action == "revoke":
         return await _revoke(room, args)
-    async with room_client(room, "rules") as client:
+    async with room_reader(room, "rules") as client:
         listed = await client.rules()
     if args.json:
         print(json.dumps([r.model_dump(mode="json") for r in listed]))

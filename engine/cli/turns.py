@@ -20,6 +20,7 @@ from engine.cli.common import (
     json_arg,
     report,
     room_client,
+    room_reader,
     settled,
 )
 from engine.room import Room
@@ -135,7 +136,7 @@ async def cancel(room: Room, args: argparse.Namespace) -> int:
 
 
 async def pending(room: Room, args: argparse.Namespace) -> int:
-    async with room_client(room, "pending") as client:
+    async with room_reader(room, "pending") as client:
         calls = await client.pending()
     if args.json:
         print(json.dumps([c.model_dump(mode="json") for c in calls]))

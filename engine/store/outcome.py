@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from engine.decisions import PendingCall
 from engine.outcome import TurnOutcome
 from engine.store.sqlite import Store, json_or_text
+
+if TYPE_CHECKING:
+    from engine.store.reader import Reads
 
 
 async def read_outcome(store: Store, turn_id: str) -> TurnOutcome:
@@ -28,7 +33,7 @@ async def read_outcome(store: Store, turn_id: str) -> TurnOutcome:
     )  # fmt: skip
 
 
-async def read_pending(store: Store) -> list[PendingCall]:
+async def read_pending(store: Reads) -> list[PendingCall]:
     """Every suspended call in the room, oldest first (engine.deadlines adds deadlines)."""
     rows = await store.fetchall(
         "SELECT c.id, c.turn_id, c.thread_id, c.tool, c.args, c.suspend_reason, c.awaiting,"

@@ -21,7 +21,7 @@ from engine.room import Room
 from engine.store.select import room_store_url
 from engine.store.sqlite import StoreError
 
-__all__ = ["Reader", "connect_readonly", "open_reader"]
+__all__ = ["Reader", "Reads", "ReadsFrom", "connect_readonly", "is_current", "open_reader"]
 
 
 class Reader(Protocol):
@@ -32,6 +32,49 @@ class Reader(Protocol):
 
     async def close(self) -> None:
         """Let the connection go."""
+
+
+class Reads(Protocol):
+    """What the store's reads take: the room's `Store` (the owner's), or a `ReadsFrom` a
+    read-only connection (a room read without opening a run)."""
+
+    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> Sequence[Any]: ...
+
+    async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
+
+    async def scalar(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
+
+
+class ReadsFrom:
+    """The store's reads over a read-only connection (`open_reader`'s)."""
+
+    def __init__(self, reader: Reader) -> None:
+        self.reader = reader
+
+    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> Sequence[Any]:
+        return list(await self.reader.execute_fetchall(sql, params))
+
+    async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        rows = await self.fetchall(sql, params)
+        return rows[0] if rows else None
+
+    async def scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        row = await self.fetchone(sql, params)
+        return None if row is None else row[0]
+
+
+async def is_current(reader: Reader) -> bool:
+    """Whether the store is at the schema this agentdeck writes: an older one (a room made
+    by an earlier release) is read only after a runtime of this one has migrated it."""
+    if isinstance(reader, aiosqlite.Connection):
+        from engine.store.migrations import VERSION
+
+        rows = await reader.execute_fetchall("SELECT user_version FROM pragma_user_version")
+    else:
+        from engine.store.pg.migrations import VERSION
+
+        rows = await reader.execute_fetchall("SELECT max(version) FROM agentdeck_schema")
+    return [tuple(r) for r in rows] == [(VERSION,)]
 
 
 async def connect_readonly(room: Room) -> aiosqlite.Connection:

@@ -4,9 +4,13 @@ revoked (kept, marked), and the calls each decided, which are its uses."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from engine.rules import Rule
 from engine.store.sqlite import Op, Store
+
+if TYPE_CHECKING:
+    from engine.store.reader import Reads
 
 
 def made(rule: Rule) -> Op:
@@ -34,7 +38,7 @@ def used(rule: Rule, call_id: str) -> Op:
     )
 
 
-async def load(store: Store, toml: Iterable[Rule] = ()) -> list[Rule]:
+async def load(store: Reads, toml: Iterable[Rule] = ()) -> list[Rule]:
     """agentdeck.toml's rules and execution.db's unrevoked ones, with their uses so far."""
     uses = {
         row["rule"]: (row["n"], row["last"])
@@ -65,7 +69,7 @@ async def load(store: Store, toml: Iterable[Rule] = ()) -> list[Rule]:
     return rules
 
 
-async def last_id(store: Store) -> int:
+async def last_id(store: Reads) -> int:
     """The highest id a rule ever had (a revoked one's too): new ids go past it."""
     return int(await store.scalar("SELECT coalesce(max(id), 0) FROM rules"))
 

@@ -1,0 +1,92 @@
+"""A room nobody owns, read without opening a run.
+
+A run is an interval of agent execution, so a command that only reads (`agentdeck pending`,
+`agentdeck rules`) must not make one: `RoomReader` answers those operations from the
+room's store through a read-only connection (engine/store/reader.py) and from its
+agentdeck.toml, as the room's runtime would read them, and writes nothing. Any other
+operation is not its to answer (the CLI opens the room for those).
+
+Two cases are not a read. A run that died while a call was running left that call's
+outcome unknown, and putting it up for review is a write that the next runtime of the room
+makes first; and a room made by an earlier release is migrated by the first runtime of
+this one that opens it. For such a room `RoomReader.open` answers None and the command
+opens the room, so `pending` lists the call as waiting for its review, as it would with an
+owner.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from engine.api.client import RoomClient
+from engine.room import Room, RoomError
+from engine.store.reader import Reader, Reads, ReadsFrom, is_current, open_reader
+
+if TYPE_CHECKING:
+    from engine.decisions import PendingCall
+    from engine.rules import Rule
+
+
+class RoomReader(RoomClient):
+    """The read-only operations of a room nobody owns (see the module)."""
+
+    def __init__(self, room: Room, reader: Reader | None) -> None:
+        self.room = room
+        self._reader = reader
+        self._reads: Reads | None = ReadsFrom(reader) if reader is not None else None
+
+    @classmethod
+    async def open(cls, room: Room) -> RoomReader | None:
+        """A reader of the room; None when a dead run left calls running (see the module).
+        RoomError when the path is not a room's folder (or one that cannot be read);
+        StoreError when its store cannot be read."""
+        if room.path.exists():
+            room.check()  # a file is no room
+            if not os.access(room.path, os.R_OK | os.X_OK):
+                raise RoomError(f"room {room.path} cannot be read")
+        reader = await open_reader(room)
+        if reader is not None:
+            try:
+                usable = await is_current(reader) and not await ReadsFrom(reader).scalar(
+                    "SELECT count(*) FROM tool_calls WHERE status = 'running'"
+                )
+            except BaseException:
+                await reader.close()
+                raise
+            if not usable:  # an older release's room (opening migrates it), or calls left
+                await reader.close()
+                return None
+        return cls(room, reader)
+
+    @property
+    def hosted(self) -> bool:
+        return False
+
+    async def pending(self) -> list[PendingCall]:
+        from engine.config import load_config
+        from engine.deadlines import pending_calls
+
+        if self._reads is None:  # no database yet: nothing ever waited
+            return []
+        return await pending_calls(self._reads, load_config(self.room.config).approvals)
+
+    async def rules(self) -> list[Rule]:
+        from engine.builtin_tools import builtin_tools
+        from engine.config import load_config, toml_rules
+        from engine.rules import RuleBook
+        from engine.store import rules as ruled
+
+        config = load_config(self.room.config)
+        toml = toml_rules(config, self.room.config, [t.name for t in builtin_tools()])
+        book = RuleBook(workspace=self.room.workspace)
+        if self._reads is None:
+            book.load(toml, 0)
+        else:
+            book.load(await ruled.load(self._reads, toml), await ruled.last_id(self._reads))
+        return book.listed()
+
+    async def aclose(self) -> None:
+        if self._reader is not None:
+            await self._reader.close()
+            self._reader = None
