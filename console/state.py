@@ -162,8 +162,12 @@ class DeckState:
         """What the console watches of the runtime's events (engine/api/watch.py): the
         queue, the counts, notices, every thread's steps and calls (the timeline and the
         calls pane), and all of the threads whose chat it keeps (their messages and the
-        answer as it streams)."""
-        return [*WATCHED, *(watch.thread(t) for t in self._shown)]
+        answer as it streams). A thread whose id no lane can name (empty, or longer than
+        a lane takes) makes it watch everything instead: correct, if costlier."""
+        threads = [watch.thread(t) for t in self._shown]
+        if any(watch.lane_problem(name) for name in threads):
+            return [watch.ALL]
+        return [*WATCHED, *threads]
 
     def calls_of(self, turn_id: str) -> list[CallRow]:
         turn = self.turns.get(turn_id)

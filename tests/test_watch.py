@@ -164,7 +164,7 @@ def test_merged_lanes_are_the_filtered_all_lane(
 
 def test_lane_names_are_checked() -> None:
     assert lane_problem("queue") is None and lane_problem("thread:x") is None
-    assert lane_problem("thread:") and lane_problem("bogus") and lane_problem("call:" + "x" * 600)
+    assert lane_problem("thread:") and lane_problem("bogus") and lane_problem("call:" + "x" * 5_000)
     with pytest.raises(ValueError):
         Watch(["nope"])
 
@@ -209,3 +209,16 @@ async def test_a_client_receives_what_it_watches_and_a_changed_watch_applies(
             assert resyncs == []
             tg.cancel_scope.cancel()
         await client.aclose()
+
+
+def test_a_console_showing_a_thread_no_lane_can_name_watches_everything() -> None:
+    """Found by tests/fuzz/test_hostile_console.py: a thread id longer than a lane takes
+    made the console's watch raise, and the app ended."""
+    from console.state import WATCHED, DeckState
+
+    state = DeckState()
+    state.show_thread("t1")
+    assert state.lanes() == [*WATCHED, "thread:t1"]
+    state.show_thread("x" * 5_000)
+    assert state.lanes() == ["all"]
+    Watch(state.lanes())  # a watch takes it

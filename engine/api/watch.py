@@ -32,7 +32,7 @@ KINDS = frozenset({ALL, QUEUE, COUNTS, NOTICES, ACTIVITY})  # the lanes every ru
 PER = ("thread:", "call:")  # lanes of one thread or one call: `thread:ID`, `call:ID`
 SLOW = frozenset({ACTIVITY})  # lanes a stream delivers a few times a second, not at once
 MAX_LANES = 64  # lanes one stream may watch
-MAX_ID = 512  # characters of a thread's or a call's id in a lane's name
+MAX_ID = 4096  # characters of a thread's or a call's id in a lane's name
 WAITING_KEPT = 10_000  # suspended calls remembered (their leaving goes to `queue`)
 
 
