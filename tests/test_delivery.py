@@ -27,9 +27,9 @@ from engine.delivery import DeliveryWorker, backoff, counts, deliveries, failure
 from engine.events import DeliveryChanged
 from engine.messages import Message
 from engine.projector import Projector
-from engine.store import Store
 from engine.store.bus import Bus
 from engine.store.outbox import outbox_row
+from engine.store.sqlite import SqliteStore
 from tests.helpers import runtime
 from tests.scripted import Reply
 from tests.wait import PATIENCE, until
@@ -134,7 +134,7 @@ class FakeTime:
 async def worker(db: Path, url: str, t: FakeTime, config: DeliveryConfig | None = None,
                  projector: Any = None) -> AsyncIterator[tuple[DeliveryWorker, Any]]:  # fmt: skip
     """A worker on the store at `db`, running; yields it and the events it committed."""
-    store = await Store.open(db)
+    store = await SqliteStore.open(db)
     bus = EventBus(store, "r1", t.clock)
     events: list[DeliveryChanged] = []
     bus.subscribe(lambda e: events.append(e) if isinstance(e, DeliveryChanged) else None)
@@ -154,7 +154,7 @@ async def worker(db: Path, url: str, t: FakeTime, config: DeliveryConfig | None 
 
 async def owe(db: Path, *answers: tuple[str, str], at: float = 1000.0) -> None:
     """Outbox rows (turn id, thread) as turns' ends would leave them."""
-    store = await Store.open(db)
+    store = await SqliteStore.open(db)
     try:
         await store.write([outbox_row(turn, thread, "hook", {"to": thread}, f"answer {turn}", at)
                            for turn, thread in answers])  # fmt: skip

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from engine import events as ev
 from engine.events import event_json, parse_event
 from engine.store import turns as rows
-from engine.store.sqlite import Store
+from engine.store.sqlite import SqliteStore
 
 KINDS = typing.get_args(typing.get_args(ev.Event)[0])
 
@@ -143,7 +143,7 @@ async def test_a_checkpoints_events_are_one_insert_in_order(tmp_path: Path):
     ops = rows.events_stored(many, "r1")
     assert len(ops) == 3  # 500 + 500 + 203 rows
     assert len(rows.events_stored(many[:7], "r1")) == 1
-    store = await Store.open(tmp_path / "execution.db")
+    store = await SqliteStore.open(tmp_path / "execution.db")
     try:
         await store.write(ops)
     finally:

@@ -11,7 +11,7 @@ import pytest
 
 from engine.store import StoreError, migrations
 from engine.store import decisions as recorded
-from engine.store.sqlite import Store
+from engine.store.sqlite import SqliteStore
 
 pytestmark = pytest.mark.anyio
 
@@ -31,7 +31,7 @@ def columns(path: Path, table: str) -> list[str]:
 async def version_1_room(path: Path) -> None:
     """A room as agentdeck wrote it before issue 15: its rules and decisions as they were,
     with a remembered decision and the whole-tool rule it made."""
-    store = await Store.open(path)
+    store = await SqliteStore.open(path)
     await store.close()
     conn = sqlite3.connect(path, isolation_level=None)
     try:
@@ -52,7 +52,7 @@ async def version_1_room(path: Path) -> None:
 
 
 async def test_a_new_room_is_at_the_newest_version(tmp_path: Path) -> None:
-    store = await Store.open(tmp_path / "execution.db")
+    store = await SqliteStore.open(tmp_path / "execution.db")
     try:
         assert await store.scalar("PRAGMA user_version") == migrations.VERSION
     finally:
@@ -66,7 +66,7 @@ async def test_a_version_1_room_gains_the_new_columns_and_keeps_its_rows(tmp_pat
     await version_1_room(path)
     assert "pattern" not in columns(path, "rules")
     assert "pattern" not in columns(path, "decisions")
-    store = await Store.open(path)
+    store = await SqliteStore.open(path)
     try:
         assert await store.scalar("PRAGMA user_version") == migrations.VERSION
         [old] = await recorded.queued(store)  # an old remembered decision reads as before
@@ -77,16 +77,16 @@ async def test_a_version_1_room_gains_the_new_columns_and_keeps_its_rows(tmp_pat
         assert await store.integrity_check() == "ok"
     finally:
         await store.close()
-    store = await Store.open(path)  # opening again migrates nothing twice
+    store = await SqliteStore.open(path)  # opening again migrates nothing twice
     await store.close()
 
 
 async def test_a_room_from_a_newer_agentdeck_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "execution.db"
-    store = await Store.open(path)
+    store = await SqliteStore.open(path)
     await store.close()
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute(f"PRAGMA user_version = {migrations.VERSION + 1}")
     conn.close()
     with pytest.raises(StoreError, match="upgrade agentdeck"):
-        await Store.open(path)
+        await SqliteStore.open(path)

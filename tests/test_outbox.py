@@ -15,7 +15,7 @@ from engine.events import DeliveryChanged
 from engine.messages import Message
 from engine.providers.base import ModelRequest
 from engine.store import migrations
-from engine.store.sqlite import Store
+from engine.store.sqlite import SqliteStore
 from tests.helpers import as_version, msg, rows, runtime
 from tests.scripted import Reply, first_then
 
@@ -112,13 +112,13 @@ async def test_a_turn_resumed_in_a_later_run_owes_its_answer(tmp_path: Path) -> 
 @pytest.mark.one_store("SQLite's own migration (PRAGMA user_version)")
 async def test_a_version_4_room_gains_the_outbox(tmp_path: Path) -> None:
     path = tmp_path / "execution.db"
-    store = await Store.open(path)
+    store = await SqliteStore.open(path)
     await store.close()
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("DROP TABLE outbox")
     as_version(conn, 4)
     conn.close()
-    store = await Store.open(path)
+    store = await SqliteStore.open(path)
     try:
         assert await store.scalar("PRAGMA user_version") == migrations.VERSION
         assert await store.scalar("SELECT count(*) FROM outbox") == 0

@@ -18,7 +18,7 @@ import pytest
 from engine.config import Config, ConfigError, load_config
 from engine.room import Ownership, Room, RoomBusy, default_room
 from engine.store import StoreError, migrations
-from engine.store.sqlite import Store
+from engine.store.sqlite import SqliteStore, Store
 from tests.wait import PATIENCE, until
 
 TABLES = {
@@ -39,7 +39,7 @@ RUN = "INSERT INTO runs (id, kind, pid, started_at, status) VALUES (?, ?, ?, ?, 
 
 @pytest.fixture
 async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    s = await Store.open(tmp_path / "execution.db")
+    s = await SqliteStore.open(tmp_path / "execution.db")
     try:
         yield s
     finally:
@@ -61,12 +61,12 @@ async def test_open_creates_all_tables(store: Store) -> None:
 @pytest.mark.anyio
 async def test_open_twice_keeps_data(tmp_path: Path) -> None:
     path = tmp_path / "execution.db"
-    s = await Store.open(path)
+    s = await SqliteStore.open(path)
     try:
         await s.write([(RUN, ("r1", "run", 1, 1.0, "active"))])
     finally:
         await s.close()
-    s = await Store.open(path)  # the schema is idempotent (IF NOT EXISTS)
+    s = await SqliteStore.open(path)  # the schema is idempotent (IF NOT EXISTS)
     try:
         assert await s.scalar("SELECT id FROM runs") == "r1"
     finally:
@@ -82,7 +82,7 @@ async def test_journal_mode_wal_and_synchronous_full_by_default(store: Store) ->
 
 @pytest.mark.anyio
 async def test_synchronous_normal_when_asked(tmp_path: Path) -> None:
-    s = await Store.open(tmp_path / "execution.db", synchronous="NORMAL")
+    s = await SqliteStore.open(tmp_path / "execution.db", synchronous="NORMAL")
     try:
         assert await s.scalar("PRAGMA synchronous") == 1  # NORMAL
         assert await s.scalar("PRAGMA journal_mode") == "wal"
@@ -94,14 +94,14 @@ async def test_synchronous_normal_when_asked(tmp_path: Path) -> None:
 @pytest.mark.parametrize("bad", ["OFF", "full", "EXTRA", "FULL; DROP TABLE runs"])
 async def test_synchronous_other_values_refused(tmp_path: Path, bad: str) -> None:
     with pytest.raises(StoreError, match="synchronous must be FULL or NORMAL"):
-        await Store.open(tmp_path / "execution.db", synchronous=bad)  # type: ignore[arg-type]
+        await SqliteStore.open(tmp_path / "execution.db", synchronous=bad)  # type: ignore[arg-type]
     assert not (tmp_path / "execution.db").exists()
 
 
 @pytest.mark.anyio
 async def test_open_unwritable_location_is_a_store_error(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="cannot open"):
-        await Store.open(tmp_path / "missing-dir" / "execution.db")
+        await SqliteStore.open(tmp_path / "missing-dir" / "execution.db")
     await _aiosqlite_workers_gone()
 
 
@@ -122,7 +122,7 @@ async def test_open_a_file_that_is_not_a_database(tmp_path: Path) -> None:
     path = tmp_path / "execution.db"
     path.write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(StoreError, match="execution.db"):
-        await Store.open(path)
+        await SqliteStore.open(path)
 
 
 # --- Store.write ---------------------------------------------------------------------------
@@ -481,7 +481,7 @@ def test_default_room_without_agent_room(monkeypatch: pytest.MonkeyPatch) -> Non
 async def test_the_wal_is_checkpointed_in_the_background(tmp_path: Path) -> None:
     """The writer never checkpoints (wal_autocheckpoint=0): a thread of the store does, so
     the WAL stays bounded however many commits are made."""
-    s = await Store.open(tmp_path / "execution.db")
+    s = await SqliteStore.open(tmp_path / "execution.db")
     wal = tmp_path / "execution.db-wal"
     try:
         assert await s.scalar("PRAGMA wal_autocheckpoint") == 0
@@ -515,3 +515,22 @@ async def test_agent_run_follows_the_turns_within_a_moment(tmp_path: Path) -> No
                               ok=lambda summary: summary["waiting_turns"] == [out.turn_id])  # fmt: skip
         assert summary["state"] == "active"
     assert json.loads(room.summary.read_text())["state"] == "stopped"
+
+
+def test_sqlite_and_postgresql_are_siblings_behind_one_store() -> None:
+    """Issue 28: PgStore subclassed the SQLite store without calling its __init__, with
+    `type: ignore`s. Both now implement the one `Store` (engine/store/base.py): every
+    operation it leaves to them is their own, and neither is the other's kind."""
+    import inspect
+
+    from engine.store import Store
+    from engine.store.pg.store import PgStore
+    from engine.store.sqlite import SqliteStore
+
+    operations = set(Store.__abstractmethods__)
+    assert {"_apply", "fetchall", "index", "integrity_check", "statistics"} <= operations
+    for sibling in (SqliteStore, PgStore):
+        assert sibling.__mro__[1] is Store and not inspect.isabstract(sibling)
+        assert operations <= set(vars(sibling)), sibling  # each implements every one itself
+        assert "open" in vars(sibling)
+    assert not issubclass(PgStore, SqliteStore)

@@ -11,6 +11,7 @@ import pytest
 
 from engine.store import Store, StoreError
 from engine.store.plan import plan
+from engine.store.sqlite import SqliteStore
 from tests.wait import until
 
 MSG = "INSERT INTO messages(turn_id, text) VALUES (?, ?)"
@@ -69,7 +70,7 @@ def test_statements_that_are_not_dml_are_never_grouped() -> None:
 
 @pytest.fixture
 async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    s = await Store.open(tmp_path / "execution.db")
+    s = await SqliteStore.open(tmp_path / "execution.db")
     await s.write([("CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER NOT NULL)", ())])
     yield s
     await s.close()

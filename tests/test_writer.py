@@ -17,6 +17,7 @@ import anyio
 import pytest
 
 from engine.store import Store, StoreError
+from engine.store.sqlite import SqliteStore
 from tests.wait import until
 
 RUN = "INSERT INTO runs (id, kind, pid, started_at, status) VALUES (?, ?, 1, 1.0, 'active')"
@@ -30,7 +31,7 @@ def run(name: str) -> tuple[str, tuple[str, str]]:
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     """The room's store on each backend (PostgreSQL: engine/store/pg, a fresh database)."""
     if request.param == "sqlite":
-        s = await Store.open(tmp_path / "execution.db")
+        s = await SqliteStore.open(tmp_path / "execution.db")
     else:
         from engine.store.pg.store import PgStore
 
@@ -44,7 +45,7 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
 
 async def order(store: Store) -> list[str]:
     """Runs in the order they were inserted (PostgreSQL: a new table's heap order)."""
-    key = "rowid" if type(store) is Store else "ctid"
+    key = "rowid" if type(store) is SqliteStore else "ctid"
     return [r[0] for r in await store.fetchall(f"SELECT id FROM runs ORDER BY {key}")]
 
 
@@ -76,7 +77,7 @@ async def test_waiting_writes_commit_in_one_transaction_and_a_bad_one_fails_alon
     after = store.statistics()
     assert after.writes - before.writes == 11
     assert after.transactions - before.transactions <= 2  # one taken first, the rest at once
-    if type(store) is Store:
+    if type(store) is SqliteStore:
         assert [str(e) for e in errors] == ["write to execution.db failed: no such table: nowhere"]
     else:
         assert len(errors) == 1 and 'relation "nowhere" does not exist' in str(errors[0])

@@ -1,5 +1,7 @@
-"""The truth layer: execution.db in the room, written by one writer thread (group commit)."""
+"""The truth layer: one `Store` interface (engine/store/base.py), with execution.db on SQLite
+and a PostgreSQL database as its two implementations, each written by one writer thread
+(group commit)."""
 
-from engine.store.sqlite import DiskFull, LeaseLost, Op, Store, StoreError, json_or_text
+from engine.store.base import DiskFull, LeaseLost, Op, Store, StoreError, json_or_text
 
 __all__ = ["DiskFull", "LeaseLost", "Op", "Store", "StoreError", "json_or_text"]

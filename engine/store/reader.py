@@ -18,6 +18,7 @@ from urllib.parse import quote
 import aiosqlite
 
 from engine.room import Room
+from engine.store.base import Reading
 from engine.store.select import room_store_url
 from engine.store.sqlite import StoreError
 
@@ -34,33 +35,19 @@ class Reader(Protocol):
         """Let the connection go."""
 
 
-class Reads(Protocol):
-    """What the store's reads take: the room's `Store` (the owner's), or a `ReadsFrom` a
-    read-only connection (a room read without opening a run)."""
-
-    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> Sequence[Any]: ...
-
-    async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
-
-    async def scalar(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
+# What the store's reads take: the room's `Store` (the owner's), or `ReadsFrom` a read-only
+# connection (a room read without opening a run).
+Reads = Reading
 
 
-class ReadsFrom:
+class ReadsFrom(Reading):
     """The store's reads over a read-only connection (`open_reader`'s)."""
 
     def __init__(self, reader: Reader) -> None:
         self.reader = reader
 
-    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> Sequence[Any]:
+    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         return list(await self.reader.execute_fetchall(sql, params))
-
-    async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        rows = await self.fetchall(sql, params)
-        return rows[0] if rows else None
-
-    async def scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        row = await self.fetchone(sql, params)
-        return None if row is None else row[0]
 
 
 async def is_current(reader: Reader) -> bool:

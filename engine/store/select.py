@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engine.store.sqlite import Store, StoreError
+from engine.store.sqlite import SqliteStore, Store, StoreError
 
 if TYPE_CHECKING:
     from engine.config import StoreConfig
@@ -95,7 +95,7 @@ async def open_store(
         if shared:
             raise StoreError("[cluster] needs the store on PostgreSQL ([store] url or "
                              f"{ENV}): workers share its database")  # fmt: skip
-        return await Store.open(db, config.synchronous)
+        return await SqliteStore.open(db, config.synchronous)
     try:
         from engine.store.pg.store import PgStore
     except ImportError as exc:

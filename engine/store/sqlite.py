@@ -17,7 +17,6 @@ a second).
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import sqlite3
 import threading
@@ -29,43 +28,28 @@ from typing import Any, Literal
 import aiosqlite
 import anyio
 
+from engine.store.base import DiskFull, LeaseLost, Store, StoreError, json_or_text
 from engine.store.index_batch import INDEX_BATCH
 from engine.store.migrations import VERSION, TooNew, script
 from engine.store.writer import Op, Writer, WriterStatistics
 
-__all__ = ["Op", "Store", "StoreError", "WriterStatistics", "json_or_text"]
+__all__ = [
+    "DiskFull",
+    "LeaseLost",
+    "Op",
+    "SqliteStore",
+    "Store",
+    "StoreError",
+    "WriterStatistics",
+    "json_or_text",
+]
 Synchronous = Literal["FULL", "NORMAL"]
-
-
-def json_or_text(text: str | None) -> Any:
-    """A stored JSON column as data; text that is not JSON (a model's raw arguments) as is."""
-    if text is None:
-        return None
-    try:
-        return json.loads(text)
-    except (TypeError, ValueError, RecursionError):  # also huge numbers, absurd nesting
-        return text
-
-
-class StoreError(RuntimeError):
-    """The truth layer could not be read or written."""
-
-
-class DiskFull(StoreError):
-    """A write found the disk holding the truth layer full: nothing of it is on disk. The
-    runtime goes on reading and refuses new work until a write fits again."""
 
 
 def _failed_write(path: Path, exc: sqlite3.Error) -> StoreError:
     code = getattr(exc, "sqlite_errorcode", None)
     full = code is not None and code & 0xFF == sqlite3.SQLITE_FULL or "disk is full" in str(exc)
     return (DiskFull if full else StoreError)(f"write to {path.name} failed: {exc}")
-
-
-class LeaseLost(StoreError):
-    """A cluster worker's checkpoint was refused: the lease of its thread is no longer this
-    worker's (it expired, and another worker took the thread over). Nothing of it was
-    written; the turn must stop here, and its new holder recovers it."""
 
 
 CHECKPOINT_EVERY = 64  # commits between two background WAL checkpoints
@@ -148,13 +132,13 @@ def _open_writer(path: Path, synchronous: Synchronous) -> sqlite3.Connection:
     return conn
 
 
-class Store:
+class SqliteStore(Store):
     """The one writer of a room's execution.db (a `Writer` thread), and its reads."""
 
     def __init__(self, db: aiosqlite.Connection, path: Path, conn: sqlite3.Connection) -> None:
+        super().__init__(path)
+        self.file = path
         self._db = db  # reads: aiosqlite's thread, beside the writer (WAL)
-        self.path = path
-        self.unindexed = True  # written since the last full-text batch
         self._since_checkpoint = 0
         self._write_lock = threading.Lock()
         self._checkpointer = Checkpointer(path, self._write_lock)
@@ -163,7 +147,7 @@ class Store:
         self._writer.start()
 
     @classmethod
-    async def open(cls, path: Path, synchronous: Synchronous = "FULL") -> Store:
+    async def open(cls, path: Path, synchronous: Synchronous = "FULL") -> SqliteStore:
         """Open (creating if needed) the database for writing."""
         if synchronous not in ("FULL", "NORMAL"):
             raise StoreError(f"synchronous must be FULL or NORMAL, not {synchronous!r}")
@@ -192,14 +176,6 @@ class Store:
             raise
         return store
 
-    async def close(self) -> None:
-        try:
-            await self.index()
-        except DiskFull as exc:  # what is left unindexed is indexed at the next open
-            logging.getLogger("agentdeck").warning("full-text indexing left for later: %s", exc)
-        finally:
-            await self._shutdown()
-
     async def _shutdown(self) -> None:
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(self._writer.close)  # commits what is queued
@@ -216,37 +192,6 @@ class Store:
                 self.unindexed = True
                 raise
 
-    async def index_forever(self, every: float) -> None:
-        """`index` every `every` seconds until cancelled; a failed batch is tried again."""
-        while True:
-            await anyio.sleep(every)
-            try:
-                await self.index()
-            except DiskFull as exc:  # said by the runtime's notice: one line here
-                logging.getLogger("agentdeck").warning("full-text indexing waits: %s", exc)
-            except StoreError:
-                logging.getLogger("agentdeck").warning("full-text indexing failed", exc_info=True)
-
-    async def write(
-        self,
-        ops: Sequence[Op],
-        *,
-        urgent: bool = False,
-        key: str | None = None,
-        then: Callable[[], None] | None = None,
-    ) -> None:
-        """Run `ops` in one transaction (atomically); return once it is committed.
-
-        The writer commits it with whatever else is waiting (a savepoint each); `urgent`
-        writes (admission, decisions) go first in the next batch and never wait for room
-        in the queue. Cancelled while it waits, the write still commits. `key` (a turn's
-        id): the write touches only that key's rows (and counters), so the writer may run
-        its statements together with other keys' (engine/store/plan.py). `then` runs on
-        the loop right after the COMMIT, even if the awaiter was cancelled meanwhile.
-        """
-        self.unindexed = True
-        await self._apply(ops, urgent=urgent, key=key, then=then)
-
     async def _apply(
         self,
         ops: Sequence[Op],
@@ -258,7 +203,7 @@ class Store:
         try:
             await self._writer.submit(ops, urgent, key, then)
         except sqlite3.Error as exc:
-            raise _failed_write(self.path, exc) from exc
+            raise _failed_write(self.file, exc) from exc
 
     def _committed(self, writes: int) -> None:
         """On the writer's thread, after each COMMIT: poke the WAL checkpointer now and then."""
@@ -275,15 +220,7 @@ class Store:
         try:
             return list(await self._db.execute_fetchall(sql, params))
         except sqlite3.Error as exc:
-            raise StoreError(f"read from {self.path.name} failed: {exc}") from exc
-
-    async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
-        rows = await self.fetchall(sql, params)
-        return rows[0] if rows else None
-
-    async def scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        row = await self.fetchone(sql, params)
-        return None if row is None else row[0]
+            raise StoreError(f"read from {self.file.name} failed: {exc}") from exc
 
     async def integrity_check(self) -> str:
         return str(await self.scalar("PRAGMA integrity_check"))

@@ -47,7 +47,8 @@ from engine.events import Event, StepFinished
 from engine.messages import Message
 from engine.providers.base import ModelEvent, ModelRequest, StopEvent, TextDelta, ToolCallDelta
 from engine.runtime import Runtime
-from engine.store import Op, Store
+from engine.store import Op
+from engine.store.sqlite import SqliteStore
 from engine.tools import tool
 
 TARGET_RATIO = 2.0
@@ -160,7 +161,7 @@ async def store_alone(
     by one task each, all at once (the writer batches them as it batches turns'), with no
     turn around them. The run's first writes (before recording began) are absent, so the
     database's foreign keys are off here."""
-    store = await Store.open(root / f"alone-{synchronous.lower()}.db", synchronous)  # type: ignore[arg-type]
+    store = await SqliteStore.open(root / f"alone-{synchronous.lower()}.db", synchronous)  # type: ignore[arg-type]
     try:
         await store.write([("PRAGMA foreign_keys=OFF", ())])  # (a no-op inside a transaction)
         store._writer._conn.execute("PRAGMA foreign_keys=OFF")  # noqa: SLF001 - its thread idles

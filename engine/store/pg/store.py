@@ -121,31 +121,26 @@ def scrub(text: str, url: str) -> str:
 
 
 class PgStore(Store):
-    """The one writer of a room's PostgreSQL database (a `PgWriter` thread), and its reads.
-
-    A `Store` by type, so the runtime takes either; it shares none of SQLite's state."""
+    """The one writer of a room's PostgreSQL database (a `PgWriter` thread), and its reads:
+    SQLite's `SqliteStore`'s sibling behind the one `Store` interface."""
 
     def __init__(self, url: str, writer_conn: psycopg.Connection[Any],
                  readers: list[psycopg.AsyncConnection[Any]]) -> None:  # fmt: skip
+        super().__init__(display_url(url))  # (errors name it without its password)
         self._url = url
-        self.path = display_url(url)  # type: ignore[assignment]  # what errors name
-        self.unindexed = True
         self._idle: asyncio.Queue[psycopg.AsyncConnection[Any]] = asyncio.Queue()
         self._open = len(readers)
         for conn in readers:
             self._idle.put_nowait(conn)
         self._writer = PgWriter(writer_conn, asyncio.get_running_loop(), lambda _n: None)
-        self._write_lock = self._writer.write_lock  # as Store's: the writer takes it per batch
+        self._write_lock = self._writer.write_lock  # as SQLite's: the writer takes it per batch
         self._writer.start()
 
     @classmethod
-    async def open(  # type: ignore[override]
-        cls, path: Any, synchronous: Any = "FULL", *, shared: bool = False
-    ) -> PgStore:
-        """Connect to the database at URL `path`, migrate it (one worker at a time), start
-        the writer and the readers. `shared`: as one worker of a cluster, which shares the
+    async def open(cls, url: str, *, shared: bool = False) -> PgStore:
+        """Connect to the database at `url`, migrate it (one worker at a time), start the
+        writer and the readers. `shared`: as one worker of a cluster, which shares the
         database with other workers (else this runtime owns it while open)."""
-        url = str(path)
         conn = await anyio.to_thread.run_sync(_open_writer, url, shared)
         readers: list[psycopg.AsyncConnection[Any]] = []
         try:
