@@ -360,3 +360,29 @@ async def test_a_worker_renews_only_the_leases_it_took_and_a_restart_frees_the_o
             assert taken.token > lease.token and taken.taken_from is None
         finally:
             await again.conn.close()
+
+
+async def test_an_idempotent_use_runs_again_when_its_connection_closes_under_it(
+    pg_url: str,
+) -> None:
+    """Found by CI: a turn's admission ran on the worker's connection when it was closed
+    under it (a query's cancel cut short closes it); the OperationalError ended the
+    runtime. An idempotent use (`again`: the admission, counted per turn) runs once more
+    on a new connection; any other still says what happened."""
+    worker = ClusterWorker(await connect(pg_url), "w", lease_seconds=5.0, url=pg_url)
+    seen: list[psycopg.AsyncConnection] = []
+
+    async def closed_the_first_time(conn: psycopg.AsyncConnection) -> int:
+        seen.append(conn)
+        if len(seen) % 2 == 1:
+            await conn.close()  # as psycopg does mid-query
+        row = await (await conn.execute("SELECT 1")).fetchone()
+        return int(row[0]) if row else 0
+
+    try:
+        assert await worker.use(closed_the_first_time, again=True) == 1
+        assert len(seen) == 2 and seen[0] is not seen[1]
+        with pytest.raises(psycopg.OperationalError):
+            await worker.use(closed_the_first_time)
+    finally:
+        await worker.conn.close()

@@ -345,7 +345,7 @@ class ClusterMember:
             return False
         try:
             admit = partial(worker.try_admit, group, limit, turn_id=turn_id, thread_id=thread_id)
-            admitted = await self.db(lambda _c: admit())
+            admitted = await self.db(lambda _c: admit(), again=True)  # (idempotent per turn)
         except ClusterError:  # the lease is gone: another worker has the thread now
             return False
         if admitted and (handle := self.rt.live.get(turn_id)) is not None:
@@ -438,10 +438,10 @@ class ClusterMember:
         """The workers, their leases and every thread with its worker (for the operator)."""
         return await self.db(lambda c: read_view(c, self.name, self.lease))
 
-    async def db(self, use: Callable[[Conn], Awaitable[T]]) -> T:
+    async def db(self, use: Callable[[Conn], Awaitable[T]], again: bool = False) -> T:
         """Use the worker's connection, one task at a time (ClusterWorker.use)."""
         assert self.worker is not None
-        return await self.worker.use(use)
+        return await self.worker.use(use, again=again)
 
     async def quietly(self, step: Any) -> None:
         try:

@@ -54,15 +54,22 @@ class ClusterWorker:
 
     # --- its connection ---
 
-    async def use(self, fn: Callable[[Conn], Awaitable[T]]) -> T:
+    async def use(self, fn: Callable[[Conn], Awaitable[T]], *, again: bool = False) -> T:
         """`fn(conn)`, one caller at a time (psycopg's transactions on one connection must
         not interleave). A connection closed under the worker (a query cut short by a
-        cancel closes it) is replaced first, keeping the worker's leases."""
+        cancel closes it) is replaced first, keeping the worker's leases; with `again` (an
+        idempotent `fn`), also when it closes during `fn`, which then runs once more."""
         async with self._lock:
-            if self.conn.closed and self.url is not None:
-                log.warning("worker %s: its connection was closed: connecting again", self.id)
-                await self._connect(register=False)
-            return await fn(self.conn)
+            for last in (not again, True):
+                if self.conn.closed and self.url is not None:
+                    log.warning("worker %s: its connection was closed: connecting again", self.id)
+                    await self._connect(register=False)
+                try:
+                    return await fn(self.conn)
+                except psycopg.OperationalError:
+                    if last or not self.conn.closed:
+                        raise
+            raise AssertionError("unreachable")
 
     async def reconnect(self) -> None:
         """A new connection, the worker registered anew: every lease still under its name
