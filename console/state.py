@@ -225,7 +225,14 @@ class DeckState:
         by_status[turn.status] = by_status.get(turn.status, 0) + 1
 
     def add_call(self, call: CallRow) -> None:
+        """A call read from the room; one an event folded since the read is newer, and
+        stays (found by CI: a call put up for review showed `running` in the state)."""
+        known = self.calls.get(call.call_id)
+        if known is not None and known.updated_at > call.updated_at:
+            return
         self.calls[call.call_id] = call
+        if call.status != CallStatus.SUSPENDED:
+            self.pending.pop(call.call_id, None)
         turn = self.turns.get(call.turn_id)
         if turn is not None and call.call_id not in turn.calls:
             turn.calls.append(call.call_id)

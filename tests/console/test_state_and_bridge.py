@@ -258,3 +258,21 @@ def test_a_key_asks_for_a_pane_and_the_next_frame_draws_it() -> None:
     bridge.tick()  # no events: posted for the key
     assert len(target.posted) == 3
     assert bridge.take("chat:1", "t_1")[1] == {"chat"}  # the chat's turn; the calls wait
+
+
+def test_a_call_read_from_the_room_does_not_undo_a_newer_event() -> None:
+    """Found by CI: the console follows events before it reads the room, so a call's event
+    can be folded before a read made earlier lands; the read (the call `running`) replaced
+    the event's (suspended for review): the queue showed one, the state the other."""
+    from console.state import CallRow
+    from engine.events import CallChanged
+    from engine.lifecycle import CallStatus
+
+    state = DeckState()
+    state.fold([CallChanged(at=10.0, thread_id="a", turn_id="t", call_id="c", tool="shell",
+                            status=CallStatus.SUSPENDED, awaiting="review")])  # fmt: skip
+    state.add_call(CallRow("c", "t", "a", "shell", {}, CallStatus.RUNNING, updated_at=5.0))
+    assert state.calls["c"].status == CallStatus.SUSPENDED and state.calls["c"].under_review
+    assert state.pending["c"] is state.calls["c"]
+    state.add_call(CallRow("c", "t", "a", "shell", {}, CallStatus.SUCCEEDED, updated_at=20.0))
+    assert state.calls["c"].status == CallStatus.SUCCEEDED and "c" not in state.pending
