@@ -20,19 +20,20 @@ from anyio.abc import TaskStatus
 from engine.store import Op
 from engine.store import decisions as recorded
 from engine.store import turns as rows
+from engine.turn.context import Coordinating
 
 if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+
     from engine.bus import EventBus
     from engine.cluster_view import ClusterView
     from engine.config import Config
     from engine.decisions import Decision
     from engine.decisions.inbox import DecisionInbox
-    from engine.handles import TurnHandle
+    from engine.handles import Carried, TurnHandle
     from engine.outcome import TurnOutcome
     from engine.scheduler import Request, Scheduler
     from engine.store import Store
-    from engine.supervisor import TurnSupervisor
-    from engine.turn.context import TurnContext
     from engine.turn.state import TurnState
 
 Here = Callable[[str], Awaitable["TurnOutcome"]]  # wait for a turn run by this runtime
@@ -46,9 +47,11 @@ class Host(Protocol):
 
     store: Store
     config: Config
-    ctx: TurnContext
     bus: EventBus
-    supervisor: TurnSupervisor
+
+    @property
+    def supervisor(self) -> Turns: ...
+
     scheduler: Scheduler
     decisions: DecisionInbox
     live: dict[str, TurnHandle]
@@ -69,7 +72,24 @@ class Host(Protocol):
     async def reload_rules(self) -> None: ...
 
 
-class Coordinator(Protocol):
+class Turns(Protocol):
+    """The runtime's turn supervisor, as the coordinators use it."""
+
+    tg: TaskGroup | None
+    interrupted: set[str]
+
+    def spawn(self, fn: Callable[..., Any], *args: Any) -> None: ...
+
+    def pump(self, carried: Carried | None = None) -> bool: ...
+
+    def forget(self, thread_id: str) -> None: ...
+
+    def spawn_resume(self, turn_id: str, thread_id: str = "") -> TurnHandle: ...
+
+    async def cancel_turn(self, turn_id: str, reason: str) -> bool: ...
+
+
+class Coordinator(Coordinating, Protocol):
     """One room's runtime alone, or one worker of a cluster."""
 
     # A thread's conversation may be kept in memory from one turn to the next (a cluster's

@@ -8,30 +8,57 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 import anyio
 
 from engine.config import Config, load_config
-from engine.coordinator import Coordinator, OneRoom
+from engine.coordinator import Coordinator, Host, OneRoom
 from engine.deadlines import DeadlineWatch
 from engine.plugins import Plugin, default_stop_policies
 from engine.providers.base import Provider
 from engine.room import Ownership, Room
-from engine.store import StoreError
+from engine.store import Store, StoreError
 from engine.store.select import open_store, store_url
 from engine.tools import Tool, ToolRegistry
 
 if TYPE_CHECKING:
-    from engine.runtime import Runtime
+    from engine.decisions import Decision
+    from engine.events import Event
+    from engine.supervisor import TurnSupervisor
 
-R = TypeVar("R", bound="Runtime")
+
+class Served(Host, Protocol):
+    """The runtime as its lifetime opens, serves and closes it (engine.runtime.Runtime,
+    which imports this module: named by its shape, not imported)."""
+
+    provider: Provider
+
+    def __init__(self, room: Room, store: Store, config: Config, provider: Provider,
+                 tools: ToolRegistry, plugins: list[Plugin], kind: str,
+                 clock: Callable[[], float], ids: Callable[[str], str] | None,
+                 coordinator: Coordinator) -> None: ...  # fmt: skip
+
+    @property
+    def supervisor(self) -> TurnSupervisor: ...
+
+    async def _start(self) -> None: ...
+
+    async def _stop(self) -> None: ...
+
+    async def decide(self, decision: Decision, *, need_hash: bool = False) -> str: ...
+
+    def subscribe(self, callback: Callable[[Event], None], *,
+                  relayed: bool = True) -> Callable[[], None]: ...  # fmt: skip
+
+
+R = TypeVar("R", bound=Served)
 INDEX_EVERY = 1.0  # seconds between two full-text batches (History.search lags this much)
 
 
 @asynccontextmanager
 async def serving(
-    cls: type[R],  # engine.runtime.Runtime (which imports this module: not named here)
+    cls: type[R],  # engine.runtime.Runtime
     room: Room | str | Path | None,
     *,
     kind: str,

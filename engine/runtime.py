@@ -109,7 +109,7 @@ class Runtime:
         )  # fmt: skip
         self.summary_file = SummaryFile(room, partial(summary_of, self))
         self.supervisor = TurnSupervisor(
-            self.ctx, store, self.scheduler, config,
+            self.ctx, coordinator, store, self.scheduler, config,
             changed=lambda: self.summary_file.changed(self.supervisor.tg), notice=self.notice,
         )  # fmt: skip
         self.live = self.supervisor.live  # turns whose loop runs (or is about to)

@@ -18,6 +18,7 @@ from anyio.abc import TaskGroup
 
 from engine.config import Config
 from engine.conversation import Conversation
+from engine.coordinator import Coordinator
 from engine.decisions import Decision
 from engine.decisions.record import Recorded, record_decision
 from engine.events import TurnStarted
@@ -44,8 +45,8 @@ def reply_of(meta: dict[str, Any]) -> dict[str, Any]:
 class TurnSupervisor:
     """The turns of one run, from admission (or resumption) to their end."""
 
-    def __init__(self, ctx: TurnContext, store: Store, scheduler: Scheduler, config: Config,
-                 changed: Callable[[], None],
+    def __init__(self, ctx: TurnContext, coordinator: Coordinator, store: Store,
+                 scheduler: Scheduler, config: Config, changed: Callable[[], None],
                  notice: Callable[[str, str], None] | None = None) -> None:  # fmt: skip
         self.ctx, self.store, self.scheduler, self.config = ctx, store, scheduler, config
         self._changed = changed  # a turn started or settled (agent.run is rewritten)
@@ -55,7 +56,7 @@ class TurnSupervisor:
         self.interrupted: set[str] = set()  # left `running` by a run that stopped
         self.tg: TaskGroup | None = None
         self._conversations: dict[str, Conversation] = {}
-        self.coordinator = ctx.coordinator  # one room alone, or one worker of a cluster
+        self.coordinator = coordinator  # one room alone, or one worker of a cluster
 
     # -- starting ---------------------------------------------------------------------------
 

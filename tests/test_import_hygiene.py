@@ -249,3 +249,35 @@ def test_nothing_but_the_coordinators_and_the_root_asks_for_a_cluster() -> None:
         if asks.search(line)
     ]
     assert found == []
+
+
+def test_no_engine_modules_import_each_other_in_a_circle() -> None:
+    """Type-only imports count: engine.turn.context imported engine.coordinator, which named
+    the supervisor; engine.lifetime named engine.runtime (issue 28's review)."""
+    import grimp
+
+    graph = grimp.build_graph("engine")
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(module: str) -> None:  # Tarjan's strongly connected components
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for other in graph.find_modules_directly_imported_by(module):
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            part = stack[stack.index(module) :]
+            del stack[stack.index(module) :]
+            if len(part) > 1:
+                circles.append(sorted(part))
+
+    for module in sorted(graph.modules):
+        if module not in index:
+            visit(module)
+    assert circles == []

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Protocol
 
 from engine.config import Config
-from engine.coordinator import Coordinator
 from engine.decisions.inbox import DecisionInbox
 from engine.events import Event
 from engine.plugins import Phase, Plugin
@@ -39,6 +38,23 @@ class Commit(Protocol):
     ) -> Awaitable[None]: ...
 
 
+class Coordinating(Protocol):
+    """What turns get of the run's coordinator (engine/coordinator.py, which extends it):
+    step ids, the fence a checkpoint carries, what wakes the cluster, rule ids."""
+
+    def next_step_id(self) -> int: ...
+
+    def fence(self, thread_id: str, turn_id: str) -> list[Op]: ...
+
+    def announce(self, thread_id: str) -> list[Op]: ...
+
+    def call_ended(self, call_id: str, note: str) -> list[Op]: ...
+
+    async def new_rule_id(self) -> str | None: ...
+
+    def rules_changed(self) -> list[Op]: ...
+
+
 @dataclass
 class TurnContext:
     """The services of one run that its turns use."""
@@ -48,7 +64,7 @@ class TurnContext:
     new_id: Callable[[str], str]
     # One room alone, or one worker of a cluster (engine/coordinator.py): step ids, the
     # fence a checkpoint carries, what wakes the cluster, rule ids.
-    coordinator: Coordinator
+    coordinator: Coordinating
     publish: Callable[[Event], None]
     commit: Commit
     provider: Provider
