@@ -9,26 +9,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import anyio
 import pytest
 
 from engine.cli import main
-from engine.messages import Message
-from engine.providers.offline import OfflineModel
-from engine.runtime import Runtime
 from tests.helpers import room_bytes, room_rows, room_write
+from tests.test_cli_input import waiting_call
 
 pytestmark = pytest.mark.usefixtures("store_backend")
 
 
 def a_room_with_a_waiting_call_and_a_rule(room: Path) -> str:
-    async def run() -> str:
-        async with Runtime.open(room, kind="test", provider=OfflineModel(delay=0)) as rt:
-            message = Message(origin="invoke", sender="t", thread_id="t:1", text="run `ls`")
-            outcome = await rt.run_turn(message)
-        return str(outcome.pending[0]["call_id"])
-
-    call_id = anyio.run(run)
+    call_id = waiting_call(room)
     assert main(["--room", str(room), "rules", "add", "--tool", "shell", "--effect", "allow",
                  "--pattern", "git status*"]) == 0  # fmt: skip
     return call_id
