@@ -63,7 +63,7 @@ def msg(text: str, thread: str = "t1") -> Message:
 
 async def rows(rt: Runtime, sql: str, *params: Any) -> list[tuple]:
     """The rows a query of the room's database returns, as tuples."""
-    return [tuple(r) for r in await rt.store.fetchall(sql, params)]
+    return [tuple(r) for r in await on(rt.store).fetchall(sql, params)]
 
 
 def room_rows(room: Path, sql: str, *params: Any) -> list[tuple]:
@@ -100,10 +100,8 @@ def _on_room(room: Path, sql: str, params: tuple[Any, ...], *, write: bool) -> l
     if pg.ROOMS is not None:
         import psycopg
 
-        from engine.store.pg.dialect import to_pg
-
         with psycopg.connect(pg.ROOMS.url(room / "execution.db")) as pconn:
-            cur = pconn.execute(to_pg(sql), params)
+            cur = pconn.execute(_pg_spelling(sql), params)
             return [tuple(r) for r in cur.fetchall()] if cur.description else []
     mode = "rw" if write else "ro"
     conn = sqlite3.connect(f"file:{room / 'execution.db'}?mode={mode}", uri=True)
@@ -120,3 +118,34 @@ def as_version(conn: Any, version: int) -> None:
     if version < 6:
         conn.execute("ALTER TABLE tool_calls DROP COLUMN awaiting")
     conn.execute(f"PRAGMA user_version = {version}")
+
+
+def _pg_spelling(sql: str) -> str:
+    """A test's plain SQL (`?` placeholders, whole-table reads) as psycopg takes it."""
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
+class Spelled:
+    """A store's reads for a test's own SQL, written as SQLite spells it (`?`): on
+    PostgreSQL its placeholders are psycopg's. The engine's statements come by name from
+    each database's catalogue (engine/store/sql/); only tests write SQL for either."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    def _sql(self, sql: str) -> str:
+        return _pg_spelling(sql) if self.store.dialect.name == "postgres" else sql
+
+    async def fetchall(self, sql: str, params: Any = ()) -> list[Any]:
+        return await self.store.fetchall(self._sql(sql), params)
+
+    async def fetchone(self, sql: str, params: Any = ()) -> Any:
+        return await self.store.fetchone(self._sql(sql), params)
+
+    async def scalar(self, sql: str, params: Any = ()) -> Any:
+        return await self.store.scalar(self._sql(sql), params)
+
+
+def on(store: Any) -> Spelled:
+    """`store`'s reads for a test's SQL (see `Spelled`)."""
+    return Spelled(store)

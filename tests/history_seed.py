@@ -128,10 +128,8 @@ def truth(db: Path, sql: str, *params: Any) -> list[tuple]:
     if url is not None:
         import psycopg
 
-        from engine.store.pg.dialect import to_pg
-
         with psycopg.connect(url) as pg:
-            return [tuple(r) for r in pg.execute(to_pg(sql), params).fetchall()]
+            return [tuple(r) for r in pg.execute(_pg_spelling(sql), params).fetchall()]
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         return [tuple(r) for r in conn.execute(sql, params)]
@@ -227,7 +225,7 @@ def marks_unsound(db: Path) -> list[str]:
     return wrong
 
 
-def turn_ids(db: Path, where: str = "1", *params: Any) -> list[str]:
+def turn_ids(db: Path, where: str = "true", *params: Any) -> list[str]:
     """Turn ids, newest first, that satisfy `where` (on turns t)."""
     return [r[0] for r in truth(db, f"SELECT t.id FROM turns t WHERE {where}"
                                     " ORDER BY t.created_at DESC, t.id DESC", *params)]  # fmt: skip
@@ -243,3 +241,8 @@ STATUS_TRUTH = {
     " WHERE c.turn_id = t.id AND c.status = 'cancelled' AND d.action = 'cancel')",
     "cancelled": "t.reason = 'cancelled'",
 }
+
+
+def _pg_spelling(sql: str) -> str:
+    """A test's plain SQL (`?` placeholders, whole-table reads) as psycopg takes it."""
+    return sql.replace("%", "%%").replace("?", "%s")

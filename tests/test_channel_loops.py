@@ -24,7 +24,7 @@ from engine.decisions import Decision
 from engine.loops.start import start_loops
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime
-from tests.helpers import room_bytes, rows
+from tests.helpers import on, room_bytes, rows
 from tests.standins import running
 from tests.standins.receiver import Receiver
 from tests.standins.sign import slack_headers, webhook_headers
@@ -52,13 +52,13 @@ async def room(tmp_path: Path, files: dict[str, str]) -> AsyncIterator[Runtime]:
 
 
 async def turns(rt: Runtime, thread: str) -> list[tuple]:
-    return list(await rt.store.fetchall(
+    return list(await on(rt.store).fetchall(
         "SELECT id, status, reason FROM turns WHERE thread_id = ? ORDER BY created_at, id", (thread,)))  # fmt: skip
 
 
 async def approve_all(rt: Runtime, thread: str) -> str:
     """Approve the thread's waiting call; return its turn's id."""
-    rows = await until(lambda: rt.store.fetchall(
+    rows = await until(lambda: on(rt.store).fetchall(
         "SELECT id, turn_id, args FROM tool_calls WHERE thread_id = ? AND status = 'suspended'",
         (thread,)), f"a call of {thread} waiting for approval")  # fmt: skip
     call_id, turn_id, args = rows[0]
@@ -178,7 +178,7 @@ async def test_unverified_deliveries_make_no_turn_and_say_why(tmp_path, monkeypa
                                  headers=webhook_headers(HOOK_SECRET, big, "d-big"))  # fmt: skip
         assert answer.status_code == 413
         assert (await http.post(f"{base}/hooks/nope", content=b"{}")).status_code == 404
-        assert await rt.store.fetchall("SELECT id FROM turns") == []
+        assert await on(rt.store).fetchall("SELECT id FROM turns") == []
         assert rt.channels.states["team"].rejected == 3
 
 
@@ -202,7 +202,7 @@ async def test_a_signed_webhook_becomes_one_turn_and_its_answer_is_posted_signed
         assert {k.lower(): v for k, v in got.headers.items()}["idempotency-key"]
         assert "from the hook" in json.loads(got.body)["text"]
         assert [t[0] for t in await turns(rt, "webhook:gh:12")] == [turn_id]
-        [(sender,)] = await rt.store.fetchall(
+        [(sender,)] = await on(rt.store).fetchall(
             "SELECT sender FROM turns WHERE id = ?", (turn_id,))  # fmt: skip
         assert sender == "octo"
 
@@ -263,11 +263,11 @@ async def test_a_webhook_without_a_deliver_url_owes_no_answers(tmp_path, monkeyp
         answer = await http.post(f"http://{address}/hooks/gh", content=body,
                                  headers=webhook_headers(HOOK_SECRET, body, "d-5"))  # fmt: skip
         assert answer.status_code == 202
-        await until(lambda: rt.store.fetchall(
+        await until(lambda: on(rt.store).fetchall(
             "SELECT id FROM turns WHERE thread_id = 'webhook:gh:5' AND status = 'done'"),
             "the delivery's turn done")  # fmt: skip
         assert rt.ctx.delivering == frozenset()
-        assert await rt.store.fetchall("SELECT id FROM outbox") == []
+        assert await on(rt.store).fetchall("SELECT id FROM outbox") == []
 
 
 async def test_no_secret_reaches_the_room_even_when_the_service_fails(tmp_path, monkeypatch):
@@ -287,7 +287,7 @@ async def test_no_secret_reaches_the_room_even_when_the_service_fails(tmp_path, 
             bot.message(3, "hello")
             await until(lambda: bot.sent, "the answer sent after the 502")
             # a try is counted before it leaves: ('retrying', 2) until the send is recorded
-            await until(lambda: rt.store.fetchall("SELECT 1 FROM outbox WHERE state = 'sent'"),
+            await until(lambda: on(rt.store).fetchall("SELECT 1 FROM outbox WHERE state = 'sent'"),
                         "the send recorded")  # fmt: skip
             assert await rows(rt, "SELECT tries FROM outbox") == [(2,)]  # the 502, then sent
     leaked = [p for p in (tmp_path / "room").rglob("*")

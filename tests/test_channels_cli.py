@@ -30,6 +30,7 @@ from engine.loops.start import start_loops
 from engine.providers.offline import OfflineModel
 from engine.room import Room
 from engine.runtime import Runtime
+from tests.helpers import on
 from tests.standins import running
 from tests.standins.receiver import Receiver
 from tests.standins.sign import webhook_headers
@@ -75,7 +76,7 @@ async def dead_answer(rt: Runtime, base: str, receiver: Receiver, issue: int) ->
     client = LocalClient(rt)
     thread = f"webhook:gh:{issue}"
     [dead] = await until(lambda: _dead(client, thread), "the answer is dead")
-    [(body,)] = await rt.store.fetchall(
+    [(body,)] = await on(rt.store).fetchall(
         "SELECT body FROM events WHERE kind = 'turn_started' AND thread_id = ?", (thread,))  # fmt: skip
     started = json.loads(body)  # the console shows who sent it, and through which channel
     assert (started["channel"], started["sender"], started["origin"]) == ("gh", "octo", "chat")

@@ -14,7 +14,7 @@ from engine.cluster import tasks
 from engine.runtime import Runtime
 from engine.store import claimed as reading
 from engine.tools import Tool, tool
-from tests.helpers import msg
+from tests.helpers import msg, on
 from tests.scripted import Reply, ScriptedModel, after_tools
 from tests.test_cluster_runtime import cluster_config
 from tests.wait import PATIENCE, until
@@ -74,7 +74,7 @@ async def test_a_stale_read_of_a_thread_does_not_start_its_request_twice(tmp_pat
         a.supervisor.pump()
         assert not a.scheduler.knows(second.turn_id)
         assert second.turn_id not in a.live
-        rows = await a.store.fetchall("SELECT id FROM turns WHERE thread_id = 'x'")
+        rows = await on(a.store).fetchall("SELECT id FROM turns WHERE thread_id = 'x'")
         assert sorted(r[0] for r in rows) == sorted([first.turn_id, second.turn_id])
 
 
@@ -106,7 +106,9 @@ async def test_a_request_its_worker_claimed_meanwhile_is_kept_as_admitted(tmp_pa
 
         async def write_then_claim(ops, **kw):  # noqa: ANN001, ANN003
             await real(ops, **kw)
-            if any("turn_requests" in op[0] for op in ops):  # the claim loop wins the race
+            if any(
+                "turn_requests" in a.store.dialect.text(op[0]) for op in ops
+            ):  # the claim loop wins the race
                 await a.coordinator.claim(["y"])
 
         a.store.write = write_then_claim  # type: ignore[method-assign]
@@ -126,7 +128,7 @@ async def test_a_lease_lost_before_the_turn_is_recorded_does_not_stop_the_worker
         real, fenced = a.store.write, []
 
         async def expire_then_write(ops, **kw):  # noqa: ANN001, ANN003
-            if any(op[0].startswith("INSERT INTO turns(") for op in ops):  # the first commit
+            if any(op[0] == "turns.turn_opened" for op in ops):  # the first commit
                 a.store.write = real  # type: ignore[method-assign]
                 await a.coordinator.db(lambda c: c.execute(
                     "UPDATE thread_leases SET expires_at = 0 WHERE thread_id = 'z'"))  # fmt: skip
@@ -141,7 +143,7 @@ async def test_a_lease_lost_before_the_turn_is_recorded_does_not_stop_the_worker
         again = await a.submit(msg("again", thread="w"))  # a still runs turns
         with anyio.fail_after(PATIENCE):
             assert (await a.wait_turn(again.turn_id)).status == "done"
-        rows = await a.store.fetchall("SELECT id FROM turns WHERE thread_id = 'z'")
+        rows = await on(a.store).fetchall("SELECT id FROM turns WHERE thread_id = 'z'")
         assert [r[0] for r in rows] == [handle.turn_id]
 
 
@@ -164,7 +166,7 @@ async def test_a_notice_heard_while_a_thread_is_being_taken_does_not_start_its_r
         handle = await a.submit(msg("hello", thread="z"))
         a.coordinator._new_block = real  # type: ignore[method-assign]
         assert (await a.wait_turn(handle.turn_id)).status == "done"
-        rows = await a.store.fetchall("SELECT id FROM turns WHERE thread_id = 'z'")
+        rows = await on(a.store).fetchall("SELECT id FROM turns WHERE thread_id = 'z'")
         assert [r[0] for r in rows] == [handle.turn_id]
 
 
@@ -181,7 +183,9 @@ async def test_a_late_release_keeps_the_lease_of_a_thread_whose_turn_started(tmp
         await until(lambda: handle.turn_id in a.supervisor.loops, "a runs the turn")
         await a.coordinator._release("x")  # asked for before the turn started, run now
         assert a.coordinator.holds("x")
-        leased = await a.store.fetchall("SELECT worker_id FROM thread_leases WHERE thread_id='x'")
+        leased = await on(a.store).fetchall(
+            "SELECT worker_id FROM thread_leases WHERE thread_id='x'"
+        )
         assert [r[0] for r in leased] == ["a"]
         gate.set()
         assert (await a.wait_turn(handle.turn_id)).status == "done"
@@ -258,7 +262,7 @@ async def test_a_request_starting_when_its_worker_leases_the_thread_again_starts
         again = await a.submit(msg("again", thread="w"))  # a still runs turns
         with anyio.fail_after(PATIENCE):
             assert (await a.wait_turn(again.turn_id)).status == "done"
-        rows = await a.store.fetchall("SELECT id FROM turns WHERE thread_id = 'z'")
+        rows = await on(a.store).fetchall("SELECT id FROM turns WHERE thread_id = 'z'")
         assert [r[0] for r in rows] == [handle.turn_id]
         assert most[0] == 1  # never two openings of it at once
 

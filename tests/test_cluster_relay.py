@@ -24,7 +24,7 @@ from engine.events import (
     parse_event,
 )
 from engine.runtime import Runtime
-from tests.helpers import msg
+from tests.helpers import msg, on
 from tests.scripted import first_then
 from tests.test_cluster_runtime import workers
 from tests.wait import until
@@ -36,11 +36,11 @@ UNSTORED = ("text_delta", "step_started")  # published only: they do not cross w
 
 async def stored(rt: Runtime, turn_id: str) -> list[Event]:
     """What the database holds of a turn: its events and its conversation entries."""
-    events = [parse_event(r[0]) for r in await rt.store.fetchall(
+    events = [parse_event(r[0]) for r in await on(rt.store).fetchall(
         "SELECT body FROM events WHERE turn_id = ? ORDER BY id", (turn_id,))]  # fmt: skip
     entries = [
         MessageAppended(at=r[4], thread_id=r[0], turn_id=turn_id, role=r[2], text=r[3], seq=r[1])
-        for r in await rt.store.fetchall(
+        for r in await on(rt.store).fetchall(
             "SELECT thread_id, seq, role, text, created_at FROM messages WHERE turn_id = ?"
             " ORDER BY id",
             (turn_id,),
@@ -95,12 +95,12 @@ async def test_a_subscriber_on_one_worker_sees_the_turn_another_runs(
             turn_id, call_id = handle.turn_id, outcome.pending[0]["call_id"]
             await until(lambda: milestones(seen_a, turn_id), "a sees the call suspended",
                         ok=lambda seen: "call suspended" in seen)  # fmt: skip
-            row = await a.store.fetchone("SELECT args FROM tool_calls WHERE id = ?", (call_id,))
+            row = await on(a.store).fetchone("SELECT args FROM tool_calls WHERE id = ?", (call_id,))
             assert await a.decide(Decision.approve(call_id, seen=json.loads(row[0]))) == "queued"
             assert (await b.wait_turn(turn_id)).status == "done"
             await until(lambda: milestones(seen_a, turn_id), "a sees the turn done",
                         ok=lambda seen: "turn done" in seen)  # fmt: skip
-        ran = await a.store.fetchall("SELECT DISTINCT run_id FROM steps WHERE turn_id = ?",
+        ran = await on(a.store).fetchall("SELECT DISTINCT run_id FROM steps WHERE turn_id = ?",
                                      (turn_id,))  # fmt: skip
         assert [r[0] for r in ran] == [b.run_id], "b ran every step of the turn"
         assert milestones(seen_a, turn_id) == milestones(seen_b, turn_id) == [

@@ -19,7 +19,7 @@ from engine.messages import Message
 from engine.runtime import Runtime
 from engine.store import StoreError
 from engine.tools import tool
-from tests.helpers import msg
+from tests.helpers import msg, on
 from tests.scripted import Reply, ScriptedModel, add, after_tools, first_then, shell
 from tests.wait import PATIENCE, until
 
@@ -59,7 +59,7 @@ async def waiting_call(a: Runtime, b: Runtime, thread: str = "x") -> tuple[Any, 
     outcome = await a.wait_turn(handle.turn_id)
     assert outcome.status == "waiting"
     call_id = outcome.pending[0]["call_id"]
-    row = await b.store.fetchone("SELECT args FROM tool_calls WHERE id = ?", (call_id,))
+    row = await on(b.store).fetchone("SELECT args FROM tool_calls WHERE id = ?", (call_id,))
     return handle, call_id, json.loads(row[0])
 
 
@@ -69,11 +69,11 @@ async def test_turns_submitted_to_one_worker_spread_and_each_runs_once(tmp_path,
         for h in handles:
             outcome = await a.wait_turn(h.turn_id)
             assert outcome.status == "done"
-        rows = await a.store.fetchall(
+        rows = await on(a.store).fetchall(
             "SELECT t.thread_id, count(*), min(r.kind) FROM turns t JOIN runs r ON r.id = t.run_id"
             " GROUP BY t.thread_id")  # fmt: skip
         assert len(rows) == 12 and all(r[1] == 1 for r in rows)
-        runs = await a.store.fetchall("SELECT DISTINCT run_id FROM turns")
+        runs = await on(a.store).fetchall("SELECT DISTINCT run_id FROM turns")
         assert {r[0] for r in runs} <= {a.run_id, b.run_id}
 
 
@@ -84,7 +84,7 @@ async def test_a_decision_through_another_worker_resumes_the_call(tmp_path, pg_u
         assert await b.decide(Decision.approve(call_id, args=args)) == "queued"
         done = await b.wait_turn(handle.turn_id)
         assert done.status == "done"
-        ran = await a.store.fetchall("SELECT status, result FROM tool_calls WHERE turn_id = ?",
+        ran = await on(a.store).fetchall("SELECT status, result FROM tool_calls WHERE turn_id = ?",
                                      (handle.turn_id,))  # fmt: skip
         assert [r[0] for r in ran] == ["succeeded"]
 
@@ -172,7 +172,7 @@ async def test_a_worker_whose_lease_expired_writes_nothing_more_and_the_new_hold
         handle = await a.submit(msg("go", thread="z"))
 
         async def running_call() -> list:
-            return await a.store.fetchall(
+            return await on(a.store).fetchall(
                 "SELECT id, status FROM tool_calls WHERE turn_id = ? AND status = 'running'",
                 (handle.turn_id,))  # fmt: skip
 
@@ -184,7 +184,7 @@ async def test_a_worker_whose_lease_expired_writes_nothing_more_and_the_new_hold
             config=cluster_config(pg_url, "w1", lease=0.5)))  # fmt: skip
 
         async def reviewed() -> list:
-            return await b.store.fetchall(
+            return await on(b.store).fetchall(
                 "SELECT status, suspend_reason FROM tool_calls WHERE id = ?"
                 " AND status = 'suspended'", (call_id,))  # fmt: skip
 
@@ -192,12 +192,14 @@ async def test_a_worker_whose_lease_expired_writes_nothing_more_and_the_new_hold
         release.set()  # w0's call returns; its checkpoint meets the fence
 
         await until(lambda: handle.turn_id not in a.live, "w0's fenced turn stops")
-        after = await b.store.fetchall(
+        after = await on(b.store).fetchall(
             "SELECT status, suspend_reason, result FROM tool_calls WHERE id = ?", (call_id,)
         )
         assert tuple(after[0][:2]) == tuple(before) and after[0][2] is None
         assert ran == ["slow"]
-        lease = await b.store.fetchall("SELECT worker_id FROM thread_leases WHERE thread_id='z'")
+        lease = await on(b.store).fetchall(
+            "SELECT worker_id FROM thread_leases WHERE thread_id='z'"
+        )
         assert lease[0][0] in (None, "w1")
 
 
@@ -248,7 +250,7 @@ async def test_a_decision_through_a_worker_reads_running_until_the_turn_goes_on(
     async with workers(tmp_path, pg_url, 2, script=script) as (a, b):
         handle = await a.submit(msg("run it", thread="x"))
         call_id = (await a.wait_turn(handle.turn_id)).pending[0]["call_id"]
-        row = await b.store.fetchone("SELECT args FROM tool_calls WHERE id = ?", (call_id,))
+        row = await on(b.store).fetchone("SELECT args FROM tool_calls WHERE id = ?", (call_id,))
         async with b.coordinator._claim_lock, a.coordinator._claim_lock:  # nobody resumes it yet
             client = LocalClient(b)
             decided = await client.decide(Decision.approve(call_id, seen=json.loads(row[0])))
@@ -268,12 +270,12 @@ async def test_a_waiting_turn_holds_no_lease_even_with_requests_queued_behind_it
         second = await b.submit(msg("and then", thread="x"))
 
         async def holders() -> list:
-            return await a.store.fetchall(
+            return await on(a.store).fetchall(
                 "SELECT worker_id FROM thread_leases WHERE thread_id = 'x'"
                 " AND worker_id IS NOT NULL")  # fmt: skip
 
         await until(holders, "thread x's lease is given back", ok=lambda rows: not rows)
-        row = await b.store.fetchone("SELECT args FROM tool_calls WHERE id = ?", (call_id,))
+        row = await on(b.store).fetchone("SELECT args FROM tool_calls WHERE id = ?", (call_id,))
         await b.decide(Decision.approve(call_id, args=json.loads(row[0])))
         assert (await b.wait_turn(first.turn_id)).status == "done"
         assert (await a.wait_turn(second.turn_id)).status == "waiting"  # its own shell call
@@ -308,7 +310,7 @@ async def test_a_decision_another_worker_queued_ends_duplicate_when_its_call_end
         await a.store.write([recorded.recorded(late, "queued", a.clock(), None)])
         release.set()
         assert (await a.wait_turn(handle.turn_id)).status == "done"
-        status = await a.store.scalar("SELECT status FROM decisions WHERE id = ?", (late.id,))
+        status = await on(a.store).scalar("SELECT status FROM decisions WHERE id = ?", (late.id,))
         assert status == "duplicate"
 
 

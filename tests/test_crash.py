@@ -46,7 +46,7 @@ from tests.crash_worker import (
     make_tools,
     random_calls,
 )
-from tests.helpers import room_rows
+from tests.helpers import on, room_rows
 from tests.history_seed import fts_unsound, marks_unsound
 from tests.scripted import ScriptedModel
 from tests.wait import PATIENCE, until
@@ -221,7 +221,7 @@ async def recover_and_check(
                 if (handle := rt.live.get(turn_id)) is not None:
                     await handle.done.wait()
         for call_id, tool in running.items():
-            row = await rt.store.fetchone(
+            row = await on(rt.store).fetchone(
                 "SELECT status, suspend_reason FROM tool_calls WHERE id=?", (call_id,)
             )
             assert row is not None
@@ -231,7 +231,9 @@ async def recover_and_check(
                 assert row["status"] == "suspended", f"{call_id} not reviewed {where}"
                 assert row["suspend_reason"] == REVIEW_REASON, f"{call_id} {where}"
         for call_id in resuming:
-            status = await rt.store.scalar("SELECT status FROM tool_calls WHERE id=?", (call_id,))
+            status = await on(rt.store).scalar(
+                "SELECT status FROM tool_calls WHERE id=?", (call_id,)
+            )
             assert status in ("succeeded", "failed", "cancelled"), f"{call_id} {where}"
         await settle(rt, where)
 

@@ -29,6 +29,7 @@ from engine.providers.base import (
 from engine.runtime import Runtime
 from engine.tools import tool
 from tests.crash_worker import APPROVAL_TOOL, PLAIN_TOOL, make_tools, random_calls
+from tests.helpers import on
 from tests.scripted import ScriptedModel
 from tests.test_crash import ROOT, executions, snapshot
 from tests.wait import PATIENCE, until
@@ -66,7 +67,7 @@ async def test_a_call_killed_mid_replay_does_not_run_again(tmp_path: Path) -> No
         assert await rt.decide(Decision.approve(call_id)) == "refused"
         assert await rt.decide(Decision.fail(call_id, "it hung")) == "queued"
         out = await rt.wait_turn(review.turn_id)
-        row = await rt.store.fetchone("SELECT status, error FROM tool_calls WHERE id=?",
+        row = await on(rt.store).fetchone("SELECT status, error FROM tool_calls WHERE id=?",
                                       (call_id,))  # fmt: skip
     assert executions(room)[call_id] == 1, "the approved call ran again after the crash"
     assert out.status in ("done", "waiting")
@@ -167,7 +168,7 @@ async def test_a_decision_recorded_while_another_is_applied_ends_duplicate(tmp_p
                 out = await rt.wait_turn(out.turn_id)
                 assert out.status == "done"
                 release.set()
-        statuses = dict(await rt.store.fetchall("SELECT id, status FROM decisions"))
+        statuses = dict(await on(rt.store).fetchall("SELECT id, status FROM decisions"))
     assert answers == ["duplicate"]
     assert statuses == {first.id: "applied", late.id: "duplicate"}
 
@@ -226,6 +227,6 @@ async def test_a_decision_on_a_call_running_its_replay_ends_duplicate(tmp_path: 
             assert await rt.decide(late) == "queued"  # for if the call suspends again
             release.set()
             out = await rt.wait_turn(out.turn_id)
-        statuses = dict(await rt.store.fetchall("SELECT id, status FROM decisions"))
+        statuses = dict(await on(rt.store).fetchall("SELECT id, status FROM decisions"))
     assert out.status == "done"
     assert statuses == {first.id: "applied", late.id: "duplicate"}

@@ -15,6 +15,7 @@ from engine.decisions import Decision
 from engine.history import Filters, History, HistoryError, UnknownTurn, parse_time
 from engine.room import Room
 from engine.runtime import Runtime
+from tests.helpers import on
 from tests.history_seed import (
     BACKENDS,
     BULK,
@@ -398,10 +399,12 @@ async def test_search_is_indexed_in_batches_not_in_the_steps_transaction(tmp_pat
             await rt.store.index()
             assert [x["kind"] for x in (await h.search("marmalade")).items] == ["message"]
             assert "call" in {x["kind"] for x in (await h.search("quince")).items}
-        rowid = await rt.store.scalar("SELECT rowid FROM tool_calls WHERE id=?", (call["call_id"],))
+        rowid = await on(rt.store).scalar(
+            "SELECT rowid FROM tool_calls WHERE id=?", (call["call_id"],)
+        )
         assert rowid in fts_rows(room.db, "calls_fts")
-        assert await rt.store.scalar("SELECT count(*) FROM fts_queue") == 0
-        assert await rt.store.scalar("SELECT count(*) FROM fts_unindex") == 0
+        assert await on(rt.store).scalar("SELECT count(*) FROM fts_queue") == 0
+        assert await on(rt.store).scalar("SELECT count(*) FROM fts_unindex") == 0
 
 
 @pytest.mark.anyio

@@ -13,7 +13,7 @@ from engine.decisions import Decision
 from engine.messages import ConvMessage
 from engine.plugins import Gate, MaxRounds, Phase, PhaseContext, Plugin
 from engine.providers.base import ModelRequest
-from tests.helpers import msg, rows, runtime
+from tests.helpers import msg, on, rows, runtime
 from tests.scripted import Reply, echo_results, first_then
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_backend")]
@@ -22,11 +22,9 @@ pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_backend")]
 async def call_events(rt: Any) -> dict[str, list[str]]:
     """Each tool's CallChanged statuses, in order."""
     out: dict[str, list[str]] = {}
-    for tool, status in await rows(
-        rt, "SELECT json_extract(body, '$.tool'), json_extract(body, '$.status') FROM events"
-        " WHERE kind='call_changed' ORDER BY id"
-    ):  # fmt: skip
-        out.setdefault(tool, []).append(status)
+    for (body,) in await rows(rt, "SELECT body FROM events WHERE kind='call_changed' ORDER BY id"):
+        event = json.loads(body)
+        out.setdefault(event["tool"], []).append(event["status"])
     return out
 
 
@@ -171,7 +169,7 @@ class Recorder(Plugin):
         return None
 
     async def checkpoints(self) -> list[str]:
-        found = await self.store.fetchall("SELECT kind FROM checkpoints ORDER BY id")
+        found = await on(self.store).fetchall("SELECT kind FROM checkpoints ORDER BY id")
         kinds = [kind for (kind,) in found]
         self.trace += [f"[{k}]" for k in kinds[self._seen :]]
         self._seen = len(kinds)

@@ -12,6 +12,7 @@ import pytest
 from engine.store import StoreError, migrations
 from engine.store import decisions as recorded
 from engine.store.sqlite import SqliteStore
+from tests.helpers import on
 
 pytestmark = pytest.mark.anyio
 
@@ -54,7 +55,7 @@ async def version_1_room(path: Path) -> None:
 async def test_a_new_room_is_at_the_newest_version(tmp_path: Path) -> None:
     store = await SqliteStore.open(tmp_path / "execution.db")
     try:
-        assert await store.scalar("PRAGMA user_version") == migrations.VERSION
+        assert await on(store).scalar("PRAGMA user_version") == migrations.VERSION
     finally:
         await store.close()
     for table, name in ADDED:
@@ -68,10 +69,10 @@ async def test_a_version_1_room_gains_the_new_columns_and_keeps_its_rows(tmp_pat
     assert "pattern" not in columns(path, "decisions")
     store = await SqliteStore.open(path)
     try:
-        assert await store.scalar("PRAGMA user_version") == migrations.VERSION
+        assert await on(store).scalar("PRAGMA user_version") == migrations.VERSION
         [old] = await recorded.queued(store)  # an old remembered decision reads as before
         assert (old.id, old.remember, old.pattern) == ("d1", "thread", None)
-        row = await store.fetchone("SELECT * FROM rules")
+        row = await on(store).fetchone("SELECT * FROM rules")
         assert (row["tool"], row["pattern"], row["made_by"], row["revoked_at"]) == (
             "shell", None, "operator", None)  # fmt: skip
         assert await store.integrity_check() == "ok"

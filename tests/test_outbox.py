@@ -16,7 +16,7 @@ from engine.messages import Message
 from engine.providers.base import ModelRequest
 from engine.store import migrations
 from engine.store.sqlite import SqliteStore
-from tests.helpers import as_version, msg, rows, runtime
+from tests.helpers import as_version, msg, on, rows, runtime
 from tests.scripted import Reply, first_then
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_backend")]
@@ -39,7 +39,7 @@ def spy_commits(rt: Any) -> list[tuple[str | None, list[str]]]:
     real = rt.ctx.commit
 
     def commit(ops: list, events: list, **kw: Any) -> Any:
-        seen.append((kw.get("checkpoint"), [sql for sql, _ in ops]))
+        seen.append((kw.get("checkpoint"), [rt.store.dialect.text(sql) for sql, _ in ops]))
         return real(ops, events, **kw)
 
     rt.ctx.commit = commit
@@ -120,7 +120,7 @@ async def test_a_version_4_room_gains_the_outbox(tmp_path: Path) -> None:
     conn.close()
     store = await SqliteStore.open(path)
     try:
-        assert await store.scalar("PRAGMA user_version") == migrations.VERSION
-        assert await store.scalar("SELECT count(*) FROM outbox") == 0
+        assert await on(store).scalar("PRAGMA user_version") == migrations.VERSION
+        assert await on(store).scalar("SELECT count(*) FROM outbox") == 0
     finally:
         await store.close()

@@ -19,12 +19,12 @@ from engine.store import StoreError
 from engine.store.pg.migrations import VERSION, migrate
 from engine.store.pg.store import PgStore, display_url, scrub
 from engine.store.select import ENV, open_store, store_url
-from tests.helpers import msg, rows, runtime
+from tests.helpers import msg, on, rows, runtime
 from tests.scripted import first_then
 from tests.wait import until
 
 pytestmark = pytest.mark.anyio
-RUN = "INSERT INTO runs (id, kind, pid, started_at, status) VALUES (?, ?, 1, 1.0, 'active')"
+RUN = "INSERT INTO runs (id, kind, pid, started_at, status) VALUES (%s, %s, 1, 1.0, 'active')"
 
 
 @pytest.fixture
@@ -90,53 +90,52 @@ async def test_a_database_newer_than_this_agentdeck_is_refused(pg_url: str) -> N
 
 async def test_rows_index_by_position_and_name(store: PgStore) -> None:
     await store.write([(RUN, ("r1", "run"))])
-    row = await store.fetchone("SELECT * FROM runs WHERE id = ?", ("r1",))
+    row = await on(store).fetchone("SELECT * FROM runs WHERE id = ?", ("r1",))
     assert row is not None
     assert (row[0], row["id"], row["pid"], row["started_at"]) == ("r1", "r1", 1, 1.0)
     assert dict(row)["status"] == "active" and row.keys()[:2] == ["id", "kind"]
-    status, n = (await store.fetchall("SELECT status, count(*) FROM runs GROUP BY status"))[0]
+    status, n = (await on(store).fetchall("SELECT status, count(*) FROM runs GROUP BY status"))[0]
     assert (status, n) == ("active", 1)
-    assert await store.scalar("SELECT count(*) FROM runs WHERE id = ?", ("none",)) == 0
+    assert await on(store).scalar("SELECT count(*) FROM runs WHERE id = ?", ("none",)) == 0
     with pytest.raises(IndexError):
         row["nope"]
 
 
 async def test_a_bad_read_is_a_store_error_and_the_readers_go_on(store: PgStore) -> None:
     with pytest.raises(StoreError, match="nowhere"):
-        await store.fetchall("SELECT * FROM nowhere")
+        await on(store).fetchall("SELECT * FROM nowhere")
     for _ in range(10):  # more reads than readers: none was lost to the error
-        assert await store.scalar("SELECT 1") == 1
+        assert await on(store).scalar("SELECT 1") == 1
 
 
-async def test_sqlite_spellings_reach_postgresql(store: PgStore) -> None:
-    """The statements are SQLite's: upserts, iif, json_set, IS NOT, bools as integers."""
+async def test_the_named_statements_are_postgresqls_own(store: PgStore) -> None:
+    """Issue 28: statements come by name, each database's own (an upsert, a JSON key set),
+    where they were SQLite's rewritten by regular expressions; bools go as integers."""
     from engine.store import turns
 
-    used = "INSERT OR REPLACE INTO rule_calls(call_id, rule, effect, at) VALUES (?,?,?,?)"
     await store.write([(RUN, ("r1", "run"))])
-    await store.write([(used, ("c1", "db:1", "allow", 1.0))])
-    await store.write([(used, ("c1", "db:2", "ask", 2.0))])
-    row = await store.fetchone("SELECT rule, effect FROM rule_calls")
+    await store.write([("rules.used", ("c1", "db:1", "allow", 1.0))])
+    await store.write([("rules.used", ("c1", "db:2", "ask", 2.0))])  # the same call: replaced
+    row = await on(store).fetchone("SELECT rule, effect FROM rule_calls")
     assert tuple(row) == ("db:2", "ask")
-    got = await store.scalar("SELECT iif(1 IS NOT 2, 'yes', 'no')")
-    assert got == "yes"
     await store.write([
-        ("INSERT INTO threads(id, group_name, created_at, updated_at) VALUES (?,?,?,?)",
+        ("INSERT INTO threads(id, group_name, created_at, updated_at) VALUES (%s,%s,%s,%s)",
          ("t1", "default", 1.0, 1.0)),
         ("INSERT INTO turns(id, thread_id, run_id, origin, sender, text, status, created_at,"
-         " updated_at) VALUES (?,?,?,?,?,?,?,?,?)", ("u1", "t1", "r1", "invoke", "s", "x",
-                                                     "running", 1.0, 1.0)),
+         " updated_at) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+         ("u1", "t1", "r1", "invoke", "s", "x", "running", 1.0, 1.0)),
         ("INSERT INTO tool_calls(id, model_call_id, turn_id, thread_id, step_id, idx, tool,"
-         " args, status, has_message, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+         " args, status, has_message, created_at, updated_at)"
+         " VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
          ("c1", "m1", "u1", "t1", 1, 0, "shell", "{}", "new", True, 1.0, 1.0)),
         turns.call_meta_set("c1", "review", {"why": "crash"}),
     ])  # fmt: skip
-    row = await store.fetchone("SELECT meta, has_message FROM tool_calls WHERE id = 'c1'")
+    row = await on(store).fetchone("SELECT meta, has_message FROM tool_calls WHERE id = 'c1'")
     assert json.loads(row["meta"]) == {"review": {"why": "crash"}} and row["has_message"] == 1
-    marks = {r[0] for r in await store.fetchall("SELECT mark FROM turn_marks")}
+    marks = {r[0] for r in await on(store).fetchall("SELECT mark FROM turn_marks")}
     assert marks >= {"status:running", "thread:t1", "group:default", "run:r1"}
     await store.index()  # the batch: the call's tool mark
-    assert await store.scalar("SELECT value FROM counters WHERE name = 'tool:shell'") == 1
+    assert await on(store).scalar("SELECT value FROM counters WHERE name = 'tool:shell'") == 1
 
 
 def test_a_password_in_agentdeck_toml_is_refused_and_the_environment_wins() -> None:
@@ -235,14 +234,14 @@ async def test_two_writers_that_deadlock_both_commit(pg_url: str) -> None:
         await one.write([("INSERT INTO counters(name, value) VALUES ('x:a', 0), ('x:b', 0)", ())])
 
         def crossed(first: str, second: str) -> list:
-            bump = "UPDATE counters SET value = value + 1 WHERE name = ?"
+            bump = "UPDATE counters SET value = value + 1 WHERE name = %s"
             return [(bump, (first,)), ("SELECT pg_sleep(0.3)", ()), (bump, (second,))]
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(one.write, crossed("x:a", "x:b"))
             tg.start_soon(two.write, crossed("x:b", "x:a"))
         rows = await one.fetchall(
-            "SELECT name, value FROM counters WHERE name LIKE 'x:%' ORDER BY name"
+            "SELECT name, value FROM counters WHERE name LIKE 'x:%%' ORDER BY name"
         )
         assert [tuple(r) for r in rows] == [("x:a", 2), ("x:b", 2)]
     finally:

@@ -22,7 +22,7 @@ from engine.providers.base import ModelEvent, ModelRequest, ProviderError, TextD
 from engine.providers.http import RequestLimits
 from engine.providers.openai import OpenAIProvider
 from engine.providers.select import make_provider
-from tests.helpers import msg, runtime
+from tests.helpers import msg, on, runtime
 from tests.wait import PATIENCE
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_backend")]
@@ -202,7 +202,7 @@ async def test_turn_timeout_cuts_a_stream_in_flight(tmp_path) -> None:
             out = await rt.run_turn(msg("go", thread="t"))
         assert (out.status, out.reason) == ("done", "stopped:timeout")
         assert "0.3s" in out.detail and model.closed
-        steps = await rt.store.fetchall("SELECT kind, status FROM steps", ())
+        steps = await on(rt.store).fetchall("SELECT kind, status FROM steps", ())
         assert [tuple(s) for s in steps] == [("inference", "failed")]
 
 

@@ -15,6 +15,7 @@ from engine.events import Event
 from engine.loops.pulse import PulseLoop
 from engine.messages import Message
 from engine.runtime import Runtime
+from tests.helpers import on
 from tests.scripted import ScriptedModel, first_then
 from tests.test_pulse import T0
 from tests.wait import until
@@ -53,7 +54,7 @@ async def all_ran(rt: Runtime) -> None:
 
 
 async def requests(rt: Runtime) -> list[tuple[str, str]]:
-    rows = await rt.store.fetchall(
+    rows = await on(rt.store).fetchall(
         "SELECT thread_id, status FROM turn_requests ORDER BY created_at, id"
     )
     return [(r[0], r[1]) for r in rows]

@@ -28,7 +28,7 @@ from engine.providers.base import ModelRequest
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime
 from tests.crash_worker import APPROVAL_TOOL, make_tools
-from tests.helpers import room_rows
+from tests.helpers import on, room_rows
 from tests.scripted import Reply, ScriptedModel, after_tools
 from tests.test_crash import executions
 from tests.wait import PATIENCE, until_sync
@@ -99,7 +99,7 @@ async def test_a_typed_result_marks_the_call_succeeded_and_the_turn_finishes(tmp
         assert await rt.decide(decision) == "queued"
         with anyio.fail_after(PATIENCE):
             out = await rt.wait_turn(turn_id)
-        [row] = await rt.store.fetchall("SELECT status, result, error FROM tool_calls")
+        [row] = await on(rt.store).fetchall("SELECT status, result, error FROM tool_calls")
         assert await LocalClient(rt).reviews() == []
     assert (out.status, out.reason) == ("done", "natural")
     assert tuple(row) == ("succeeded", "it did run: op 7 done", None)
@@ -116,7 +116,7 @@ async def test_fail_marks_the_call_failed_with_the_reason_the_model_reads(tmp_pa
         assert await rt.decide(Decision.fail(call_id, "the disk was full")) == "queued"
         with anyio.fail_after(PATIENCE):
             out = await rt.wait_turn(turn_id)
-        [row] = await rt.store.fetchall("SELECT status, error FROM tool_calls")
+        [row] = await on(rt.store).fetchall("SELECT status, error FROM tool_calls")
     assert (out.status, out.reason) == ("done", "natural")
     assert row["status"] == "failed"
     read = after_tools(model.requests[-1].messages)[0].text
@@ -135,7 +135,7 @@ async def test_rerun_runs_the_call_exactly_once_more(tmp_path):
         with anyio.fail_after(PATIENCE):
             out = await rt.wait_turn(turn_id)
         assert await rt.decide(Decision.rerun(call_id, seen={"n": 7})) == "duplicate"
-        [row] = await rt.store.fetchall("SELECT status, result FROM tool_calls")
+        [row] = await on(rt.store).fetchall("SELECT status, result FROM tool_calls")
     assert (out.status, out.reason) == ("done", "natural")
     assert tuple(row) == ("succeeded", "approved op 7 done")
     assert executions(room)[call_id] == 2  # once before the crash, once on the rerun

@@ -12,6 +12,7 @@ from engine.messages import Message
 from engine.runtime import Runtime
 from engine.scheduler import GroupConfig, Rejected, Request, Resumed, Scheduler
 from engine.tools import tool
+from tests.helpers import on
 from tests.scripted import Reply, ScriptedModel, first_then
 from tests.wait import until
 
@@ -236,7 +237,7 @@ async def test_rejected_request_raises_with_its_recorded_reason(tmp_path):
         await rt.submit(msg("a"))
         with pytest.raises(Rejected, match="queue is full"):
             await rt.submit(msg("b"))
-        rows = await rt.store.fetchall(
+        rows = await on(rt.store).fetchall(
             "SELECT status, reason FROM turn_requests ORDER BY created_at"
         )
         assert [tuple(r) for r in rows] == [
@@ -290,7 +291,7 @@ async def test_coalesced_request_is_followed_by_wait_turn(tmp_path):
         out = await rt.wait_turn(older.turn_id)  # follows rev2 into rev3
         assert out.turn_id == newer.turn_id and out.status == "done"
         texts = [
-            r[0] for r in await rt.store.fetchall("SELECT text FROM turns ORDER BY created_at")
+            r[0] for r in await on(rt.store).fetchall("SELECT text FROM turns ORDER BY created_at")
         ]
         assert texts == ["rev1", "rev3"]
         await rt.wait_turn(running.turn_id)

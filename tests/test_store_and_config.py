@@ -19,6 +19,7 @@ from engine.config import Config, ConfigError, load_config
 from engine.room import Ownership, Room, RoomBusy, default_room
 from engine.store import StoreError, migrations
 from engine.store.sqlite import SqliteStore, Store
+from tests.helpers import on
 from tests.wait import PATIENCE, until
 
 TABLES = {
@@ -51,10 +52,10 @@ async def store(tmp_path: Path) -> AsyncIterator[Store]:
 
 @pytest.mark.anyio
 async def test_open_creates_all_tables(store: Store) -> None:
-    rows = await store.fetchall("SELECT name FROM sqlite_master WHERE type = 'table'")
+    rows = await on(store).fetchall("SELECT name FROM sqlite_master WHERE type = 'table'")
     names = {r["name"] for r in rows}
     assert TABLES <= names
-    assert await store.scalar("PRAGMA user_version") == migrations.VERSION
+    assert await on(store).scalar("PRAGMA user_version") == migrations.VERSION
     assert await store.integrity_check() == "ok"
 
 
@@ -75,9 +76,9 @@ async def test_open_twice_keeps_data(tmp_path: Path) -> None:
 
 @pytest.mark.anyio
 async def test_journal_mode_wal_and_synchronous_full_by_default(store: Store) -> None:
-    assert await store.scalar("PRAGMA journal_mode") == "wal"
-    assert await store.scalar("PRAGMA synchronous") == 2  # FULL
-    assert await store.scalar("PRAGMA foreign_keys") == 1
+    assert await on(store).scalar("PRAGMA journal_mode") == "wal"
+    assert await on(store).scalar("PRAGMA synchronous") == 2  # FULL
+    assert await on(store).scalar("PRAGMA foreign_keys") == 1
 
 
 @pytest.mark.anyio
@@ -171,8 +172,8 @@ async def test_write_is_atomic(store: Store, third: tuple[str, tuple]) -> None:
     ]
     with pytest.raises(StoreError, match="write to execution.db failed"):
         await store.write(ops)
-    assert await store.scalar("SELECT count(*) FROM runs") == 0
-    assert await store.scalar("SELECT count(*) FROM turns") == 0
+    assert await on(store).scalar("SELECT count(*) FROM runs") == 0
+    assert await on(store).scalar("SELECT count(*) FROM turns") == 0
     # The connection is not left inside a transaction: the next checkpoint works.
     await store.write([(RUN, ("r9", "run", 9, 9.0, "active"))])
     with sqlite3.connect(store.path) as other:
@@ -183,15 +184,15 @@ async def test_write_is_atomic(store: Store, third: tuple[str, tuple]) -> None:
 @pytest.mark.anyio
 async def test_empty_write_is_fine(store: Store) -> None:
     await store.write([])
-    assert await store.scalar("SELECT count(*) FROM runs") == 0
+    assert await on(store).scalar("SELECT count(*) FROM runs") == 0
 
 
 @pytest.mark.anyio
 async def test_bad_read_is_a_store_error(store: Store) -> None:
     with pytest.raises(StoreError, match="read from execution.db failed"):
-        await store.fetchall("SELECT * FROM nowhere")
-    assert await store.fetchone("SELECT * FROM runs") is None
-    assert await store.scalar("SELECT id FROM runs") is None
+        await on(store).fetchall("SELECT * FROM nowhere")
+    assert await on(store).fetchone("SELECT * FROM runs") is None
+    assert await on(store).scalar("SELECT id FROM runs") is None
 
 
 # --- config --------------------------------------------------------------------------------
@@ -528,9 +529,11 @@ def test_sqlite_and_postgresql_are_siblings_behind_one_store() -> None:
     from engine.store.sqlite import SqliteStore
 
     operations = set(Store.__abstractmethods__)
-    assert {"_apply", "fetchall", "index", "integrity_check", "statistics"} <= operations
+    assert {"_apply", "_rows", "index", "integrity_check", "statistics"} <= operations
     for sibling in (SqliteStore, PgStore):
         assert sibling.__mro__[1] is Store and not inspect.isabstract(sibling)
         assert operations <= set(vars(sibling)), sibling  # each implements every one itself
         assert "open" in vars(sibling)
     assert not issubclass(PgStore, SqliteStore)
+    # each runs its own database's statements (engine/store/sql/; tests/test_sql_catalogue.py)
+    assert SqliteStore.__init__ is not PgStore.__init__

@@ -14,7 +14,7 @@ from engine.decisions import Decision
 from engine.history import History
 from engine.messages import Message
 from engine.providers.base import AssistantAccumulator, ToolCallDelta
-from tests.helpers import runtime
+from tests.helpers import on, runtime
 from tests.scripted import Reply, add, echo_results, first_then, shell
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_backend")]
@@ -84,5 +84,5 @@ async def test_a_waiting_turn_with_unusable_arguments_survives_a_restart(tmp_pat
         await rt.decide(Decision.approve(out.pending[0]["call_id"]))
         out = await rt.wait_turn(out.turn_id)
         assert (out.status, out.reason) == ("done", "natural") and "ran ls" in out.text
-        [args] = await rt.store.fetchall("SELECT args FROM tool_calls WHERE tool='add'", ())
+        [args] = await on(rt.store).fetchall("SELECT args FROM tool_calls WHERE tool='add'", ())
         assert json.loads(args[0]) == raw

@@ -22,7 +22,7 @@ from engine.plugins import (
 )
 from engine.providers.base import ModelRequest, ProviderError
 from engine.tools import ToolResult, tool
-from tests.helpers import msg, rows, runtime
+from tests.helpers import msg, on, rows, runtime
 from tests.scripted import Reply, add, echo_results, first_then
 from tests.wait import until
 
@@ -219,10 +219,9 @@ async def test_replayed_call_may_suspend_again(tmp_path):
         await rt.decide(Decision.approve(cid))
         out = await rt.wait_turn(out.turn_id)
         assert out.status == "waiting" and out.pending[0]["call_id"] == cid
-        transitions = await rows(
-            rt, "SELECT json_extract(body, '$.status') FROM events WHERE kind='call_changed'"
-        )
-        assert [t[0] for t in transitions] == ["suspended", "resuming", "suspended"]
+        transitions = await rows(rt, "SELECT body FROM events WHERE kind='call_changed'")
+        assert [json.loads(t[0])["status"] for t in transitions] == [
+            "suspended", "resuming", "suspended"]  # fmt: skip
         await rt.decide(Decision.approve(cid))
         out = await rt.wait_turn(out.turn_id)
         assert (out.status, out.reason) == ("done", "natural")
@@ -472,7 +471,7 @@ async def test_a_result_given_by_a_decision_is_masked_and_cut_like_a_tools(tmp_p
         given = f"the key is {secret}. " + "y" * 10_000
         await rt.decide(Decision.with_result(out.pending[0]["call_id"], given))
         await rt.wait_turn(out.turn_id)
-        result = await rt.store.scalar("SELECT result FROM tool_calls WHERE tool='shell'")
+        result = await on(rt.store).scalar("SELECT result FROM tool_calls WHERE tool='shell'")
     assert secret not in result and len(result.encode()) <= 2048
 
 

@@ -12,6 +12,7 @@ import pytest
 from engine.store import Store, StoreError
 from engine.store.plan import plan
 from engine.store.sqlite import SqliteStore
+from tests.helpers import on
 from tests.wait import until
 
 MSG = "INSERT INTO messages(turn_id, text) VALUES (?, ?)"
@@ -100,5 +101,5 @@ async def test_a_keyed_batch_with_a_bad_write_commits_the_others(store: Store) -
             store._write_lock.release()
     assert store.statistics().transactions - before.transactions <= 2
     assert errors == ["write to execution.db failed: NOT NULL constraint failed: t.v"]
-    rows = await store.fetchall("SELECT k FROM t ORDER BY rowid")
+    rows = await on(store).fetchall("SELECT k FROM t ORDER BY rowid")
     assert [r[0] for r in rows] == ["k0", "k1", "k2", "k4", "k5"]

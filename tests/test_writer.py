@@ -18,13 +18,14 @@ import pytest
 
 from engine.store import Store, StoreError
 from engine.store.sqlite import SqliteStore
+from tests.helpers import on
 from tests.wait import until
 
-RUN = "INSERT INTO runs (id, kind, pid, started_at, status) VALUES (?, ?, 1, 1.0, 'active')"
+RUN = "turns.run_started"  # (id, kind, pid, started_at): a statement either store has
 
 
 def run(name: str) -> tuple[str, tuple[str, str]]:
-    return (RUN, (name, "run"))
+    return (RUN, (name, "run", 1, 1.0))
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -46,7 +47,7 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
 async def order(store: Store) -> list[str]:
     """Runs in the order they were inserted (PostgreSQL: a new table's heap order)."""
     key = "rowid" if type(store) is SqliteStore else "ctid"
-    return [r[0] for r in await store.fetchall(f"SELECT id FROM runs ORDER BY {key}")]
+    return [r[0] for r in await on(store).fetchall(f"SELECT id FROM runs ORDER BY {key}")]
 
 
 @pytest.mark.anyio

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from engine.api.client import RoomClient
 from engine.room import Room, RoomError
-from engine.store.reader import Reader, Reads, ReadsFrom, is_current, open_reader
+from engine.store.reader import ReadsFrom, is_current, open_reader
 
 if TYPE_CHECKING:
     from engine.decisions import PendingCall
@@ -31,10 +31,9 @@ if TYPE_CHECKING:
 class RoomReader(RoomClient):
     """The read-only operations of a room nobody owns (see the module)."""
 
-    def __init__(self, room: Room, reader: Reader | None) -> None:
+    def __init__(self, room: Room, reads: ReadsFrom | None) -> None:
         self.room = room
-        self._reader = reader
-        self._reads: Reads | None = ReadsFrom(reader) if reader is not None else None
+        self._reads = reads
 
     @classmethod
     async def open(cls, room: Room) -> RoomReader | None:
@@ -48,8 +47,8 @@ class RoomReader(RoomClient):
         reader = await open_reader(room)
         if reader is not None:
             try:
-                usable = await is_current(reader) and not await ReadsFrom(reader).scalar(
-                    "SELECT count(*) FROM tool_calls WHERE status = 'running'"
+                usable = await is_current(reader) and not await reader.scalar(
+                    "reading.running_calls"
                 )
             except BaseException:
                 await reader.close()
@@ -87,6 +86,6 @@ class RoomReader(RoomClient):
         return book.listed()
 
     async def aclose(self) -> None:
-        if self._reader is not None:
-            await self._reader.close()
-            self._reader = None
+        if self._reads is not None:
+            await self._reads.close()
+            self._reads = None

@@ -19,6 +19,7 @@ from typing import Any
 
 import anyio
 
+from engine.store.sql import Dialect
 from engine.store.writer import Op, WriterStatistics
 
 __all__ = ["DiskFull", "LeaseLost", "Op", "Reading", "Store", "StoreError", "json_or_text"]
@@ -50,11 +51,20 @@ def json_or_text(text: str | None) -> Any:
 
 
 class Reading(ABC):
-    """Reads of a store: `fetchall` is each one's; one row and one value follow from it."""
+    """Reads of a store: `_rows` is each one's; one row and one value follow from it.
 
-    @abstractmethod
+    A statement is given by its name in the store's catalogue (engine/store/sql/), or as
+    SQL composed in the store's own dialect (`dialect`)."""
+
+    dialect: Dialect
+
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         """The rows of one statement, indexed by position and by name."""
+        return await self._rows(self.dialect.text(sql), params)
+
+    @abstractmethod
+    async def _rows(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        """The rows of one statement in this store's dialect."""
 
     async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> Any:
         rows = await self.fetchall(sql, params)
@@ -69,7 +79,8 @@ class Store(Reading):
     """A room's truth layer: one writer, and reads. Each implementation opens itself with a
     classmethod `open` taking what it needs (a path, a URL)."""
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, dialect: Dialect) -> None:
+        self.dialect = dialect
         self.path = path  # what errors name: the file, or the database's URL without secrets
         self.unindexed = True  # written since the last index batch
 
@@ -78,7 +89,7 @@ class Store(Reading):
     @abstractmethod
     async def _apply(self, ops: Sequence[Op], *, urgent: bool, key: str | None = None,
                      then: Callable[[], None] | None = None) -> None:  # fmt: skip
-        """Hand `ops` to the writer; return once committed (StoreError, DiskFull,
+        """Hand `ops` (in this store's dialect) to the writer; return once committed (StoreError, DiskFull,
         LeaseLost when not)."""
 
     @abstractmethod
@@ -118,7 +129,12 @@ class Store(Reading):
         the loop right after the COMMIT, even if the awaiter was cancelled meanwhile.
         """
         self.unindexed = True
-        await self._apply(ops, urgent=urgent, key=key, then=then)
+        await self._apply(self._texts(ops), urgent=urgent, key=key, then=then)
+
+    def _texts(self, ops: Sequence[Op]) -> list[Op]:
+        """`ops` with each statement's text in this store's dialect."""
+        text = self.dialect.text
+        return [(text(sql), params) for sql, params in ops]
 
     async def close(self) -> None:
         try:

@@ -175,31 +175,24 @@ def _append(conn: sqlite3.Connection, room: RoomRow, events: list[BusEvent]) -> 
 
 # -- what the projector reads of a room's truth (execution.db) ---------------------------------
 
+# The kinds of event the bus shows (engine/store/sql/*/projection.sql names them too).
 PUBLIC_KINDS = ("turn_started", "turn_changed", "call_changed", "decision_recorded",
                 "delivery_changed")  # fmt: skip
 
 
 async def top_seq(store: Store) -> int:
     """The id of the room's newest stored event (0: none)."""
-    return int(await store.scalar("SELECT coalesce(max(id), 0) FROM events"))
+    return int(await store.scalar("projection.top_seq"))
 
 
 async def public_events(store: Store, after: int, upto: int, limit: int) -> list[Any]:
     """The room's public events with `after` < id <= `upto`, in order, `limit` at a time: a
     call's only while it waits (its other states carry results, and are not news)."""
-    return await store.fetchall(
-        "SELECT id, at, kind, thread_id, turn_id, body FROM events WHERE id > ? AND id <= ?"
-        f" AND kind IN ({','.join('?' * len(PUBLIC_KINDS))})"
-        " AND (kind != 'call_changed' OR json_extract(body, '$.status') = 'suspended')"
-        " ORDER BY id LIMIT ?",
-        (after, upto, *PUBLIC_KINDS, limit),
-    )
+    return await store.fetchall("projection.public_events", (after, upto, limit))
 
 
 async def turn_counts(store: Store) -> tuple[int, int]:
     """Turns running and waiting in the room's truth."""
-    rows = await store.fetchall(
-        "SELECT status, count(*) FROM turns WHERE status != 'done' GROUP BY status"
-    )
+    rows = await store.fetchall("projection.turn_counts")
     found: dict[str, int] = {status: n for status, n in rows}
     return int(found.get("running", 0)), int(found.get("waiting", 0))

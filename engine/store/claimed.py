@@ -5,6 +5,7 @@ these read is the whole of the thread's state."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -25,32 +26,17 @@ class ThreadWork:
     decisions: list[Decision] = field(default_factory=list)  # queued, oldest first
 
 
-def _marks(n: int) -> str:
-    return ",".join("?" * n)
-
-
 async def thread_work(store: Store, threads: Sequence[str]) -> dict[str, ThreadWork]:
     """The unfinished business of each of `threads`."""
     work = {t: ThreadWork(t) for t in threads}
     if not work:
         return work
-    marks, ids = _marks(len(work)), tuple(work)
-    for row in await store.fetchall(
-        "SELECT t.id, t.thread_id, t.status, h.group_name FROM turns t JOIN threads h"
-        f" ON h.id = t.thread_id WHERE t.status != 'done' AND t.thread_id IN ({marks})"
-        " ORDER BY t.created_at", ids,
-    ):  # fmt: skip
+    ids = (json.dumps(list(work)),)
+    for row in await store.fetchall("claimed.turns", ids):
         work[row["thread_id"]].turns.append((row["id"], row["status"], row["group_name"]))
-    for row in await store.fetchall(
-        f"SELECT * FROM turn_requests WHERE status='queued' AND thread_id IN ({marks})"
-        " ORDER BY created_at", ids,
-    ):  # fmt: skip
+    for row in await store.fetchall("claimed.requests", ids):
         work[row["thread_id"]].requests.append(request_from_row(row))
-    for row in await store.fetchall(
-        "SELECT d.*, c.thread_id AS call_thread FROM decisions d JOIN tool_calls c"
-        f" ON c.id = d.call_id WHERE d.status='queued' AND c.thread_id IN ({marks})"
-        " ORDER BY d.created_at", ids,
-    ):  # fmt: skip
+    for row in await store.fetchall("claimed.decisions", ids):
         work[row["call_thread"]].decisions.append(recorded.from_row(row))
     return work
 

@@ -9,11 +9,7 @@ from typing import Any
 from engine.decisions import Decision
 from engine.store.sqlite import Op, Store
 
-_INSERT = (
-    "INSERT INTO decisions(id, call_id, action, args, result, use_result, reason, remember,"
-    " decided_by, status, note, created_at, pattern, args_hash)"
-    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
-)
+_INSERT = "decisions.insert"
 
 
 def recorded(decision: Decision, status: str, at: float, note: str | None = None) -> Op:
@@ -28,23 +24,23 @@ def recorded(decision: Decision, status: str, at: float, note: str | None = None
 
 
 def applied(decision_id: str, at: float) -> Op:
-    return ("UPDATE decisions SET status='applied', applied_at=? WHERE id=?", (at, decision_id))
+    return ("decisions.applied", (at, decision_id))
 
 
 def duplicate(decision_id: str, note: str) -> Op:
-    return ("UPDATE decisions SET status='duplicate', note=? WHERE id=?", (note, decision_id))
+    return ("decisions.duplicate", (note, decision_id))
 
 
 def left_queued(call_id: str, note: str) -> Op:
     """The call ended: a decision still queued for it, recorded by any runtime sharing the
     store (a cluster's other worker), can never apply."""
-    return ("UPDATE decisions SET status='duplicate', note=? WHERE call_id=? AND status='queued'",
+    return ("decisions.left_queued",
             (note, call_id))  # fmt: skip
 
 
 def superseded(decision_id: str, note: str, at: float) -> Op:
     return (
-        "UPDATE decisions SET status='superseded', note=?, applied_at=? WHERE id=?",
+        "decisions.superseded",
         (note, at, decision_id),
     )
 
@@ -52,7 +48,7 @@ def superseded(decision_id: str, note: str, at: float) -> Op:
 def refused(decision_id: str, note: str, at: float) -> Op:
     """Not applied: its arguments are not the ones it approved (engine.decisions.binding)."""
     return (
-        "UPDATE decisions SET status='refused', note=?, applied_at=? WHERE id=?",
+        "decisions.refused",
         (note, at, decision_id),
     )
 
@@ -68,24 +64,21 @@ def from_row(row: Any) -> Decision:
 
 
 async def exists(store: Store, decision_id: str) -> bool:
-    return bool(await store.scalar("SELECT 1 FROM decisions WHERE id=?", (decision_id,)))
+    return bool(await store.scalar("decisions.exists", (decision_id,)))
 
 
 async def load(store: Store, decision_id: str | None) -> Decision | None:
-    row = await store.fetchone("SELECT * FROM decisions WHERE id=?", (decision_id,))
+    row = await store.fetchone("decisions.load", (decision_id,))
     return from_row(row) if row is not None else None
 
 
 async def queued(store: Store) -> list[Decision]:
     """The decisions recorded and not applied yet, oldest first."""
-    rows = await store.fetchall("SELECT * FROM decisions WHERE status='queued' ORDER BY created_at")
+    rows = await store.fetchall("decisions.queued")
     return [from_row(row) for row in rows]
 
 
 async def turns_with_queued(store: Store) -> list[str]:
     """The turns whose suspended calls have a queued decision."""
-    rows = await store.fetchall(
-        "SELECT DISTINCT c.turn_id FROM decisions d JOIN tool_calls c ON c.id = d.call_id"
-        " WHERE d.status='queued' AND c.status='suspended' ORDER BY c.turn_id"
-    )
+    rows = await store.fetchall("decisions.turns_with_queued")
     return [row[0] for row in rows]

@@ -13,7 +13,8 @@ calls are append-only), and the calls in `open_calls` (those the batch saw not y
 only they can still change). `open_calls` also keeps the text the batch indexed for a
 suspended call, which FTS5 needs to take it out again when the call moves on.
 
-History reads the same definition (`UNBATCHED`, `engine.store.history.pending`) to count
+The statements are SQLite's own (FTS5 is), except the marks, which the batch on
+PostgreSQL runs too (`marks.*` in engine/store/sql/). History reads the same definition (`UNBATCHED`, `engine.store.history.pending`) to count
 and filter by what is committed but not yet batched, so its filters and totals are exact.
 """
 
@@ -30,22 +31,6 @@ DENIED = "EXISTS (SELECT 1 FROM decisions d WHERE d.id = c.decision_id AND d.act
 # The calls the batch has not settled: above the watermark, or open when it last ran. The
 # two parts never overlap (open_calls holds only rowids at or below the watermark).
 UNBATCHED = f"(SELECT rowid FROM tool_calls WHERE rowid > {WATERMARK} UNION ALL SELECT rowid FROM open_calls)"  # fmt: skip
-
-
-def _call_marks() -> str:
-    """Each unbatched call's marks on its turn: tool:<name> (a new call), is:failed,
-    is:denied (a call cancelled by a decision)."""
-    return (
-        "INSERT INTO turn_marks(mark, created_at, turn_id)"
-        " SELECT 'tool:' || c.tool, t.created_at, t.id FROM tool_calls c"
-        f" JOIN turns t ON t.id = c.turn_id WHERE c.rowid > {WATERMARK}"
-        " UNION ALL"
-        " SELECT iif(c.status = 'failed', 'is:failed', 'is:denied'), t.created_at, t.id"
-        f" FROM {UNBATCHED} u CROSS JOIN tool_calls c ON c.rowid = u.rowid"
-        " JOIN turns t ON t.id = c.turn_id"
-        f" WHERE c.status = 'failed' OR (c.status = 'cancelled' AND {DENIED})"
-        " ON CONFLICT DO NOTHING"
-    )
 
 
 # A suspended call indexed by the last batch, unchanged since (its copy in open_calls).
@@ -87,17 +72,15 @@ INDEX_BATCH: list[tuple[str, Sequence[Any]]] = [
      f" CROSS JOIN tool_calls c ON c.rowid = q.rowid WHERE c.status NOT IN {UNINDEXABLE}", ()),
     ("DELETE FROM fts_queue", ()),
     # Marks, before open_calls moves on (they read it).
-    (_call_marks(), ()),
+    ("marks.calls", ()),
     # open_calls becomes the unbatched calls still open, with the text now indexed for the
     # suspended ones; then the watermark moves up.
-    ("DELETE FROM open_calls WHERE rowid IN (SELECT o.rowid FROM open_calls o"
-     f" CROSS JOIN tool_calls c ON c.rowid = o.rowid WHERE c.status NOT IN {OPEN})", ()),
+    ("marks.settled", ()),
     ("INSERT INTO open_calls(rowid, indexed, args, result, error)"
      " SELECT c.rowid, c.status = 'suspended', iif(c.status = 'suspended', c.args, NULL),"
      " iif(c.status = 'suspended', c.result, NULL), iif(c.status = 'suspended', c.error, NULL)"
      f" FROM {UNBATCHED} u CROSS JOIN tool_calls c ON c.rowid = u.rowid WHERE c.status IN {OPEN}"
      " ON CONFLICT(rowid) DO UPDATE SET indexed = excluded.indexed, args = excluded.args,"
      " result = excluded.result, error = excluded.error", ()),
-    ("UPDATE counters SET value = (SELECT coalesce(max(rowid), 0) FROM tool_calls)"
-     " WHERE name = 'marks:calls'", ()),
+    ("marks.watermark", ()),
 ]  # fmt: skip

@@ -20,24 +20,13 @@ from engine.store.sqlite import Op, Store
 OPEN = ("pending", "retrying")  # states that hold their thread's later answers back
 STATES = ("pending", "retrying", "sent", "dead", "dropped")
 
-_HEAD = (
-    "o.state IN ('pending', 'retrying') AND NOT EXISTS (SELECT 1 FROM outbox p"
-    " WHERE p.thread_id = o.thread_id AND p.state IN ('pending', 'retrying') AND p.id < o.id)"
-)  # the oldest open answer of its thread
-
-
-def _not_in(threads: Sequence[str]) -> str:
-    return f" AND o.thread_id NOT IN ({','.join('?' * len(threads))})" if threads else ""
-
 
 def outbox_row(turn_id: str, thread_id: str, channel: str, reply: dict[str, Any], text: str,
                at: float) -> Op:  # fmt: skip
     """An answer owed to `channel`, keyed by its turn (a second one for the turn is
     ignored: a turn answers once)."""
     return (
-        "INSERT INTO outbox(turn_id, thread_id, channel, reply, text, key, state, tries,"
-        " next_at, created_at) VALUES (?,?,?,?,?,?,'pending',0,?,?)"
-        " ON CONFLICT(key) DO NOTHING",
+        "outbox.queued",
         (turn_id, thread_id, channel, json.dumps(reply), text, turn_id, at, at),
     )
 
@@ -45,25 +34,19 @@ def outbox_row(turn_id: str, thread_id: str, channel: str, reply: dict[str, Any]
 async def due(store: Store, now: float, limit: int, busy: Sequence[str] = ()) -> list[Any]:
     """Up to `limit` answers to send now: each the oldest open one of its thread, due by
     `now`, of a thread not in `busy` (one of its answers is being sent)."""
-    return await store.fetchall(
-        f"SELECT o.* FROM outbox o WHERE {_HEAD} AND o.next_at <= ?{_not_in(busy)}"
-        " ORDER BY o.next_at, o.id LIMIT ?",
-        (now, *busy, limit),
-    )
+    return await store.fetchall("outbox.due", (now, json.dumps(list(busy)), limit))
 
 
 async def next_at(store: Store, busy: Sequence[str] = ()) -> float | None:
     """When the next answer of a thread not in `busy` becomes due (None: none is owed)."""
-    found = await store.scalar(
-        f"SELECT min(o.next_at) FROM outbox o WHERE {_HEAD}{_not_in(busy)}", tuple(busy)
-    )
+    found = await store.scalar("outbox.next_due", (json.dumps(list(busy)),))
     return None if found is None else float(found)
 
 
 def sent(outbox_id: int, tries: int, at: float) -> Op:
     """It left (whatever an operator did meanwhile: it did leave)."""
     return (
-        "UPDATE outbox SET state='sent', tries=?, sent_at=?, next_at=?, last_error=NULL WHERE id=?",
+        "outbox.sent",
         (tries, at, at, outbox_id),
     )
 
@@ -72,7 +55,7 @@ def attempted(outbox_id: int, tries: int) -> Op:
     """A try starts: counted before it leaves, so a process that dies during every try of
     one answer (the answer kills it) still brings it to `dead`, not round and round."""
     return (
-        "UPDATE outbox SET tries=? WHERE id=? AND state IN ('pending', 'retrying')",
+        "outbox.attempted",
         (tries, outbox_id),
     )
 
@@ -81,8 +64,7 @@ def failed(outbox_id: int, state: str, tries: int, next_at: float, error: str) -
     """A try failed: `retrying` at `next_at`, or `dead`. An answer an operator dropped
     while it was being tried stays dropped."""
     return (
-        "UPDATE outbox SET state=?, tries=?, next_at=?, last_error=? WHERE id=?"
-        " AND state IN ('pending', 'retrying')",
+        "outbox.failed",
         (state, tries, next_at, error, outbox_id),
     )
 
@@ -90,7 +72,7 @@ def failed(outbox_id: int, state: str, tries: int, next_at: float, error: str) -
 def retried(outbox_id: int, at: float) -> Op:
     """An operator sends a dead answer again: pending, with its tries counted afresh."""
     return (
-        "UPDATE outbox SET state='pending', tries=0, next_at=? WHERE id=? AND state='dead'",
+        "outbox.retried",
         (at, outbox_id),
     )
 
@@ -98,20 +80,18 @@ def retried(outbox_id: int, at: float) -> Op:
 def dropped(outbox_id: int) -> Op:
     """An operator gives up on a dead or retrying answer."""
     return (
-        "UPDATE outbox SET state='dropped' WHERE id=? AND state IN ('dead', 'retrying')",
+        "outbox.dropped",
         (outbox_id,),
     )
 
 
 async def row(store: Store, outbox_id: int) -> Any:
-    return await store.fetchone("SELECT * FROM outbox WHERE id=?", (outbox_id,))
+    return await store.fetchone("outbox.row", (outbox_id,))
 
 
 async def counts(store: Store) -> dict[str, int]:
     """How many answers are in each state (every state named, 0 when none)."""
-    found = {s: int(n) for s, n in await store.fetchall(
-        "SELECT state, count(*) FROM outbox GROUP BY state"
-    )}  # fmt: skip
+    found = {s: int(n) for s, n in await store.fetchall("outbox.counts")}
     return {state: found.get(state, 0) for state in STATES}
 
 
@@ -119,15 +99,7 @@ async def listing(store: Store, states: Sequence[str] = (), limit: int = 100,
                   before: int | None = None) -> list[Any]:  # fmt: skip
     """Answers newest first, `limit` at a time (`before`: the id the last page ended at),
     only those in `states` when given."""
-    where: list[str] = ["1"]
-    params: list[Any] = []
-    if states:
-        where.append(f"state IN ({','.join('?' * len(states))})")
-        params += states
-    if before is not None:
-        where.append("id < ?")
-        params.append(before)
+    below = (1 << 62) if before is None else before
     return await store.fetchall(
-        f"SELECT * FROM outbox WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT ?",
-        (*params, limit),
+        "outbox.listing", (json.dumps(list(states or STATES)), below, limit)
     )

@@ -14,12 +14,11 @@ if TYPE_CHECKING:
 
 async def read_outcome(store: Store, turn_id: str) -> TurnOutcome:
     """A turn's outcome as committed."""
-    row = await store.fetchone("SELECT * FROM turns WHERE id=?", (turn_id,))
+    row = await store.fetchone("outcome.turn", (turn_id,))
     if row is None:
         raise LookupError(f"no turn {turn_id}")
     calls = await store.fetchall(
-        "SELECT id, tool, args, status, suspend_reason, awaiting FROM tool_calls WHERE turn_id=?"
-        " ORDER BY step_id, idx",
+        "outcome.calls",
         (turn_id,),
     )
     return TurnOutcome(
@@ -35,12 +34,7 @@ async def read_outcome(store: Store, turn_id: str) -> TurnOutcome:
 
 async def read_pending(store: Reads) -> list[PendingCall]:
     """Every suspended call in the room, oldest first (engine.deadlines adds deadlines)."""
-    rows = await store.fetchall(
-        "SELECT c.id, c.turn_id, c.thread_id, c.tool, c.args, c.suspend_reason, c.awaiting,"
-        " c.updated_at,"
-        " h.group_name FROM tool_calls c LEFT JOIN threads h ON h.id = c.thread_id"
-        " WHERE c.status='suspended' ORDER BY c.updated_at, c.id"
-    )
+    rows = await store.fetchall("outcome.pending")
     return [
         PendingCall(call_id=r["id"], turn_id=r["turn_id"], thread_id=r["thread_id"],
                     tool=r["tool"], args=json_or_text(r["args"]), reason=r["suspend_reason"] or "",

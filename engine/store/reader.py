@@ -2,8 +2,9 @@
 
 On SQLite a read-only connection to execution.db (`mode=ro`: WAL readers never block the
 writer); on PostgreSQL (the room's `[store] url` or AGENTDECK_STORE_URL) a read-only
-session (`engine.store.pg.reader.PgReader`). Both answer `execute_fetchall(sql, params)`
-with rows indexed by position and by name, for statements in SQLite's dialect.
+session (`engine.store.pg.reader.PgReader`). `open_reader` gives either as `ReadsFrom`:
+the store's reads (statements by name, rows indexed by position and by name) in the
+dialect of the database below.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import aiosqlite
 from engine.room import Room
 from engine.store.base import Reading
 from engine.store.select import room_store_url
+from engine.store.sql import dialect
 from engine.store.sqlite import StoreError
 
 __all__ = ["Reader", "Reads", "ReadsFrom", "connect_readonly", "is_current", "open_reader"]
@@ -41,26 +43,31 @@ Reads = Reading
 
 
 class ReadsFrom(Reading):
-    """The store's reads over a read-only connection (`open_reader`'s)."""
+    """The store's reads over a read-only connection (`open_reader`'s), which it closes."""
 
     def __init__(self, reader: Reader) -> None:
         self.reader = reader
+        sqlite = isinstance(reader, aiosqlite.Connection)
+        self.dialect = dialect("sqlite" if sqlite else "postgres")
 
-    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+    async def _rows(self, sql: str, params: Sequence[Any]) -> list[Any]:
         return list(await self.reader.execute_fetchall(sql, params))
 
+    async def close(self) -> None:
+        await self.reader.close()
 
-async def is_current(reader: Reader) -> bool:
+
+async def is_current(reads: ReadsFrom) -> bool:
     """Whether the store is at the schema this agentdeck writes: an older one (a room made
     by an earlier release) is read only after a runtime of this one has migrated it."""
-    if isinstance(reader, aiosqlite.Connection):
+    if reads.dialect.name == "sqlite":
         from engine.store.migrations import VERSION
 
-        rows = await reader.execute_fetchall("SELECT user_version FROM pragma_user_version")
+        rows = await reads.fetchall("SELECT user_version FROM pragma_user_version")
     else:
         from engine.store.pg.migrations import VERSION
 
-        rows = await reader.execute_fetchall("SELECT max(version) FROM agentdeck_schema")
+        rows = await reads.fetchall("SELECT max(version) FROM agentdeck_schema")
     return [tuple(r) for r in rows] == [(VERSION,)]
 
 
@@ -101,7 +108,7 @@ async def connect_postgres(url: str) -> Any:
     return await PgReader.connect(url)
 
 
-async def open_reader(room: Room) -> Reader | None:
+async def open_reader(room: Room) -> ReadsFrom | None:
     """A read-only connection to the room's store; None when it is SQLite and has no
     database yet. StoreError when a PostgreSQL store cannot be reached (never an empty
     view in its place)."""
@@ -111,8 +118,7 @@ async def open_reader(room: Room) -> Reader | None:
         if not await pg.migrated():  # no runtime has opened it yet: nothing to read
             await pg.close()
             return None
-        reader: Reader = pg
-        return reader
+        return ReadsFrom(pg)
     if not room.db.exists():
         return None
-    return await connect_readonly(room)
+    return ReadsFrom(await connect_readonly(room))

@@ -11,6 +11,7 @@ never an empty view.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,30 +106,11 @@ async def read_recent(room: Room) -> Recent:
     if db is None:
         return Recent()
     try:
-        threads = [r[0] for r in await db.execute_fetchall(
-            "SELECT id FROM threads ORDER BY updated_at DESC, id")]  # fmt: skip
-        turns = await db.execute_fetchall(
-            "SELECT * FROM (SELECT t.id, t.thread_id, t.status, t.reason, t.created_at, t.text,"
-            " t.channel, t.sender, h.group_name"
-            " FROM turns t LEFT JOIN threads h ON h.id = t.thread_id"
-            " ORDER BY t.created_at DESC, t.id DESC LIMIT ?) AS r ORDER BY created_at, id",
-            (RECENT_TURNS,),
-        )
+        threads = [r[0] for r in await db.fetchall("recent.threads")]
+        turns = await db.fetchall("recent.turns", (RECENT_TURNS,))
         turn_ids = tuple(r["id"] for r in turns)
-        known = ",".join("?" * len(turn_ids)) or "''"
-        calls = await db.execute_fetchall(
-            f"SELECT * FROM tool_calls WHERE turn_id IN ({known}) OR status='suspended'"
-            " ORDER BY updated_at, id",
-            turn_ids,
-        )
-        steps = await db.execute_fetchall(
-            "SELECT * FROM (SELECT s.id, s.turn_id, t.thread_id, s.kind, s.status, s.summary,"
-            " s.started_at, s.ended_at, h.group_name, t.channel"
-            " FROM steps s JOIN turns t ON t.id = s.turn_id"
-            " LEFT JOIN threads h ON h.id = t.thread_id ORDER BY s.id DESC LIMIT ?) AS r"
-            " ORDER BY id",
-            (RECENT_STEPS,),
-        )
+        calls = await db.fetchall("recent.calls", (json.dumps(turn_ids),))
+        steps = await db.fetchall("recent.steps", (RECENT_STEPS,))
     finally:
         await db.close()
     return Recent(
@@ -155,18 +137,9 @@ async def read_conversation(room: Room, thread_id: str, limit: int) -> Conversat
     if db is None:
         return Conversation([], {})
     try:
-        rows = await db.execute_fetchall(
-            "SELECT seq, role, text, turn_id FROM messages WHERE thread_id=?"
-            " ORDER BY seq DESC LIMIT ?",
-            (thread_id, limit),
-        )
+        rows = await db.fetchall("recent.conversation", (thread_id, limit))
         turn_ids = list(dict.fromkeys(r["turn_id"] for r in rows))
-        turns = await db.execute_fetchall(
-            "SELECT t.id, t.status, t.reason, t.detail, t.channel, t.sender,"
-            " (SELECT MIN(m.seq) FROM messages m WHERE m.turn_id = t.id) AS first_seq"
-            f" FROM turns t WHERE t.id IN ({','.join('?' * len(turn_ids))})",
-            turn_ids,
-        ) if turn_ids else []  # fmt: skip
+        turns = await db.fetchall("recent.turn_ends", (json.dumps(turn_ids),))
     finally:
         await db.close()
     firsts = {r["first_seq"]: r for r in turns}

@@ -16,8 +16,7 @@ if TYPE_CHECKING:
 def made(rule: Rule) -> Op:
     """A new rule, with the id its RuleBook gave it."""
     return (
-        "INSERT INTO rules(id, tool, effect, scope, thread_id, decision_id, created_at, pattern,"
-        " made_by, expires_at, reason) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+        "rules.made",
         (int(rule.id), rule.tool, rule.effect, rule.scope, rule.thread_id, rule.decision_id,
          rule.made_at or 0.0, rule.pattern, rule.made_by, rule.expires_at, rule.reason),
     )  # fmt: skip
@@ -25,7 +24,7 @@ def made(rule: Rule) -> Op:
 
 def revoked(rule_id: str, by: str, at: float) -> Op:
     return (
-        "UPDATE rules SET revoked_at=?, revoked_by=? WHERE id=? AND revoked_at IS NULL",
+        "rules.revoked",
         (at, by, int(rule_id)),
     )
 
@@ -33,19 +32,14 @@ def revoked(rule_id: str, by: str, at: float) -> Op:
 def used(rule: Rule, call_id: str) -> Op:
     """`rule` decided the call `call_id` (at its `last_used`): written with the call."""
     return (
-        "INSERT OR REPLACE INTO rule_calls(call_id, rule, effect, at) VALUES (?,?,?,?)",
+        "rules.used",
         (call_id, rule.key, rule.effect, rule.last_used or 0.0),
     )
 
 
 async def load(store: Reads, toml: Iterable[Rule] = ()) -> list[Rule]:
     """agentdeck.toml's rules and execution.db's unrevoked ones, with their uses so far."""
-    uses = {
-        row["rule"]: (row["n"], row["last"])
-        for row in await store.fetchall(
-            "SELECT rule, count(*) AS n, max(at) AS last FROM rule_calls GROUP BY rule"
-        )
-    }
+    uses = {row["rule"]: (row["n"], row["last"]) for row in await store.fetchall("rules.uses")}
     stored = [
         Rule(
             id=str(r["id"]),
@@ -60,7 +54,7 @@ async def load(store: Reads, toml: Iterable[Rule] = ()) -> list[Rule]:
             reason=r["reason"],
             decision_id=r["decision_id"],
         )  # fmt: skip
-        for r in await store.fetchall("SELECT * FROM rules WHERE revoked_at IS NULL ORDER BY id")
+        for r in await store.fetchall("rules.live")
     ]
     rules = []
     for rule in [*toml, *stored]:
@@ -71,7 +65,7 @@ async def load(store: Reads, toml: Iterable[Rule] = ()) -> list[Rule]:
 
 async def last_id(store: Reads) -> int:
     """The highest id a rule ever had (a revoked one's too): new ids go past it."""
-    return int(await store.scalar("SELECT coalesce(max(id), 0) FROM rules"))
+    return int(await store.scalar("rules.last_id"))
 
 
 async def revocation(store: Store, rule_id: str) -> tuple[float, str] | None:
@@ -80,7 +74,7 @@ async def revocation(store: Store, rule_id: str) -> tuple[float, str] | None:
     if not rule_id.isdigit():
         return None
     row = await store.fetchone(
-        "SELECT revoked_at, revoked_by FROM rules WHERE id=? AND revoked_at IS NOT NULL",
+        "rules.revocation",
         (int(rule_id),),
     )
     return None if row is None else (row["revoked_at"], row["revoked_by"] or "")

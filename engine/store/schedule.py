@@ -17,7 +17,7 @@ async def restore_schedule(
     """Rebuild `scheduler` from the room and its config: groups (and write them back),
     threads held by unfinished turns, queued requests. Returns the turns a stopped run
     left `running`, and the requests it had queued (now in the scheduler again)."""
-    for row in await store.fetchall("SELECT * FROM thread_groups"):
+    for row in await store.fetchall("schedule.groups"):
         scheduler.groups[row["name"]] = GroupConfig(
             row["name"], row["priority"], row["max_running_turns"], row["max_queued_turns"],
             row["overflow_policy"], row["coalesce"], bool(row["paused"]),
@@ -29,17 +29,12 @@ async def restore_schedule(
             scheduler.configure(name, strategy=settings.strategy)
     await store.write([group_row(g) for g in scheduler.groups.values()])
     interrupted: set[str] = set()
-    for row in await store.fetchall(
-        "SELECT t.id, t.thread_id, t.status, h.group_name FROM turns t"
-        " JOIN threads h ON h.id = t.thread_id WHERE t.status != 'done' ORDER BY t.created_at"
-    ):
+    for row in await store.fetchall("schedule.open_turns"):
         scheduler.hold(row["thread_id"], row["id"], row["group_name"], row["status"])
         if row["status"] == "running":
             interrupted.add(row["id"])
     queued = []
-    for row in await store.fetchall(
-        "SELECT * FROM turn_requests WHERE status='queued' ORDER BY created_at"
-    ):
+    for row in await store.fetchall("schedule.queued_requests"):
         req = request_from_row(row)
         scheduler.requeue(req)
         queued.append(req)
@@ -56,15 +51,14 @@ def request_from_row(row: sqlite3.Row) -> Request:
 
 async def stored_request(store: Store, request_id: str) -> Request | None:
     """A turn request as execution.db has it."""
-    row = await store.fetchone("SELECT * FROM turn_requests WHERE id = ?", (request_id,))
+    row = await store.fetchone("schedule.stored_request", (request_id,))
     return request_from_row(row) if row is not None else None
 
 
 async def keyed_request(store: Store, key: str) -> Request | None:
     """The request an offer with idempotency key `key` made, if one did."""
     row = await store.fetchone(
-        "SELECT r.* FROM request_keys k JOIN turn_requests r ON r.id = k.request_id"
-        " WHERE k.key = ?", (key,)
+        "schedule.keyed_request", (key,)
     )  # fmt: skip
     return request_from_row(row) if row is not None else None
 
@@ -72,7 +66,7 @@ async def keyed_request(store: Store, key: str) -> Request | None:
 async def coalesced_into(store: Store, request_id: str) -> str | None:
     """The request a coalesced request went into (None: it was not coalesced)."""
     return await store.scalar(  # type: ignore[no-any-return]
-        "SELECT coalesced_into FROM turn_requests WHERE id = ? AND status = 'coalesced'",
+        "schedule.coalesced_into",
         (request_id,),
     )
 
@@ -80,17 +74,14 @@ async def coalesced_into(store: Store, request_id: str) -> str | None:
 def key_row(key: str, request_id: str, now: float) -> Op:
     """Written with the request it names: a second insert of the key fails the transaction."""
     return (
-        "INSERT INTO request_keys(key, request_id, created_at) VALUES (?,?,?)",
+        "schedule.key_row",
         (key, request_id, now),
     )
 
 
 def request_row(req: Request, now: float) -> Op:
     return (
-        "INSERT INTO turn_requests(id, thread_id, group_name, message, strategy, status, reason,"
-        " coalesced_into, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?)"
-        " ON CONFLICT(id) DO UPDATE SET status=excluded.status, reason=excluded.reason,"
-        " coalesced_into=excluded.coalesced_into, updated_at=excluded.updated_at",
+        "schedule.request_row",
         (req.id, req.thread_id, req.group, req.message.model_dump_json(), req.strategy,
          req.status, req.reason, req.coalesced_into, req.created_at, now),
     )  # fmt: skip
@@ -98,11 +89,7 @@ def request_row(req: Request, now: float) -> Op:
 
 def group_row(g: GroupConfig) -> Op:
     return (
-        "INSERT INTO thread_groups(name, priority, max_running_turns, max_queued_turns,"
-        " overflow_policy, coalesce, paused) VALUES (?,?,?,?,?,?,?) ON CONFLICT(name) DO UPDATE"
-        " SET priority=excluded.priority, max_running_turns=excluded.max_running_turns,"
-        " max_queued_turns=excluded.max_queued_turns, overflow_policy=excluded.overflow_policy,"
-        " coalesce=excluded.coalesce, paused=excluded.paused",
+        "schedule.group_row",
         (g.name, g.priority, g.max_running_turns, g.max_queued_turns, g.overflow_policy,
          g.coalesce, int(g.paused)),
     )  # fmt: skip

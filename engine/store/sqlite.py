@@ -3,8 +3,8 @@
 A checkpoint is a list of statements handed to the writer (engine/store/writer.py) in one
 piece; the writer commits every checkpoint waiting in one transaction, a savepoint each.
 Reads stay on aiosqlite's thread with a connection of their own: in WAL mode they never
-wait for the writer, and a read made after a write returned sees it. SQL stays portable so
-the store can later move behind the same interface to a shared server database.
+wait for the writer, and a read made after a write returned sees it. Statements come by name
+from the catalogue of SQLite's own (engine/store/sql/sqlite/).
 
 Two jobs stay off a checkpoint's transaction because each costs more than the checkpoint
 itself: copying the WAL back into the database (a background thread with its own
@@ -31,6 +31,7 @@ import anyio
 from engine.store.base import DiskFull, LeaseLost, Store, StoreError, json_or_text
 from engine.store.index_batch import INDEX_BATCH
 from engine.store.migrations import VERSION, TooNew, script
+from engine.store.sql import dialect
 from engine.store.writer import Op, Writer, WriterStatistics
 
 __all__ = [
@@ -136,7 +137,7 @@ class SqliteStore(Store):
     """The one writer of a room's execution.db (a `Writer` thread), and its reads."""
 
     def __init__(self, db: aiosqlite.Connection, path: Path, conn: sqlite3.Connection) -> None:
-        super().__init__(path)
+        super().__init__(path, dialect("sqlite"))
         self.file = path
         self._db = db  # reads: aiosqlite's thread, beside the writer (WAL)
         self._since_checkpoint = 0
@@ -187,7 +188,7 @@ class SqliteStore(Store):
         if self.unindexed:
             self.unindexed = False  # a write made while the batch runs sets it again
             try:
-                await self._apply(INDEX_BATCH, urgent=False)
+                await self._apply(self._texts(INDEX_BATCH), urgent=False)
             except BaseException:
                 self.unindexed = True
                 raise
@@ -216,7 +217,7 @@ class SqliteStore(Store):
         """The writer's counts: transactions, writes, what is queued."""
         return self._writer.statistics()
 
-    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+    async def _rows(self, sql: str, params: Sequence[Any]) -> list[sqlite3.Row]:
         try:
             return list(await self._db.execute_fetchall(sql, params))
         except sqlite3.Error as exc:

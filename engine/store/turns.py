@@ -1,13 +1,13 @@
 """Runs, turns, steps, tool calls, messages, checkpoints and events in execution.db: the
 named writes a turn's checkpoints are made of, and the reads that load a turn again.
 
-Writes are `Op`s (SQL and its parameters) gathered into one checkpoint's transaction by
-the caller; reads take the store. Nothing outside `engine/store/` writes SQL.
+Writes are `Op`s (a statement's name, engine/store/sql/*/turns.sql, and its parameters)
+gathered into one checkpoint's transaction by the caller; reads take the store. Nothing
+outside `engine/store/` writes SQL.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -22,32 +22,32 @@ from engine.store.sqlite import Op, Store
 def run_started(run_id: str, kind: str, pid: int, at: float, alone: bool = True) -> list[Op]:
     """A run begins; `alone` (no other worker shares the store), one a dead process left
     `active` is marked crashed."""
-    crashed = ("UPDATE runs SET status='crashed', ended_at=? WHERE status='active'", (at,))
+    crashed = ("turns.runs_crashed", (at,))
     return [
         *([crashed] if alone else []),
-        ("INSERT INTO runs(id, kind, pid, started_at, status) VALUES (?,?,?,?,'active')",
+        ("turns.run_started",
          (run_id, kind, pid, at)),
     ]  # fmt: skip
 
 
 def cancel_asked(turn_id: str, reason: str, at: float) -> Op:
     """A cancel of the turn, recorded (the first one asked stands)."""
-    return ("INSERT OR IGNORE INTO cancels(turn_id, reason, asked_at) VALUES (?,?,?)",
+    return ("turns.cancel_asked",
             (turn_id, reason, at))  # fmt: skip
 
 
 async def asked_cancel(store: Store, turn_id: str) -> str | None:
     """The reason of a cancel recorded for the turn (None: none was asked)."""
-    row = await store.fetchone("SELECT reason FROM cancels WHERE turn_id=?", (turn_id,))
+    row = await store.fetchone("turns.asked_cancel", (turn_id,))
     return None if row is None else str(row[0])
 
 
 def run_ended(run_id: str, at: float) -> Op:
-    return ("UPDATE runs SET status='ended', ended_at=? WHERE id=?", (at, run_id))
+    return ("turns.run_ended", (at, run_id))
 
 
 async def last_step_id(store: Store) -> int:
-    return int(await store.scalar("SELECT coalesce(max(id), 0) FROM steps"))
+    return int(await store.scalar("turns.last_step_id"))
 
 
 # -- turns ------------------------------------------------------------------------------------
@@ -57,13 +57,10 @@ def turn_opened(turn_id: str, message: Message, group: str, strategy: str, run_i
                 at: float) -> list[Op]:  # fmt: skip
     """A request becomes a turn: the request admitted, its thread noted, the turn row."""
     return [
-        ("UPDATE turn_requests SET status='admitted', updated_at=? WHERE id=?", (at, turn_id)),
-        ("INSERT INTO threads(id, group_name, created_at, updated_at, last_turn_id, turn_count)"
-         " VALUES (?,?,?,?,?,1) ON CONFLICT(id) DO UPDATE SET updated_at=excluded.updated_at,"
-         " last_turn_id=excluded.last_turn_id, turn_count=threads.turn_count+1",
+        ("turns.request_admitted", (at, turn_id)),
+        ("turns.thread_noted",
          (message.thread_id, group, at, at, turn_id)),
-        ("INSERT INTO turns(id, thread_id, run_id, origin, channel, sender, text, meta,"
-         " strategy, status, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+        ("turns.turn_opened",
          (turn_id, message.thread_id, run_id, message.origin, message.channel,
           message.sender, message.text, json.dumps(message.meta), strategy, "running", at, at)),
     ]  # fmt: skip
@@ -73,8 +70,7 @@ def turn_changed(turn_id: str, fields: Sequence[Any], at: float, done: bool) -> 
     """What a turn's loop changes: status, reason, detail, rounds, tokens, final text and
     strategy record, in that order."""
     return (
-        "UPDATE turns SET status=?, reason=?, detail=?, rounds=?, input_tokens=?,"
-        " output_tokens=?, final_text=?, record=?, updated_at=?, ended_at=? WHERE id=?",
+        "turns.turn_changed",
         (*fields, at, at if done else None, turn_id),
     )
 
@@ -82,8 +78,7 @@ def turn_changed(turn_id: str, fields: Sequence[Any], at: float, done: bool) -> 
 async def turn_row(store: Store, turn_id: str) -> Any:
     """A turn's row with its thread's group (None when there is no such turn)."""
     return await store.fetchone(
-        "SELECT t.*, h.group_name FROM turns t JOIN threads h ON h.id = t.thread_id"
-        " WHERE t.id=?", (turn_id,)
+        "turns.turn_row", (turn_id,)
     )  # fmt: skip
 
 
@@ -93,8 +88,7 @@ async def turn_row(store: Store, turn_id: str) -> Any:
 def step_ended(step_id: int, turn_id: str, run_id: str, idx: int, kind: str, status: str,
                summary: str, started: float, ended: float) -> Op:  # fmt: skip
     return (
-        "INSERT INTO steps(id, turn_id, run_id, idx, kind, status, summary, started_at,"
-        " ended_at) VALUES (?,?,?,?,?,?,?,?,?)",
+        "turns.step_ended",
         (step_id, turn_id, run_id, idx, kind, status, summary, started, ended),
     )
 
@@ -103,9 +97,7 @@ def call_inserted(fixed: Sequence[Any], fields: Sequence[Any]) -> Op:
     """A new call: `fixed` (id, model call id, turn, thread, step, idx, tool, meta, created)
     and the `fields` a call can change (see `call_changed`)."""
     return (
-        "INSERT INTO tool_calls(id, model_call_id, turn_id, thread_id, step_id, idx, tool,"
-        " meta, created_at, args, status, result, error, suspend_reason, awaiting, decision_id,"
-        " has_message, updated_at, ended_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        "turns.call_inserted",
         (*fixed, *fields),
     )
 
@@ -114,8 +106,7 @@ def call_changed(call_id: str, fields: Sequence[Any]) -> Op:
     """What a call can change: args, status, result, error, suspend reason, what it awaits,
     decision, has_message, updated_at, ended_at, in that order."""
     return (
-        "UPDATE tool_calls SET args=?, status=?, result=?, error=?, suspend_reason=?,"
-        " awaiting=?, decision_id=?, has_message=?, updated_at=?, ended_at=? WHERE id=?",
+        "turns.call_changed",
         (*fields, call_id),
     )
 
@@ -124,43 +115,37 @@ def call_meta_set(call_id: str, key: str, value: Any) -> Op:
     """One key of a call's meta (`process`: what its tool started; `review`: a crash left
     its outcome unknown), the other keys left as they are."""
     return (
-        "UPDATE tool_calls SET meta=json_set(meta, ?, json(?)) WHERE id=?",
+        "turns.call_meta_set",
         (f"$.{key}", json.dumps(value), call_id),
     )
 
 
 async def call_rows(store: Store, turn_id: str) -> list[Any]:
-    return await store.fetchall(
-        "SELECT * FROM tool_calls WHERE turn_id=? ORDER BY step_id, idx", (turn_id,)
-    )
+    return await store.fetchall("turns.call_rows", (turn_id,))
 
 
 async def awaiting(store: Store, what: str) -> list[Any]:
     """The suspended calls that wait for `what` (a decision, a review), oldest first."""
     return await store.fetchall(
-        "SELECT * FROM tool_calls WHERE status='suspended' AND awaiting=?"
-        " ORDER BY updated_at, id", (what,)
+        "turns.awaiting", (what,)
     )  # fmt: skip
 
 
 async def call_row(store: Store, call_id: str) -> Any:
-    return await store.fetchone("SELECT * FROM tool_calls WHERE id=?", (call_id,))
+    return await store.fetchone("turns.call_row", (call_id,))
 
 
 def message_appended(thread_id: str, turn_id: str, seq: int, role: str, text: str, body: str,
                      at: float) -> Op:  # fmt: skip
     return (
-        "INSERT INTO messages(thread_id, turn_id, seq, role, text, body, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "turns.message_appended",
         (thread_id, turn_id, seq, role, text, body, at),
     )
 
 
 async def message_bodies(store: Store, thread_id: str) -> list[str]:
     """A thread's conversation as stored, in order (each a ConvMessage's JSON)."""
-    rows = await store.fetchall(
-        "SELECT body FROM messages WHERE thread_id=? ORDER BY seq", (thread_id,)
-    )
+    rows = await store.fetchall("turns.message_bodies", (thread_id,))
     return [row[0] for row in rows]
 
 
@@ -169,19 +154,12 @@ async def message_bodies(store: Store, thread_id: str) -> list[str]:
 
 def checkpoint(turn_id: str, run_id: str, kind: str, at: float) -> Op:
     return (
-        "INSERT INTO checkpoints(turn_id, run_id, kind, created_at) VALUES (?,?,?,?)",
+        "turns.checkpoint",
         (turn_id, run_id, kind, at),
     )
 
 
 EVENTS_PER_INSERT = 500  # rows of one events INSERT (6 parameters each; SQLite takes 32,766)
-
-
-@functools.cache
-def _events_insert(n: int) -> str:
-    return "INSERT INTO events(at, run_id, thread_id, turn_id, kind, body) VALUES " + ",".join(
-        ["(?,?,?,?,?,?)"] * n
-    )
 
 
 def events_stored(events: Sequence[Event], run_id: str) -> list[Op]:
@@ -193,5 +171,5 @@ def events_stored(events: Sequence[Event], run_id: str) -> list[Op]:
         params: list[Any] = []
         for e in chunk:
             params += (e.at, run_id, e.thread_id, e.turn_id, e.kind, event_json(e))
-        ops.append((_events_insert(len(chunk)), params))
+        ops.append((f"turns.events*{len(chunk)}", params))
     return ops

@@ -258,10 +258,6 @@ class Writer(threading.Thread):
     # engine/store/pg/writer.py).
     BEGIN = "BEGIN IMMEDIATE"
 
-    def _sql(self, sql: str) -> str:
-        """A statement as this database spells it (the store's are SQLite's)."""
-        return sql
-
     def _in_transaction(self) -> bool:
         return bool(self._conn.in_transaction)
 
@@ -322,16 +318,16 @@ class Writer(threading.Thread):
             if i == 1:
                 self._maybe_kill("savepoint", batch)
             if len(rows) == 1:
-                cur.execute(self._sql(sql), rows[0])
+                cur.execute(sql, rows[0])
             else:
-                cur.executemany(self._sql(sql), rows)
+                cur.executemany(sql, rows)
 
     def _savepoint(self, job: _Job) -> None:
         conn = self._conn
         conn.execute("SAVEPOINT w")
         try:
             for sql, params in job.ops:
-                conn.execute(self._sql(sql), params)
+                conn.execute(sql, params)
         except Exception as exc:  # this write alone rolls back
             if self._retryable(exc):
                 raise  # the whole batch is run again (`_commit_retrying`)

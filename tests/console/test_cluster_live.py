@@ -16,6 +16,7 @@ from engine.runtime import Runtime
 from tests.console.conftest import build
 from tests.console.helpers import SIZE, started, until
 from tests.console.scheduler_scenes import message
+from tests.helpers import on
 from tests.test_cluster_runtime import cluster_config
 
 
@@ -53,10 +54,10 @@ async def test_a_call_another_worker_runs_is_decided_from_this_console(
                     lambda: not main.state.pending and call.call_id not in queue.rows,
                     "the queue redrawn without it",
                 )  # (a frame later)
-            ran = await rt.store.fetchall(
+            ran = await on(rt.store).fetchall(
                 "SELECT DISTINCT run_id FROM steps WHERE turn_id = ?", (handle.turn_id,))  # fmt: skip
             assert [r[0] for r in ran] == [far.run_id], "w1 ran every step, the resumed too"
-            result = await rt.store.fetchone(
+            result = await on(rt.store).fetchone(
                 "SELECT status, result FROM tool_calls WHERE id = ?", (call.call_id,))  # fmt: skip
             assert result[0] == "succeeded" and "from-far" in result[1]
             await until(pilot, lambda: [e.role for e in main.state.thread("far").entries][:2]

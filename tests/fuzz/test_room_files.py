@@ -26,6 +26,7 @@ from engine.room import Room
 from engine.runtime import Runtime
 from tests.fuzz.rooms import ROOMY, integrity, scratch, within
 from tests.fuzz.values import Raw, mangled, texts, toml_document, toml_values
+from tests.helpers import on
 from tests.wait import PATIENCE, until
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC).timestamp()
@@ -281,7 +282,7 @@ def test_a_task_file_named_with_a_byte_not_utf8_does_not_end_the_runtime(tmp_pat
     said: list[str] = []
 
     async def done(rt: Runtime, task: str) -> list:
-        return await rt.store.fetchall(
+        return await on(rt.store).fetchall(
             "SELECT 1 FROM turns WHERE thread_id=? AND status='done'", (f"task:{task}",))  # fmt: skip
 
     async def go() -> str:

@@ -55,7 +55,6 @@ import anyio
 from engine.room import Room
 from engine.store.history.filters import (
     STATUSES,
-    TURN_SQL,
     Filters,
     HistoryError,
     UnknownTurn,
@@ -84,6 +83,7 @@ from engine.store.history.rows import (
 from engine.store.pg import history as pg_history
 from engine.store.reader import connect_postgres, connect_readonly
 from engine.store.select import room_store_url
+from engine.store.sql import Dialect, dialect
 from engine.store.sqlite import StoreError
 
 __all__ = ["READ_ERRORS", "STATUSES", "Filters", "History", "HistoryError", "Page",
@@ -93,6 +93,12 @@ __all__ = ["READ_ERRORS", "STATUSES", "Filters", "History", "HistoryError", "Pag
 # (locked past the timeout, damaged; a PostgreSQL store that cannot be reached: StoreError),
 # or a file that cannot be opened.
 READ_ERRORS = (HistoryError, StoreError, sqlite3.Error, OSError)
+
+# Where a list's first page starts: above every row's key (time, id).
+_TOP = (1e300, "")
+
+# A turn's parts, each read by the turn's id: steps, messages, calls, decisions.
+_TURN_PARTS = ("history.steps", "history.messages", "history.calls", "history.turn_decisions")
 
 
 class History:
@@ -104,6 +110,7 @@ class History:
         self._pg: Any = None  # a PgReader when the room's store is on PostgreSQL
         self.indexed = False  # the room's database has the history tables
         self.batched = False  # ... and its call marks are the batch's (issue 16)
+        self.d: Dialect = dialect("sqlite")  # the statements of the database below
 
     async def __aenter__(self) -> History:
         url = room_store_url(self.room.config)
@@ -113,6 +120,7 @@ class History:
                 await pg.close()
                 return self
             self._pg, self.indexed, self.batched = pg, True, True
+            self.d = dialect("postgres")
         elif self.room.db.exists():
             self._db = await connect_readonly(self.room)
             try:
@@ -143,6 +151,8 @@ class History:
     # -- plumbing ---------------------------------------------------------------------------
 
     async def _all(self, sql: str, params: Any = ()) -> list[sqlite3.Row]:
+        """The rows of a statement (a name, or SQL composed in `self.d`)."""
+        sql = self.d.text(sql)
         if self._pg is not None:
             return list(await self._pg.execute_fetchall(sql, params))
         if self._db is None:
@@ -167,11 +177,11 @@ class History:
 
     async def _counter(self, names: list[str]) -> dict[str, int]:
         if self.batched:
-            found = sums(await self._all(*counters_sql(names)))
+            found = sums(await self._all(*counters_sql(self.d, names)))
         else:
-            marks = ",".join("?" * len(names))
             rows = await self._all(
-                f"SELECT name, value FROM counters WHERE name IN ({marks})", names
+                f"SELECT name, value FROM counters WHERE name IN ({self.d.params(len(names))})",
+                names,
             )
             found = {r["name"]: r["value"] for r in rows}
         return {n: found.get(n, 0) for n in names}
@@ -198,8 +208,8 @@ class History:
         if driver is not None and self.batched and is_call_mark(driver):
             # Read first: a batch between the two reads moves a turn from here to the
             # marks, where the page finds it again (kept once), never out of both.
-            extra = await self._all(*pending_turns_sql(filters, driver, cursor))
-        sql, params = turns_sql(filters, driver, cursor, limit + 1, self.batched)
+            extra = await self._all(*pending_turns_sql(self.d, filters, driver, cursor))
+        sql, params = turns_sql(self.d, filters, driver, cursor, limit + 1, self.batched)
         rows = await self._all(sql, params)
         if extra:
             merged = {r["id"]: r for r in [*rows, *extra]}
@@ -210,13 +220,9 @@ class History:
     async def runs(self, *, after: str | None = None, limit: int = 50) -> Page:
         """Runs (console sessions, `run`, `invoke`...), newest first, with their turn counts."""
         limit = check_limit(limit)
-        where, params = ("WHERE (r.started_at, r.id) < (?, ?)", [*parse_turn_cursor(after)]) \
-            if after else ("", [])  # fmt: skip
-        turns = "(SELECT value FROM counters WHERE name = 'run:' || r.id)" if self.indexed else "0"
+        below = parse_turn_cursor(after) if after else _TOP
         rows = await self._all(
-            f"SELECT r.*, {turns} AS turns FROM runs r {where}"
-            " ORDER BY r.started_at DESC, r.id DESC LIMIT ?",
-            (*params, limit + 1),
+            "history.runs" if self.indexed else "history.runs_unindexed", (*below, limit + 1)
         )
         return page(rows, limit, run_item)
 
@@ -225,18 +231,10 @@ class History:
     ) -> Page:
         """Threads, most recently used first (a thread that runs again moves to the top)."""
         limit = check_limit(limit)
-        where: list[str] = ["1"]
-        params: list[Any] = []
-        if group is not None:
-            where.append("h.group_name = ?")
-            params.append(group)
-        if after:
-            where.append("(h.updated_at, h.id) < (?, ?)")
-            params.extend(parse_turn_cursor(after))
+        below = parse_turn_cursor(after) if after else _TOP
         rows = await self._all(
-            f"SELECT h.* FROM threads h WHERE {' AND '.join(where)}"
-            " ORDER BY h.updated_at DESC, h.id DESC LIMIT ?",
-            (*params, limit + 1),
+            "history.threads" if group is None else "history.group_threads",
+            (*([] if group is None else [group]), *below, limit + 1),
         )
         return page(rows, limit, thread_item)
 
@@ -263,7 +261,7 @@ class History:
         for kind, bound in zip(("message", "call"), bounds, strict=True):
             at, turn = ("m.created_at", "m.turn_id") if kind == "message" else \
                 ("c.created_at", "c.turn_id")  # fmt: skip
-            where, params = hit_filter_sql(filters, at, turn, self.batched)
+            where, params = hit_filter_sql(self.d, filters, at, turn, self.batched)
             sql = pg_history.search_sql(kind, where, bound is not None, raw) if on_pg else \
                 search_sql(kind, where, bound is not None)  # fmt: skip
             args = [match, *([bound] if bound is not None else []), *params, limit + 1]
@@ -289,21 +287,11 @@ class History:
                 return None
             conn.execute("BEGIN")
             try:
-                row = conn.execute(TURN_SQL, (turn_id,)).fetchone()
+                row = conn.execute(self.d.text("history.turn"), (turn_id,)).fetchone()
                 if row is None:
                     return None
-                q = "SELECT * FROM {} WHERE turn_id = ? ORDER BY {}"
-                return (
-                    row,
-                    conn.execute(q.format("steps", "idx, id"), (turn_id,)).fetchall(),
-                    conn.execute(q.format("messages", "seq"), (turn_id,)).fetchall(),
-                    conn.execute(q.format("tool_calls", "step_id, idx"), (turn_id,)).fetchall(),
-                    conn.execute(
-                        "SELECT d.* FROM tool_calls c JOIN decisions d ON d.call_id = c.id"
-                        " WHERE c.turn_id = ? ORDER BY d.created_at, d.id",
-                        (turn_id,),
-                    ).fetchall(),
-                )
+                return (row, *(conn.execute(self.d.text(name), (turn_id,)).fetchall()
+                               for name in _TURN_PARTS))  # fmt: skip
             finally:
                 conn.execute("COMMIT")
 
@@ -320,15 +308,9 @@ class History:
         return turn_detail(*found)
 
     async def _pg_turn(self, turn_id: str) -> dict[str, Any]:
-        q = "SELECT * FROM {} WHERE turn_id = ? ORDER BY {}"
-        found = await self._pg.snapshot([
-            (TURN_SQL, (turn_id,)),
-            (q.format("steps", "idx, id"), (turn_id,)),
-            (q.format("messages", "seq"), (turn_id,)),
-            (q.format("tool_calls", "step_id, idx"), (turn_id,)),
-            ("SELECT d.* FROM tool_calls c JOIN decisions d ON d.call_id = c.id"
-             " WHERE c.turn_id = ? ORDER BY d.created_at, d.id", (turn_id,)),
-        ])  # fmt: skip
+        found = await self._pg.snapshot(
+            [(self.d.text(name), (turn_id,)) for name in ("history.turn", *_TURN_PARTS)]
+        )
         if not found[0]:
             raise UnknownTurn(f"no turn {turn_id} in {self.where}")
         return turn_detail(found[0][0], *found[1:])
@@ -361,10 +343,7 @@ class History:
             last = pg_history.LAST_ID[table] if self._pg is not None else "rowid"
             row = await self._one(f"SELECT coalesce(max({last}), 0) FROM {table}")
             out[key] = row[0] if row else 0
-        row = await self._one(  # the open-calls index names its condition: repeat it
-            "SELECT count(*) FROM tool_calls WHERE status = 'suspended'"
-            " AND status IN ('new', 'running', 'suspended', 'resuming')"
-        )
+        row = await self._one("history.suspended")
         out["suspended_calls"] = row[0] if row else 0
         status_marks = {s: Filters(status=s).marks()[0] for s in STATUSES}
         sizes = await self._counter(list(status_marks.values()))
@@ -373,10 +352,7 @@ class History:
             if key == "tools" and self.batched:
                 found = sums(await self._all(*tool_counters_sql()))
             else:
-                rows = await self._all(
-                    "SELECT name, value FROM counters WHERE name >= ? AND name < ?",
-                    (prefix, prefix[:-1] + ";"),
-                )
+                rows = await self._all("history.counter_range", (prefix, prefix[:-1] + ";"))
                 found = {r["name"]: r["value"] for r in rows}
             out[key] = {n[len(prefix) :]: v for n, v in sorted(found.items()) if v}
         return out

@@ -15,6 +15,7 @@ from typing import Any
 
 from engine.store.history.pending import holds_sql
 from engine.store.history.pending import turns_sql as unbatched_turns_sql
+from engine.store.sql import Dialect
 
 # Turn statuses a filter takes: the lifecycle's own, and three derived ones.
 RAW_STATUSES = ("running", "waiting", "done")
@@ -33,8 +34,6 @@ TURN_COLUMNS = (
     " (SELECT count(*) FROM tool_calls c WHERE c.turn_id = t.id) AS calls,"
     " (SELECT count(*) FROM steps s WHERE s.turn_id = t.id) AS steps"
 )
-
-TURN_SQL = f"SELECT t.meta, {TURN_COLUMNS} FROM turns t WHERE t.id = ?"
 
 
 class HistoryError(ValueError):
@@ -156,72 +155,75 @@ def fts_query(text: str) -> str:
     return " ".join(terms)
 
 
-def holds(mark: str, at: str, turn_id: str, batched: bool) -> tuple[str, list[Any]]:
+def holds(d: Dialect, mark: str, at: str, turn_id: str, batched: bool) -> tuple[str, list[Any]]:
     """The condition that a turn has `mark`; `batched`: the room's call marks are written
     by the batch, so calls it has not seen yet count too (engine.store.history.pending)."""
     if batched:
-        return holds_sql(mark, at, turn_id)
-    return (f"EXISTS (SELECT 1 FROM turn_marks x WHERE x.mark = ?"
+        return holds_sql(d, mark, at, turn_id)
+    return (f"EXISTS (SELECT 1 FROM turn_marks x WHERE x.mark = {d.param}"
             f" AND x.created_at = {at} AND x.turn_id = {turn_id})", [mark])  # fmt: skip
 
 
 def turns_sql(
-    filters: Filters, driver: str | None, after: tuple[float, str] | None, limit: int,
-    batched: bool = False,
+    d: Dialect, filters: Filters, driver: str | None, after: tuple[float, str] | None,
+    limit: int, batched: bool = False,
 ) -> tuple[str, list[Any]]:  # fmt: skip
     """A page of turns, newest first, after the cursor. `driver` is the mark to walk (the
     rarest asked for); the other marks are checked by primary key."""
+    p = d.param
     params: list[Any] = []
     if driver is None:
-        where = ["1"]
+        where = ["true"]
         at, ident, order = "t.created_at", "t.id", "t.created_at DESC, t.id DESC"
         source = "turns t"
     else:
-        where = ["m.mark = ?", "t.id = m.turn_id"]
+        where = [f"m.mark = {p}", "t.id = m.turn_id"]
         params.append(driver)
         at, ident, order = "m.created_at", "m.turn_id", "m.created_at DESC, m.turn_id DESC"
-        source = "turn_marks m CROSS JOIN turns t"
+        source = "turn_marks m CROSS JOIN turns t"  # (spelled alike in both)
     if filters.since is not None:
-        where.append(f"{at} >= ?")
+        where.append(f"{at} >= {p}")
         params.append(filters.since)
     if filters.until is not None:
-        where.append(f"{at} < ?")
+        where.append(f"{at} < {p}")
         params.append(filters.until)
     if after is not None:
-        where.append(f"({at}, {ident}) < (?, ?)")
+        where.append(f"({at}, {ident}) < ({p}, {p})")
         params.extend(after)
     for mark in filters.marks():
         if mark != driver:
-            cond, more = holds(mark, at, ident, batched)
+            cond, more = holds(d, mark, at, ident, batched)
             where.append(cond)
             params.extend(more)
     params.append(limit)
     sql = (
-        f"SELECT {TURN_COLUMNS} FROM {source} WHERE {' AND '.join(where)} ORDER BY {order} LIMIT ?"
+        f"SELECT {TURN_COLUMNS} FROM {source} WHERE {' AND '.join(where)} ORDER BY {order}"
+        f" LIMIT {p}"
     )
     return sql, params
 
 
 def pending_turns_sql(
-    filters: Filters, driver: str, after: tuple[float, str] | None
+    d: Dialect, filters: Filters, driver: str, after: tuple[float, str] | None
 ) -> tuple[str, list[Any]]:
     """The turns that only calls the batch has not seen yet may give the driver mark (a
     call mark), with every filter: a few rows, which `History.turns` merges into the page
     the marks give (`turns_sql`)."""
-    pending, params = unbatched_turns_sql(driver)
+    p = d.param
+    pending, params = unbatched_turns_sql(d, driver)
     where = [f"t.id IN ({pending})"]
     if filters.since is not None:
-        where.append("t.created_at >= ?")
+        where.append(f"t.created_at >= {p}")
         params.append(filters.since)
     if filters.until is not None:
-        where.append("t.created_at < ?")
+        where.append(f"t.created_at < {p}")
         params.append(filters.until)
     if after is not None:
-        where.append("(t.created_at, t.id) < (?, ?)")
+        where.append(f"(t.created_at, t.id) < ({p}, {p})")
         params.extend(after)
     for mark in filters.marks():
         if mark != driver:
-            cond, more = holds(mark, "t.created_at", "t.id", True)
+            cond, more = holds(d, mark, "t.created_at", "t.id", True)
             where.append(cond)
             params.extend(more)
     return f"SELECT {TURN_COLUMNS} FROM turns t WHERE {' AND '.join(where)}", params
@@ -231,7 +233,7 @@ def legacy_thread_sql(
     filters: Filters, after: tuple[float, str] | None, limit: int
 ) -> tuple[str, list[Any]]:
     """A thread's turns in a room whose database predates `turn_marks` (read-only: it
-    cannot be upgraded from here)."""
+    cannot be upgraded from here; only SQLite's rooms are that old)."""
     where: list[str] = ["t.thread_id = ?"]
     params: list[Any] = [filters.thread]
     if after is not None:
@@ -245,26 +247,27 @@ def legacy_thread_sql(
 
 
 def hit_filter_sql(
-    filters: Filters, at: str, turn_id: str, batched: bool = False
+    d: Dialect, filters: Filters, at: str, turn_id: str, batched: bool = False
 ) -> tuple[str, list[Any]]:
     """Conditions a search hit's turn must meet (its marks, by primary key) and its time."""
     where: list[str] = []
     params: list[Any] = []
     if filters.since is not None:
-        where.append(f"{at} >= ?")
+        where.append(f"{at} >= {d.param}")
         params.append(filters.since)
     if filters.until is not None:
-        where.append(f"{at} < ?")
+        where.append(f"{at} < {d.param}")
         params.append(filters.until)
     for mark in filters.marks():
-        cond, more = holds(mark, "ft.created_at", "ft.id", batched)
+        cond, more = holds(d, mark, "ft.created_at", "ft.id", batched)
         where.append(f"EXISTS (SELECT 1 FROM turns ft WHERE ft.id = {turn_id} AND {cond})")
         params.extend(more)
     return "".join(f" AND {w}" for w in where), params
 
 
 def search_sql(kind: str, where: str, bounded: bool) -> str:
-    """Newest hits first from one FTS table (`message` or `call`), rowid-keyed."""
+    """Newest hits first from one FTS table (`message` or `call`), rowid-keyed (SQLite's
+    FTS5; PostgreSQL's search is engine/store/pg/history.py)."""
     if kind == "message":
         return (
             "SELECT m.id AS rid, m.id AS message_id, NULL AS call_id, m.turn_id, m.thread_id,"

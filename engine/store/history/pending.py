@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.store.index_batch import DENIED, WATERMARK
+from engine.store.sql import Dialect
 
 CALL_MARK_STATUS = {"is:failed": "c.status = 'failed'",
                     "is:denied": f"c.status = 'cancelled' AND {DENIED}"}  # fmt: skip
@@ -25,50 +26,49 @@ def is_call_mark(mark: str) -> bool:
     return mark.startswith("tool:") or mark in CALL_MARK_STATUS
 
 
-def turns_sql(mark: str) -> tuple[str, list[Any]]:
+def turns_sql(d: Dialect, mark: str) -> tuple[str, list[Any]]:
     """A SELECT of the turn ids that unbatched calls give `mark` (a call mark)."""
     if mark.startswith("tool:"):  # given when a call is new: above the watermark only
         return (f"SELECT c.turn_id FROM tool_calls c WHERE c.rowid > {WATERMARK}"
-                " AND c.tool = ?", [mark[len("tool:"):]])  # fmt: skip
+                f" AND c.tool = {d.param}", [mark[len("tool:"):]])  # fmt: skip
     cond = CALL_MARK_STATUS[mark]
     return (
         f"SELECT c.turn_id FROM tool_calls c WHERE c.rowid > {WATERMARK} AND {cond}"
-        " UNION ALL SELECT c.turn_id FROM open_calls o CROSS JOIN tool_calls c ON c.rowid = o.rowid"
-        f" WHERE {cond}",
+        f" UNION ALL SELECT c.turn_id FROM open_calls o {d.ordered_join} tool_calls c"
+        f" ON c.rowid = o.rowid WHERE {cond}",
         [],
     )
 
 
-def holds_sql(mark: str, at: str, turn_id: str) -> tuple[str, list[Any]]:
+def holds_sql(d: Dialect, mark: str, at: str, turn_id: str) -> tuple[str, list[Any]]:
     """The condition that the turn (`at`, `turn_id`: its created_at and id) has `mark`."""
-    sql = (f"EXISTS (SELECT 1 FROM turn_marks x WHERE x.mark = ?"
+    sql = (f"EXISTS (SELECT 1 FROM turn_marks x WHERE x.mark = {d.param}"
            f" AND x.created_at = {at} AND x.turn_id = {turn_id})")  # fmt: skip
     if not is_call_mark(mark):
         return sql, [mark]
-    pending, params = turns_sql(mark)
+    pending, params = turns_sql(d, mark)
     return f"({sql} OR {turn_id} IN ({pending}))", [mark, *params]
 
 
-def extra_sql(mark: str) -> tuple[str, list[Any]]:
+def extra_sql(d: Dialect, mark: str) -> tuple[str, list[Any]]:
     """A count of the turns only unbatched calls give `mark` (a call mark) so far."""
-    pending, params = turns_sql(mark)
+    pending, params = turns_sql(d, mark)
     return (
         f"SELECT count(*) FROM turns t WHERE t.id IN ({pending}) AND NOT EXISTS"
-        " (SELECT 1 FROM turn_marks x WHERE x.mark = ? AND x.created_at = t.created_at"
+        f" (SELECT 1 FROM turn_marks x WHERE x.mark = {d.param} AND x.created_at = t.created_at"
         " AND x.turn_id = t.id)",
         [*params, mark],
     )
 
 
-def counters_sql(names: list[str]) -> tuple[str, list[Any]]:
+def counters_sql(d: Dialect, names: list[str]) -> tuple[str, list[Any]]:
     """(name, value) rows whose sums per name are the exact counters of `names`."""
-    marks = ",".join("?" * len(names))
-    parts = [f"SELECT name, value FROM counters WHERE name IN ({marks})"]
+    parts = [f"SELECT name, value FROM counters WHERE name IN ({d.params(len(names))})"]
     params: list[Any] = list(names)
     for name in names:
         if is_call_mark(name):
-            sql, more = extra_sql(name)
-            parts.append(f"SELECT ?, ({sql})")
+            sql, more = extra_sql(d, name)
+            parts.append(f"SELECT {d.param}, ({sql})")
             params += [name, *more]
     return " UNION ALL ".join(parts), params
 

@@ -25,7 +25,7 @@ _LOCK = 0x61646B636C6D73  # "adkclms": serializes `ensure` across workers
 
 def announce(thread_id: str) -> list[Op]:
     """A statement that wakes the cluster when the write it rides commits."""
-    return [("SELECT pg_notify(?, ?)", (WORK_CHANNEL, thread_id))]
+    return [("SELECT pg_notify(%s, %s)", (WORK_CHANNEL, thread_id))]
 
 
 SCHEMA = f"""
@@ -49,8 +49,8 @@ BEGIN
 END $$;
 """
 
-# The fence as a write's first statement, in the store's (SQLite's) dialect.
-FENCE_SQL = "SELECT agentdeck_fence(?, ?)"
+# The fence as a write's first statement.
+FENCE_SQL = "SELECT agentdeck_fence(%s, %s)"
 
 # Threads with work a worker may take, best first: turns left running (a dead worker's:
 # recovery), waiting turns with a queued decision, and queued requests of a thread no
@@ -127,7 +127,7 @@ async def rule_id(conn: Conn) -> int:
 def rules_changed() -> Op:
     """The statement that tells every worker to read the rules again, once the write it
     rides commits."""
-    return ("SELECT pg_notify(?, ?)", (RULES_CHANNEL, ""))
+    return ("SELECT pg_notify(%s, %s)", (RULES_CHANNEL, ""))
 
 
 async def notify_work(conn: Conn, thread_id: str | None = None) -> None:
@@ -137,7 +137,7 @@ async def notify_work(conn: Conn, thread_id: str | None = None) -> None:
 
 def cancel_notice(turn_id: str, reason: str) -> Op:
     """Tell the worker running the turn to cancel it, when the cancel's record commits."""
-    return ("SELECT pg_notify(?, ?)", (CANCEL_CHANNEL, f"{turn_id}\n{reason}"[:7000]))
+    return ("SELECT pg_notify(%s, %s)", (CANCEL_CHANNEL, f"{turn_id}\n{reason}"[:7000]))
 
 
 async def listen_work(conn: Conn) -> None:
@@ -147,14 +147,13 @@ async def listen_work(conn: Conn) -> None:
 
 
 async def going_on(store: Store, turn_id: str, now: float) -> bool:
-    """Whether a turn that reads `waiting` on a cluster is about to go on (read through the
-    store, in its dialect): a suspended call
+    """Whether a turn that reads `waiting` on a cluster is about to go on: a suspended call
     of it has a decision queued, or a worker leases its thread (a waiting turn's thread is
     given back at once, so a lease on it means a worker is resuming it, or just left it)."""
     return bool(await store.scalar(
         "SELECT 1 WHERE EXISTS (SELECT 1 FROM decisions d JOIN tool_calls c ON c.id = d.call_id"
-        " WHERE d.status='queued' AND c.status='suspended' AND c.turn_id = ?)"
+        " WHERE d.status='queued' AND c.status='suspended' AND c.turn_id = %s)"
         " OR EXISTS (SELECT 1 FROM thread_leases l JOIN turns t ON t.thread_id = l.thread_id"
-        " WHERE t.id = ? AND l.worker_id IS NOT NULL AND l.expires_at > ?)",
+        " WHERE t.id = %s AND l.worker_id IS NOT NULL AND l.expires_at > %s)",
         (turn_id, turn_id, now),
     ))  # fmt: skip

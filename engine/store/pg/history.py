@@ -37,17 +37,17 @@ def tsquery(text: str) -> str:
 
 
 def search_sql(kind: str, where: str, bounded: bool, raw: bool) -> str:
-    """Newest hits first of one kind (`message` or `call`), in SQLite's dialect as the
-    store's statements are (`?` placeholders: the query, the bound if `bounded`, the
-    filters' parameters, the limit), with the columns of SQLite's `search_sql`."""
+    """Newest hits first of one kind (`message` or `call`) (parameters: the query, the
+    bound if `bounded`, the filters' parameters, the limit), with the columns of SQLite's
+    `search_sql`."""
     parse = "websearch_to_tsquery" if raw else "to_tsquery"
     if kind == "message":
         page = (
             "SELECT m.id, m.turn_id, m.thread_id, m.role, m.seq, m.created_at, m.text, q.q"
-            f" FROM messages m, {parse}('simple', ?) AS q(q) WHERE m.search @@ q.q"
-            + (" AND m.id < ?" if bounded else "")
+            f" FROM messages m, {parse}('simple', %s) AS q(q) WHERE m.search @@ q.q"
+            + (" AND m.id < %s" if bounded else "")
             + where
-            + " ORDER BY m.id DESC LIMIT ?"
+            + " ORDER BY m.id DESC LIMIT %s"
         )
         return (
             "SELECT h.id AS rid, h.id AS message_id, NULL AS call_id, h.turn_id, h.thread_id,"
@@ -58,10 +58,10 @@ def search_sql(kind: str, where: str, bounded: bool, raw: bool) -> str:
     page = (
         "SELECT c.rowid AS rid, c.id, c.turn_id, c.thread_id, c.tool, c.status, c.created_at,"
         " concat_ws(' ', c.args, c.result, c.error) AS text, q.q"
-        f" FROM tool_calls c, {parse}('simple', ?) AS q(q) WHERE c.search @@ q.q"
-        + (" AND c.rowid < ?" if bounded else "")
+        f" FROM tool_calls c, {parse}('simple', %s) AS q(q) WHERE c.search @@ q.q"
+        + (" AND c.rowid < %s" if bounded else "")
         + where
-        + " ORDER BY c.rowid DESC LIMIT ?"
+        + " ORDER BY c.rowid DESC LIMIT %s"
     )
     return (
         "SELECT h.rid, NULL AS message_id, h.id AS call_id, h.turn_id, h.thread_id,"

@@ -2,7 +2,7 @@
 first view read through when the room's store is PostgreSQL (execution.db's `mode=ro`).
 
 It needs no owner and never writes: the session is READ ONLY, so a statement that would
-write fails. Statements are the store's own, in SQLite's dialect (`dialect.to_pg`); rows
+write fails. Statements are PostgreSQL's (names resolved by the caller: `ReadsFrom`, History); rows
 index by position and by name. One connection, one statement at a time (a lock: the
 console's history screen runs several reads at once); a statement that began runs to its
 end even if its caller is cancelled, so no read leaves the connection mid-query or in a
@@ -20,7 +20,6 @@ import anyio
 import psycopg
 from psycopg import pq
 
-from engine.store.pg.dialect import Untranslatable, to_pg
 from engine.store.pg.store import Row, _rows, adapt, display_url, scrub
 from engine.store.sqlite import StoreError
 
@@ -61,20 +60,16 @@ class PgReader:
         return bool(rows[0][0])
 
     async def execute_fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        """The rows of one statement (SQLite's dialect)."""
+        """The rows of one statement (PostgreSQL's dialect)."""
         return (await self.snapshot([(sql, params)], consistent=False))[0]
 
     async def snapshot(self, statements: Sequence[Statement], *,
                        consistent: bool = True) -> list[list[Row]]:  # fmt: skip
         """The rows of each statement; `consistent`: all read in one REPEATABLE READ
         transaction, so they see one state of the database."""
-        try:
-            translated = [(to_pg(sql), tuple(params)) for sql, params in statements]
-        except Untranslatable as exc:
-            raise StoreError(self._error(exc)) from None
         async with self._lock:
             with anyio.CancelScope(shield=True):  # begun: ends, so nothing is left open
-                rows = await self._run(translated, consistent)
+                rows = await self._run(statements, consistent)
         return rows
 
     async def _run(self, statements: Sequence[Statement], consistent: bool) -> list[list[Row]]:

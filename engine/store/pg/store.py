@@ -7,8 +7,8 @@ and an async one (reads on the event loop).
 
 One writer connection on a thread of its own does group commit exactly as the SQLite
 store does (pg/writer.py); reads go to a small pool of async connections in autocommit
-mode, so a read made after a write returned sees it. Statements are the store's own,
-in SQLite's dialect, turned into PostgreSQL's by dialect.py. Rows index by position and
+mode, so a read made after a write returned sees it. Statements come by name from
+PostgreSQL's own catalogue (engine/store/sql/postgres/). Rows index by position and
 by name, like sqlite3.Row. The URL's password never reaches logs or error text: the
 store names its database by `display_url` (password removed) and scrubs errors.
 """
@@ -32,9 +32,9 @@ from psycopg.types.string import StrDumperUnknown
 
 from engine.store.pg.batch import PG_INDEX_BATCH
 from engine.store.pg.claims import FENCED
-from engine.store.pg.dialect import Untranslatable, to_pg
 from engine.store.pg.migrations import TooNew, migrate
 from engine.store.pg.writer import PgWriter
+from engine.store.sql import dialect
 from engine.store.sqlite import LeaseLost, Store, StoreError
 from engine.store.writer import Op, WriterStatistics
 
@@ -126,7 +126,9 @@ class PgStore(Store):
 
     def __init__(self, url: str, writer_conn: psycopg.Connection[Any],
                  readers: list[psycopg.AsyncConnection[Any]]) -> None:  # fmt: skip
-        super().__init__(display_url(url))  # (errors name it without its password)
+        super().__init__(
+            display_url(url), dialect("postgres")
+        )  # (errors name it without its password)
         self._url = url
         self._idle: asyncio.Queue[psycopg.AsyncConnection[Any]] = asyncio.Queue()
         self._open = len(readers)
@@ -173,7 +175,7 @@ class PgStore(Store):
         except Exception as exc:
             if getattr(exc, "sqlstate", None) == FENCED:
                 raise LeaseLost(self._error("write", exc)) from None
-            if isinstance(exc, (psycopg.Error, Untranslatable)) or "closed" in str(exc):
+            if isinstance(exc, psycopg.Error) or "closed" in str(exc):
                 raise StoreError(self._error("write", exc)) from None
             raise
 
@@ -186,7 +188,7 @@ class PgStore(Store):
         if self.unindexed:
             self.unindexed = False
             try:
-                await self._apply(PG_INDEX_BATCH, urgent=False)
+                await self._apply(self._texts(PG_INDEX_BATCH), urgent=False)
             except BaseException:
                 self.unindexed = True
                 raise
@@ -194,16 +196,12 @@ class PgStore(Store):
     def statistics(self) -> WriterStatistics:
         return self._writer.statistics()
 
-    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        try:
-            statement = to_pg(sql)
-        except Untranslatable as exc:
-            raise StoreError(self._error("read", exc)) from None
+    async def _rows(self, sql: str, params: Sequence[Any]) -> list[Any]:
         conn = await self._reader()
         ok = False
         try:
             async with conn.cursor(row_factory=_rows) as cur:
-                await cur.execute(statement, params)
+                await cur.execute(sql, params)
                 rows = await cur.fetchall()
             ok = True
             return rows

@@ -3,8 +3,8 @@
 `PgWriter` keeps everything `Writer` promises (group commit, urgent writes first, a
 bounded queue, a cancelled awaiter's write still commits, `then` after the COMMIT) and
 replaces only how a batch reaches the database: one transaction on a psycopg connection
-(in autocommit mode, so BEGIN and COMMIT are the writer's own), every statement turned
-into PostgreSQL's dialect (dialect.py). As on SQLite, a batch is first run as a plan of
+(in autocommit mode, so BEGIN and COMMIT are the writer's own), statements in
+PostgreSQL's dialect (the store resolves their names before they are queued). As on SQLite, a batch is first run as a plan of
 groups (rows of one SQL in one `executemany`, which psycopg pipelines); if a statement
 fails, the batch is rolled back and run again write by write, a SAVEPOINT each, so a bad
 write fails alone.
@@ -20,7 +20,6 @@ from typing import Any
 import psycopg
 from psycopg import pq
 
-from engine.store.pg.dialect import to_pg
 from engine.store.writer import Writer
 
 RETRY_STATES = frozenset({"40P01", "40001"})  # deadlock_detected, serialization_failure
@@ -37,9 +36,6 @@ class PgWriter(Writer):
         self.write_lock = self._write_lock
         self.name = "agentdeck-pg-writer"
         self._pg = conn
-
-    def _sql(self, sql: str) -> str:
-        return to_pg(sql)
 
     def _in_transaction(self) -> bool:
         pg = self._pg

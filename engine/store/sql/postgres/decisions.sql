@@ -1,0 +1,31 @@
+-- name: insert
+INSERT INTO decisions(id, call_id, action, args, result, use_result, reason, remember, decided_by, status, note, created_at, pattern, args_hash)
+  VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s);
+
+-- name: applied
+UPDATE decisions SET status='applied', applied_at=%s WHERE id=%s;
+
+-- name: duplicate
+UPDATE decisions SET status='duplicate', note=%s WHERE id=%s;
+
+-- name: left_queued
+UPDATE decisions SET status='duplicate', note=%s WHERE call_id=%s AND status='queued';
+
+-- name: superseded
+UPDATE decisions SET status='superseded', note=%s, applied_at=%s WHERE id=%s;
+
+-- name: refused
+UPDATE decisions SET status='refused', note=%s, applied_at=%s WHERE id=%s;
+
+-- name: exists
+SELECT 1 FROM decisions WHERE id=%s;
+
+-- name: load
+SELECT * FROM decisions WHERE id=%s;
+
+-- name: queued
+SELECT * FROM decisions WHERE status='queued' ORDER BY created_at;
+
+-- name: turns_with_queued
+SELECT DISTINCT c.turn_id FROM decisions d JOIN tool_calls c ON c.id = d.call_id
+  WHERE d.status='queued' AND c.status='suspended' ORDER BY c.turn_id;

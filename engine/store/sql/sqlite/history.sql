@@ -1,0 +1,51 @@
+-- What history reads (engine/store/history/): one turn, lists, totals.
+
+-- name: turn
+-- One turn's row with its meta (a turn's detail, `History.turn`).
+SELECT t.meta, t.id, t.thread_id, t.run_id, t.origin, t.channel, t.sender, t.text,
+  t.strategy, t.status, t.reason, t.detail, t.rounds, t.input_tokens, t.output_tokens,
+  t.final_text, t.created_at, t.updated_at, t.ended_at, (SELECT h.group_name FROM threads
+  h WHERE h.id = t.thread_id) AS group_name, (SELECT count(*) FROM tool_calls c WHERE
+  c.turn_id = t.id) AS calls, (SELECT count(*) FROM steps s WHERE s.turn_id = t.id) AS
+  steps
+  FROM turns t WHERE t.id = ?;
+
+-- name: steps
+SELECT * FROM steps WHERE turn_id = ? ORDER BY idx, id;
+
+-- name: messages
+SELECT * FROM messages WHERE turn_id = ? ORDER BY seq;
+
+-- name: calls
+SELECT * FROM tool_calls WHERE turn_id = ? ORDER BY step_id, idx;
+
+-- name: runs
+-- Runs below a cursor (started_at, id), newest first, with their turn counts.
+SELECT r.*, (SELECT value FROM counters WHERE name = 'run:' || r.id) AS turns FROM runs r
+  WHERE (r.started_at, r.id) < (?, ?) ORDER BY r.started_at DESC, r.id DESC LIMIT ?;
+
+-- name: runs_unindexed
+-- The same in a room whose database predates the counters.
+SELECT r.*, 0 AS turns FROM runs r
+  WHERE (r.started_at, r.id) < (?, ?) ORDER BY r.started_at DESC, r.id DESC LIMIT ?;
+
+-- name: threads
+-- Threads below a cursor (updated_at, id), most recently used first.
+SELECT h.* FROM threads h WHERE (h.updated_at, h.id) < (?, ?)
+  ORDER BY h.updated_at DESC, h.id DESC LIMIT ?;
+
+-- name: group_threads
+-- The same, of one group.
+SELECT h.* FROM threads h WHERE h.group_name = ? AND (h.updated_at, h.id) < (?, ?)
+  ORDER BY h.updated_at DESC, h.id DESC LIMIT ?;
+
+-- name: turn_decisions
+SELECT d.* FROM tool_calls c JOIN decisions d ON d.call_id = c.id WHERE c.turn_id = ?
+  ORDER BY d.created_at, d.id;
+
+-- name: suspended
+SELECT count(*) FROM tool_calls WHERE status = 'suspended'
+  AND status IN ('new', 'running', 'suspended', 'resuming');
+
+-- name: counter_range
+SELECT name, value FROM counters WHERE name >= ? AND name < ?;

@@ -1,0 +1,2 @@
+-- name: running_calls
+SELECT count(*) FROM tool_calls WHERE status = 'running';
