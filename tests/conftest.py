@@ -66,6 +66,16 @@ def pg_url(pg_cluster) -> str:  # noqa: ANN001
     return pg_cluster.database()
 
 
+@pytest.fixture
+async def pg_pool(pg_url: str) -> Any:
+    """A runtime's pool of connections (engine/store/pg/pool.py) to `pg_url`."""
+    from engine.store.pg.pool import open_pool
+
+    pool = await open_pool(pg_url, "agentdeck-test")
+    yield pool
+    await pool.close()
+
+
 __all__ = ["_processes_are_tiered"]  # autouse: a test that starts Python is in `process`
 
 

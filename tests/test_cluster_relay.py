@@ -189,13 +189,15 @@ def test_a_skipped_id_is_asked_for_until_it_shows_up_or_is_given_up() -> None:
     assert cursor.missing == {}
 
 
-async def test_an_event_committed_after_a_higher_id_is_relayed(tmp_path: Path, pg_url: str) -> None:
+async def test_an_event_committed_after_a_higher_id_is_relayed(
+    tmp_path: Path, pg_url: str, pg_pool
+) -> None:
     """Two writers: the first takes its id, the second takes the next and commits first;
     the relay reads the second, then (next poll) the first: both reach it, once each."""
     async with workers(tmp_path, pg_url, 1):  # (the schema)
         pass
     handed: list[Event] = []
-    relay = Relay(pg_url, "me", handed.extend, application_name="test-relay")
+    relay = Relay(pg_pool, "me", handed.extend, application_name="test-relay")
     insert = ("INSERT INTO events(at, run_id, thread_id, turn_id, kind, body)"
               " VALUES (%s, 'other', 't', %s, 'turn_started', %s)")  # fmt: skip
 

@@ -22,11 +22,11 @@ pytestmark = pytest.mark.anyio
 # --- singleton loops -------------------------------------------------------------------------
 
 
-async def test_a_loop_lock_moves_when_its_holders_connection_closes(pg_url: str) -> None:
+async def test_a_loop_lock_moves_when_its_holders_connection_closes(pg_url: str, pg_pool) -> None:
     admin = await connect(pg_url)
-    one = SingletonLock(pg_url, "pulse", application_name="agentdeck:w1")
-    two = SingletonLock(pg_url, "pulse", application_name="agentdeck:w2")
-    hook = SingletonLock(pg_url, "hook", application_name="agentdeck:w2")
+    one = SingletonLock(pg_pool, "pulse", application_name="agentdeck:w1")
+    two = SingletonLock(pg_pool, "pulse", application_name="agentdeck:w2")
+    hook = SingletonLock(pg_pool, "hook", application_name="agentdeck:w2")
     try:
         assert await one.try_acquire() and one.held
         assert not await two.try_acquire()
@@ -49,11 +49,11 @@ async def test_a_loop_lock_moves_when_its_holders_connection_closes(pg_url: str)
         await admin.close()
 
 
-async def test_a_loop_lock_moves_when_its_holders_backend_is_killed(pg_url: str) -> None:
+async def test_a_loop_lock_moves_when_its_holders_backend_is_killed(pg_url: str, pg_pool) -> None:
     """pg_terminate_backend: the server side of a kill -9 or of a lost host."""
     admin = await connect(pg_url)
-    one = SingletonLock(pg_url, "poll", application_name="agentdeck:w1")
-    two = SingletonLock(pg_url, "poll", application_name="agentdeck:w2")
+    one = SingletonLock(pg_pool, "poll", application_name="agentdeck:w1")
+    two = SingletonLock(pg_pool, "poll", application_name="agentdeck:w2")
     try:
         assert await one.try_acquire() and not await two.try_acquire()
         assert one.connection is not None
@@ -72,7 +72,9 @@ async def test_a_loop_lock_moves_when_its_holders_backend_is_killed(pg_url: str)
 # --- work notices: requests, decisions, freed slots ------------------------------------------
 
 
-async def test_a_notice_goes_out_with_its_write_and_never_for_one_rolled_back(pg_url: str) -> None:
+async def test_a_notice_goes_out_with_its_write_and_never_for_one_rolled_back(
+    pg_url: str, pg_pool
+) -> None:
     """What a worker's writes of a request or a decision carry (`announce`): the notice
     leaves at the commit, so it is never heard before the row is durable, nor for a write
     that failed; a cancel notice goes to the cancel callback."""
@@ -85,7 +87,7 @@ async def test_a_notice_goes_out_with_its_write_and_never_for_one_rolled_back(pg
         heard.append(thread)
         got.set()
 
-    ear = Listener(pg_url, "test", on_thread=on_thread, on_cancel=cancels.append,
+    ear = Listener(pg_pool, "test", on_thread=on_thread, on_cancel=cancels.append,
                    on_rules=lambda: _append(rules, "read again"))  # fmt: skip
     await ear.start()
     async with workers(pg_url, 1) as (w,):
@@ -114,11 +116,13 @@ async def test_a_notice_goes_out_with_its_write_and_never_for_one_rolled_back(pg
     assert rules == ["read again"]
 
 
-async def test_a_listener_that_loses_its_connection_comes_back_and_says_so(pg_url: str) -> None:
+async def test_a_listener_that_loses_its_connection_comes_back_and_says_so(
+    pg_url: str, pg_pool
+) -> None:
     """A notice sent while the connection was down is not replayed: on reconnecting, the
     listener says a notice may have been missed (`""`: claim, read the truth)."""
     heard: list[str] = []
-    ear = Listener(pg_url, "agentdeck-ear", on_thread=lambda t: _append(heard, t),
+    ear = Listener(pg_pool, "agentdeck-ear", on_thread=lambda t: _append(heard, t),
                    on_cancel=lambda _p: None,
                    on_rules=lambda: _append(heard, "rules"))  # fmt: skip
     await ear.start()
@@ -155,7 +159,7 @@ async def test_a_group_budget_holds_with_concurrent_admitters(pg_url: str) -> No
             admitted: list[int] = []
 
             async def admit(i: int, admitted: list[int], now: float, rnd: int) -> None:
-                if await ws[i].try_admit("task", limit, turn_id=f"u{i}.{rnd}",
+                if await ws[i].try_admit(ws[i].conn, group="task", limit=limit, turn_id=f"u{i}.{rnd}",
                                          thread_id=f"t{i}", now=now):  # fmt: skip
                     admitted.append(i)
 
@@ -167,36 +171,56 @@ async def test_a_group_budget_holds_with_concurrent_admitters(pg_url: str) -> No
             running.update((i, f"u{i}.{rnd}") for i in admitted)
             assert await sql.running_turns(ws[0].conn, now=now) == {"task": limit}
             for i in rng.sample(sorted(running), rng.randint(1, limit)):
-                await ws[i].finished(running.pop(i))
+                await ws[i].finished(ws[i].conn, running.pop(i))
 
 
 async def test_a_dead_workers_turns_free_their_slots_at_lease_expiry(pg_url: str) -> None:
     async with workers(pg_url, 3) as (a, b, c):
         for w, t in ((a, "ta"), (b, "tb"), (c, "tc")):
             await w.acquire([t], now=T0)
-        assert await a.try_admit("chat", 2, turn_id="ua", thread_id="ta", now=T0)
-        assert await b.try_admit("chat", 2, turn_id="ub", thread_id="tb", now=T0)
-        assert not await c.try_admit("chat", 2, turn_id="uc", thread_id="tc", now=T0)
-        assert await a.try_admit("chat", 2, turn_id="ua", thread_id="ta", now=T0)  # same turn
+        assert await a.try_admit(
+            a.conn, group="chat", limit=2, turn_id="ua", thread_id="ta", now=T0
+        )
+        assert await b.try_admit(
+            b.conn, group="chat", limit=2, turn_id="ub", thread_id="tb", now=T0
+        )
+        assert not await c.try_admit(
+            c.conn, group="chat", limit=2, turn_id="uc", thread_id="tc", now=T0
+        )
+        assert await a.try_admit(
+            a.conn, group="chat", limit=2, turn_id="ua", thread_id="ta", now=T0
+        )  # same turn
         await a.heartbeat(now=T0 + 5)
         await c.heartbeat(now=T0 + 5)  # b stops heartbeating: dead at T0 + LEASE
-        assert not await c.try_admit("chat", 2, turn_id="uc", thread_id="tc", now=T0 + 9)
-        assert await c.try_admit("chat", 2, turn_id="uc", thread_id="tc", now=T0 + LEASE)
+        assert not await c.try_admit(
+            c.conn, group="chat", limit=2, turn_id="uc", thread_id="tc", now=T0 + 9
+        )
+        assert await c.try_admit(
+            c.conn, group="chat", limit=2, turn_id="uc", thread_id="tc", now=T0 + LEASE
+        )
         assert await sql.running_turns(a.conn, now=T0 + LEASE) == {"chat": 2}
         # b's thread is recovered by a: its turn is admitted again there, counted once
         (taken,) = await a.acquire(["tb"], now=T0 + LEASE)
         assert taken.taken_from == "w1"
-        assert not await a.try_admit("chat", 2, turn_id="ub", thread_id="tb", now=T0 + LEASE)
-        await c.finished("uc")
-        assert await a.try_admit("chat", 2, turn_id="ub", thread_id="tb", now=T0 + LEASE)
+        assert not await a.try_admit(
+            a.conn, group="chat", limit=2, turn_id="ub", thread_id="tb", now=T0 + LEASE
+        )
+        await c.finished(c.conn, "uc")
+        assert await a.try_admit(
+            a.conn, group="chat", limit=2, turn_id="ub", thread_id="tb", now=T0 + LEASE
+        )
         # b, a zombie, cannot admit under its lost lease
         with pytest.raises(Fenced):
-            await b.try_admit("chat", 5, turn_id="ub2", thread_id="tb", now=T0 + LEASE)
+            await b.try_admit(
+                b.conn, group="chat", limit=5, turn_id="ub2", thread_id="tb", now=T0 + LEASE
+            )
         with pytest.raises(Fenced, match="not leased"):
-            await c.try_admit("chat", 5, turn_id="x", thread_id="ta", now=T0 + LEASE)
+            await c.try_admit(
+                c.conn, group="chat", limit=5, turn_id="x", thread_id="ta", now=T0 + LEASE
+            )
 
 
-async def test_a_loop_lock_taken_is_told_naming_its_worker(pg_url: str) -> None:
+async def test_a_loop_lock_taken_is_told_naming_its_worker(pg_url: str, pg_pool) -> None:
     """The notice goes to every worker's console (the relay carries it): it names the
     worker that took the loops (it said "this worker", read on another worker's console)."""
     from engine.cluster.singleton import run_as_singleton
@@ -208,7 +232,7 @@ async def test_a_loop_lock_taken_is_told_naming_its_worker(pg_url: str) -> None:
         ran.set()
         await anyio.sleep_forever()
 
-    lock = SingletonLock(pg_url, "loops", application_name="agentdeck:w7")
+    lock = SingletonLock(pg_pool, "loops", application_name="agentdeck:w7")
     async with anyio.create_task_group() as tg:
         tg.start_soon(lambda: run_as_singleton(lock, body, every=0.1,
                                                said=lambda _l, text: said.append(text),

@@ -1,4 +1,5 @@
-"""A worker's ear on the cluster: a connection of its own LISTENing for work notices (a
+"""A worker's ear on the cluster: a connection it keeps (borrowed from the runtime's pool)
+LISTENing for work notices (a
 request queued, a decision recorded, a budget slot freed: the thread's id, or ""), for
 cancels and for rule changes (engine/store/pg/claims.py). A notice is a wake-up, not the record: one sent while
 the connection was down is not replayed, so after each reconnect the worker is told to
@@ -14,23 +15,27 @@ import anyio
 import psycopg
 
 from engine.store.pg import claims as sql
+from engine.store.pg.pool import Pool
 
 log = logging.getLogger("agentdeck")
 
 
 class Listener:
-    def __init__(self, url: str, application_name: str, *,
+    def __init__(self, pool: Pool, application_name: str, *,
                  on_thread: Callable[[str], Awaitable[None]],
                  on_cancel: Callable[[str], None],
                  on_rules: Callable[[], Awaitable[None]]) -> None:  # fmt: skip
-        self.url, self.application_name = url, application_name
+        self.pool, self.application_name = pool, application_name
         self.on_thread, self.on_cancel, self.on_rules = on_thread, on_cancel, on_rules
         self._conn: psycopg.AsyncConnection[Any] | None = None
 
     async def start(self) -> None:
-        self._conn = await psycopg.AsyncConnection.connect(
-            self.url, autocommit=True, application_name=self.application_name)  # fmt: skip
-        await sql.listen_work(self._conn)
+        self._conn = await self.pool.borrow(self.application_name)
+        try:
+            await sql.listen_work(self._conn)
+        except BaseException:
+            await self.aclose()
+            raise
 
     async def run(self) -> None:
         """Hand each notice on, until cancelled; reconnect when the connection drops."""
@@ -56,4 +61,4 @@ class Listener:
     async def aclose(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
-            await conn.close()
+            await self.pool.give_back(conn)  # (its LISTENs end there)

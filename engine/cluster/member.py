@@ -46,7 +46,8 @@ from engine.store import turns as rows
 from engine.store.pg import claims as sql
 from engine.store.pg.cluster import ClusterError, Conn, Lease, running_turns
 from engine.store.pg.overview import read_view
-from engine.store.pg.store import scrub
+from engine.store.pg.pool import Pool
+from engine.store.pg.store import PgStore, scrub
 from engine.store.schedule import stored_request
 
 if TYPE_CHECKING:
@@ -74,6 +75,7 @@ class ClusterMember:
         self.name = config.worker or f"{socket.gethostname()[:40]}-{os.getpid()}"
         self.lease = config.lease_seconds
         self.worker: ClusterWorker | None = None
+        self.pool: Pool | None = None  # the store's (pg/pool.py): all but the heartbeat's
         self.listener: Listener | None = None
         self._claim_lock = anyio.Lock()
         self.wanted = anyio.Event()  # a notice came: claim now, not at the next tick
@@ -89,14 +91,17 @@ class ClusterMember:
         """Join the cluster as `host`'s worker: the worker's row, a first block of step
         ids, the listener."""
         self.rt = host
+        assert isinstance(host.store, PgStore)  # (lifetime makes a member only for one)
+        self.pool = host.store.pool
         app = f"agentdeck-worker {self.name}"[:63]
+        # membership and leases (the heartbeat) on a connection of the worker's own
         conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True,
                                                      application_name=app)  # fmt: skip
         self.worker = ClusterWorker(conn, self.name, lease_seconds=self.lease, url=self.url)
         await sql.ensure(conn)
         await self.worker.register()
         await self._new_block()
-        self.listener = Listener(self.url, app, on_thread=partial(tasks.noticed, self),
+        self.listener = Listener(self.pool, app, on_thread=partial(tasks.noticed, self),
                                   on_cancel=partial(cancel_here, self.rt),
                                   on_rules=self.rt.reload_rules)  # fmt: skip
         await self.listener.start()
@@ -114,7 +119,8 @@ class ClusterMember:
         """The other workers' events relayed here (started: every later commit of theirs
         reaches the bus), then the heartbeat, the listener and the claims, until cancelled."""
         async with anyio.create_task_group() as tg:
-            await tg.start(relay_events, self.rt, self.url, self.name)
+            assert self.pool is not None
+            await tg.start(relay_events, self.rt, self.pool, self.name)
             task_status.started()
             await tasks.run(self)
 
@@ -122,7 +128,8 @@ class ClusterMember:
         """Run `body` (the pulse, hook and poll loops; the approval deadlines) on one worker of
         the cluster at a time: the one holding the advisory lock `name`; it moves to
         another worker within a third of a lease when its holder's session ends."""
-        lock = SingletonLock(self.url, name, application_name=f"agentdeck-{name} {self.name}"[:63])
+        assert self.pool is not None
+        lock = SingletonLock(self.pool, name, application_name=f"agentdeck-{name} {self.name}")
         run = partial(run_as_singleton, lock, body, every=self.lease / 3, said=self.rt.notice,
                       who=f"worker {self.name}")  # fmt: skip
         self.rt.supervisor.spawn(run)
@@ -235,7 +242,7 @@ class ClusterMember:
             # one (its request's own) must not load that work first, and then again here.
             self._taking.update(wanted)
             try:
-                leases = await self.db(lambda _c: worker.acquire(wanted))
+                leases = await self.leases(lambda _c: worker.acquire(wanted))
                 if not leases:
                     return []
                 await self._new_block()
@@ -282,7 +289,7 @@ class ClusterMember:
                 rt.live.pop(req.id, None)  # here under an older lease stays live: it fails)
             self._load(work[thread_id], fresh=True)
             if not self._busy(thread_id):
-                self._spawn_release(thread_id)
+                self.rt.supervisor.spawn(self._release, thread_id)
         sv.pump()
 
     def _load(self, work: reading.ThreadWork, *, fresh: bool = False) -> None:
@@ -344,8 +351,9 @@ class ClusterMember:
         if lease is None or not self.holds(thread_id):
             return False
         try:
-            admit = partial(worker.try_admit, group, limit, turn_id=turn_id, thread_id=thread_id)
-            admitted = await self.db(lambda _c: admit(), again=True)  # (idempotent per turn)
+            admit = partial(worker.try_admit, group=group, limit=limit, turn_id=turn_id,
+                            thread_id=thread_id)  # fmt: skip
+            admitted = await self.db(admit, again=True)  # (idempotent per turn)
         except ClusterError:  # the lease is gone: another worker has the thread now
             return False
         if admitted and (handle := self.rt.live.get(turn_id)) is not None:
@@ -359,7 +367,7 @@ class ClusterMember:
         self.rt.scheduler.forget(req.thread_id)  # undo the admission
         if self.holds(req.thread_id):  # the budget refused it (not a lost lease): full
             self.full(req.group)
-        self._spawn_release(req.thread_id)
+        self.rt.supervisor.spawn(self._release, req.thread_id)
 
     def full(self, group: str) -> None:
         """The budget refused a turn of `group` (a resumed one waits here for the next slot):
@@ -387,19 +395,16 @@ class ClusterMember:
     async def _settled(self, turn_id: str, thread_id: str, lost: bool) -> None:
         assert self.worker is not None
         worker = self.worker
-        await self.quietly(self.db(lambda _c: worker.finished(turn_id)))
+        await self.quietly(self.db(lambda c: worker.finished(c, turn_id)))
         await self.quietly(self.db(lambda c: sql.notify_work(c, "")))  # a slot freed
         if lost:  # what does this worker hold now? (the database says: a heartbeat)
             await self.quietly(tasks.beat(self))
         if lost and self.holds(thread_id):  # leased again since (and taken up by the claim
             await self.quietly(self.refresh(thread_id))  # that leased it): resume the turn
         elif lost:
-            self.forget(thread_id)
+            tasks.forget(self.rt, thread_id)
         elif not self._busy(thread_id):
             await self._release(thread_id)
-
-    def _spawn_release(self, thread_id: str) -> None:
-        self.rt.supervisor.spawn(self._release, thread_id)
 
     async def _release(self, thread_id: str) -> None:
         """Give the thread's lease back, unless work for it came in meanwhile."""
@@ -414,34 +419,29 @@ class ClusterMember:
                 self._releasing.discard(thread_id)
                 await self.refresh(thread_id)
                 return
-            if not self.forget(thread_id):
+            if not tasks.forget(self.rt, thread_id):
                 return  # a turn of it started meanwhile: the lease stays
-            await self.quietly(self.db(lambda _c: worker.release([thread_id])))
+            await self.quietly(self.leases(lambda _c: worker.release([thread_id])))
         finally:
             self._releasing.discard(thread_id)
         if queued:  # someone else may run them (a full budget kept them here)
             await self.quietly(self.db(lambda c: sql.notify_work(c, thread_id)))
-
-    def forget(self, thread_id: str) -> bool:
-        """Drop what this worker knows of the thread; False (nothing dropped) if a turn of
-        it started meanwhile."""
-        rt = self.rt
-        holder = rt.scheduler.holder(thread_id)
-        if holder is not None and holder[0] in rt.live:
-            return False
-        for req in rt.scheduler.forget(thread_id):
-            rt.live.pop(req.id, None)
-        rt.supervisor.forget(thread_id)
-        return True
 
     async def view(self) -> ClusterView:
         """The workers, their leases and every thread with its worker (for the operator)."""
         return await self.db(lambda c: read_view(c, self.name, self.lease))
 
     async def db(self, use: Callable[[Conn], Awaitable[T]], again: bool = False) -> T:
-        """Use the worker's connection, one task at a time (ClusterWorker.use)."""
+        """`use` a connection of the pool (Pool.use): admissions and settles run at once,
+        not queued behind each other on one connection."""
+        assert self.pool is not None
+        return await self.pool.use(use, again=again)
+
+    async def leases(self, use: Callable[[Conn], Awaitable[T]]) -> T:
+        """Change the worker's leases (acquire, release, heartbeat): on its own connection,
+        one task at a time (ClusterWorker.use), so what it holds is read in one order."""
         assert self.worker is not None
-        return await self.worker.use(use, again=again)
+        return await self.worker.use(use)
 
     async def quietly(self, step: Any) -> None:
         try:

@@ -6,7 +6,8 @@ conversation entries the others stored (engine/store/pg/tail.py) and hands them 
 subscribers (`EventBus.relay`): stored once, by the worker that ran the turn, shown
 everywhere. Text deltas and step starts are not stored, and do not cross.
 
-How the rows are found: a poll every `EVERY` seconds on a connection of the relay's own,
+How the rows are found: a poll every `EVERY` seconds on a connection the relay keeps
+(borrowed from the runtime's pool),
 past a cursor that remembers the ids it skipped (a worker's batch commits after another's
 higher ids are visible), each asked for again until it shows up or `GIVE_UP` seconds
 passed (a rolled-back write's ids never do; a batch commits within milliseconds of its
@@ -38,6 +39,7 @@ from pydantic import ValidationError
 from engine.coordinator import Host
 from engine.events import Event, MessageAppended, parse_event
 from engine.store.pg import tail
+from engine.store.pg.pool import Pool
 
 log = logging.getLogger("agentdeck")
 EVERY = 0.25  # seconds between two polls (a full page: the next one at once)
@@ -79,9 +81,9 @@ class Cursor:
 class Relay:
     """Reads what other workers stored and hands it to `hand` (a bus's `relay`)."""
 
-    def __init__(self, url: str, run_id: str, hand: Callable[[list[Event]], None], *,
+    def __init__(self, pool: Pool, run_id: str, hand: Callable[[list[Event]], None], *,
                  application_name: str, every: float = EVERY) -> None:  # fmt: skip
-        self.url, self.run_id, self.hand, self.every = url, run_id, hand, every
+        self.pool, self.run_id, self.hand, self.every = pool, run_id, hand, every
         self.application_name = application_name
         self.conn: psycopg.AsyncConnection[Any] | None = None
         self.events: Cursor | None = None
@@ -172,24 +174,22 @@ class Relay:
                                text=text, seq=seq)  # fmt: skip
 
     async def _connect(self) -> None:
-        self.conn = await psycopg.AsyncConnection.connect(
-            self.url, autocommit=True, application_name=self.application_name)  # fmt: skip
+        self.conn = await self.pool.borrow(self.application_name)
 
     async def _close(self) -> None:
         conn, self.conn = self.conn, None
         if conn is not None:
-            with anyio.CancelScope(shield=True):
-                await conn.close()
+            await self.pool.give_back(conn)
 
 
-async def relay_events(rt: Host, url: str, worker: str, *,
+async def relay_events(rt: Host, pool: Pool, worker: str, *,
                        task_status: anyio.abc.TaskStatus[Relay] = anyio.TASK_STATUS_IGNORED,
                        ) -> None:  # fmt: skip
     """Relay the cluster's events to `rt`'s bus (the runtime of `worker`), until cancelled
     (`tg.start` returns once the relay knows where it begins: every later commit of another
     worker reaches the bus)."""
     name = f"agentdeck-relay {worker}"[:63]
-    relay = Relay(url, rt.run_id, rt.bus.relay, application_name=name)
+    relay = Relay(pool, rt.run_id, rt.bus.relay, application_name=name)
     unsubscribe = rt.bus.subscribe(relay.local, relayed=False)
     try:
         await relay.start()

@@ -1,5 +1,6 @@
 """A loop that must run on one worker at a time (pulse, hook, poll): a session advisory lock,
-held on a connection of its own so nothing else the worker does can drop it.
+held on a connection the lock keeps (borrowed from the runtime's pool, and only its own
+while borrowed) so nothing else the worker does can drop it.
 
 The lock lives as long as the session: when the holder's connection closes, or its backend
 is terminated, or the server finds the holder's host gone (TCP keepalives), it is released
@@ -19,6 +20,7 @@ import psycopg
 
 from engine.store.pg import locks as sql
 from engine.store.pg.cluster import Conn
+from engine.store.pg.pool import Pool
 
 log = logging.getLogger("agentdeck")
 
@@ -26,9 +28,9 @@ log = logging.getLogger("agentdeck")
 class SingletonLock:
     """The lock of one named loop, for one worker."""
 
-    def __init__(self, conninfo: str, name: str, *, application_name: str = "agentdeck") -> None:
+    def __init__(self, pool: Pool, name: str, *, application_name: str = "agentdeck") -> None:
         self.name = name
-        self._conninfo = conninfo
+        self._pool = pool
         self._application_name = application_name
         self._conn: Conn | None = None
         self._held = False
@@ -49,9 +51,8 @@ class SingletonLock:
             return await self.still_held()
         try:
             if self._conn is None or self._conn.closed:
-                self._conn = await psycopg.AsyncConnection.connect(
-                    self._conninfo, autocommit=True, application_name=self._application_name
-                )
+                await self._drop()
+                self._conn = await self._pool.borrow(self._application_name)
             self._held = await sql.try_advisory_lock(self._conn, self.name)
         except psycopg.Error as exc:
             log.warning("loop lock %s: %s", self.name, type(exc).__name__)
@@ -71,7 +72,7 @@ class SingletonLock:
         return self._held
 
     async def release(self) -> None:
-        """Let another worker run the loop: unlock and close the session."""
+        """Let another worker run the loop: unlock, and give the session back."""
         if self._conn is not None and self._held and not self._conn.closed:
             try:
                 await sql.advisory_unlock(self._conn, self.name)
@@ -83,7 +84,7 @@ class SingletonLock:
         self._held = False
         conn, self._conn = self._conn, None
         if conn is not None:
-            await conn.close()
+            await self._pool.give_back(conn)  # (the pool unlocks what it still holds)
 
     async def __aenter__(self) -> SingletonLock:
         return self

@@ -1,7 +1,7 @@
 """A cluster worker's background tasks (engine/cluster/member.py): the heartbeat that renews
 its leases (and stops the turns of a lease lost), the listener that hears the cluster's
 notices (`noticed`), and the claim loop that leases threads with work, on a tick and at
-once when a notice asks."""
+once when a notice asks; and forgetting a thread given back or lost."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ async def beat(member: Member) -> None:
     """Renew the worker's leases; stop the turns of those it lost."""
     worker = member.worker
     assert worker is not None
-    gone = await member.db(lambda _c: worker.heartbeat())
+    gone = await member.leases(lambda _c: worker.heartbeat())
     member.beat_ok = anyio.current_time()
     for thread_id in sorted(gone):
         lost(member, thread_id)
@@ -76,7 +76,7 @@ def lost(member: Member, thread_id: str) -> None:
     log.warning("worker %s lost the lease of thread %s: its turn stops here", member.name,
                 thread_id)  # fmt: skip
     stop_turns(member.rt, thread_id)
-    member.forget(thread_id)
+    forget(member.rt, thread_id)
 
 
 def stop_turns(rt: Host, thread_id: str) -> None:
@@ -107,3 +107,15 @@ async def noticed(member: Member, thread_id: str) -> None:
 
 async def _claim_one(member: Member, thread_id: str) -> None:
     await member.quietly(member.claim([thread_id]))
+
+
+def forget(rt: Host, thread_id: str) -> bool:
+    """Drop what this worker knows of the thread; False (nothing dropped) if a turn of it
+    started meanwhile."""
+    holder = rt.scheduler.holder(thread_id)
+    if holder is not None and holder[0] in rt.live:
+        return False
+    for req in rt.scheduler.forget(thread_id):
+        rt.live.pop(req.id, None)
+    rt.supervisor.forget(thread_id)
+    return True

@@ -164,12 +164,14 @@ class ClusterWorker:
     # --- cluster-wide group budgets ---
 
     async def try_admit(
-        self, group: str, limit: int, *, turn_id: str, thread_id: str, now: float | None = None
-    ) -> bool:
+        self, conn: Conn, *, group: str, limit: int, turn_id: str, thread_id: str,
+        now: float | None = None,
+    ) -> bool:  # fmt: skip
         """Start `turn_id` of a held thread if its group runs fewer than `limit` turns across
-        the cluster; False leaves it queued. Call `finished` when it ends or waits."""
-        return await sql.try_admit(self.conn, group, limit, turn_id=turn_id,
+        the cluster (on `conn`, any connection: admissions need not wait for each other);
+        False leaves it queued. Call `finished` when it ends or waits."""
+        return await sql.try_admit(conn, group, limit, turn_id=turn_id,
                                    thread_id=thread_id, token=self.token(thread_id), now=now)  # fmt: skip
 
-    async def finished(self, turn_id: str) -> None:
-        await sql.finished(self.conn, turn_id)
+    async def finished(self, conn: Conn, turn_id: str) -> None:
+        await sql.finished(conn, turn_id)

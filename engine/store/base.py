@@ -136,6 +136,15 @@ class Store(Reading):
         text = self.dialect.text
         return [(text(sql), params) for sql, params in ops]
 
+    async def _index_at_open(self) -> None:
+        """Index what a run that stopped left unindexed; if that fails, the store lets its
+        writer and connections go before the error goes on."""
+        try:
+            await self.index()
+        except BaseException:
+            await self._shutdown()
+            raise
+
     async def close(self) -> None:
         try:
             await self.index()

@@ -170,11 +170,7 @@ class SqliteStore(Store):
             conn.close()
             raise StoreError(f"cannot prepare {path}: {exc}") from exc
         store = cls(db, path, conn)
-        try:
-            await store.index()  # what a run that stopped left unindexed
-        except BaseException:
-            await store._shutdown()
-            raise
+        await store._index_at_open()
         return store
 
     async def _shutdown(self) -> None:

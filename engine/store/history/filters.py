@@ -140,16 +140,22 @@ def parse_search_cursor(cursor: str) -> tuple[int | None, int | None]:
         raise HistoryError(f"bad search cursor {cursor!r}: use the `cursor` of a hit") from None
 
 
+def search_words(text: str) -> list[tuple[str, bool]]:
+    """The words of a plain search, each with whether it is a prefix (a trailing `*`);
+    words without a letter or digit are left out."""
+    out = []
+    for word in text.split():
+        bare = word.rstrip("*")
+        if any(ch.isalnum() for ch in bare):
+            out.append((bare, word.endswith("*")))
+    return out
+
+
 def fts_query(text: str) -> str:
     """Plain words -> an FTS5 query that cannot be malformed: every word a quoted phrase
     (all must match); a trailing `*` keeps prefix matching. Operators are just words."""
-    terms = []
-    for word in text.split():
-        prefix = word.endswith("*")
-        word = word.rstrip("*")
-        if not any(ch.isalnum() for ch in word):
-            continue
-        terms.append('"' + word.replace('"', '""') + '"' + ("*" if prefix else ""))
+    terms = ['"' + word.replace('"', '""') + '"' + ("*" if prefix else "")
+             for word, prefix in search_words(text)]  # fmt: skip
     if not terms:
         raise HistoryError(f"nothing to search for in {text!r}: give at least one word")
     return " ".join(terms)

@@ -12,6 +12,8 @@ by id (messages) and rowid (calls), newest first, as on SQLite; the snippet
 
 from __future__ import annotations
 
+from engine.store.history.filters import search_words
+
 __all__ = ["LAST_ID", "search_sql", "tsquery"]
 
 # The column that grows with each row of an append-only table (SQLite: its rowid).
@@ -25,14 +27,8 @@ def tsquery(text: str) -> str:
     """Plain words -> `to_tsquery` text: each word a quoted lexeme (all must match), a
     trailing `*` a prefix match. Words without a letter or digit are left out (none left:
     ""; `engine.store.history.filters.fts_query` says so first)."""
-    terms = []
-    for word in text.split():
-        prefix = word.endswith("*")
-        word = word.rstrip("*")
-        if not any(ch.isalnum() for ch in word):
-            continue
-        quoted = "'" + word.replace("\\", "\\\\").replace("'", "''") + "'"
-        terms.append(quoted + (":*" if prefix else ""))
+    terms = ["'" + word.replace("\\", "\\\\").replace("'", "''") + "'" + (":*" if prefix else "")
+             for word, prefix in search_words(text)]  # fmt: skip
     return " & ".join(terms)
 
 

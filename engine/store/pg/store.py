@@ -6,8 +6,8 @@ which keeps passwords out of agentdeck.toml; and it has a sync API (the writer's
 and an async one (reads on the event loop).
 
 One writer connection on a thread of its own does group commit exactly as the SQLite
-store does (pg/writer.py); reads go to a small pool of async connections in autocommit
-mode, so a read made after a write returned sees it. Statements come by name from
+store does (pg/writer.py); reads borrow from the runtime's pool (pg/pool.py, psycopg_pool) of
+async connections in autocommit mode, so a read made after a write returned sees it. Statements come by name from
 PostgreSQL's own catalogue (engine/store/sql/postgres/). Rows index by position and
 by name, like sqlite3.Row. The URL's password never reaches logs or error text: the
 store names its database by `display_url` (password removed) and scrubs errors.
@@ -33,13 +33,13 @@ from psycopg.types.string import StrDumperUnknown
 from engine.store.pg.batch import PG_INDEX_BATCH
 from engine.store.pg.claims import FENCED
 from engine.store.pg.migrations import TooNew, migrate
+from engine.store.pg.pool import Pool, open_pool
 from engine.store.pg.writer import PgWriter
 from engine.store.sql import dialect
 from engine.store.sqlite import LeaseLost, Store, StoreError
 from engine.store.writer import Op, WriterStatistics
 
 __all__ = ["PgStore", "Row", "display_url", "scrub"]
-READERS = 4  # reader connections kept open
 OWNER_WAIT = 3.0  # seconds an open waits for the owner lock of a runtime that just ended
 log = logging.getLogger("agentdeck")
 
@@ -124,16 +124,11 @@ class PgStore(Store):
     """The one writer of a room's PostgreSQL database (a `PgWriter` thread), and its reads:
     SQLite's `SqliteStore`'s sibling behind the one `Store` interface."""
 
-    def __init__(self, url: str, writer_conn: psycopg.Connection[Any],
-                 readers: list[psycopg.AsyncConnection[Any]]) -> None:  # fmt: skip
-        super().__init__(
-            display_url(url), dialect("postgres")
-        )  # (errors name it without its password)
+    def __init__(self, url: str, writer_conn: psycopg.Connection[Any], pool: Pool) -> None:
+        # (errors name the database without its password)
+        super().__init__(display_url(url), dialect("postgres"))
         self._url = url
-        self._idle: asyncio.Queue[psycopg.AsyncConnection[Any]] = asyncio.Queue()
-        self._open = len(readers)
-        for conn in readers:
-            self._idle.put_nowait(conn)
+        self.pool = pool  # reads; a cluster worker's coordination, ear, relay and locks
         self._writer = PgWriter(writer_conn, asyncio.get_running_loop(), lambda _n: None)
         self._write_lock = self._writer.write_lock  # as SQLite's: the writer takes it per batch
         self._writer.start()
@@ -144,29 +139,22 @@ class PgStore(Store):
         writer and the readers. `shared`: as one worker of a cluster, which shares the
         database with other workers (else this runtime owns it while open)."""
         conn = await anyio.to_thread.run_sync(_open_writer, url, shared)
-        readers: list[psycopg.AsyncConnection[Any]] = []
         try:
-            for _ in range(READERS):
-                readers.append(await _connect_reader(url))
+            pool = await open_pool(url, "agentdeck-reader", configure=adapt)
+        except psycopg.Error as exc:
+            conn.close()
+            raise StoreError(scrub(f"cannot open {display_url(url)}: {exc}", url)) from None
         except BaseException:
-            for reader in readers:
-                await reader.close()
             conn.close()
             raise
-        store = cls(url, conn, readers)
-        try:
-            await store.index()
-        except BaseException:
-            await store._shutdown()
-            raise
+        store = cls(url, conn, pool)
+        await store._index_at_open()
         return store
 
     async def _shutdown(self) -> None:
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(self._writer.close)
-            while not self._idle.empty():
-                await self._idle.get_nowait().close()
-            self._open = 0
+            await self.pool.close()
 
     async def _apply(self, ops: Sequence[Op], *, urgent: bool, key: str | None = None,
                      then: Callable[[], None] | None = None) -> None:  # fmt: skip
@@ -197,34 +185,12 @@ class PgStore(Store):
         return self._writer.statistics()
 
     async def _rows(self, sql: str, params: Sequence[Any]) -> list[Any]:
-        conn = await self._reader()
-        ok = False
         try:
-            async with conn.cursor(row_factory=_rows) as cur:
+            async with self.pool.connection() as conn, conn.cursor(row_factory=_rows) as cur:
                 await cur.execute(sql, params)
-                rows = await cur.fetchall()
-            ok = True
-            return rows
-        except psycopg.Error as exc:
-            ok = not conn.closed and not conn.broken
+                return await cur.fetchall()
+        except psycopg.Error as exc:  # (a pool that cannot lend one in time: PoolTimeout)
             raise StoreError(self._error("read", exc)) from None
-        finally:
-            if ok:
-                self._idle.put_nowait(conn)
-            else:  # cancelled mid-read, or the connection broke: a new one next time
-                self._open -= 1
-                with anyio.CancelScope(shield=True):
-                    await conn.close()
-
-    async def _reader(self) -> psycopg.AsyncConnection[Any]:
-        if self._idle.empty() and self._open < READERS:
-            self._open += 1
-            try:
-                return await _connect_reader(self._url)
-            except BaseException:
-                self._open -= 1
-                raise
-        return await self._idle.get()
 
     async def integrity_check(self) -> str:
         """'ok' when the database answers with its schema at this agentdeck's version."""
@@ -287,13 +253,3 @@ def _own(conn: psycopg.Connection[Any], shared: bool) -> str | None:
         (unsigned >> 32, unsigned & 0xFFFFFFFF),
     ).fetchone()
     return str(found[0]) if found else "a session that just ended"
-
-
-async def _connect_reader(url: str) -> psycopg.AsyncConnection[Any]:
-    try:
-        conn = await psycopg.AsyncConnection.connect(url, autocommit=True,
-                                                     application_name="agentdeck-reader")  # fmt: skip
-    except psycopg.Error as exc:
-        raise StoreError(scrub(f"cannot open {display_url(url)}: {exc}", url)) from None
-    adapt(conn)
-    return conn

@@ -1,0 +1,116 @@
+"""A runtime's PostgreSQL connections but the writer's and the heartbeat's: one pool.
+
+Why psycopg_pool (not connections opened by each part): the store's reads, a cluster
+worker's admissions and settles, its claims, its LISTEN, its relay and the sessions that
+hold the singleton loops' advisory locks each borrow a connection from one bounded pool,
+so admissions and settles no longer queue behind one coordination connection, a
+connection that breaks is replaced by the pool (not by each part's own reconnect code),
+and the runtime's connections to the server are bounded by one number. The writer keeps
+its own connection (a thread, and the session holding the database's owner lock) and so
+does a worker's heartbeat (a lease must be renewed even when the pool is exhausted).
+
+A borrower may leave its session changed (LISTEN, an advisory lock, a setting): returned,
+the session is reset (`UNLISTEN *`, every advisory lock unlocked, `RESET ALL`). A borrow is
+given back even when its borrower is cancelled (a shielded return); a connection returned
+mid-query or broken is closed by the pool, which opens another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import anyio
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+__all__ = ["MAX_SIZE", "Pool", "open_pool"]
+
+MIN_SIZE = 2  # connections kept open while idle
+MAX_SIZE = 16  # readers, coordination, the listener, the relay and the singletons' locks
+OPEN_TIMEOUT = 10.0  # seconds `open_pool` waits for its first connections
+Conn = psycopg.AsyncConnection[Any]
+T = TypeVar("T")
+
+
+class Pool:
+    """The pool, and borrowing from it."""
+
+    def __init__(self, pool: AsyncConnectionPool[Conn]) -> None:
+        self._pool = pool
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[Conn]:
+        """A connection for the block (autocommit), given back when it ends, cancelled or
+        not."""
+        conn = await self._pool.getconn()
+        try:
+            yield conn
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._pool.putconn(conn)
+
+    async def use(self, fn: Callable[[Conn], Awaitable[T]], *, again: bool = False) -> T:
+        """`fn` on a connection of the pool; `again` (an idempotent `fn`): once more, on
+        another connection, when the connection fails under it."""
+        for last in (not again, True):
+            try:
+                async with self.connection() as conn:
+                    return await fn(conn)
+            except psycopg.OperationalError:
+                if last:
+                    raise
+        raise AssertionError("unreachable")
+
+    async def borrow(self, application_name: str) -> Conn:
+        """A connection kept until `give_back` (a LISTEN, a relay, an advisory lock), its
+        session named `application_name` (what pg_stat_activity shows)."""
+        conn = await self._pool.getconn()
+        try:
+            await conn.execute("SELECT set_config('application_name', %s, false)",
+                               (application_name[:63],))  # fmt: skip
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self._pool.putconn(conn)
+            raise
+        return conn
+
+    async def give_back(self, conn: Conn) -> None:
+        with anyio.CancelScope(shield=True):
+            await self._pool.putconn(conn)
+
+    def statistics(self) -> dict[str, int]:
+        """psycopg_pool's counts (pool_size, pool_available, requests_waiting, ...)."""
+        return dict(self._pool.get_stats())
+
+    async def close(self) -> None:
+        with anyio.CancelScope(shield=True):
+            await self._pool.close()
+
+
+async def _reset(conn: Conn) -> None:
+    await conn.execute("UNLISTEN *")
+    await conn.execute("SELECT pg_advisory_unlock_all()")
+    await conn.execute("RESET ALL")
+
+
+async def open_pool(url: str, name: str, configure: Any = None) -> Pool:
+    """A pool of autocommit connections to `url` (psycopg.OperationalError, or
+    psycopg_pool.PoolTimeout, when the server cannot be reached in OPEN_TIMEOUT)."""
+
+    async def prepare(conn: Conn) -> None:
+        if configure is not None:
+            configure(conn)
+
+    pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
+        url, kwargs={"autocommit": True, "application_name": name}, min_size=MIN_SIZE,
+        max_size=MAX_SIZE, open=False, configure=prepare, reset=_reset, name=name,
+    )  # fmt: skip
+    try:
+        await pool.open(wait=True, timeout=OPEN_TIMEOUT)
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await pool.close()
+        raise
+    return Pool(pool)
