@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from engine.turn.state import TurnState
 
 log = logging.getLogger("agentdeck")
+COORDINATING = 2  # coordination uses of the pool at once (more cost bench_cluster steps/s)
 T = TypeVar("T")
 
 
@@ -78,11 +79,11 @@ class ClusterMember:
         self.pool: Pool | None = None  # the store's (pg/pool.py): all but the heartbeat's
         self.listener: Listener | None = None
         self._claim_lock = anyio.Lock()
+        self._coordinating = anyio.Semaphore(COORDINATING)
         self.wanted = anyio.Event()  # a notice came: claim now, not at the next tick
         self._releasing: set[str] = set()
         self._taking: set[str] = set()  # being leased and read: not held until taken up
-        self._next_step = 0
-        self._block_end = 0
+        self._next_step = self._block_end = 0  # this worker's block of step ids
         self.beat_ok = 0.0
 
     # -- joining and leaving ----------------------------------------------------------------
@@ -432,14 +433,13 @@ class ClusterMember:
         return await self.db(lambda c: read_view(c, self.name, self.lease))
 
     async def db(self, use: Callable[[Conn], Awaitable[T]], again: bool = False) -> T:
-        """`use` a connection of the pool (Pool.use): admissions and settles run at once,
-        not queued behind each other on one connection."""
+        """`use` the pool (COORDINATING at a time: an admission need not wait for a settle)."""
         assert self.pool is not None
-        return await self.pool.use(use, again=again)
+        async with self._coordinating:
+            return await self.pool.use(use, again=again)
 
     async def leases(self, use: Callable[[Conn], Awaitable[T]]) -> T:
-        """Change the worker's leases (acquire, release, heartbeat): on its own connection,
-        one task at a time (ClusterWorker.use), so what it holds is read in one order."""
+        """Change leases (acquire, release, heartbeat) on the worker's connection, in order."""
         assert self.worker is not None
         return await self.worker.use(use)
 

@@ -112,10 +112,11 @@ async def serve(room: Path) -> None:
                         turns.append(handle.turn_id)
                 reply({"turns": turns})
             elif cmd["op"] == "decide":
-                row = await rt.store.fetchone("SELECT args FROM tool_calls WHERE id = ?",
-                                              (cmd["call"],))  # fmt: skip
+                row = await rt.store.fetchone("turns.call_row", (cmd["call"],))
                 assert row is not None, cmd
-                status = await rt.decide(Decision.approve(cmd["call"], args=json.loads(row[0])))
+                status = await rt.decide(
+                    Decision.approve(cmd["call"], args=json.loads(row["args"]))
+                )
                 reply({"status": status, "at": time.time()})
             else:
                 raise ValueError(f"unknown command {cmd!r}")

@@ -26,6 +26,7 @@ from engine.messages import Message
 from engine.scheduler import Request
 from engine.store.pg.claims import notify_work
 from engine.store.schedule import request_row
+from engine.store.sql import dialect
 
 CHILD = Path(__file__).with_name("cluster_child.py")
 TICK = os.sysconf("SC_CLK_TCK")
@@ -164,7 +165,7 @@ class Db:
                 now += 1e-6  # in order, as submitted one after another
         async with self._pg.transaction():
             async with self._pg.cursor() as cur:
-                await cur.executemany(sql.replace("?", "%s"), rows)
+                await cur.executemany(dialect("postgres").text(sql), rows)
             await notify_work(self._pg)
 
     async def close(self) -> None:

@@ -9,10 +9,12 @@ and the runtime's connections to the server are bounded by one number. The write
 its own connection (a thread, and the session holding the database's owner lock) and so
 does a worker's heartbeat (a lease must be renewed even when the pool is exhausted).
 
-A borrower may leave its session changed (LISTEN, an advisory lock, a setting): returned,
-the session is reset (`UNLISTEN *`, every advisory lock unlocked, `RESET ALL`). A borrow is
-given back even when its borrower is cancelled (a shielded return); a connection returned
-mid-query or broken is closed by the pool, which opens another.
+A connection kept (`borrow`: a LISTEN, an advisory lock, a setting) is reset when given
+back (`UNLISTEN *`, every advisory lock unlocked, `RESET ALL`: one round trip); a short use
+(`connection`, `use`) leaves nothing on its session and is returned as is (a reset there
+cost every read and admission a round trip). A connection is given back even when its
+borrower is cancelled (a shielded return); one returned mid-query or broken is closed by
+the pool, which opens another.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from psycopg_pool import AsyncConnectionPool
 
 __all__ = ["MAX_SIZE", "Pool", "open_pool"]
 
-MIN_SIZE = 2  # connections kept open while idle
+MIN_SIZE = 4  # connections kept open while idle (the store had 4 readers)
 MAX_SIZE = 16  # readers, coordination, the listener, the relay and the singletons' locks
 OPEN_TIMEOUT = 10.0  # seconds `open_pool` waits for its first connections
 Conn = psycopg.AsyncConnection[Any]
@@ -77,7 +79,14 @@ class Pool:
         return conn
 
     async def give_back(self, conn: Conn) -> None:
+        """Return a borrowed connection, its session reset first (see the module); one
+        that cannot be reset is closed, and the pool opens another."""
         with anyio.CancelScope(shield=True):
+            try:
+                if not conn.closed:
+                    await conn.execute("UNLISTEN *; SELECT pg_advisory_unlock_all(); RESET ALL")
+            except psycopg.Error:
+                await conn.close()
             await self._pool.putconn(conn)
 
     def statistics(self) -> dict[str, int]:
@@ -89,12 +98,6 @@ class Pool:
             await self._pool.close()
 
 
-async def _reset(conn: Conn) -> None:
-    await conn.execute("UNLISTEN *")
-    await conn.execute("SELECT pg_advisory_unlock_all()")
-    await conn.execute("RESET ALL")
-
-
 async def open_pool(url: str, name: str, configure: Any = None) -> Pool:
     """A pool of autocommit connections to `url` (psycopg.OperationalError, or
     psycopg_pool.PoolTimeout, when the server cannot be reached in OPEN_TIMEOUT)."""
@@ -104,8 +107,9 @@ async def open_pool(url: str, name: str, configure: Any = None) -> Pool:
             configure(conn)
 
     pool: AsyncConnectionPool[Conn] = AsyncConnectionPool(
-        url, kwargs={"autocommit": True, "application_name": name}, min_size=MIN_SIZE,
-        max_size=MAX_SIZE, open=False, configure=prepare, reset=_reset, name=name,
+        url, kwargs={"autocommit": True, "application_name": name},
+        min_size=MIN_SIZE,
+        max_size=MAX_SIZE, open=False, configure=prepare, name=name,
     )  # fmt: skip
     try:
         await pool.open(wait=True, timeout=OPEN_TIMEOUT)

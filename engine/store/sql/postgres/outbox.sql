@@ -30,16 +30,16 @@ SELECT state, count(*) FROM outbox GROUP BY state;
 -- list given, oldest due first.
 SELECT o.* FROM outbox o WHERE o.state IN ('pending', 'retrying') AND NOT EXISTS (SELECT 1 FROM outbox p
   WHERE p.thread_id = o.thread_id AND p.state IN ('pending', 'retrying') AND p.id < o.id)
-  AND o.next_at <= %s AND o.thread_id NOT IN (SELECT jsonb_array_elements_text(%s::jsonb))
+  AND o.next_at <= %s AND o.thread_id <> ALL(ARRAY(SELECT jsonb_array_elements_text(%s::jsonb)))
   ORDER BY o.next_at, o.id LIMIT %s;
 
 -- name: next_due
 -- When the next answer of a thread not in the JSON list given becomes due.
 SELECT min(o.next_at) FROM outbox o WHERE o.state IN ('pending', 'retrying') AND NOT EXISTS (SELECT 1 FROM outbox p
   WHERE p.thread_id = o.thread_id AND p.state IN ('pending', 'retrying') AND p.id < o.id)
-  AND o.thread_id NOT IN (SELECT jsonb_array_elements_text(%s::jsonb));
+  AND o.thread_id <> ALL(ARRAY(SELECT jsonb_array_elements_text(%s::jsonb)));
 
 -- name: listing
 -- Answers in the states given (a JSON list), below an id, newest first.
-SELECT * FROM outbox WHERE state IN (SELECT jsonb_array_elements_text(%s::jsonb)) AND id < %s
+SELECT * FROM outbox WHERE state = ANY(ARRAY(SELECT jsonb_array_elements_text(%s::jsonb))) AND id < %s
   ORDER BY id DESC LIMIT %s;

@@ -20,11 +20,11 @@ SELECT seq, role, text, turn_id FROM messages WHERE thread_id=%s ORDER BY seq DE
 -- name: calls
 -- The calls of the turns given (a JSON list of ids), and every suspended call.
 SELECT * FROM tool_calls
-  WHERE turn_id IN (SELECT jsonb_array_elements_text(%s::jsonb)) OR status='suspended'
+  WHERE turn_id = ANY(ARRAY(SELECT jsonb_array_elements_text(%s::jsonb))) OR status='suspended'
   ORDER BY updated_at, id;
 
 -- name: turn_ends
 -- How the turns given (a JSON list of ids) ended, and the first message of each.
 SELECT t.id, t.status, t.reason, t.detail, t.channel, t.sender,
   (SELECT MIN(m.seq) FROM messages m WHERE m.turn_id = t.id) AS first_seq
-  FROM turns t WHERE t.id IN (SELECT jsonb_array_elements_text(%s::jsonb));
+  FROM turns t WHERE t.id = ANY(ARRAY(SELECT jsonb_array_elements_text(%s::jsonb)));
