@@ -42,7 +42,7 @@ if TYPE_CHECKING:  # (the client's modules load with the runtime, after the firs
     from engine.api.models import (
         Submitted,
     )
-    from engine.scheduler import GroupConfig, Statistics
+    from engine.services.scheduler import GroupConfig, Statistics
 
 FPS = 20  # frames a second for runtime changes (keys repaint at once, not at this rate)
 FOLD_BUDGET = 0.004  # seconds of folding a backlog per frame, so a key never waits long

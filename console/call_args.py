@@ -2,7 +2,7 @@
 (wrapped, never cut), a `write_file` as a unified diff against the file it would replace
 in the room's workspace, any other tool as indented JSON.
 
-The current file is read through `engine.workspace.Workspace` (no symlink followed, no
+The current file is read through `engine.tools.workspace.Workspace` (no symlink followed, no
 FIFO waited on) and at most DIFF_LIMIT bytes of it: a larger file, or one that is not
 UTF-8 text or cannot be read, is not compared, and the view says why and shows the new
 text whole instead.
@@ -18,7 +18,7 @@ from textual.content import Content
 
 from console.format import pretty, visible
 from engine.tools import ToolError
-from engine.workspace import NoSuchFile, Workspace
+from engine.tools.workspace import NoSuchFile, Workspace
 
 DIFF_LIMIT = 256 * 1024  # bytes of the current file read to compare with the new text
 ADDED, REMOVED, HUNK = "bold $state-succeeded", "bold $state-failed", "$foreground-muted"

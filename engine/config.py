@@ -129,7 +129,7 @@ class ServerConfig(_Section):
 
 
 class BusConfig(_Section):
-    """`[bus]`: the bus projection several rooms of a machine may share (engine/projector.py)."""
+    """`[bus]`: the bus projection several rooms of a machine may share (engine/services/projector.py)."""
 
     path: str | None = None  # default <room>/bus/events.db; relative: to the room
     every: float = Field(1.0, gt=0, le=3600)  # seconds between catch-ups when nothing pokes
@@ -140,7 +140,7 @@ class ChannelDelivery(_Section):
 
 
 class DeliveryConfig(_Section):
-    """`[delivery]`: how answers go out to channels (engine/delivery.py)."""
+    """`[delivery]`: how answers go out to channels (engine/services/delivery.py)."""
 
     max_tries: int = Field(8, ge=1, le=1000)  # then the answer is dead (an operator may retry)
     channels: dict[str, ChannelDelivery] = Field(default_factory=dict)  # max_tries per channel
@@ -242,7 +242,7 @@ class DeadlineSettings(_Section):
 
 
 class ApprovalsConfig(_Section):
-    """`[approvals]`: deadlines of suspended calls (engine.deadlines). The most specific
+    """`[approvals]`: deadlines of suspended calls (engine.services.deadlines). The most specific
     applies: `[approvals.tools.NAME]`, then `[approvals.groups.NAME]`, then this one."""
 
     deadline: Duration | None = None  # none: a call waits as long as it takes

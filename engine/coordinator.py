@@ -25,14 +25,14 @@ from engine.turn.context import Coordinating
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
-    from engine.bus import EventBus
     from engine.cluster_view import ClusterView
     from engine.config import Config
     from engine.decisions import Decision
     from engine.decisions.inbox import DecisionInbox
     from engine.handles import Carried, TurnHandle
     from engine.outcome import TurnOutcome
-    from engine.scheduler import Request, Scheduler
+    from engine.services.event_bus import EventBus
+    from engine.services.scheduler import Request, Scheduler
     from engine.store import Store
     from engine.turn.state import TurnState
 

@@ -115,7 +115,7 @@ class CallChanged(_Event):
     status: CallStatus
     result: str | None = None
     error: str | None = None
-    # suspended: when its deadline decides it (engine.deadlines); None: no deadline
+    # suspended: when its deadline decides it (engine.services.deadlines); None: no deadline
     deadline_at: float | None = None
     on_deadline: Literal["cancel", "approve"] | None = None  # what the deadline decides
     awaiting: Awaiting | None = None  # suspended: a decision, or a review after a crash
@@ -144,7 +144,7 @@ class DecisionRecorded(_Event):
 
 
 class DeliveryChanged(_Event):
-    """An answer owed to a channel was recorded or moved (engine/delivery.py): `state` is
+    """An answer owed to a channel was recorded or moved (engine/services/delivery.py): `state` is
     pending, sent, retrying, dead or dropped; `key` is its idempotency key (the turn's
     id), `outbox_id` its row (None when it was just recorded)."""
 

@@ -1,6 +1,6 @@
 """What the runtime keeps of a turn it drives, and of a request admitted as it was
 offered: small records the supervisor, the runtime and a cluster's worker share (the
-supervisor runs the turns; engine/supervisor.py)."""
+supervisor runs the turns; engine/services/supervisor.py)."""
 
 from __future__ import annotations
 

@@ -14,10 +14,10 @@ import anyio
 
 from engine.config import Config, load_config
 from engine.coordinator import Coordinator, Host, OneRoom
-from engine.deadlines import DeadlineWatch
 from engine.plugins import Plugin, default_stop_policies
 from engine.providers.base import Provider
 from engine.room import Ownership, Room
+from engine.services.deadlines import DeadlineWatch
 from engine.store import Store, StoreError
 from engine.store.select import open_store, store_url
 from engine.tools import Tool, ToolRegistry
@@ -25,7 +25,7 @@ from engine.tools import Tool, ToolRegistry
 if TYPE_CHECKING:
     from engine.decisions import Decision
     from engine.events import Event
-    from engine.supervisor import TurnSupervisor
+    from engine.services.supervisor import TurnSupervisor
 
 
 class Served(Host, Protocol):
@@ -89,7 +89,7 @@ async def serving(
 
                 provider = make_provider(config).provider
             if tools is None:
-                from engine.builtin_tools import builtin_tools
+                from engine.tools.builtin import builtin_tools
 
                 tools = builtin_tools()
             if plugins is None:

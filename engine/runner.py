@@ -34,7 +34,7 @@ from engine.lifecycle import runner as runner_lifecycle
 from engine.lifecycle import turn as turn_lifecycle
 from engine.messages import ConvMessage, Message
 from engine.providers.base import AssistantAccumulator, ModelRequest
-from engine.scheduler import Request
+from engine.services.scheduler import Request
 from engine.tools import ToolRegistry
 from engine.turn.context import TurnContext
 from engine.turn.loop import TurnLoop

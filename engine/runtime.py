@@ -5,8 +5,8 @@ supervisor and the event bus, and answers the operator.
         handle = await rt.submit(Message(origin="invoke", sender="cli", thread_id="t", text="hi"))
         outcome = await rt.wait_turn(handle.turn_id)
 
-Turns run in `engine.supervisor`; events and the commits that store them go through
-`engine.bus`; SQL is in `engine.store`. Long-lived tasks (turns, resumptions, loops) live
+Turns run in `engine.services.supervisor`; events and the commits that store them go through
+`engine.services.event_bus`; SQL is in `engine.store`. Long-lived tasks (turns, resumptions, loops) live
 in the one task group the runtime owns.
 """
 
@@ -24,12 +24,10 @@ from typing import Any, Literal
 
 import anyio
 
-from engine.bus import EventBus
 from engine.channels.config import delivering, secret_names
 from engine.config import Config, check_approvals, toml_rules
 from engine.conversation import Conversation
 from engine.coordinator import Coordinator
-from engine.deadlines import pending_calls
 from engine.decisions import Decision, PendingCall, storable
 from engine.decisions.inbox import DecisionInbox
 from engine.decisions.record import Recorded
@@ -44,7 +42,9 @@ from engine.providers.base import Provider
 from engine.room import Room
 from engine.rules import Rule, RuleBook
 from engine.runner import ToolRunner
-from engine.scheduler import (
+from engine.services.deadlines import pending_calls
+from engine.services.event_bus import EventBus
+from engine.services.scheduler import (
     GroupConfig,
     QueueFull,
     Rejected,
@@ -53,6 +53,7 @@ from engine.scheduler import (
     Statistics,
     group_for,
 )
+from engine.services.supervisor import TurnSupervisor
 from engine.store import DiskFull, Store
 from engine.store import rules as ruled
 from engine.store import turns as rows
@@ -60,7 +61,6 @@ from engine.store.outcome import read_outcome
 from engine.store.schedule import group_row, key_row, keyed_request, request_row, restore_schedule
 from engine.strategies import strategy_for
 from engine.summary import SummaryFile, summary_of
-from engine.supervisor import TurnSupervisor
 from engine.tools import Tool, ToolRegistry
 from engine.turn.call import CallState
 from engine.turn.context import TurnContext

@@ -41,11 +41,11 @@ if __package__ in (None, ""):  # run as a script: make `engine` and `tests` impo
 
 import anyio
 
-from engine.builtin_tools import builtin_tools
 from engine.events import Event, MessageAppended, TurnChanged
 from engine.loops.start import start_loops
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime
+from engine.tools.builtin import builtin_tools
 from tests.wait import until
 
 KILL_ENV = "AGENTDECK_CHANNEL_KILL"

@@ -175,8 +175,8 @@ async def approve_and_hang(room: str) -> None:
 async def approve_builtin(room: str) -> None:
     """Approve every pending call of the built-in tools (the offline model's room), bound to
     the arguments shown; a `shell` call's command may then outlive this process."""
-    from engine.builtin_tools import builtin_tools
     from engine.providers.offline import OfflineModel
+    from engine.tools.builtin import builtin_tools
 
     async with Runtime.open(
         room, kind="decide", provider=OfflineModel(delay=0), tools=builtin_tools(), resume="none"

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from engine.api.local import LocalClient
-from engine.builtin_tools import builtin_tools
 from engine.decisions import Decision
 from engine.decisions.binding import args_digest
 from engine.providers.offline import OfflineModel
+from engine.tools.builtin import builtin_tools
 from tests.helpers import msg, rows, runtime
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_backend")]

@@ -1,4 +1,4 @@
-"""Tests for engine.builtin_tools: success paths, workspace confinement, shell lifecycle."""
+"""Tests for engine.tools.builtin: success paths, workspace confinement, shell lifecycle."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ import anyio
 import httpx
 import pytest
 
-from engine import builtin_tools as bt
 from engine.config import Config
 from engine.decisions import Decision
 from engine.tools import NOTE_ROOM, Tool, ToolContext, ToolResult
+from engine.tools import builtin as bt
 from tests.helpers import msg, runtime
 from tests.scripted import first_then
 from tests.wait import until

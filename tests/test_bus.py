@@ -13,7 +13,7 @@ import pytest
 
 from engine.config import BusConfig
 from engine.messages import Message
-from engine.projector import Projector, bus_path
+from engine.services.projector import Projector, bus_path
 from engine.store.bus import Bus
 from tests.helpers import rows, runtime
 from tests.scripted import first_then

@@ -18,12 +18,12 @@ from typing import Any
 import httpx
 import pytest
 
-from engine.builtin_tools import builtin_tools
 from engine.channels.config import ChannelConfigError
 from engine.decisions import Decision
 from engine.loops.start import start_loops
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime
+from engine.tools.builtin import builtin_tools
 from tests.helpers import on, room_bytes, rows
 from tests.standins import running
 from tests.standins.receiver import Receiver

@@ -23,13 +23,13 @@ from engine.api.client import Conflict, Invalid, NotFound
 from engine.api.local import LocalClient
 from engine.api.remote import RemoteClient
 from engine.api.sockets import connect_path
-from engine.builtin_tools import builtin_tools
 from engine.cli import main
 from engine.loops.server import serve_api
 from engine.loops.start import start_loops
 from engine.providers.offline import OfflineModel
 from engine.room import Room
 from engine.runtime import Runtime
+from engine.tools.builtin import builtin_tools
 from tests.helpers import on
 from tests.standins import running
 from tests.standins.receiver import Receiver

@@ -11,11 +11,11 @@ from pathlib import Path
 import anyio
 import pytest
 
-from engine.builtin_tools import builtin_tools
 from engine.config import ApprovalsConfig, Config, ConfigError, load_config, parse_duration
-from engine.deadlines import deadline_for, duration
 from engine.lifecycle.call import REVIEW_REASON
 from engine.providers.offline import OfflineModel
+from engine.services.deadlines import deadline_for, duration
+from engine.tools.builtin import builtin_tools
 from tests.helpers import msg, room_rows, room_write, rows, runtime
 from tests.wait import until
 

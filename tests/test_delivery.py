@@ -21,12 +21,12 @@ import anyio
 import httpx
 import pytest
 
-from engine.bus import EventBus
 from engine.config import ChannelDelivery, DeliveryConfig
-from engine.delivery import DeliveryWorker, backoff, counts, deliveries, failure_of
 from engine.events import DeliveryChanged
 from engine.messages import Message
-from engine.projector import Projector
+from engine.services.delivery import DeliveryWorker, backoff, counts, deliveries, failure_of
+from engine.services.event_bus import EventBus
+from engine.services.projector import Projector
 from engine.store.bus import Bus
 from engine.store.outbox import outbox_row
 from engine.store.sqlite import SqliteStore

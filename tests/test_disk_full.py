@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from engine.builtin_tools import builtin_tools
 from engine.decisions import Decision
 from engine.events import Event, Notice
 from engine.lifecycle.call import REVIEW_REASON
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime
 from engine.store import DiskFull
+from engine.tools.builtin import builtin_tools
 from tests.helpers import msg
 from tests.wait import until
 

@@ -1,6 +1,6 @@
 """The shell tool's process groups: recorded durably before the command runs, found alive
 or gone from that record, and ended only when they are the recorded ones
-(engine/orphans.py, engine/builtin_tools.py `shell`)."""
+(engine/tools/orphans.py, engine/tools/builtin.py `shell`)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,9 @@ from typing import Any
 
 import pytest
 
-from engine import builtin_tools as bt
-from engine import orphans
 from engine.decisions import Decision
-from engine.tools import ToolContext
+from engine.tools import ToolContext, orphans
+from engine.tools import builtin as bt
 from tests.helpers import msg, rows, runtime
 from tests.scripted import first_then
 from tests.wait import PATIENCE, until, until_sync

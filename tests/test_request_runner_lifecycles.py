@@ -12,7 +12,7 @@ from engine.lifecycle import IllegalTransition, RequestStatus, RunnerStatus
 from engine.lifecycle import request as request_lifecycle
 from engine.lifecycle import runner as runner_lifecycle
 from engine.messages import ConvMessage, Message
-from engine.scheduler import GroupConfig, Request, Scheduler
+from engine.services.scheduler import GroupConfig, Request, Scheduler
 from engine.store.schedule import request_row
 from tests.helpers import rows, runtime
 from tests.scripted import first_then

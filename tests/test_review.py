@@ -18,15 +18,15 @@ from pathlib import Path
 import anyio
 import pytest
 
-from engine import orphans
 from engine.api.local import LocalClient
-from engine.builtin_tools import builtin_tools
 from engine.decisions import Decision
 from engine.lifecycle.call import REVIEW_REASON
 from engine.messages import Message
 from engine.providers.base import ModelRequest
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime
+from engine.tools import orphans
+from engine.tools.builtin import builtin_tools
 from tests.crash_worker import APPROVAL_TOOL, make_tools
 from tests.helpers import on, room_rows
 from tests.scripted import Reply, ScriptedModel, after_tools

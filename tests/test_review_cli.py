@@ -14,7 +14,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from engine import orphans
+from engine.tools import orphans
 from tests.helpers import room_rows
 from tests.test_processes import ROOT, agentdeck, reap
 from tests.test_review import crashed_shell

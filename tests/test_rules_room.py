@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.builtin_tools import builtin_tools
 from engine.config import ConfigError, load_config
 from engine.decisions import Decision
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime
+from engine.tools.builtin import builtin_tools
 from tests.helpers import msg, room_rows, rows, runtime
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("store_backend")]

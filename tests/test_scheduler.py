@@ -10,7 +10,7 @@ import pytest
 from engine.decisions import Decision
 from engine.messages import Message
 from engine.runtime import Runtime
-from engine.scheduler import GroupConfig, Rejected, Request, Resumed, Scheduler
+from engine.services.scheduler import GroupConfig, Rejected, Request, Resumed, Scheduler
 from engine.tools import tool
 from tests.helpers import on
 from tests.scripted import Reply, ScriptedModel, first_then

@@ -29,7 +29,7 @@ from engine.decisions import Decision
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime
 from tests.helpers import room_rows
-from engine.supervisor import TurnSupervisor
+from engine.services.supervisor import TurnSupervisor
 
 def die(self, turn_id, thread_id=""):
     os.kill(os.getpid(), signal.SIGKILL)

@@ -8,12 +8,12 @@ import os
 import anyio
 import pytest
 
-from engine import builtin_tools as bt
 from engine.config import Config
 from engine.decisions import Decision
-from engine.redact import Secrets
 from engine.store.bus import public_events, top_seq
 from engine.tools import ToolError, tool
+from engine.tools import builtin as bt
+from engine.tools.redact import Secrets
 from tests.helpers import msg, room_bytes, rows, runtime
 from tests.scripted import first_then
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from engine import builtin_tools as bt
 from engine.tools import ToolContext
+from engine.tools import builtin as bt
 
 OUTSIDE = "OUTSIDE-CONTENT"
 ROUNDS = 1500  # rounds of tool calls; the swapper flips `d` until they are done

@@ -29,7 +29,7 @@ from console.widgets.key_bar import KeyBar
 from console.widgets.keyed_table import KeyedTable
 from console.widgets.text import Static
 from engine.lifecycle import TurnStatus
-from engine.scheduler import GroupConfig, Statistics
+from engine.services.scheduler import GroupConfig, Statistics
 
 REFRESH = 4  # snapshots a second while the view is shown
 THREAD_COLUMNS = ("thread", "group", "turn", "state", "queued")

@@ -17,7 +17,7 @@ Narrower than COMPACT_BELOW cells (an 80-column terminal), the queue draws each 
 two lines (tool over thread) and gives the arguments the width, wrapped over both lines,
 so a whole command of about 90 characters shows in its row.
 
-A call with a deadline (engine.deadlines) shows the time left in a `left` column (shown
+A call with a deadline (engine.services.deadlines) shows the time left in a `left` column (shown
 only while some call has one), redrawn each second; in the last minute (the last fifth of
 a shorter deadline) its row is styled as a warning, and a notification says once which
 call it is, when its deadline passes and what happens then.

@@ -13,7 +13,7 @@ from textual.binding import Binding
 from textual.message import Message
 
 from console.widgets.keyed_table import KeyedTable
-from engine.scheduler import GroupStats
+from engine.services.scheduler import GroupStats
 
 COLUMNS = ("group", "priority", "running", "queued", "waiting", "state", "overflow", "coalesce")
 

@@ -14,11 +14,11 @@ from typing import Any
 
 import anyio
 
-from engine import delivery
 from engine.api.client import Conflict, Invalid, NotFound
 from engine.api.models import ChannelsView, DeliveryRow, LoopState, RoomOverview
-from engine.projector import bus_path
 from engine.runtime import Runtime
+from engine.services import delivery
+from engine.services.projector import bus_path
 from engine.store import outbox
 from engine.store.bus import Bus
 

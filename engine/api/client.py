@@ -37,8 +37,8 @@ if TYPE_CHECKING:
     from engine.events import Event
     from engine.outcome import TurnOutcome
     from engine.rules import Rule
-    from engine.scheduler import GroupConfig
-    from engine.scheduler_stats import Statistics
+    from engine.services.scheduler import GroupConfig
+    from engine.services.scheduler_stats import Statistics
     from engine.store.recent import Conversation, Recent
 
 # Where the types the operations name live: imported when an operation is first carried or
@@ -52,8 +52,8 @@ operation = declarer({
     "engine.outcome": ("TurnOutcome",),
     "engine.decisions.review": ("Killed", "Review"),
     "engine.rules": ("Rule",),
-    "engine.scheduler": ("GroupConfig",),
-    "engine.scheduler_stats": ("Statistics",),
+    "engine.services.scheduler": ("GroupConfig",),
+    "engine.services.scheduler_stats": ("Statistics",),
 })  # fmt: skip
 GROUP_NAME = r"^[A-Za-z0-9_.:-]{1,64}$"
 DELIVERY_STATE = r"^(pending|retrying|sent|dead|dropped)$"

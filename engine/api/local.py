@@ -36,7 +36,7 @@ from engine.messages import InvalidMessage, Message
 from engine.outcome import TurnOutcome
 from engine.rules import Rule
 from engine.runtime import Runtime
-from engine.scheduler import GroupConfig, Rejected, Request, Statistics
+from engine.services.scheduler import GroupConfig, Rejected, Request, Statistics
 from engine.strategies import UnknownStrategy
 
 MAX_WAIT = 60.0  # seconds one `outcome(wait=...)` may wait

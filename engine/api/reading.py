@@ -64,17 +64,17 @@ class RoomReader(RoomClient):
 
     async def pending(self) -> list[PendingCall]:
         from engine.config import load_config
-        from engine.deadlines import pending_calls
+        from engine.services.deadlines import pending_calls
 
         if self._reads is None:  # no database yet: nothing ever waited
             return []
         return await pending_calls(self._reads, load_config(self.room.config).approvals)
 
     async def rules(self) -> list[Rule]:
-        from engine.builtin_tools import builtin_tools
         from engine.config import load_config, toml_rules
         from engine.rules import RuleBook
         from engine.store import rules as ruled
+        from engine.tools.builtin import builtin_tools
 
         config = load_config(self.room.config)
         toml = toml_rules(config, self.room.config, [t.name for t in builtin_tools()])

@@ -143,7 +143,7 @@ _EXITS = (
                   ("engine.api.client", "ServerError"), ("engine.room", "RoomError"),
                   ("engine.api.client", "NotFound"))),
     (EXIT_BUSY, (("engine.room", "RoomBusy"), ("engine.api.client", "OwnerGone"))),
-    (EXIT_OTHER, (("engine.store.sqlite", "StoreError"), ("engine.scheduler", "Rejected"),
+    (EXIT_OTHER, (("engine.store.sqlite", "StoreError"), ("engine.services.scheduler", "Rejected"),
                   ("engine.api.client", "ApiError"))),
 )  # fmt: skip
 

@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from engine.decisions import Decision
     from engine.decisions.inbox import DecisionInbox
     from engine.outcome import TurnOutcome
-    from engine.scheduler import Request, Scheduler
+    from engine.services.scheduler import Request, Scheduler
     from engine.turn.state import TurnState
 
 log = logging.getLogger("agentdeck")

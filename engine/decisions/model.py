@@ -151,7 +151,7 @@ class PendingCall(WaitingCall):
     reason: str = ""
     since: float = 0.0  # when it started waiting
     group: str | None = None  # its thread's group
-    # when its deadline decides it (engine.deadlines); None: it waits as long as it takes
+    # when its deadline decides it (engine.services.deadlines); None: it waits as long as it takes
     deadline_at: float | None = None
     on_deadline: Literal["cancel", "approve"] | None = None  # what the deadline decides
     # a `decision` (approve or cancel) or a `review` (its outcome a crash left unknown)

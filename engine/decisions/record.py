@@ -1,6 +1,6 @@
 """Recording an operator's decision: checked against the call it is for (bound to the
 arguments the operator saw: engine/decisions/binding.py), recorded with its status, and handed to
-the call's turn when it is queued (engine/supervisor.py's `decide`)."""
+the call's turn when it is queued (engine/services/supervisor.py's `decide`)."""
 
 from __future__ import annotations
 

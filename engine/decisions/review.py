@@ -14,7 +14,7 @@ Nothing else applies to such a call: a plain approve, an edit or a cancel are re
 (engine.decisions.binding.fits), so a script approving whatever waits can never run it a second time.
 
 What is known of each call is gathered here for the operator (`reviews`): its arguments,
-when it started, the process group its tool recorded (engine/orphans.py) and whether it
+when it started, the process group its tool recorded (engine/tools/orphans.py) and whether it
 is still alive, and the files it was writing (a tool's `meta["writes"]` names the
 argument holding the path and the one holding the text). `kill_orphan` ends a surviving
 group, only one this room recorded in a run that is not the current one.
@@ -28,15 +28,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from engine import orphans
 from engine.decisions.model import WaitingCall
 from engine.lifecycle import CallStatus
 from engine.lifecycle.call import REVIEW_REASON
 from engine.store import Op, Store, json_or_text
 from engine.store import turns as rows
-from engine.tools import ToolError, ToolRegistry
+from engine.tools import ToolError, ToolRegistry, orphans
+from engine.tools.workspace import Workspace
 from engine.turn.call import CallState
-from engine.workspace import Workspace
 
 
 class ProcessFacts(BaseModel):

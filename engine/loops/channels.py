@@ -40,14 +40,14 @@ from engine.channels.config import (
     read_channels,
     secret_names_of,
 )
-from engine.delivery import DeliveryWorker, run_delivery
 from engine.loops.hook import serve_hooks
 from engine.loops.inbound import ChannelState
 from engine.loops.poll import poll_channel
-from engine.projector import Projector, bus_path
-from engine.redact import Secrets
 from engine.runtime import Runtime
+from engine.services.delivery import DeliveryWorker, run_delivery
+from engine.services.projector import Projector, bus_path
 from engine.store.bus import Bus
+from engine.tools.redact import Secrets
 
 log = logging.getLogger("agentdeck")
 AnyChannel = TelegramChannel | SlackChannel | WebhookChannel

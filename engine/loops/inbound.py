@@ -19,7 +19,7 @@ from engine.channels.base import Inbound
 from engine.events import one_line
 from engine.messages import InvalidMessage, Message
 from engine.runtime import Runtime
-from engine.scheduler import Rejected
+from engine.services.scheduler import Rejected
 
 log = logging.getLogger("agentdeck")
 State = Literal["starting", "up", "failing", "stopped"]

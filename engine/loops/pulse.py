@@ -66,7 +66,7 @@ from engine.loops.pulse_schedule import Due, ScheduleError
 from engine.loops.pulse_state import State, load_state, write_atomic
 from engine.messages import Message
 from engine.room import Room
-from engine.scheduler import QueueFull, group_for
+from engine.services.scheduler import QueueFull, group_for
 
 log = logging.getLogger(__name__)
 

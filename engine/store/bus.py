@@ -1,6 +1,6 @@
 """bus/events.db: the shared projection of the public events of one machine's rooms.
 
-Each room's runtime copies its own public events here (engine/projector.py) after they
+Each room's runtime copies its own public events here (engine/services/projector.py) after they
 are in its execution.db, keyed by (room, seq) where seq is the event's id in that room's
 truth, and keeps one `rooms` row current: its counts, its owner's pid and the last seq it
 copied. Several processes write one file, each only its own room's rows, so the

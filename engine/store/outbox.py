@@ -2,7 +2,7 @@
 
 A turn that came from a delivering channel and ended with an answer adds `outbox_row` to
 its final checkpoint, so the answer is owed exactly when the turn is durably done. The
-delivery worker (engine/delivery.py) reads the rows that are due, one per thread (the
+delivery worker (engine/services/delivery.py) reads the rows that are due, one per thread (the
 oldest one still open: a thread's answers leave in order), and marks each sent, retrying
 or dead; the operator retries or drops a dead one. States: pending (never tried), retrying
 (tried, waits for `next_at`), sent, dead (tries used up, or refused for good), dropped (an

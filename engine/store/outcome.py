@@ -33,7 +33,7 @@ async def read_outcome(store: Store, turn_id: str) -> TurnOutcome:
 
 
 async def read_pending(store: Reads) -> list[PendingCall]:
-    """Every suspended call in the room, oldest first (engine.deadlines adds deadlines)."""
+    """Every suspended call in the room, oldest first (engine.services.deadlines adds deadlines)."""
     rows = await store.fetchall("outcome.pending")
     return [
         PendingCall(call_id=r["id"], turn_id=r["turn_id"], thread_id=r["thread_id"],

@@ -7,7 +7,7 @@ import sqlite3
 
 from engine.config import Config
 from engine.messages import Message
-from engine.scheduler import GroupConfig, Request, Scheduler
+from engine.services.scheduler import GroupConfig, Request, Scheduler
 from engine.store.sqlite import Op, Store
 
 

@@ -79,7 +79,7 @@ class TurnContext:
     # with an answer records its delivery in its final checkpoint. Empty: none does.
     delivering: frozenset[str] = frozenset()
     # The variables tools must not see and results must not hold, besides the provider
-    # keys: `[runtime] secret_env` and every `*_env` a channel names (engine/redact.py).
+    # keys: `[runtime] secret_env` and every `*_env` a channel names (engine/tools/redact.py).
     secret_env: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:

@@ -16,12 +16,12 @@ import anyio
 from engine.lifecycle import CallStatus
 from engine.plugins import Gate, Phase
 from engine.providers.base import parse_arguments
-from engine.redact import Secrets
-from engine.shell_read import prepare, read_ahead
 from engine.store import Op
 from engine.store import rules as ruled
 from engine.store import turns as rows
 from engine.tools import ToolArgsError, ToolContext, cut_to
+from engine.tools.redact import Secrets
+from engine.tools.shell_read import prepare, read_ahead
 from engine.turn.call import CallState
 from engine.turn.context import TurnContext
 

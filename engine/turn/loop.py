@@ -27,9 +27,7 @@ from typing import Any
 import anyio
 
 from engine.conversation import Conversation
-from engine.deadlines import stamp
 from engine.decisions.inbox import already
-from engine.delivery import answer_owed
 from engine.events import StepFinished, StepStarted, TextDelta, TurnChanged
 from engine.lifecycle import CallStatus, TurnStatus
 from engine.lifecycle import turn as turn_lifecycle
@@ -37,6 +35,8 @@ from engine.messages import ConvMessage
 from engine.plugins import Gate, Phase, PhaseContext, StopRequest
 from engine.providers.base import AssistantAccumulator, ModelRequest, ProviderError
 from engine.providers.base import TextDelta as ModelTextDelta
+from engine.services.deadlines import stamp
+from engine.services.delivery import answer_owed
 from engine.store import DiskFull, LeaseLost, Op
 from engine.store import turns as rows
 from engine.turn import gate as gates

@@ -41,13 +41,13 @@ if __package__ in (None, ""):
 import anyio
 import httpx
 
-from engine.builtin_tools import builtin_tools
 from engine.channels.base import Inbound
 from engine.events import Event, TurnChanged
 from engine.loops.inbound import message_of
 from engine.loops.start import start_loops
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime
+from engine.tools.builtin import builtin_tools
 from tests.standins import running
 from tests.standins.receiver import Receiver
 from tests.standins.sign import webhook_headers

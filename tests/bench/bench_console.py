@@ -77,7 +77,6 @@ from textual import events  # noqa: E402
 
 from console.app import make_app  # noqa: E402
 from console.widgets.timeline import Timeline  # noqa: E402
-from engine.bus import EventBus  # noqa: E402
 from engine.events import (  # noqa: E402
     CallChanged,
     Event,
@@ -89,6 +88,7 @@ from engine.events import (  # noqa: E402
     TurnStarted,
 )
 from engine.providers.offline import OfflineModel  # noqa: E402
+from engine.services.event_bus import EventBus  # noqa: E402
 from tests.bench.started import process_age  # noqa: E402
 
 TARGET_RATE = 20_000

@@ -40,7 +40,7 @@ from engine.events import Event, StepFinished, TurnStarted
 from engine.messages import Message
 from engine.providers.base import ModelEvent, ModelRequest, StopEvent, TextDelta
 from engine.runtime import Runtime
-from engine.scheduler import GroupConfig, Request, Scheduler
+from engine.services.scheduler import GroupConfig, Request, Scheduler
 from engine.tools import tool
 from tests.bench.bench_throughput import RoundsModel
 from tests.scripted import Reply, ScriptedModel

@@ -23,7 +23,7 @@ from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from engine.messages import Message
-from engine.scheduler import Request
+from engine.services.scheduler import Request
 from engine.store.pg.claims import notify_work
 from engine.store.schedule import request_row
 from engine.store.sql import dialect

@@ -21,12 +21,12 @@ from typing import Any
 import anyio
 from textual.pilot import Pilot
 
-from engine.builtin_tools import builtin_tools
 from engine.decisions import Decision
 from engine.messages import Message
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime
 from engine.tools import ToolContext
+from engine.tools.builtin import builtin_tools
 from tests.console.conftest import T0
 from tests.console.helpers import started, until
 from tests.wait import PATIENCE

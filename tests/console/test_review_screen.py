@@ -15,8 +15,8 @@ from console.screens.confirm import ConfirmScreen
 from console.screens.prompt import PromptScreen
 from console.screens.review import ReviewScreen
 from console.widgets.decision_queue import DecisionQueue
-from engine import orphans
 from engine.lifecycle import CallStatus
+from engine.tools import orphans
 from tests.console.conftest import build
 from tests.console.helpers import SIZE, Recorder, palette, told, until
 from tests.console.review_scenes import ASK, prepare_review, review, under_review

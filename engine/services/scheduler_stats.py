@@ -1,6 +1,6 @@
 """What the scheduler shows of itself: a snapshot of its groups, the threads its turns
 hold and why each queued request (or resumed turn) waits. Plain records, kept apart from
-engine/scheduler.py's decisions: the API serves them, the console and `agentdeck status`
+engine/services/scheduler.py's decisions: the API serves them, the console and `agentdeck status`
 draw them, and a cluster's view (engine/cluster_view.py) joins its threads to them."""
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from typing import Any, Literal, get_args, get_type_hints
 import anyio
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from engine.redact import Secrets
+from engine.tools.redact import Secrets
 
 Approval = Literal["never", "always"] | Callable[[dict[str, Any]], bool]
 
@@ -79,7 +79,7 @@ class ToolContext:
     env: Mapping[str, str] | None = None  # for processes the tool starts; None: see process_env
     # Records, durably, a process group the tool started (pgid, command, ...) in the call's
     # meta before the tool lets it run, so a runtime that died meanwhile leaves it findable
-    # (engine.orphans). None: nothing records (a tool called outside a turn).
+    # (engine.tools.orphans). None: nothing records (a tool called outside a turn).
     started: Callable[[dict[str, Any]], Awaitable[None]] | None = None
 
     def process_env(self) -> dict[str, str]:
@@ -97,7 +97,7 @@ class ToolContext:
         """Resolve `path` inside the workspace; raise ToolError if it escapes.
 
         A check of the name only: what the name points to can change before it is opened.
-        The built-in file tools open through `engine.workspace`, which cannot be raced.
+        The built-in file tools open through `engine.tools.workspace`, which cannot be raced.
         """
         root = self.workspace.resolve()
         target = (root / path).resolve()

@@ -26,7 +26,7 @@ from typing import Literal
 from engine.lifecycle import RequestStatus
 from engine.lifecycle import request as request_lifecycle
 from engine.messages import Message
-from engine.scheduler_stats import GroupStats, QueuedStats, Statistics, ThreadStats
+from engine.services.scheduler_stats import GroupStats, QueuedStats, Statistics, ThreadStats
 
 Overflow = Literal["reject", "drop_oldest", "replace_pending"]
 Coalesce = Literal["none", "keep_pending", "newest"]

@@ -2,12 +2,12 @@
 
 They are ordinary `@tool` functions, so they show the model the same schemas and obey the
 same approval policy as user tools. The file tools reach the disk only through
-`engine.workspace`, which opens every path component relative to the workspace without
+`engine.tools.workspace`, which opens every path component relative to the workspace without
 following symlinks, so they cannot read or write outside the room's workspace even while
 it changes under them; the ones with side effects (write_file, shell, http_get) always ask
 for approval. `shell` starts each command in a process group of its own and has the group
 recorded in its call's meta before the command runs, so one a crash leaves behind can be
-found and ended (`engine.orphans`).
+found and ended (`engine.tools.orphans`).
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from anyio.abc import ByteReceiveStream, Process
 
-from engine.orphans import identity
 from engine.tools import Tool, ToolContext, ToolError, ToolResult, tool
-from engine.workspace import Workspace
+from engine.tools.orphans import identity
+from engine.tools.workspace import Workspace
 
 if TYPE_CHECKING:
     import httpx

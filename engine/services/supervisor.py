@@ -26,7 +26,7 @@ from engine.handles import Carried, TurnHandle
 from engine.lifecycle import TurnStatus
 from engine.lifecycle import turn as turn_lifecycle
 from engine.messages import ConvMessage
-from engine.scheduler import Request, Resumed, Scheduler
+from engine.services.scheduler import Request, Resumed, Scheduler
 from engine.store import DiskFull, LeaseLost, Store
 from engine.store import turns as rows
 from engine.strategies import initial_record, strategy_of_turn

@@ -44,14 +44,14 @@ ERROR_CHARS = 300  # of a failure's text kept in the outbox and its event
 
 
 class Commit(Protocol):
-    """The event bus's commit (engine/bus.py): ops and events in one transaction."""
+    """The event bus's commit (engine/services/event_bus.py): ops and events in one transaction."""
 
     def __call__(self, ops: list[Op], events: list[Event], *, checkpoint: str | None,
                  turn_id: str, urgent: bool = False) -> Awaitable[None]: ...  # fmt: skip
 
 
 class CatchUp(Protocol):
-    """What must be written before an answer leaves: the projector (engine/projector.py)."""
+    """What must be written before an answer leaves: the projector (engine/services/projector.py)."""
 
     async def catch_up(self) -> int: ...
 
