@@ -35,7 +35,7 @@ from textual.timer import Timer
 
 from console.state import Changes, DeckState
 from engine.api.watch import Watch
-from engine.events import Event
+from engine.domain.events import Event
 
 if TYPE_CHECKING:  # (the client's modules load with the runtime, after the first screen)
     from engine.api.client import RoomClient

@@ -17,7 +17,7 @@ from typing import Any, assert_never
 from console.steps import StepLog, StepRow
 from console.threads import ChatEntry, ThreadView, turn_note, via
 from engine.api import watch
-from engine.events import (
+from engine.domain.events import (
     CallChanged,
     DecisionRecorded,
     DeliveryChanged,

@@ -25,9 +25,9 @@ __version__ = "0.1.0"
 _EXPORTS = {
     # opening a room and running turns
     "Runtime": "engine.runtime",
-    "Message": "engine.messages",
-    "ConvMessage": "engine.messages",
-    "TurnOutcome": "engine.outcome",
+    "Message": "engine.domain.messages",
+    "ConvMessage": "engine.domain.messages",
+    "TurnOutcome": "engine.domain.outcome",
     # deciding suspended calls
     "Decision": "engine.decisions",
     "PendingCall": "engine.decisions",
@@ -40,16 +40,16 @@ _EXPORTS = {
     # what happens, as subscribers and clients see it
     "TurnStatus": "engine.lifecycle",
     "CallStatus": "engine.lifecycle",
-    "TurnStarted": "engine.events",
-    "TurnChanged": "engine.events",
-    "StepStarted": "engine.events",
-    "StepFinished": "engine.events",
-    "TextDelta": "engine.events",
-    "MessageAppended": "engine.events",
-    "CallChanged": "engine.events",
-    "DecisionRecorded": "engine.events",
-    "DeliveryChanged": "engine.events",
-    "Notice": "engine.events",
+    "TurnStarted": "engine.domain.events",
+    "TurnChanged": "engine.domain.events",
+    "StepStarted": "engine.domain.events",
+    "StepFinished": "engine.domain.events",
+    "TextDelta": "engine.domain.events",
+    "MessageAppended": "engine.domain.events",
+    "CallChanged": "engine.domain.events",
+    "DecisionRecorded": "engine.domain.events",
+    "DeliveryChanged": "engine.domain.events",
+    "Notice": "engine.domain.events",
 }
 
 __all__ = [
@@ -81,7 +81,7 @@ if TYPE_CHECKING:
     from engine.api.client import RoomClient
     from engine.api.connect import connect
     from engine.decisions import Decision, PendingCall
-    from engine.events import (
+    from engine.domain.events import (
         CallChanged,
         DecisionRecorded,
         DeliveryChanged,
@@ -93,9 +93,9 @@ if TYPE_CHECKING:
         TurnChanged,
         TurnStarted,
     )
+    from engine.domain.messages import ConvMessage, Message
+    from engine.domain.outcome import TurnOutcome
     from engine.lifecycle import CallStatus, TurnStatus
-    from engine.messages import ConvMessage, Message
-    from engine.outcome import TurnOutcome
     from engine.runtime import Runtime
     from engine.tools import Tool, tool
 

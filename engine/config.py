@@ -22,7 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-from engine.rules import Rule, check_pattern
+from engine.domain.rules import Rule, check_pattern
 
 
 class ConfigError(ValueError):
@@ -164,7 +164,7 @@ def split_listen(listen: str) -> tuple[str, int]:
 
 
 class RuleSettings(_Section):
-    """One `[[rules]]` entry: engine/rules.py says how its pattern matches."""
+    """One `[[rules]]` entry: engine/domain/rules.py says how its pattern matches."""
 
     effect: Literal["allow", "ask", "deny"]
     tool: str = Field(min_length=1, max_length=200)

@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from engine.config import Config
     from engine.decisions import Decision
     from engine.decisions.inbox import DecisionInbox
+    from engine.domain.outcome import TurnOutcome
     from engine.handles import Carried, TurnHandle
-    from engine.outcome import TurnOutcome
     from engine.services.event_bus import EventBus
     from engine.services.scheduler import Request, Scheduler
     from engine.store import Store

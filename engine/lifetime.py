@@ -24,7 +24,7 @@ from engine.tools import Tool, ToolRegistry
 
 if TYPE_CHECKING:
     from engine.decisions import Decision
-    from engine.events import Event
+    from engine.domain.events import Event
     from engine.services.supervisor import TurnSupervisor
 
 

@@ -29,10 +29,10 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.decisions import Decision, PendingCall
+from engine.domain.messages import ConvMessage, Message
 from engine.lifecycle import CallStatus, RunnerStatus, TurnStatus
 from engine.lifecycle import runner as runner_lifecycle
 from engine.lifecycle import turn as turn_lifecycle
-from engine.messages import ConvMessage, Message
 from engine.providers.base import AssistantAccumulator, ModelRequest
 from engine.services.scheduler import Request
 from engine.tools import ToolRegistry

@@ -26,21 +26,21 @@ import anyio
 
 from engine.channels.config import delivering, secret_names
 from engine.config import Config, check_approvals, toml_rules
-from engine.conversation import Conversation
 from engine.coordinator import Coordinator
 from engine.decisions import Decision, PendingCall, storable
 from engine.decisions.inbox import DecisionInbox
 from engine.decisions.record import Recorded
-from engine.events import Notice, one_line
+from engine.domain.conversation import Conversation
+from engine.domain.events import Notice, one_line
+from engine.domain.messages import ConvMessage, InvalidMessage, Message
+from engine.domain.outcome import TurnOutcome
+from engine.domain.rules import Rule, RuleBook
 from engine.handles import Carried, TurnHandle
 from engine.lifecycle import RequestStatus
 from engine.lifetime import serving
-from engine.messages import ConvMessage, InvalidMessage, Message
-from engine.outcome import TurnOutcome
 from engine.plugins import Plugin
 from engine.providers.base import Provider
 from engine.room import Room
-from engine.rules import Rule, RuleBook
 from engine.runner import ToolRunner
 from engine.services.deadlines import pending_calls
 from engine.services.event_bus import EventBus

@@ -41,7 +41,7 @@ if __package__ in (None, ""):  # run as a script: make `engine` and `tests` impo
 
 import anyio
 
-from engine.events import Event, MessageAppended, TurnChanged
+from engine.domain.events import Event, MessageAppended, TurnChanged
 from engine.loops.start import start_loops
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime

@@ -28,7 +28,7 @@ import anyio
 
 from engine.config import Config, StoreConfig
 from engine.decisions import Decision
-from engine.messages import Message
+from engine.domain.messages import Message
 from engine.providers.base import ModelRequest
 from engine.runtime import Runtime
 from engine.tools import Tool, ToolContext, tool

@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from engine.messages import Message
+from engine.domain.messages import Message
 from engine.providers.base import ModelRequest, Provider
 from engine.runtime import Runtime
 from engine.tools import Tool

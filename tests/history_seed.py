@@ -25,7 +25,7 @@ import pytest
 
 from engine.config import Config, StoreConfig
 from engine.decisions import Decision
-from engine.messages import Message
+from engine.domain.messages import Message
 from engine.providers.base import ModelRequest
 from engine.runtime import Runtime
 from tests.scripted import Reply, ScriptedModel, add, boom, echo_results, shell

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.messages import ConvMessage
+from engine.domain.messages import ConvMessage
 from engine.providers.base import (
     ModelEvent,
     ModelRequest,

@@ -23,7 +23,7 @@ from engine.api.remote import RemoteClient
 from engine.api.sockets import connect_path
 from engine.config import Config, ServerConfig
 from engine.decisions import Decision
-from engine.events import Event, TurnChanged
+from engine.domain.events import Event, TurnChanged
 from engine.loops.server import serve_api
 from engine.providers.offline import OfflineModel
 from engine.room import Room
@@ -404,7 +404,7 @@ def test_a_batch_of_events_is_bounded_in_bytes():
     """A batch held up to 2,000 events whatever their size: a client's line limit could be
     passed by a batch of big ones (found by the providers' review)."""
     from engine.api.hub import EventHub
-    from engine.events import TextDelta
+    from engine.domain.events import TextDelta
 
     hub = EventHub("r_1", size=100)
     first, _ = hub.open(["all"], "r_1", 0)

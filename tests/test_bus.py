@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from engine.config import BusConfig
-from engine.messages import Message
+from engine.domain.messages import Message
 from engine.services.projector import Projector, bus_path
 from engine.store.bus import Bus
 from tests.helpers import rows, runtime

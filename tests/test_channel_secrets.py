@@ -14,8 +14,8 @@ from urllib.parse import quote
 import pytest
 
 from engine.decisions import Decision
+from engine.domain.messages import Message
 from engine.loops.channels import ChannelSet
-from engine.messages import Message
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime
 from tests.helpers import room_bytes, rows

@@ -22,12 +22,12 @@ NEVER = ("fastapi", "starlette", "uvicorn", "textual", "rich", "click", "pygment
 # What each command must not load besides: the models and modules of operations it does
 # not use.
 NOT_USED = {
-    "status": ("engine.rules", "engine.decisions.review", "engine.config", "engine.services.scheduler",
+    "status": ("engine.domain.rules", "engine.decisions.review", "engine.config", "engine.services.scheduler",
                "engine.api.rule_models", "aiosqlite"),
-    "pending": ("engine.rules", "engine.decisions.review", "engine.config", "engine.services.scheduler",
+    "pending": ("engine.domain.rules", "engine.decisions.review", "engine.config", "engine.services.scheduler",
                 "engine.services.scheduler_stats", "engine.api.rule_models", "aiosqlite"),
     "rules": ("engine.decisions.review", "engine.config", "engine.services.scheduler", "aiosqlite"),
-    "channels": ("engine.rules", "engine.decisions.review", "engine.services.scheduler", "aiosqlite"),
+    "channels": ("engine.domain.rules", "engine.decisions.review", "engine.services.scheduler", "aiosqlite"),
     "history --limit 1": ("httpx", "engine.api.models", "engine.decisions.review", "engine.services.scheduler"),
 }  # fmt: skip
 LOADED = (

@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from engine.cli import main
-from engine.messages import Message
+from engine.domain.messages import Message
 from engine.providers.offline import OfflineModel
 from engine.room import Ownership, Room
 from engine.runtime import Runtime

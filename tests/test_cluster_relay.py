@@ -14,7 +14,7 @@ import pytest
 
 from engine.cluster.relay import GIVE_UP, Cursor, Relay
 from engine.decisions import Decision
-from engine.events import (
+from engine.domain.events import (
     CallChanged,
     Event,
     MessageAppended,

@@ -17,8 +17,8 @@ import anyio
 import pytest
 
 from engine.decisions import Decision
+from engine.domain.messages import Message
 from engine.lifecycle.call import REVIEW_REASON
-from engine.messages import Message
 from engine.providers.base import (
     ModelEvent,
     ModelRequest,

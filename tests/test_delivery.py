@@ -22,8 +22,8 @@ import httpx
 import pytest
 
 from engine.config import ChannelDelivery, DeliveryConfig
-from engine.events import DeliveryChanged
-from engine.messages import Message
+from engine.domain.events import DeliveryChanged
+from engine.domain.messages import Message
 from engine.services.delivery import DeliveryWorker, backoff, counts, deliveries, failure_of
 from engine.services.event_bus import EventBus
 from engine.services.projector import Projector

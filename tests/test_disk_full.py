@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from engine.decisions import Decision
-from engine.events import Event, Notice
+from engine.domain.events import Event, Notice
 from engine.lifecycle.call import REVIEW_REASON
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime

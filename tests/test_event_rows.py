@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import events as ev
-from engine.events import event_json, parse_event
+from engine.domain import events as ev
+from engine.domain.events import event_json, parse_event
 from engine.store import turns as rows
 from engine.store.sqlite import SqliteStore
 

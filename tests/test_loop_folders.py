@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from engine.cli import main
-from engine.events import Notice
+from engine.domain.events import Notice
 from engine.loops.start import start_loops
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime

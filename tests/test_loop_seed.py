@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from engine.decisions import Decision
-from engine.messages import ConvMessage
+from engine.domain.messages import ConvMessage
 from engine.plugins import Gate, MaxRounds, Phase, PhaseContext, Plugin
 from engine.providers.base import ModelRequest
 from tests.helpers import msg, on, rows, runtime

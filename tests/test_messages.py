@@ -8,9 +8,9 @@ from typing import Any
 import pydantic
 import pytest
 
-from engine import events as ev
 from engine.decisions import Decision
-from engine.messages import InvalidMessage, Message
+from engine.domain import events as ev
+from engine.domain.messages import InvalidMessage, Message
 
 # --- Message -------------------------------------------------------------------------------
 

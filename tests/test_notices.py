@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from engine.events import Notice
+from engine.domain.events import Notice
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from engine.messages import ConvMessage, ToolCallPart
+from engine.domain.messages import ConvMessage, ToolCallPart
 from engine.providers.base import (
     AssistantAccumulator,
     ModelRequest,

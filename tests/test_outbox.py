@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from engine.decisions import Decision
-from engine.events import DeliveryChanged
-from engine.messages import Message
+from engine.domain.events import DeliveryChanged
+from engine.domain.messages import Message
 from engine.providers.base import ModelRequest
 from engine.store import migrations
 from engine.store.sqlite import SqliteStore

@@ -17,7 +17,7 @@ import pytest
 
 from engine.config import Config
 from engine.decisions import Decision
-from engine.messages import Message
+from engine.domain.messages import Message
 from engine.providers.base import ModelEvent, ModelRequest, StopEvent, TextDelta, UsageEvent
 from engine.runtime import Runtime, TurnOutcome
 from engine.strategies.plan_normalize import (

@@ -17,7 +17,7 @@ import pytest
 from anyio.abc import SocketAttribute, SocketStream
 
 from engine.config import Config, ModelConfig
-from engine.messages import ConvMessage
+from engine.domain.messages import ConvMessage
 from engine.providers.base import ModelEvent, ModelRequest, ProviderError, TextDelta
 from engine.providers.http import RequestLimits
 from engine.providers.openai import OpenAIProvider

@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from engine.config import Config, ModelConfig
-from engine.messages import ConvMessage, ToolCallPart
+from engine.domain.messages import ConvMessage, ToolCallPart
 from engine.providers.anthropic import AnthropicProvider
 from engine.providers.base import (
     AssistantAccumulator,

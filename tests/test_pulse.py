@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from engine.domain.messages import Message
 from engine.loops.pulse import PulseLoop
 from engine.loops.pulse_files import FileError, split_front_matter
 from engine.loops.pulse_schedule import ScheduleError, parse_every
-from engine.messages import Message
 from engine.room import Room
 from tests.helpers import room_rows
 from tests.wait import PATIENCE

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from engine.events import Event
+from engine.domain.events import Event
+from engine.domain.messages import Message
 from engine.loops.pulse import PulseLoop
-from engine.messages import Message
 from engine.runtime import Runtime
 from tests.helpers import on
 from tests.scripted import ScriptedModel, first_then

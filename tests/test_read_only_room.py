@@ -18,7 +18,7 @@ import pytest
 
 from console.cli import main as console_main
 from engine.cli import main
-from engine.messages import Message
+from engine.domain.messages import Message
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime
 from tests.wait import until_sync

@@ -8,10 +8,10 @@ import itertools
 import pytest
 
 from engine.decisions import Decision
+from engine.domain.messages import ConvMessage, Message
 from engine.lifecycle import IllegalTransition, RequestStatus, RunnerStatus
 from engine.lifecycle import request as request_lifecycle
 from engine.lifecycle import runner as runner_lifecycle
-from engine.messages import ConvMessage, Message
 from engine.services.scheduler import GroupConfig, Request, Scheduler
 from engine.store.schedule import request_row
 from tests.helpers import rows, runtime

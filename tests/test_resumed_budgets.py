@@ -11,7 +11,7 @@ import pytest
 
 from engine.api.local import LocalClient
 from engine.decisions import Decision
-from engine.events import Event, TurnChanged, TurnStarted
+from engine.domain.events import Event, TurnChanged, TurnStarted
 from engine.runtime import Runtime
 from engine.tools import Tool, tool
 from tests.helpers import msg, rows, runtime

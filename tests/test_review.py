@@ -20,8 +20,8 @@ import pytest
 
 from engine.api.local import LocalClient
 from engine.decisions import Decision
+from engine.domain.messages import Message
 from engine.lifecycle.call import REVIEW_REASON
-from engine.messages import Message
 from engine.providers.base import ModelRequest
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from engine.domain.messages import Message
 from engine.loops.start import start_loops
-from engine.messages import Message
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime
 from tests.wait import until

@@ -1,4 +1,4 @@
-"""Rule evaluation (engine/rules.py), with no runtime: patterns per tool, the order deny >
+"""Rule evaluation (engine/domain/rules.py), with no runtime: patterns per tool, the order deny >
 ask > allow, specificity, chained shell commands never matching by accident, expiry,
 scopes (once included) and the narrowest pattern a remembered decision gets."""
 
@@ -11,7 +11,7 @@ import pydantic
 import pytest
 
 from engine.decisions import Decision
-from engine.rules import Rule, RuleBook, RuleError, check_pattern, narrowest, simple_command
+from engine.domain.rules import Rule, RuleBook, RuleError, check_pattern, narrowest, simple_command
 
 
 def rule(effect: str = "allow", pattern: str | None = None, tool: str = "shell",

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from engine.decisions import Decision
-from engine.messages import ConvMessage, ToolCallPart
+from engine.domain.messages import ConvMessage, ToolCallPart
 from engine.providers.anthropic import AnthropicProvider
 from engine.providers.base import ModelRequest
 from engine.providers.openai import OpenAIProvider

@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from engine.decisions import Decision
-from engine.messages import Message
+from engine.domain.messages import Message
 from engine.runtime import Runtime
 from engine.services.scheduler import GroupConfig, Rejected, Request, Resumed, Scheduler
 from engine.tools import tool

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.rules import Rule, RuleBook, narrowest, simple_command
+from engine.domain.rules import Rule, RuleBook, narrowest, simple_command
 from engine.tools.shell_words import parse
 
 
@@ -360,7 +360,7 @@ def test_a_command_too_long_to_read_is_never_allowed_and_matches_every_deny() ->
 def test_a_long_command_is_read_off_the_event_loop_before_it_is_matched() -> None:
     """`prepare` (run on a worker thread by the gate) leaves the command read, so the
     match on the event loop reads nothing."""
-    from engine import rules
+    from engine.domain import rules
 
     command = "echo " + "word " * 400  # past LONG_COMMAND
     assert rules.read_ahead("shell", {"command": command})

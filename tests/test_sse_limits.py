@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from engine.config import Config, ModelConfig
-from engine.messages import ConvMessage
+from engine.domain.messages import ConvMessage
 from engine.providers.base import ModelRequest, ProviderError
 from engine.providers.http import RequestLimits
 from engine.providers.openai import OpenAIProvider

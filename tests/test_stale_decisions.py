@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from engine.decisions import Decision
-from engine.messages import Message
+from engine.domain.messages import Message
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime
 from tests.helpers import room_rows

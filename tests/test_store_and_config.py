@@ -502,7 +502,7 @@ async def test_the_wal_is_checkpointed_in_the_background(tmp_path: Path) -> None
 async def test_agent_run_follows_the_turns_within_a_moment(tmp_path: Path) -> None:
     """agent.run names a waiting turn shortly after it settles (rewrites are coalesced and
     made off the event loop), and says `stopped` once the runtime closes."""
-    from engine.messages import Message
+    from engine.domain.messages import Message
     from engine.runtime import Runtime
     from tests.scripted import Reply, ScriptedModel, shell
 

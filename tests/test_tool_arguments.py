@@ -11,8 +11,8 @@ import json
 import pytest
 
 from engine.decisions import Decision
+from engine.domain.messages import Message
 from engine.history import History
-from engine.messages import Message
 from engine.providers.base import AssistantAccumulator, ToolCallDelta
 from tests.helpers import on, runtime
 from tests.scripted import Reply, add, echo_results, first_then, shell

@@ -9,7 +9,7 @@ import pytest
 
 from engine.config import Config
 from engine.decisions import Decision
-from engine.events import StepFinished
+from engine.domain.events import StepFinished
 from engine.plugins import (
     ConsecutiveErrors,
     Gate,

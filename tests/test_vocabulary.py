@@ -12,7 +12,7 @@ import pytest
 
 from engine.api.sockets import connect_path
 from engine.decisions import Decision
-from engine.events import (
+from engine.domain.events import (
     CallChanged,
     DecisionRecorded,
     Event,
@@ -22,9 +22,9 @@ from engine.events import (
     parse_event,
     parse_events,
 )
+from engine.domain.messages import Message
 from engine.lifecycle import CallStatus, DecisionStatus, StepStatus, TurnStatus
 from engine.loops.server import serve_api
-from engine.messages import Message
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime
 from engine.sse import parse_sse

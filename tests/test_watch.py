@@ -19,7 +19,14 @@ from engine.api.local import LocalClient
 from engine.api.models import SubmitBody
 from engine.api.remote import RemoteClient
 from engine.api.watch import Lanes, Watch, lane_problem
-from engine.events import CallChanged, DecisionRecorded, Event, StepStarted, TextDelta, TurnStarted
+from engine.domain.events import (
+    CallChanged,
+    DecisionRecorded,
+    Event,
+    StepStarted,
+    TextDelta,
+    TurnStarted,
+)
 from engine.lifecycle import CallStatus, DecisionStatus
 from engine.loops.server import serve_api
 from engine.providers.offline import OfflineModel

@@ -3,7 +3,7 @@ saved.
 
 The screen names the tool and the scope (this thread, or the whole room) and holds the
 argument pattern in an input, prefilled with the narrowest pattern that matches this call
-(for `shell` its exact command: engine.rules.narrowest), never the whole tool. A line
+(for `shell` its exact command: engine.domain.rules.narrowest), never the whole tool. A line
 under it says, as the operator types, whether the pattern can be read and whether it
 matches this call. Enter saves only a pattern that does both; Esc backs out (nothing is
 decided).
@@ -25,8 +25,8 @@ from textual.widgets import Input
 from console.format import facts, one_line
 from console.state import CallRow
 from console.widgets.text import Label, Static
-from engine.rules import FILE_TOOLS, URL_TOOLS, Rule, RuleError, check_pattern, narrowest
-from engine.rules import simple_command as simple
+from engine.domain.rules import FILE_TOOLS, URL_TOOLS, Rule, RuleError, check_pattern, narrowest
+from engine.domain.rules import simple_command as simple
 
 HELP = {
     "shell": "a glob on the command as the shell reads it: `git status`, `pytest *`; a "

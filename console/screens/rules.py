@@ -24,7 +24,7 @@ from console.screens.confirm import ConfirmScreen
 from console.widgets.key_bar import KeyBar
 from console.widgets.rules_table import RulesTable, when
 from console.widgets.text import Static
-from engine.rules import Rule
+from engine.domain.rules import Rule
 
 REFRESH = 1  # listings a second while the screen is shown
 

@@ -14,7 +14,7 @@ from textual.binding import Binding
 from textual.message import Message
 
 from console.widgets.keyed_table import KeyedTable
-from engine.rules import Rule
+from engine.domain.rules import Rule
 
 COLUMNS = ("id", "source", "effect", "tool", "pattern", "scope", "made by", "made at",
            "expires", "uses", "last use", "state")  # fmt: skip

@@ -28,7 +28,7 @@ from engine.api.models import Info, Problem
 from engine.api.operations import OPERATIONS, Operation
 from engine.api.problems import install_problem_handlers
 from engine.api.watch import ALL, MAX_ID, MAX_LANES, lane_problem
-from engine.outcome import TurnOutcome
+from engine.domain.outcome import TurnOutcome
 
 KEEPALIVE = 15.0  # seconds between comments on an idle event stream
 BATCH = 2_000  # events per SSE message at most

@@ -34,9 +34,9 @@ if TYPE_CHECKING:
     from engine.cluster_view import ClusterView
     from engine.decisions import Decision, PendingCall
     from engine.decisions.review import Killed, Review
-    from engine.events import Event
-    from engine.outcome import TurnOutcome
-    from engine.rules import Rule
+    from engine.domain.events import Event
+    from engine.domain.outcome import TurnOutcome
+    from engine.domain.rules import Rule
     from engine.services.scheduler import GroupConfig
     from engine.services.scheduler_stats import Statistics
     from engine.store.recent import Conversation, Recent
@@ -49,9 +49,9 @@ operation = declarer({
     "engine.api.rule_models": ("NewRule", "RevokeBody", "Revoked"),
     "engine.cluster_view": ("ClusterView",),
     "engine.decisions": ("Decision", "PendingCall"),
-    "engine.outcome": ("TurnOutcome",),
+    "engine.domain.outcome": ("TurnOutcome",),
     "engine.decisions.review": ("Killed", "Review"),
-    "engine.rules": ("Rule",),
+    "engine.domain.rules": ("Rule",),
     "engine.services.scheduler": ("GroupConfig",),
     "engine.services.scheduler_stats": ("Statistics",),
 })  # fmt: skip

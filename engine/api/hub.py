@@ -27,7 +27,7 @@ from typing import Any
 import anyio
 
 from engine.api.watch import ACTIVITY, ALL, COUNTS, NOTICES, QUEUE, SLOW, Lanes, in_lane
-from engine.events import Event
+from engine.domain.events import Event
 
 RINGS = {QUEUE: 2_000, COUNTS: 2_000, NOTICES: 1_000, ACTIVITY: 10_000}  # `all`: the hub's size
 PER_RING = 2_000  # events kept per thread or call lane

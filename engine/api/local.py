@@ -31,10 +31,10 @@ from engine.api.watch import Lanes, Watch
 from engine.cluster_view import ClusterView, across
 from engine.decisions import Decision, PendingCall, review
 from engine.decisions.review import Killed, Review
-from engine.events import Event
-from engine.messages import InvalidMessage, Message
-from engine.outcome import TurnOutcome
-from engine.rules import Rule
+from engine.domain.events import Event
+from engine.domain.messages import InvalidMessage, Message
+from engine.domain.outcome import TurnOutcome
+from engine.domain.rules import Rule
 from engine.runtime import Runtime
 from engine.services.scheduler import GroupConfig, Rejected, Request, Statistics
 from engine.strategies import UnknownStrategy

@@ -25,7 +25,7 @@ from engine.store.reader import ReadsFrom, is_current, open_reader
 
 if TYPE_CHECKING:
     from engine.decisions import PendingCall
-    from engine.rules import Rule
+    from engine.domain.rules import Rule
 
 
 class RoomReader(RoomClient):
@@ -72,7 +72,7 @@ class RoomReader(RoomClient):
 
     async def rules(self) -> list[Rule]:
         from engine.config import load_config, toml_rules
-        from engine.rules import RuleBook
+        from engine.domain.rules import RuleBook
         from engine.store import rules as ruled
         from engine.tools.builtin import builtin_tools
 

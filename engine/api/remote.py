@@ -143,7 +143,7 @@ class RemoteClient(RoomClient):
     async def _stream(self, at: _Cursor, lanes: frozenset[str], receive: Receive,
                       resync: Resync, task_status: TaskStatus[None]) -> None:  # fmt: skip
         """One event stream of `lanes`, from `at` (moved as events come), until it ends."""
-        from engine.events import parse_events
+        from engine.domain.events import parse_events
 
         params: list[tuple[str, str | int | float | bool | None]] = [
             ("watch", name) for name in sorted(lanes)

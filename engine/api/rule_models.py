@@ -1,5 +1,5 @@
 """The bodies of the rule operations (`rules`, `add_rule`, `revoke_rule`), apart from
-engine/api/models.py: they need engine/rules.py's `Rule`, which a client that never
+engine/api/models.py: they need engine/domain/rules.py's `Rule`, which a client that never
 touches a rule does not load."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from pydantic import Field, model_validator
 
 from engine.api.models import _Body
 from engine.decisions import storable
-from engine.rules import Rule
+from engine.domain.rules import Rule
 
 
 class NewRule(_Body):
-    """A rule an operator adds (`agentdeck rules add`): engine/rules.py says how its
+    """A rule an operator adds (`agentdeck rules add`): engine/domain/rules.py says how its
     pattern matches; `expires_at` is Unix seconds."""
 
     effect: Literal["allow", "ask", "deny"]

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from engine.api.client import Conflict, Invalid, NotFound
 from engine.api.rule_models import NewRule, Revoked
-from engine.rules import Rule, RuleError, check_pattern
+from engine.domain.rules import Rule, RuleError, check_pattern
 from engine.runtime import Runtime
 from engine.store import rules as ruled
 

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from engine.events import Event
+    from engine.domain.events import Event
 
 ALL, QUEUE, COUNTS, NOTICES, ACTIVITY = "all", "queue", "counts", "notices", "activity"
 KINDS = frozenset({ALL, QUEUE, COUNTS, NOTICES, ACTIVITY})  # the lanes every runtime keeps

@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None, run_console: Callable[[Room], int] | Non
 # looked for only once its module is loaded (none of its errors can have been raised
 # before), so a command loads only what it runs.
 _EXITS = (
-    (EXIT_USAGE, (("engine.cli.common", "UsageError"), ("engine.messages", "InvalidMessage"),
+    (EXIT_USAGE, (("engine.cli.common", "UsageError"), ("engine.domain.messages", "InvalidMessage"),
                   ("engine.config", "ConfigError"), ("engine.strategies", "UnknownStrategy"),
                   ("engine.api.client", "ServerError"), ("engine.room", "RoomError"),
                   ("engine.api.client", "NotFound"))),

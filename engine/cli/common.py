@@ -9,7 +9,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 from engine.api.client import RoomClient
-from engine.outcome import TurnOutcome
+from engine.domain.outcome import TurnOutcome
 from engine.room import Room, RoomBusy
 
 EXIT_OK, EXIT_OTHER, EXIT_USAGE, EXIT_WAITING, EXIT_BUSY = 0, 1, 2, 3, 4

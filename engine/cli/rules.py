@@ -21,7 +21,7 @@ from engine.cli.common import EXIT_OK, UsageError, room_client, room_reader
 from engine.room import Room
 
 if TYPE_CHECKING:
-    from engine.rules import Rule
+    from engine.domain.rules import Rule
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.IGNORECASE)
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -45,7 +45,7 @@ def add_parser(command: argparse.ArgumentParser) -> None:
     sp = action("add", "add a rule (stored in execution.db)")
     sp.add_argument("--effect", choices=["allow", "ask", "deny"], required=True)
     sp.add_argument("--tool", required=True)
-    sp.add_argument("--pattern", help="the argument pattern (engine/rules.py); none: any")
+    sp.add_argument("--pattern", help="the argument pattern (engine/domain/rules.py); none: any")
     sp.add_argument("--scope", choices=["once", "thread", "room"], default="room")
     sp.add_argument("--thread", help="the thread of a thread (or once) rule")
     sp.add_argument("--expires", help="a duration from now (30m, 2h, 7d) or an ISO time")

@@ -16,7 +16,7 @@ import anyio
 
 from engine.cli.common import EXIT_OK
 from engine.cli.outlet import Outlet, OutletHandler
-from engine.events import CallChanged, DeliveryChanged, Event, TurnChanged, TurnStarted
+from engine.domain.events import CallChanged, DeliveryChanged, Event, TurnChanged, TurnStarted
 from engine.room import Room
 
 

@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from engine.coordinator import CancelHere, Here
     from engine.decisions import Decision
     from engine.decisions.inbox import DecisionInbox
-    from engine.outcome import TurnOutcome
+    from engine.domain.outcome import TurnOutcome
     from engine.services.scheduler import Request, Scheduler
     from engine.turn.state import TurnState
 

@@ -37,7 +37,7 @@ import psycopg
 from pydantic import ValidationError
 
 from engine.coordinator import Host
-from engine.events import Event, MessageAppended, parse_event
+from engine.domain.events import Event, MessageAppended, parse_event
 from engine.store.pg import tail
 from engine.store.pg.pool import Pool
 

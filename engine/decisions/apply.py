@@ -15,7 +15,7 @@ from typing import Literal
 
 from engine.decisions.binding import refusal, why_not
 from engine.decisions.model import Decision
-from engine.events import DecisionRecorded
+from engine.domain.events import DecisionRecorded
 from engine.lifecycle import CallStatus
 from engine.store import Op
 from engine.store import decisions as recorded

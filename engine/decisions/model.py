@@ -3,7 +3,7 @@
 Suspension is data: a pending call and a decision are plain records with ids. A decision
 is matched to its call by call id; one that matches nothing yet stays queued until it can
 be applied; applying the same decision twice changes nothing. `remember` turns a decision
-into a rule (engine.rules) that later gates apply without asking.
+into a rule (engine.domain.rules) that later gates apply without asking.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class Decision(BaseModel):
     result: Any = None  # resume with this result instead of running the tool
     use_result: bool = False
     reason: str = ""  # cancel: the model sees it as the tool's error
-    # Make a rule of this decision (engine.rules): allow (resume) or deny (cancel) the
+    # Make a rule of this decision (engine.domain.rules): allow (resume) or deny (cancel) the
     # calls of this tool whose arguments match `pattern`, for the next one, the thread or
     # the room. No pattern: the narrowest one that matches this call (for shell, its
     # exact command); never the whole tool.

@@ -10,7 +10,7 @@ from typing import Any, Literal, Protocol
 from engine.decisions import Decision
 from engine.decisions.binding import why_not
 from engine.decisions.inbox import already
-from engine.events import DecisionRecorded, Event
+from engine.domain.events import DecisionRecorded, Event
 from engine.lifecycle import CallStatus, DecisionStatus
 from engine.store import Op, Store
 from engine.store import decisions as recorded

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from engine.channels.base import Inbound
-from engine.events import one_line
-from engine.messages import InvalidMessage, Message
+from engine.domain.events import one_line
+from engine.domain.messages import InvalidMessage, Message
 from engine.runtime import Runtime
 from engine.services.scheduler import Rejected
 

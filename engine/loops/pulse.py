@@ -61,10 +61,10 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
+from engine.domain.messages import Message
 from engine.loops.pulse_files import ChoreFile, Limits, Malformed, Scan, scan_room
 from engine.loops.pulse_schedule import Due, ScheduleError
 from engine.loops.pulse_state import State, load_state, write_atomic
-from engine.messages import Message
 from engine.room import Room
 from engine.services.scheduler import QueueFull, group_for
 

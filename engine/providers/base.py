@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal, Protocol
 from pydantic import BaseModel, Discriminator, Field
 
 from engine.decisions.model import MAX_DEPTH, storable
-from engine.messages import ConvMessage, ToolCallPart
+from engine.domain.messages import ConvMessage, ToolCallPart
 
 
 class TextDelta(BaseModel):

@@ -21,7 +21,7 @@ from typing import Any
 
 import anyio
 
-from engine.messages import ConvMessage
+from engine.domain.messages import ConvMessage
 from engine.providers.base import (
     ModelEvent,
     ModelRequest,

@@ -14,7 +14,7 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.messages import ConvMessage
+from engine.domain.messages import ConvMessage
 from engine.providers.base import (
     ModelEvent,
     ModelRequest,

@@ -27,7 +27,7 @@ import anyio
 
 from engine.config import ApprovalsConfig, OnDeadline
 from engine.decisions import Decision, PendingCall
-from engine.events import CallChanged, Event
+from engine.domain.events import CallChanged, Event
 from engine.lifecycle import CallStatus
 from engine.lifecycle.call import Awaiting
 from engine.store import Store

@@ -33,7 +33,7 @@ import anyio
 from anyio.abc import TaskStatus
 
 from engine.config import DeliveryConfig
-from engine.events import DeliveryChanged, Event, one_line
+from engine.domain.events import DeliveryChanged, Event, one_line
 from engine.store import Op, Store, StoreError, outbox
 
 # deliver(channel, reply, text, key): send one answer; raise to fail (see `failure_of`)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from engine.events import Event, MessageAppended, StepStarted, TextDelta
+from engine.domain.events import Event, MessageAppended, StepStarted, TextDelta
 from engine.store import Op, Store
 from engine.store import turns as rows
 

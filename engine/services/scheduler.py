@@ -23,9 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from engine.domain.messages import Message
 from engine.lifecycle import RequestStatus
 from engine.lifecycle import request as request_lifecycle
-from engine.messages import Message
 from engine.services.scheduler_stats import GroupStats, QueuedStats, Statistics, ThreadStats
 
 Overflow = Literal["reject", "drop_oldest", "replace_pending"]

@@ -17,15 +17,15 @@ import anyio
 from anyio.abc import TaskGroup
 
 from engine.config import Config
-from engine.conversation import Conversation
 from engine.coordinator import Coordinator
 from engine.decisions import Decision
 from engine.decisions.record import Recorded, record_decision
-from engine.events import TurnStarted
+from engine.domain.conversation import Conversation
+from engine.domain.events import TurnStarted
+from engine.domain.messages import ConvMessage
 from engine.handles import Carried, TurnHandle
 from engine.lifecycle import TurnStatus
 from engine.lifecycle import turn as turn_lifecycle
-from engine.messages import ConvMessage
 from engine.services.scheduler import Request, Resumed, Scheduler
 from engine.store import DiskFull, LeaseLost, Store
 from engine.store import turns as rows

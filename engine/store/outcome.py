@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from engine.decisions import PendingCall
-from engine.outcome import TurnOutcome
+from engine.domain.outcome import TurnOutcome
 from engine.store.sqlite import Store, json_or_text
 
 if TYPE_CHECKING:

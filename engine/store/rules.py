@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from engine.rules import Rule
+from engine.domain.rules import Rule
 from engine.store.sqlite import Op, Store
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 
 from engine.config import Config
-from engine.messages import Message
+from engine.domain.messages import Message
 from engine.services.scheduler import GroupConfig, Request, Scheduler
 from engine.store.sqlite import Op, Store
 

@@ -12,8 +12,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from engine.events import Event, event_json
-from engine.messages import Message
+from engine.domain.events import Event, event_json
+from engine.domain.messages import Message
 from engine.store.sqlite import Op, Store
 
 # -- runs -------------------------------------------------------------------------------------

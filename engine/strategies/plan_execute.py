@@ -19,9 +19,9 @@ import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from engine.domain.messages import ConvMessage, ToolCallPart
 from engine.lifecycle import CallStatus
 from engine.lifecycle import turn as turn_lifecycle
-from engine.messages import ConvMessage, ToolCallPart
 from engine.providers.base import AssistantAccumulator, ModelRequest
 from engine.strategies.plan_normalize import (
     ACTION_RESULTS,

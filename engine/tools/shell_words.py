@@ -1,5 +1,5 @@
 """A shell command as the shell will run it, so that a rule bounds what runs and not how it
-is spelled (engine/rules.py matches shell patterns on what `parse` gives).
+is spelled (engine/domain/rules.py matches shell patterns on what `parse` gives).
 
 `parse` cuts a command into its simple commands (at `;`, `&`, `|`, `&&`, `||`, line breaks,
 parentheses, `$(...)` and backticks), takes each one's words after quoting (`\\rm`, `'rm'`,

@@ -11,11 +11,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.events import CallChanged
+from engine.domain.events import CallChanged
+from engine.domain.messages import ConvMessage
 from engine.lifecycle import CallStatus
 from engine.lifecycle import call as call_lifecycle
 from engine.lifecycle.call import Awaiting
-from engine.messages import ConvMessage
 from engine.store import Op, json_or_text
 from engine.store import turns as rows
 from engine.tools import ToolResult

@@ -15,10 +15,10 @@ from typing import Protocol
 
 from engine.config import Config
 from engine.decisions.inbox import DecisionInbox
-from engine.events import Event
+from engine.domain.events import Event
+from engine.domain.rules import RuleBook
 from engine.plugins import Phase, Plugin
 from engine.providers.base import Provider
-from engine.rules import RuleBook
 from engine.store import Op
 from engine.tools import ToolRegistry
 

@@ -51,7 +51,7 @@ async def admit(loop: Site, call: CallState, *, approved: bool = False) -> dict[
     BeforeToolExecute): they see every call the model made, one that cannot run too (its
     arguments as the model wrote them, text when they were not an object), and a block is
     what the model reads even of such a call. The checks win over a suspension: nobody is
-    asked to approve a call that cannot run. Rules (engine.rules) and approval policies are
+    asked to approve a call that cannot run. Rules (engine.domain.rules) and approval policies are
     asked only of calls that can run; a rule's deny stands whatever the plugins answer, its
     ask suspends a call its tool would run unasked, and the rule is recorded with the call.
     """

@@ -26,12 +26,12 @@ from typing import Any
 
 import anyio
 
-from engine.conversation import Conversation
 from engine.decisions.inbox import already
-from engine.events import StepFinished, StepStarted, TextDelta, TurnChanged
+from engine.domain.conversation import Conversation
+from engine.domain.events import StepFinished, StepStarted, TextDelta, TurnChanged
+from engine.domain.messages import ConvMessage
 from engine.lifecycle import CallStatus, TurnStatus
 from engine.lifecycle import turn as turn_lifecycle
-from engine.messages import ConvMessage
 from engine.plugins import Gate, Phase, PhaseContext, StopRequest
 from engine.providers.base import AssistantAccumulator, ModelRequest, ProviderError
 from engine.providers.base import TextDelta as ModelTextDelta

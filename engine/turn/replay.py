@@ -16,7 +16,7 @@ import anyio
 
 from engine.decisions import Decision, apply
 from engine.decisions.review import notice_text, put_up_for_review
-from engine.events import Notice
+from engine.domain.events import Notice
 from engine.lifecycle import CallStatus
 from engine.plugins import Gate, Phase
 from engine.store import Op

@@ -7,8 +7,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.domain.messages import ConvMessage
 from engine.lifecycle import CallStatus, TurnStatus
-from engine.messages import ConvMessage
 from engine.plugins import StopRequest
 from engine.providers.base import AssistantAccumulator
 from engine.store import Op

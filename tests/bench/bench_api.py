@@ -70,7 +70,7 @@ from engine.api.hub import Stream  # noqa: E402
 from engine.api.local import LocalClient  # noqa: E402
 from engine.api.watch import thread  # noqa: E402
 from engine.config import Config, RuntimeConfig, StoreConfig  # noqa: E402
-from engine.events import Event, TextDelta  # noqa: E402
+from engine.domain.events import Event, TextDelta  # noqa: E402
 from engine.loops.server import Serving, serve_api  # noqa: E402
 from engine.providers.offline import OfflineModel  # noqa: E402
 from engine.runtime import Runtime  # noqa: E402

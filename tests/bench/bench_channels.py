@@ -42,7 +42,7 @@ import anyio
 import httpx
 
 from engine.channels.base import Inbound
-from engine.events import Event, TurnChanged
+from engine.domain.events import Event, TurnChanged
 from engine.loops.inbound import message_of
 from engine.loops.start import start_loops
 from engine.providers.offline import OfflineModel

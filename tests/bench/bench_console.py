@@ -77,7 +77,7 @@ from textual import events  # noqa: E402
 
 from console.app import make_app  # noqa: E402
 from console.widgets.timeline import Timeline  # noqa: E402
-from engine.events import (  # noqa: E402
+from engine.domain.events import (  # noqa: E402
     CallChanged,
     Event,
     MessageAppended,

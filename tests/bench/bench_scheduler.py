@@ -36,8 +36,8 @@ if __package__ in (None, ""):
 import anyio
 
 from engine.config import Config
-from engine.events import Event, StepFinished, TurnStarted
-from engine.messages import Message
+from engine.domain.events import Event, StepFinished, TurnStarted
+from engine.domain.messages import Message
 from engine.providers.base import ModelEvent, ModelRequest, StopEvent, TextDelta
 from engine.runtime import Runtime
 from engine.services.scheduler import GroupConfig, Request, Scheduler

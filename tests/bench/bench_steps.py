@@ -49,8 +49,8 @@ if __package__ in (None, ""):  # run as a script: make `engine` importable
 import anyio
 
 from engine.config import Config, RuntimeConfig, StoreConfig
-from engine.events import Event, StepFinished
-from engine.messages import Message
+from engine.domain.events import Event, StepFinished
+from engine.domain.messages import Message
 from engine.providers.base import (
     ModelEvent,
     ModelRequest,

@@ -43,8 +43,8 @@ from typing import Any
 import anyio
 
 from engine.config import Config
-from engine.events import Event, StepFinished
-from engine.messages import Message
+from engine.domain.events import Event, StepFinished
+from engine.domain.messages import Message
 from engine.providers.base import ModelEvent, ModelRequest, StopEvent, TextDelta, ToolCallDelta
 from engine.runtime import Runtime
 from engine.store import Op

@@ -22,7 +22,7 @@ import psycopg
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from engine.messages import Message
+from engine.domain.messages import Message
 from engine.services.scheduler import Request
 from engine.store.pg.claims import notify_work
 from engine.store.schedule import request_row

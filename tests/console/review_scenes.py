@@ -22,7 +22,7 @@ import anyio
 from textual.pilot import Pilot
 
 from engine.decisions import Decision
-from engine.messages import Message
+from engine.domain.messages import Message
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime
 from engine.tools import ToolContext

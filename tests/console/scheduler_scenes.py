@@ -13,7 +13,7 @@ import anyio
 from textual.pilot import Pilot
 
 from console.screens.scheduler import SchedulerScreen
-from engine.messages import Message
+from engine.domain.messages import Message
 from engine.providers.base import ModelRequest
 from engine.providers.offline import OfflineModel
 from tests.console.helpers import started, until

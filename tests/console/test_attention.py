@@ -17,7 +17,7 @@ from console.attention import GAP, Attention, pick_notify, sequence
 from console.widgets.decision_queue import DecisionQueue, time_left
 from console.widgets.status_bar import StatusBar
 from engine.config import ConsoleConfig
-from engine.events import CallChanged
+from engine.domain.events import CallChanged
 from engine.providers.offline import OfflineModel
 from tests.console.conftest import T0, KeysClock, fixed_ids
 from tests.console.helpers import Recorder, call_waits, started, told, until

@@ -19,7 +19,7 @@ from console.widgets.chat_log import ChatLog
 from console.widgets.chat_pane import ChatPane
 from console.widgets.timeline import Timeline
 from engine.api.local import LocalClient
-from engine.messages import Message
+from engine.domain.messages import Message
 from engine.providers.offline import OfflineModel
 from tests.console.conftest import build
 from tests.console.helpers import SIZE, palette, started, until

@@ -10,8 +10,8 @@ import pytest
 from console.groups import group_of
 from console.state import DeckState
 from console.widgets.timeline import Timeline
-from engine.events import StepStarted, TurnChanged, TurnStarted
-from engine.messages import Message
+from engine.domain.events import StepStarted, TurnChanged, TurnStarted
+from engine.domain.messages import Message
 from engine.providers.offline import OfflineModel
 from tests.console.conftest import build
 from tests.console.helpers import SIZE, started, until

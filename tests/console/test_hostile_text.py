@@ -15,7 +15,7 @@ from textual.pilot import Pilot
 
 from console.screens.call_detail import CallDetailScreen
 from console.widgets.decision_queue import DecisionQueue
-from engine.messages import Message
+from engine.domain.messages import Message
 from tests.console.helpers import SIZE, send, started, until
 
 pytestmark = pytest.mark.anyio

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from console.widgets.chat_log import ChatLog
-from engine.messages import Message
+from engine.domain.messages import Message
 from engine.providers.offline import OfflineModel
 from engine.store.pg.store import PgStore
 from tests.console.conftest import build

@@ -10,7 +10,7 @@ import pytest
 from console import state as state_mod
 from console.bridge import Bridge
 from console.state import DeckState
-from engine.events import (
+from engine.domain.events import (
     CallChanged,
     DecisionRecorded,
     Event,
@@ -95,7 +95,7 @@ def _is_enum(annotation: object) -> bool:
 
 
 def test_fold_takes_every_kind_of_the_engines_events_and_fails_loudly_on_others() -> None:
-    """The fold matches every kind of `engine.events.Event`, and one it does not know (a
+    """The fold matches every kind of `engine.domain.events.Event`, and one it does not know (a
     kind the engine added, not folded yet) is an error, never dropped silently."""
     [union, _] = get_args(Event)  # Annotated[A | B | ..., Discriminator("kind")]
     kinds = get_args(union)
@@ -265,7 +265,7 @@ def test_a_call_read_from_the_room_does_not_undo_a_newer_event() -> None:
     can be folded before a read made earlier lands; the read (the call `running`) replaced
     the event's (suspended for review): the queue showed one, the state the other."""
     from console.state import CallRow
-    from engine.events import CallChanged
+    from engine.domain.events import CallChanged
     from engine.lifecycle import CallStatus
 
     state = DeckState()

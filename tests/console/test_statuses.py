@@ -12,7 +12,7 @@ from console.glyphs import look
 from console.seed import seed
 from console.state import DeckState
 from console.threads import turn_note
-from engine.events import CallChanged, StepFinished, StepStarted, TurnChanged, TurnStarted
+from engine.domain.events import CallChanged, StepFinished, StepStarted, TurnChanged, TurnStarted
 from engine.lifecycle import CallStatus, StepStatus, TurnStatus
 from engine.lifecycle import turn as turn_lifecycle
 from engine.store.recent import Recent, read_recent

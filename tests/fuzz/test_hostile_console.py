@@ -23,7 +23,7 @@ from textual.pilot import Pilot
 from console.app import AgentDeck
 from console.screens.call_detail import CallDetailScreen
 from console.widgets.decision_queue import DecisionQueue
-from engine.messages import Message
+from engine.domain.messages import Message
 from tests.console.conftest import build
 from tests.console.helpers import SIZE, Recorder, started, told, until
 from tests.console.test_hostile_text import raw_controls, screen_text

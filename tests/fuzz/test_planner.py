@@ -9,7 +9,7 @@ import anyio
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from engine.messages import Message
+from engine.domain.messages import Message
 from engine.providers.base import ModelRequest, parse_arguments
 from engine.runtime import Runtime
 from engine.strategies.plan_normalize import (

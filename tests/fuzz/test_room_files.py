@@ -16,11 +16,11 @@ from hypothesis import event, example, given
 from hypothesis import strategies as st
 
 from engine.config import Config
-from engine.events import Notice
+from engine.domain.events import Notice
+from engine.domain.messages import Message
 from engine.loops.pulse import PulseLoop
 from engine.loops.pulse_files import scan_room
 from engine.loops.start import start_loops
-from engine.messages import Message
 from engine.providers.offline import OfflineModel
 from engine.room import Room
 from engine.runtime import Runtime

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from engine.rules import Rule
+from engine.domain.rules import Rule
 from engine.tools.shell_words import parse
 
 SHELLISH = st.text(st.sampled_from(list(" \t\n;&|()<>'\"\\$`{}[]*?=#!-~,.:/acrm0")), max_size=80)

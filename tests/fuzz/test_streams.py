@@ -12,7 +12,7 @@ import httpx
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.messages import ConvMessage
+from engine.domain.messages import ConvMessage
 from engine.providers.anthropic import AnthropicProvider
 from engine.providers.base import AssistantAccumulator, ModelRequest, ProviderError, StopEvent
 from engine.providers.http import RequestLimits

@@ -9,7 +9,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from engine.decisions import storable
-from engine.messages import Message
+from engine.domain.messages import Message
 from engine.providers.base import ModelRequest, parse_arguments
 from engine.runtime import Runtime
 from tests.fuzz.rooms import ROOMY, integrity, scratch

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine.events import MessageAppended
-from engine.messages import ConvMessage
+from engine.domain.events import MessageAppended
+from engine.domain.messages import ConvMessage
 from engine.store import Op
 from engine.store import turns as rows
 
