@@ -110,7 +110,7 @@ async def test_a_notice_goes_out_with_its_write_and_never_for_one_rolled_back(
             await until(lambda: cancels, "the cancel notice heard")
             await until(lambda: rules, "the rules notice heard")
             tg.cancel_scope.cancel()
-    await ear.aclose()
+    await ear.close()
     assert heard == ["t"]
     assert cancels == ["turn1\nstop it"]
     assert rules == ["read again"]
@@ -136,7 +136,7 @@ async def test_a_listener_that_loses_its_connection_comes_back_and_says_so(
                         ok=lambda heard: {"", "rules"} <= set(heard))  # (and reads the rules)  # fmt: skip
             tg.cancel_scope.cancel()
     finally:
-        await ear.aclose()
+        await ear.close()
         await admin.close()
 
 

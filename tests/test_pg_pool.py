@@ -13,9 +13,8 @@ pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
 
 
 async def test_uses_of_the_pool_run_at_once(pg_pool: Pool) -> None:
-    """A worker's admissions and settles queued behind one coordination connection: one
-    waiting on the server held up every other. Now a use that holds its connection does
-    not keep another from running."""
+    """The store's reads, the listener, the relay and the locks share the pool: a use that
+    holds its connection does not keep another from running."""
     holding, release = anyio.Event(), anyio.Event()
 
     async def slow(conn) -> int:  # noqa: ANN001
@@ -26,11 +25,15 @@ async def test_uses_of_the_pool_run_at_once(pg_pool: Pool) -> None:
     async def quick(conn) -> int:  # noqa: ANN001
         return int((await (await conn.execute("SELECT 2")).fetchone())[0])
 
+    async def use(fn) -> int:  # noqa: ANN001
+        async with pg_pool.connection() as conn:
+            return int(await fn(conn))
+
     async with anyio.create_task_group() as tg:
-        tg.start_soon(pg_pool.use, slow)
+        tg.start_soon(use, slow)
         await holding.wait()
         with anyio.fail_after(PATIENCE):
-            assert await pg_pool.use(quick) == 2  # while `slow` still holds its connection
+            assert await use(quick) == 2  # while `slow` still holds its connection
         release.set()
 
 
@@ -66,10 +69,42 @@ async def test_a_cancelled_borrower_gives_its_connection_back(pg_pool: Pool) -> 
                 scope.cancel()
                 await conn.execute("SELECT pg_sleep(30)")
 
-            await pg_pool.use(sleepy)
+            async with pg_pool.connection() as conn:
+                await sleepy(conn)
     with anyio.fail_after(PATIENCE):
-        assert await pg_pool.use(lambda c: _one(c)) == 1
+        async with pg_pool.connection() as conn:
+            assert await _one(conn) == 1
 
 
 async def _one(conn) -> int:  # noqa: ANN001
     return int((await (await conn.execute("SELECT 1")).fetchone())[0])
+
+
+async def test_a_kept_connection_serves_one_use_at_a_time_and_is_replaced_when_closed(
+    pg_pool: Pool,
+) -> None:
+    """A cluster worker's coordination: its admissions and settles run on one session,
+    one after the other; a connection closed under it (a cancelled query closes it) is
+    replaced, and an idempotent use runs once more on the new one."""
+    kept = await pg_pool.keep("agentdeck-coordination test")
+    try:
+        first = await kept.use(_pid)
+        assert await kept.use(_pid) == first  # the same session
+        await kept.use(lambda conn: conn.close())
+        assert await kept.use(_pid) != first  # a new one
+        tries: list[int] = []
+
+        async def closes_once(conn) -> int:  # noqa: ANN001
+            tries.append(1)
+            if len(tries) == 1:
+                await conn.close()
+                await conn.execute("SELECT 1")  # OperationalError: the connection is closed
+            return await _one(conn)
+
+        assert await kept.use(closes_once, again=True) == 1 and len(tries) == 2
+    finally:
+        await kept.close()
+
+
+async def _pid(conn) -> int:  # noqa: ANN001
+    return int(conn.info.backend_pid)

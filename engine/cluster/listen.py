@@ -34,7 +34,7 @@ class Listener:
         try:
             await sql.listen_work(self._conn)
         except BaseException:
-            await self.aclose()
+            await self.close()
             raise
 
     async def run(self) -> None:
@@ -55,10 +55,10 @@ class Listener:
                         await self.on_thread(note.payload)
             except psycopg.Error as exc:
                 log.warning("%s: listener dropped: %s", self.application_name, type(exc).__name__)
-                await self.aclose()
+                await self.close()
                 await anyio.sleep(1.0)
 
-    async def aclose(self) -> None:
+    async def close(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
             await self.pool.give_back(conn)  # (its LISTENs end there)

@@ -46,7 +46,7 @@ from engine.store import turns as rows
 from engine.store.pg import claims as sql
 from engine.store.pg.cluster import ClusterError, Conn, Lease, running_turns
 from engine.store.pg.overview import read_view
-from engine.store.pg.pool import Pool
+from engine.store.pg.pool import Kept, Pool
 from engine.store.pg.store import PgStore, scrub
 from engine.store.schedule import stored_request
 
@@ -60,7 +60,6 @@ if TYPE_CHECKING:
     from engine.turn.state import TurnState
 
 log = logging.getLogger("agentdeck")
-COORDINATING = 2  # coordination uses of the pool at once (more cost bench_cluster steps/s)
 T = TypeVar("T")
 
 
@@ -77,9 +76,9 @@ class ClusterMember:
         self.lease = config.lease_seconds
         self.worker: ClusterWorker | None = None
         self.pool: Pool | None = None  # the store's (pg/pool.py): all but the heartbeat's
+        self.coordination: Kept | None = None  # admissions, settles, claims: one session
         self.listener: Listener | None = None
         self._claim_lock = anyio.Lock()
-        self._coordinating = anyio.Semaphore(COORDINATING)
         self.wanted = anyio.Event()  # a notice came: claim now, not at the next tick
         self._releasing: set[str] = set()
         self._taking: set[str] = set()  # being leased and read: not held until taken up
@@ -101,6 +100,7 @@ class ClusterMember:
         self.worker = ClusterWorker(conn, self.name, lease_seconds=self.lease, url=self.url)
         await sql.ensure(conn)
         await self.worker.register()
+        self.coordination = await self.pool.keep(f"agentdeck-coordination {self.name}")
         await self._new_block()
         self.listener = Listener(self.pool, app, on_thread=partial(tasks.noticed, self),
                                   on_cancel=partial(cancel_here, self.rt),
@@ -113,8 +113,9 @@ class ClusterMember:
         with anyio.CancelScope(shield=True):
             if self.worker is not None:
                 await self.worker.leave()
-            if self.listener is not None:
-                await self.listener.aclose()
+            for part in (self.listener, self.coordination):  # their connections to the pool
+                if part is not None:
+                    await part.close()
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """The other workers' events relayed here (started: every later commit of theirs
@@ -433,10 +434,9 @@ class ClusterMember:
         return await self.db(lambda c: read_view(c, self.name, self.lease))
 
     async def db(self, use: Callable[[Conn], Awaitable[T]], again: bool = False) -> T:
-        """`use` the pool (COORDINATING at a time: an admission need not wait for a settle)."""
-        assert self.pool is not None
-        async with self._coordinating:
-            return await self.pool.use(use, again=again)
+        """`use` the worker's coordination connection (kept from the pool: see Kept)."""
+        assert self.coordination is not None
+        return await self.coordination.use(use, again=again)
 
     async def leases(self, use: Callable[[Conn], Awaitable[T]]) -> T:
         """Change leases (acquire, release, heartbeat) on the worker's connection, in order."""
