@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from engine.services.scheduler_stats import Statistics, ThreadStats
+from engine.domain.scheduler_stats import Statistics, ThreadStats
 
 MAX_LISTED = 20  # threads named per worker; its lease count says how many more it holds
 

@@ -44,6 +44,7 @@ from engine.room import Room
 from engine.runner import ToolRunner
 from engine.services.deadlines import pending_calls
 from engine.services.event_bus import EventBus
+from engine.services.restore import restore_schedule
 from engine.services.scheduler import (
     GroupConfig,
     QueueFull,
@@ -58,7 +59,7 @@ from engine.store import DiskFull, Store
 from engine.store import rules as ruled
 from engine.store import turns as rows
 from engine.store.outcome import read_outcome
-from engine.store.schedule import group_row, key_row, keyed_request, request_row, restore_schedule
+from engine.store.schedule import group_row, key_row, keyed_request, request_row
 from engine.strategies import strategy_for
 from engine.summary import SummaryFile, summary_of
 from engine.tools import Tool, ToolRegistry

@@ -25,7 +25,7 @@ NOT_USED = {
     "status": ("engine.domain.rules", "engine.decisions.review", "engine.config", "engine.services.scheduler",
                "engine.api.rule_models", "aiosqlite"),
     "pending": ("engine.domain.rules", "engine.decisions.review", "engine.config", "engine.services.scheduler",
-                "engine.services.scheduler_stats", "engine.api.rule_models", "aiosqlite"),
+                "engine.domain.scheduler_stats", "engine.api.rule_models", "aiosqlite"),
     "rules": ("engine.decisions.review", "engine.config", "engine.services.scheduler", "aiosqlite"),
     "channels": ("engine.domain.rules", "engine.decisions.review", "engine.services.scheduler", "aiosqlite"),
     "history --limit 1": ("httpx", "engine.api.models", "engine.decisions.review", "engine.services.scheduler"),

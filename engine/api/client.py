@@ -37,8 +37,8 @@ if TYPE_CHECKING:
     from engine.domain.events import Event
     from engine.domain.outcome import TurnOutcome
     from engine.domain.rules import Rule
+    from engine.domain.scheduler_stats import Statistics
     from engine.services.scheduler import GroupConfig
-    from engine.services.scheduler_stats import Statistics
     from engine.store.recent import Conversation, Recent
 
 # Where the types the operations name live: imported when an operation is first carried or
@@ -53,7 +53,7 @@ operation = declarer({
     "engine.decisions.review": ("Killed", "Review"),
     "engine.domain.rules": ("Rule",),
     "engine.services.scheduler": ("GroupConfig",),
-    "engine.services.scheduler_stats": ("Statistics",),
+    "engine.domain.scheduler_stats": ("Statistics",),
 })  # fmt: skip
 GROUP_NAME = r"^[A-Za-z0-9_.:-]{1,64}$"
 DELIVERY_STATE = r"^(pending|retrying|sent|dead|dropped)$"

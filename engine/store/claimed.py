@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from engine.decisions import Decision
-from engine.services.scheduler import Request
+from engine.domain.requests import Request
 from engine.store import decisions as recorded
 from engine.store.schedule import request_from_row
 from engine.store.sqlite import Store

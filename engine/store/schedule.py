@@ -1,44 +1,45 @@
 """The scheduler's records in execution.db: thread groups, turn requests and the
-idempotency keys of requests, written as upserts, and read back when a runtime starts."""
+idempotency keys of requests, written as upserts, and read back when a runtime starts
+(`read_schedule`; engine/services/restore.py rebuilds the scheduler from it)."""
 
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import dataclass
 
-from engine.config import Config
 from engine.domain.messages import Message
-from engine.services.scheduler import GroupConfig, Request, Scheduler
+from engine.domain.requests import GroupConfig, Request
 from engine.store.sqlite import Op, Store
 
 
-async def restore_schedule(
-    store: Store, scheduler: Scheduler, config: Config
-) -> tuple[set[str], list[Request]]:
-    """Rebuild `scheduler` from the room and its config: groups (and write them back),
-    threads held by unfinished turns, queued requests. Returns the turns a stopped run
-    left `running`, and the requests it had queued (now in the scheduler again)."""
-    for row in await store.fetchall("schedule.groups"):
-        scheduler.groups[row["name"]] = GroupConfig(
-            row["name"], row["priority"], row["max_running_turns"], row["max_queued_turns"],
-            row["overflow_policy"], row["coalesce"], bool(row["paused"]),
-        )  # fmt: skip
-    for name, settings in config.groups.items():
-        scheduler.configure(name, **settings.model_dump(exclude_none=True))
-    for name, settings in config.groups.items():
-        if settings.strategy is not None:
-            scheduler.configure(name, strategy=settings.strategy)
-    await store.write([group_row(g) for g in scheduler.groups.values()])
-    interrupted: set[str] = set()
-    for row in await store.fetchall("schedule.open_turns"):
-        scheduler.hold(row["thread_id"], row["id"], row["group_name"], row["status"])
-        if row["status"] == "running":
-            interrupted.add(row["id"])
-    queued = []
-    for row in await store.fetchall("schedule.queued_requests"):
-        req = request_from_row(row)
-        scheduler.requeue(req)
-        queued.append(req)
-    return interrupted, queued
+@dataclass(frozen=True)
+class Held:
+    """A thread an unfinished turn holds."""
+
+    thread_id: str
+    turn_id: str
+    group: str
+    status: str  # running (a stopped run left it) or waiting
+
+
+@dataclass(frozen=True)
+class StoredSchedule:
+    """What the room keeps of its schedule: groups, threads held, queued requests."""
+
+    groups: list[GroupConfig]
+    held: list[Held]
+    queued: list[Request]
+
+
+async def read_schedule(store: Store) -> StoredSchedule:
+    """The room's stored schedule, to rebuild a scheduler from when a runtime starts."""
+    groups = [GroupConfig(r["name"], r["priority"], r["max_running_turns"],
+                          r["max_queued_turns"], r["overflow_policy"], r["coalesce"],
+                          bool(r["paused"])) for r in await store.fetchall("schedule.groups")]  # fmt: skip
+    held = [Held(r["thread_id"], r["id"], r["group_name"], r["status"])
+            for r in await store.fetchall("schedule.open_turns")]  # fmt: skip
+    queued = [request_from_row(r) for r in await store.fetchall("schedule.queued_requests")]
+    return StoredSchedule(groups, held, queued)
 
 
 def request_from_row(row: sqlite3.Row) -> Request:

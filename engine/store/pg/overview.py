@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from engine.cluster_view import MAX_LISTED, ClusterView, WorkerView
-from engine.services.scheduler import ThreadStats
+from engine.domain.scheduler_stats import ThreadStats
 from engine.store.pg.cluster import Conn, db_now, leases, list_workers
 
 MAX_THREADS = 5_000  # threads one view lists at most (the busy ones first)
