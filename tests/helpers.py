@@ -101,7 +101,7 @@ def _on_room(room: Path, sql: str, params: tuple[Any, ...], *, write: bool) -> l
         import psycopg
 
         with psycopg.connect(pg.ROOMS.url(room / "execution.db")) as pconn:
-            cur = pconn.execute(_pg_spelling(sql), params)
+            cur = pconn.execute(pg_spelling(sql), params)
             return [tuple(r) for r in cur.fetchall()] if cur.description else []
     mode = "rw" if write else "ro"
     conn = sqlite3.connect(f"file:{room / 'execution.db'}?mode={mode}", uri=True)
@@ -120,7 +120,7 @@ def as_version(conn: Any, version: int) -> None:
     conn.execute(f"PRAGMA user_version = {version}")
 
 
-def _pg_spelling(sql: str) -> str:
+def pg_spelling(sql: str) -> str:
     """A test's plain SQL (`?` placeholders, whole-table reads) as psycopg takes it."""
     return sql.replace("%", "%%").replace("?", "%s")
 
@@ -134,7 +134,7 @@ class Spelled:
         self.store = store
 
     def _sql(self, sql: str) -> str:
-        return _pg_spelling(sql) if self.store.dialect.name == "postgres" else sql
+        return pg_spelling(sql) if self.store.dialect.name == "postgres" else sql
 
     async def fetchall(self, sql: str, params: Any = ()) -> list[Any]:
         return await self.store.fetchall(self._sql(sql), params)

@@ -28,6 +28,7 @@ from engine.decisions import Decision
 from engine.domain.messages import Message
 from engine.providers.base import ModelRequest
 from engine.runtime import Runtime
+from tests.helpers import pg_spelling
 from tests.scripted import Reply, ScriptedModel, add, boom, echo_results, shell
 
 BULK = 23
@@ -129,7 +130,7 @@ def truth(db: Path, sql: str, *params: Any) -> list[tuple]:
         import psycopg
 
         with psycopg.connect(url) as pg:
-            return [tuple(r) for r in pg.execute(_pg_spelling(sql), params).fetchall()]
+            return [tuple(r) for r in pg.execute(pg_spelling(sql), params).fetchall()]
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         return [tuple(r) for r in conn.execute(sql, params)]
@@ -241,8 +242,3 @@ STATUS_TRUTH = {
     " WHERE c.turn_id = t.id AND c.status = 'cancelled' AND d.action = 'cancel')",
     "cancelled": "t.reason = 'cancelled'",
 }
-
-
-def _pg_spelling(sql: str) -> str:
-    """A test's plain SQL (`?` placeholders, whole-table reads) as psycopg takes it."""
-    return sql.replace("%", "%%").replace("?", "%s")

@@ -20,6 +20,7 @@ import psycopg
 
 from engine.store.pg import cluster as sql
 from engine.store.pg.cluster import Conn, Fenced, Lease
+from engine.store.pg.pool import on_one
 
 T = TypeVar("T")
 log = logging.getLogger("agentdeck")
@@ -56,20 +57,16 @@ class ClusterWorker:
 
     async def use(self, fn: Callable[[Conn], Awaitable[T]], *, again: bool = False) -> T:
         """`fn(conn)`, one caller at a time (psycopg's transactions on one connection must
-        not interleave). A connection closed under the worker (a query cut short by a
-        cancel closes it) is replaced first, keeping the worker's leases; with `again` (an
-        idempotent `fn`), also when it closes during `fn`, which then runs once more."""
+        not interleave), on the worker's connection, replaced when closed under it, keeping
+        the worker's leases (`on_one`)."""
         async with self._lock:
-            for last in (not again, True):
-                if self.conn.closed and self.url is not None:
-                    log.warning("worker %s: its connection was closed: connecting again", self.id)
-                    await self._connect(register=False)
-                try:
-                    return await fn(self.conn)
-                except psycopg.OperationalError:
-                    if last or not self.conn.closed:
-                        raise
-            raise AssertionError("unreachable")
+            return await on_one(lambda: self.conn, self._renew, fn, again=again)
+
+    async def _renew(self) -> None:
+        if self.url is None:  # the caller's to mend: say so with the closed connection's error
+            return
+        log.warning("worker %s: its connection was closed: connecting again", self.id)
+        await self._connect(register=False)
 
     async def reconnect(self) -> None:
         """A new connection, the worker registered anew: every lease still under its name

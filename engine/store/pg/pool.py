@@ -27,7 +27,7 @@ import anyio
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-__all__ = ["MAX_SIZE", "Kept", "Pool", "open_pool"]
+__all__ = ["MAX_SIZE", "Kept", "Pool", "on_one", "open_pool"]
 
 MIN_SIZE = 4  # connections kept open while idle (the store had 4 readers)
 MAX_SIZE = 16  # readers, coordination, the listener, the relay and the singletons' locks
@@ -81,13 +81,28 @@ class Pool:
         """One connection kept for a run of uses, one at a time (`Kept.use`)."""
         return Kept(self, application_name, await self.borrow(application_name))
 
-    def statistics(self) -> dict[str, int]:
-        """psycopg_pool's counts (pool_size, pool_available, requests_waiting, ...)."""
-        return dict(self._pool.get_stats())
-
     async def close(self) -> None:
         with anyio.CancelScope(shield=True):
             await self._pool.close()
+
+
+async def on_one(
+    current: Callable[[], Conn], renew: Callable[[], Awaitable[None]],
+    fn: Callable[[Conn], Awaitable[T]], *, again: bool = False,
+) -> T:  # fmt: skip
+    """`fn` on one kept connection (`current()`; the caller holds it alone): a connection
+    closed under it (a query cut short by a cancel closes it) is `renew`ed first; with
+    `again` (an idempotent `fn`), also when it closes during `fn`, which then runs once
+    more on the new one."""
+    for last in (not again, True):
+        if current().closed:
+            await renew()
+        try:
+            return await fn(current())
+        except psycopg.OperationalError:
+            if last or not current().closed:
+                raise
+    raise AssertionError("unreachable")
 
 
 class Kept:
@@ -101,19 +116,13 @@ class Kept:
         self._lock = anyio.Lock()
 
     async def use(self, fn: Callable[[Conn], Awaitable[T]], *, again: bool = False) -> T:
-        """`fn` on the kept connection; `again` (an idempotent `fn`): once more, on a new
-        connection, when the connection closes under it."""
+        """`fn` on the kept connection (see `on_one`)."""
         async with self._lock:
-            for last in (not again, True):
-                if self._conn.closed:
-                    await self._pool.give_back(self._conn)
-                    self._conn = await self._pool.borrow(self._name)
-                try:
-                    return await fn(self._conn)
-                except psycopg.OperationalError:
-                    if last or not self._conn.closed:
-                        raise
-            raise AssertionError("unreachable")
+            return await on_one(lambda: self._conn, self._renew, fn, again=again)
+
+    async def _renew(self) -> None:
+        await self._pool.give_back(self._conn)
+        self._conn = await self._pool.borrow(self._name)
 
     async def close(self) -> None:
         await self._pool.give_back(self._conn)
