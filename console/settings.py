@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import themes
-from engine.files import replace_file
+from engine.io.files import replace_file
 
 
 def config_path() -> Path:

@@ -24,7 +24,7 @@ __version__ = "0.1.0"
 # name -> the module that defines it
 _EXPORTS = {
     # opening a room and running turns
-    "Runtime": "engine.runtime",
+    "Runtime": "engine.runtime.runtime",
     "Message": "engine.domain.messages",
     "ConvMessage": "engine.domain.messages",
     "TurnOutcome": "engine.domain.outcome",

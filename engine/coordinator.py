@@ -1,5 +1,5 @@
 """Who runs what: the coordinator a runtime is built with, chosen once, at its start
-(engine/lifetime.py): `OneRoom` (this runtime alone owns the room) or a cluster's
+(engine/runtime/lifetime.py): `OneRoom` (this runtime alone owns the room) or a cluster's
 `ClusterMember` (one worker of several on one PostgreSQL database, engine/cluster/).
 
 Everything that differs between the two goes through this protocol: the ids steps get,
@@ -25,13 +25,13 @@ from engine.turn.context import Coordinating
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
-    from engine.cluster_view import ClusterView
     from engine.config import Config
     from engine.decisions import Decision
     from engine.decisions.inbox import DecisionInbox
+    from engine.domain.cluster_view import ClusterView
     from engine.domain.outcome import TurnOutcome
-    from engine.handles import Carried, TurnHandle
     from engine.services.event_bus import EventBus
+    from engine.services.handles import Carried, TurnHandle
     from engine.services.scheduler import Request, Scheduler
     from engine.store import Store
     from engine.turn.state import TurnState
@@ -42,7 +42,7 @@ CancelHere = Callable[[str, str], Awaitable[bool]]  # cancel one (turn id, reaso
 
 class Host(Protocol):
     """The runtime a coordinator serves, as the coordinators see it: they depend on this
-    shape and not on engine.runtime (which is built with one, engine/lifetime.py: the
+    shape and not on engine.runtime (which is built with one, engine/runtime/lifetime.py: the
     dependency runs one way)."""
 
     store: Store

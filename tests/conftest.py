@@ -127,7 +127,7 @@ def store_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
                        **kw: Any) -> Store:  # fmt: skip
         return await real(db, config, {**env, engine.store.select.ENV: rooms.url(db)}, **kw)
 
-    monkeypatch.setattr("engine.lifetime.open_store", per_room)
+    monkeypatch.setattr("engine.runtime.lifetime.open_store", per_room)
     monkeypatch.setattr(pg, "ROOMS", rooms)
     monkeypatch.setenv(engine.store.select.ENV, rooms.first)
     yield "postgresql"

@@ -24,11 +24,11 @@ from engine.api.sockets import connect_path
 from engine.config import Config, ServerConfig
 from engine.decisions import Decision
 from engine.domain.events import Event, TurnChanged
+from engine.io.sse import parse_sse
 from engine.loops.server import serve_api
 from engine.providers.offline import OfflineModel
 from engine.room import Room
 from engine.runtime import Runtime
-from engine.sse import parse_sse
 from tests.helpers import room_rows
 from tests.wait import PATIENCE, until
 

@@ -304,7 +304,7 @@ async def test_a_turn_resumed_while_a_stopped_loop_of_it_ends_is_not_resumed_twi
     take only its own handle off the live turns. It took the resumed one's, so the next
     read of the thread resumed the turn a second time beside the first (the soak: a
     duplicate message seq, an idempotent call run three times on one worker)."""
-    from engine.handles import TurnHandle
+    from engine.services.handles import TurnHandle
 
     async with Runtime.open(tmp_path / "a", kind="run", provider=ScriptedModel(block_first),
                             config=cluster_config(pg_url, "a")) as a:  # fmt: skip

@@ -19,7 +19,7 @@ import pytest
 from engine.api.local import LocalClient
 from engine.api.remote import RemoteClient
 from engine.cli import main, workers
-from engine.cluster_view import MAX_LISTED, ClusterView, WorkerView
+from engine.domain.cluster_view import MAX_LISTED, ClusterView, WorkerView
 from engine.loops.server import serve_api
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime

@@ -10,9 +10,9 @@ import sqlite3
 import anyio
 import pytest
 
+from engine.api.history import Filters, History, HistoryError, UnknownTurn, parse_time
 from engine.config import Config
 from engine.decisions import Decision
-from engine.history import Filters, History, HistoryError, UnknownTurn, parse_time
 from engine.room import Room
 from engine.runtime import Runtime
 from tests.helpers import on

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-import engine.lifetime
+import engine.runtime.lifetime
+from engine.api.history import Filters, History
 from engine.config import Config
 from engine.decisions import Decision
-from engine.history import Filters, History
 from engine.room import Room
 from engine.runtime import Runtime
 from engine.store import migrations
@@ -40,7 +40,7 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture(autouse=True)
 def no_timed_batch(monkeypatch: pytest.MonkeyPatch) -> None:
     """The batch runs only when a test says (and when a room opens and closes)."""
-    monkeypatch.setattr(engine.lifetime, "INDEX_EVERY", 3600.0)
+    monkeypatch.setattr(engine.runtime.lifetime, "INDEX_EVERY", 3600.0)
 
 
 def open_rt(room: Room) -> Runtime:

@@ -15,8 +15,8 @@ import anyio
 import pytest
 
 import engine.store.history as history_store
+from engine.api.history import Filters, History, connect_readonly
 from engine.cli import main
-from engine.history import Filters, History, connect_readonly
 from engine.room import Room
 from tests.history_seed import (
     BACKENDS,

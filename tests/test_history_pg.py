@@ -16,9 +16,9 @@ from typing import Any
 import psycopg
 import pytest
 
+from engine.api.history import History
 from engine.cli import main
 from engine.decisions import Decision
-from engine.history import History
 from engine.room import Room
 from engine.store import StoreError
 from engine.store.pg.reader import PgReader

@@ -229,7 +229,7 @@ def test_pyproject_keeps_screens_and_widgets_off_the_runtime() -> None:
 CLUSTER_HOME = (
     "engine/cluster/",
     "engine/coordinator.py",
-    "engine/lifetime.py",
+    "engine/runtime/lifetime.py",
     "engine/store/pg/",
 )
 
@@ -253,7 +253,7 @@ def test_nothing_but_the_coordinators_and_the_root_asks_for_a_cluster() -> None:
 
 def test_no_engine_modules_import_each_other_in_a_circle() -> None:
     """Type-only imports count: engine.turn.context imported engine.coordinator, which named
-    the supervisor; engine.lifetime named engine.runtime (issue 28's review)."""
+    the supervisor; engine.runtime.lifetime named engine.runtime (issue 28's review)."""
     import grimp
 
     graph = grimp.build_graph("engine")

@@ -11,8 +11,8 @@ import pytest
 
 from engine.decisions import Decision
 from engine.domain.messages import ConvMessage
-from engine.plugins import Gate, MaxRounds, Phase, PhaseContext, Plugin
 from engine.providers.base import ModelRequest
+from engine.turn.plugins import Gate, MaxRounds, Phase, PhaseContext, Plugin
 from tests.helpers import msg, on, rows, runtime
 from tests.scripted import Reply, echo_results, first_then
 

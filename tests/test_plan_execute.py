@@ -18,8 +18,9 @@ import pytest
 from engine.config import Config
 from engine.decisions import Decision
 from engine.domain.messages import Message
+from engine.domain.outcome import TurnOutcome
 from engine.providers.base import ModelEvent, ModelRequest, StopEvent, TextDelta, UsageEvent
-from engine.runtime import Runtime, TurnOutcome
+from engine.runtime import Runtime
 from engine.strategies.plan_normalize import (
     ACTION_RESULTS,
     Command,

@@ -17,9 +17,9 @@ from engine.domain.messages import ConvMessage, ToolCallPart
 from engine.providers.anthropic import AnthropicProvider
 from engine.providers.base import ModelRequest
 from engine.providers.openai import OpenAIProvider
-from engine.runner import RunnerParams
 from engine.runtime import Runtime
 from engine.tools import tool
+from engine.turn.tool_runner import RunnerParams
 from tests.helpers import rows, runtime
 from tests.scripted import Reply, first_then
 from tests.wait import until

@@ -12,11 +12,11 @@ import pytest
 
 from engine.config import Config, ModelConfig
 from engine.domain.messages import ConvMessage
+from engine.io.sse import SSEError, SSEEvent, parse_sse, sse_lines
 from engine.providers.base import ModelRequest, ProviderError
 from engine.providers.http import RequestLimits
 from engine.providers.openai import OpenAIProvider
 from engine.providers.select import make_provider
-from engine.sse import SSEError, SSEEvent, parse_sse, sse_lines
 
 pytestmark = pytest.mark.anyio
 

@@ -10,9 +10,9 @@ import json
 
 import pytest
 
+from engine.api.history import History
 from engine.decisions import Decision
 from engine.domain.messages import Message
-from engine.history import History
 from engine.providers.base import AssistantAccumulator, ToolCallDelta
 from tests.helpers import on, runtime
 from tests.scripted import Reply, add, echo_results, first_then, shell

@@ -10,7 +10,9 @@ import pytest
 from engine.config import Config
 from engine.decisions import Decision
 from engine.domain.events import StepFinished
-from engine.plugins import (
+from engine.providers.base import ModelRequest, ProviderError
+from engine.tools import ToolResult, tool
+from engine.turn.plugins import (
     ConsecutiveErrors,
     Gate,
     MaxRounds,
@@ -20,8 +22,6 @@ from engine.plugins import (
     Timeout,
     default_stop_policies,
 )
-from engine.providers.base import ModelRequest, ProviderError
-from engine.tools import ToolResult, tool
 from tests.helpers import msg, on, rows, runtime
 from tests.scripted import Reply, add, echo_results, first_then
 from tests.wait import until

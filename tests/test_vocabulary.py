@@ -23,11 +23,11 @@ from engine.domain.events import (
     parse_events,
 )
 from engine.domain.messages import Message
+from engine.io.sse import parse_sse
 from engine.lifecycle import CallStatus, DecisionStatus, StepStatus, TurnStatus
 from engine.loops.server import serve_api
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime
-from engine.sse import parse_sse
 from engine.store.recent import read_recent
 from tests.helpers import rows, runtime
 from tests.scripted import first_then

@@ -1,6 +1,6 @@
 """The history screen's reader: its own read-only connection to the room, and the reads on it.
 
-The screen reads through `engine.history.History`, never through the runtime, so it works
+The screen reads through `engine.api.history.History`, never through the runtime, so it works
 the same while another process owns the room, and never blocks the room's writer. The
 connection is opened when the screen mounts and closed when it unmounts, each awaited by
 the screen and never by a worker: a worker cancelled mid-connect or mid-close would leave
@@ -31,7 +31,7 @@ from console.history.view import (
     thread_cells,
     turn_cells,
 )
-from engine.history import READ_ERRORS, History, HistoryError
+from engine.api.history import READ_ERRORS, History, HistoryError
 from engine.room import Room
 
 PAGE = 50  # rows a page

@@ -1,4 +1,4 @@
-"""What the history screen draws, from `engine.history`'s plain dicts; no Textual here.
+"""What the history screen draws, from `engine.api.history`'s plain dicts; no Textual here.
 
 Lists are drawn as lines of cells, `(text, component class)` pairs that the line views
 style from the theme (glyph + word for every state, never colour alone). A turn's steps
@@ -18,7 +18,7 @@ from console.format import duration, one_line, short_id
 from console.glyphs import Look, look
 from console.state import CallRow
 from console.steps import StepRow
-from engine.history import Filters, HistoryError, parse_time
+from engine.api.history import Filters, HistoryError, parse_time
 from engine.lifecycle import CallStatus, DecisionStatus
 
 Cells = tuple[tuple[str, str], ...]  # one drawn line: (text, component class or "")

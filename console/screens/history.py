@@ -44,7 +44,7 @@ from console.widgets.history_list import HistoryList
 from console.widgets.key_bar import KeyBar
 from console.widgets.timeline import Timeline
 from console.widgets.turn_detail import TurnDetail
-from engine.history import HistoryError, fts_query
+from engine.api.history import HistoryError, fts_query
 from engine.room import Room
 
 CYCLED = {"origin": "origins", "group": "groups", "tool": "tools"}  # filter -> counts() key

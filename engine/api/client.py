@@ -31,9 +31,9 @@ if TYPE_CHECKING:
     )
     from engine.api.rule_models import NewRule, Revoked
     from engine.api.watch import Watch
-    from engine.cluster_view import ClusterView
     from engine.decisions import Decision, PendingCall
     from engine.decisions.review import Killed, Review
+    from engine.domain.cluster_view import ClusterView
     from engine.domain.events import Event
     from engine.domain.outcome import TurnOutcome
     from engine.domain.rules import Rule
@@ -47,7 +47,7 @@ operation = declarer({
     "engine.api.models": ("CancelBody", "Cancelled", "ChannelsView", "Decided", "DeliveryRow",
                           "GroupChange", "Info", "RoomOverview", "SubmitBody", "Submitted"),
     "engine.api.rule_models": ("NewRule", "RevokeBody", "Revoked"),
-    "engine.cluster_view": ("ClusterView",),
+    "engine.domain.cluster_view": ("ClusterView",),
     "engine.decisions": ("Decision", "PendingCall"),
     "engine.domain.outcome": ("TurnOutcome",),
     "engine.decisions.review": ("Killed", "Review"),

@@ -41,8 +41,8 @@ if TYPE_CHECKING:
 
     from engine.api.models import Info
     from engine.api.watch import Watch
+from engine.io.sse import parse_sse, sse_lines
 from engine.room import Room, owner_of
-from engine.sse import parse_sse, sse_lines
 
 STREAM_READ = 45.0  # seconds of silence before an event stream is taken for dead (3 keepalives)
 RETRIES = 3  # reconnects of a broken event stream before the owner is taken for gone

@@ -15,8 +15,8 @@ from engine.store.select import display, store_url
 
 
 async def history(room: Room, args: argparse.Namespace) -> int:
+    from engine.api.history import Filters, History, HistoryError, parse_time
     from engine.cli.history_text import hit_line, turn_line
-    from engine.history import Filters, History, HistoryError, parse_time
 
     if args.limit < 1:
         raise UsageError("--limit must be at least 1")

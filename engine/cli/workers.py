@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from engine.cluster_view import ClusterView, WorkerView
+from engine.domain.cluster_view import ClusterView, WorkerView
 
 SHOWN = 8  # threads named per worker in the text (--json has up to MAX_LISTED)
 COLUMNS = ("worker", "host", "pid", "state", "alive", "heartbeat", "leases", "threads")

@@ -51,10 +51,10 @@ from engine.store.pg.store import PgStore, scrub
 from engine.store.schedule import stored_request
 
 if TYPE_CHECKING:
-    from engine.cluster_view import ClusterView
     from engine.coordinator import CancelHere, Here
     from engine.decisions import Decision
     from engine.decisions.inbox import DecisionInbox
+    from engine.domain.cluster_view import ClusterView
     from engine.domain.outcome import TurnOutcome
     from engine.services.scheduler import Request, Scheduler
     from engine.turn.state import TurnState

@@ -1,7 +1,7 @@
 """What the scheduler shows of itself: a snapshot of its groups, the threads its turns
 hold and why each queued request (or resumed turn) waits. Plain records, kept apart from
 engine/services/scheduler.py's decisions: the API serves them, the console and `agentdeck status`
-draw them, and a cluster's view (engine/cluster_view.py) joins its threads to them."""
+draw them, and a cluster's view (engine/domain/cluster_view.py) joins its threads to them."""
 
 from __future__ import annotations
 
@@ -52,5 +52,5 @@ class Statistics:
     max_running_turns: int
     running: int
     # the worker that answered when the runtime is a cluster's (its threads then are the
-    # whole cluster's, each with its worker: engine/cluster_view.py); None otherwise
+    # whole cluster's, each with its worker: engine/domain/cluster_view.py); None otherwise
     worker: str | None = None

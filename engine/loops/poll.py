@@ -21,7 +21,7 @@ from pathlib import Path
 import anyio
 
 from engine.channels.base import PollChannel
-from engine.files import replace_file
+from engine.io.files import replace_file
 from engine.loops.inbound import ChannelState, admit
 from engine.runtime import Runtime
 

@@ -32,8 +32,8 @@ import anyio
 import httpx
 from pydantic import ValidationError
 
+from engine.io.sse import DEFAULT_LIMIT, SSEError, SSEEvent, parse_sse, sse_lines
 from engine.providers.base import ModelEvent, ProviderError
-from engine.sse import DEFAULT_LIMIT, SSEError, SSEEvent, parse_sse, sse_lines
 
 T = TypeVar("T")
 ERROR_BODY = 65_536  # bytes of an error response read for its message

@@ -23,9 +23,9 @@ from engine.decisions.record import Recorded, record_decision
 from engine.domain.conversation import Conversation
 from engine.domain.events import TurnStarted
 from engine.domain.messages import ConvMessage
-from engine.handles import Carried, TurnHandle
 from engine.lifecycle import TurnStatus
 from engine.lifecycle import turn as turn_lifecycle
+from engine.services.handles import Carried, TurnHandle
 from engine.services.scheduler import Request, Resumed, Scheduler
 from engine.store import DiskFull, LeaseLost, Store
 from engine.store import turns as rows

@@ -17,10 +17,10 @@ from engine.config import Config
 from engine.decisions.inbox import DecisionInbox
 from engine.domain.events import Event
 from engine.domain.rules import RuleBook
-from engine.plugins import Phase, Plugin
 from engine.providers.base import Provider
 from engine.store import Op
 from engine.tools import ToolRegistry
+from engine.turn.plugins import Phase, Plugin
 
 
 class Commit(Protocol):

@@ -14,7 +14,6 @@ from typing import Any, Protocol
 import anyio
 
 from engine.lifecycle import CallStatus
-from engine.plugins import Gate, Phase
 from engine.providers.base import parse_arguments
 from engine.store import Op
 from engine.store import rules as ruled
@@ -24,6 +23,7 @@ from engine.tools.redact import Secrets
 from engine.tools.shell_read import prepare, read_ahead
 from engine.turn.call import CallState
 from engine.turn.context import TurnContext
+from engine.turn.plugins import Gate, Phase
 
 
 class Site(Protocol):

@@ -32,7 +32,6 @@ from engine.domain.events import StepFinished, StepStarted, TextDelta, TurnChang
 from engine.domain.messages import ConvMessage
 from engine.lifecycle import CallStatus, TurnStatus
 from engine.lifecycle import turn as turn_lifecycle
-from engine.plugins import Gate, Phase, PhaseContext, StopRequest
 from engine.providers.base import AssistantAccumulator, ModelRequest, ProviderError
 from engine.providers.base import TextDelta as ModelTextDelta
 from engine.services.deadlines import stamp
@@ -42,6 +41,7 @@ from engine.store import turns as rows
 from engine.turn import gate as gates
 from engine.turn.call import ANSWERED, NO_MESSAGE, PLACEHOLDER, CallState
 from engine.turn.context import TurnContext
+from engine.turn.plugins import Gate, Phase, PhaseContext, StopRequest
 from engine.turn.replay import Replay
 from engine.turn.state import (
     Inference,

@@ -18,12 +18,12 @@ from engine.decisions import Decision, apply
 from engine.decisions.review import notice_text, put_up_for_review
 from engine.domain.events import Notice
 from engine.lifecycle import CallStatus
-from engine.plugins import Gate, Phase
 from engine.store import Op
 from engine.store import rules as ruled
 from engine.turn import gate as gates
 from engine.turn.call import ANSWERED, CallState
 from engine.turn.context import TurnContext
+from engine.turn.plugins import Gate, Phase
 from engine.turn.state import TurnState, calls_summary
 
 

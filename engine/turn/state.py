@@ -9,11 +9,11 @@ from typing import Any
 
 from engine.domain.messages import ConvMessage
 from engine.lifecycle import CallStatus, TurnStatus
-from engine.plugins import StopRequest
 from engine.providers.base import AssistantAccumulator
 from engine.store import Op
 from engine.store import turns as rows
 from engine.turn.call import CallState
+from engine.turn.plugins import StopRequest
 
 SUMMARY_NAMES = 3  # calls a round's step summary names one by one; more are counted
 

@@ -3,7 +3,7 @@
     .venv/bin/python -m tests.bench.bench_history [--fresh] [--steps N] [--pages N]
 
 The room comes from `tests.bench.gen_history` (cached). Everything goes through
-`engine.history.History`, as the console does (its own read-only connection, aiosqlite).
+`engine.api.history.History`, as the console does (its own read-only connection, aiosqlite).
 
 - open: a new History, its first page of turns (50) and the counts, as the screen opens;
   the first open (file maybe cold) and the median of the next ones.
@@ -32,7 +32,7 @@ if __package__ in (None, ""):  # run as a script: make `engine` importable
 
 import anyio
 
-from engine.history import Filters, History
+from engine.api.history import Filters, History
 from engine.room import Room
 from tests.bench.gen_history import DEFAULT_PATH, ensure
 

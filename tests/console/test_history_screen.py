@@ -31,7 +31,7 @@ from console.widgets.history_list import HistoryList
 from console.widgets.history_notes import HistoryNotes
 from console.widgets.timeline import Timeline
 from console.widgets.turn_detail import TurnDetail
-from engine.history import HistoryError
+from engine.api.history import HistoryError
 from engine.room import Room
 from tests.console.conftest import T0, build
 from tests.console.helpers import SIZE, Recorder, palette, told, until

@@ -13,14 +13,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engine.domain.messages import ConvMessage
+from engine.io.sse import SSEError, parse_sse, sse_lines
 from engine.providers.anthropic import AnthropicProvider
 from engine.providers.base import AssistantAccumulator, ModelRequest, ProviderError, StopEvent
 from engine.providers.http import RequestLimits
 from engine.providers.openai import OpenAIProvider
-from engine.sse import SSEError, parse_sse, sse_lines
 from tests.fuzz.values import dumps, json_texts, json_values, texts
 
-# -- engine/sse.py --------------------------------------------------------------------------
+# -- engine/io/sse.py --------------------------------------------------------------------------
 
 ENDS = st.sampled_from([b"\n", b"\r\n", b"\r"])
 FIELDS = st.sampled_from([b"data", b"data:", b"data: ", b"event: ", b"id: ", b"retry: ", b":",

@@ -1,4 +1,4 @@
-"""Filters, cursors and SQL for `engine.history`: keyset paging only, by index only.
+"""Filters, cursors and SQL for `engine.api.history`: keyset paging only, by index only.
 
 A filtered turn list is driven by `turn_marks` (one row per facet of a turn, keyed by the
 turn's `created_at`), starting from the rarest facet asked for (its size is a counter) and

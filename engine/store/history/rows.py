@@ -1,4 +1,4 @@
-"""Rows of execution.db as the plain dicts `engine.history` hands out (and `--json` prints)."""
+"""Rows of execution.db as the plain dicts `engine.api.history` hands out (and `--json` prints)."""
 
 from __future__ import annotations
 

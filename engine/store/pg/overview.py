@@ -1,14 +1,14 @@
 """The cluster at a glance, in SQL: its workers with their heartbeats and leases, and every
 thread with a turn running or waiting, a queued request or a lease, with the worker that
 leases it, read on one connection with one reading of the database's clock; what
-`agentdeck status` and the scheduler view across workers show (engine/cluster_view.py).
+`agentdeck status` and the scheduler view across workers show (engine/domain/cluster_view.py).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 
-from engine.cluster_view import MAX_LISTED, ClusterView, WorkerView
+from engine.domain.cluster_view import MAX_LISTED, ClusterView, WorkerView
 from engine.domain.scheduler_stats import ThreadStats
 from engine.store.pg.cluster import Conn, db_now, leases, list_workers
 

@@ -14,13 +14,13 @@ import anyio
 
 from engine.config import Config, load_config
 from engine.coordinator import Coordinator, Host, OneRoom
-from engine.plugins import Plugin, default_stop_policies
 from engine.providers.base import Provider
 from engine.room import Ownership, Room
 from engine.services.deadlines import DeadlineWatch
 from engine.store import Store, StoreError
 from engine.store.select import open_store, store_url
 from engine.tools import Tool, ToolRegistry
+from engine.turn.plugins import Plugin, default_stop_policies
 
 if TYPE_CHECKING:
     from engine.decisions import Decision

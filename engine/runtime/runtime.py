@@ -35,15 +35,14 @@ from engine.domain.events import Notice, one_line
 from engine.domain.messages import ConvMessage, InvalidMessage, Message
 from engine.domain.outcome import TurnOutcome
 from engine.domain.rules import Rule, RuleBook
-from engine.handles import Carried, TurnHandle
 from engine.lifecycle import RequestStatus
-from engine.lifetime import serving
-from engine.plugins import Plugin
 from engine.providers.base import Provider
 from engine.room import Room
-from engine.runner import ToolRunner
+from engine.runtime.lifetime import serving
+from engine.runtime.summary import SummaryFile, summary_of
 from engine.services.deadlines import pending_calls
 from engine.services.event_bus import EventBus
+from engine.services.handles import Carried, TurnHandle
 from engine.services.restore import restore_schedule
 from engine.services.scheduler import (
     GroupConfig,
@@ -61,11 +60,12 @@ from engine.store import turns as rows
 from engine.store.outcome import read_outcome
 from engine.store.schedule import group_row, key_row, keyed_request, request_row
 from engine.strategies import strategy_for
-from engine.summary import SummaryFile, summary_of
 from engine.tools import Tool, ToolRegistry
 from engine.turn.call import CallState
 from engine.turn.context import TurnContext
 from engine.turn.loop import TurnLoop
+from engine.turn.plugins import Plugin
+from engine.turn.tool_runner import ToolRunner
 
 __all__ = ["Runtime", "TurnHandle", "TurnOutcome"]
 
@@ -139,7 +139,7 @@ class Runtime:
         resume: Literal["all", "none"] = "all",
     ) -> AsyncIterator[Runtime]:
         """Own the room, repair what a crash left, and serve until the block exits
-        (engine/lifetime.py)."""
+        (engine/runtime/lifetime.py)."""
         async with serving(cls, room, kind=kind, provider=provider, tools=tools, plugins=plugins,
                            config=config, clock=clock, sleep=sleep, ids=ids,
                            resume=resume) as rt:  # fmt: skip
