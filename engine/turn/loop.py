@@ -39,10 +39,10 @@ from engine.services.delivery import answer_owed
 from engine.store import DiskFull, LeaseLost, Op
 from engine.store import turns as rows
 from engine.turn import gate as gates
+from engine.turn import replay
 from engine.turn.call import ANSWERED, NO_MESSAGE, PLACEHOLDER, CallState
 from engine.turn.context import TurnContext
 from engine.turn.plugins import Gate, Phase, PhaseContext, StopRequest
-from engine.turn.replay import Replay
 from engine.turn.state import (
     Inference,
     TurnState,
@@ -55,7 +55,7 @@ from engine.turn.state import (
 Strategy = Callable[["TurnLoop"], Awaitable[None]]
 
 
-class TurnLoop(Replay):
+class TurnLoop:
     """Drives one turn from its loop top to `waiting` or `done`."""
 
     def __init__(
@@ -125,7 +125,7 @@ class TurnLoop(Replay):
                                for e in call.events)  # fmt: skip
             call.events.clear()
             if call.status.terminal:  # a decision that arrived while it ran never applies
-                self._duplicates(call, self.ctx.decisions.ended(call), already(call), now)
+                replay.duplicates(self, call, self.ctx.decisions.ended(call), already(call), now)
                 self.ops += self.ctx.coordinator.call_ended(call.id, already(call))
         if (row := self.turn.row_update(now)) is not None:
             self.ops.append(row)
@@ -173,7 +173,7 @@ class TurnLoop(Replay):
         """From the loop top to waiting or done. Cancellation is handled by the caller."""
         try:
             await self.run_start()
-            await self.recover()
+            await replay.recover(self)
             await self.strategy(self)
         except anyio.get_cancelled_exc_class():
             raise
@@ -342,11 +342,11 @@ class TurnLoop(Replay):
                 self.decided = anyio.Event()
                 if outstanding == 0:
                     return
-                for decision, call in await self._take_decisions():
+                for decision, call in await replay.take_decisions(self):
                     if call not in touched:
                         touched.append(call)
                     outstanding += 1
-                    tg.start_soon(track, self._replay, decision, call)
+                    tg.start_soon(track, replay.replay_call, self, decision, call)
 
         runnable = [
             (c, self.pending_kwargs.pop(c.id)) for c in new_calls if c.id in self.pending_kwargs
@@ -364,16 +364,24 @@ class TurnLoop(Replay):
         for call in touched:
             if call.status.terminal and call.has_message != ANSWERED:
                 self.answer(call)
-        self._count_errors(touched)
+        self.count_errors(touched)
         self.step_end("succeeded", calls_summary(new_calls))
         await self.commit("tool_results_committed", touched)
 
-    def _count_errors(self, calls: list[CallState]) -> None:
+    def count_errors(self, calls: list[CallState]) -> None:
         for call in calls:
             if call.status is CallStatus.FAILED:
                 self.consecutive_errors += 1
             elif call.status is CallStatus.SUCCEEDED:
                 self.consecutive_errors = 0
+
+    async def resume_tool_calls(self) -> None:
+        """RESUME_TOOL_CALL, at the top of every strategy's loop (engine/turn/replay.py)."""
+        await replay.resume_tool_calls(self)
+
+    async def review_left(self) -> int:
+        """What a one-off runtime does of a crash's leftovers (engine/turn/replay.py)."""
+        return await replay.review_left(self)
 
     # -- endings ----------------------------------------------------------------------------
 
