@@ -29,8 +29,8 @@ _EXPORTS = {
     "ConvMessage": "engine.domain.messages",
     "TurnOutcome": "engine.domain.outcome",
     # deciding suspended calls
-    "Decision": "engine.decisions",
-    "PendingCall": "engine.decisions",
+    "Decision": "engine.domain.decisions",
+    "PendingCall": "engine.domain.decisions",
     # the agent's tools
     "Tool": "engine.tools",
     "tool": "engine.tools",
@@ -80,7 +80,7 @@ __all__ = [
 if TYPE_CHECKING:
     from engine.api.client import RoomClient
     from engine.api.connect import connect
-    from engine.decisions import Decision, PendingCall
+    from engine.domain.decisions import Decision, PendingCall
     from engine.domain.events import (
         CallChanged,
         DecisionRecorded,

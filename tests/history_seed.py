@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from engine.config import Config, StoreConfig
-from engine.decisions import Decision
+from engine.domain.decisions import Decision
 from engine.domain.messages import Message
 from engine.providers.base import ModelRequest
 from engine.runtime import Runtime

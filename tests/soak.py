@@ -48,7 +48,7 @@ import anyio
 
 from engine.api.client import ApiError
 from engine.api.remote import RemoteClient
-from engine.decisions import Decision
+from engine.domain.decisions import Decision
 from engine.lifecycle.call import REVIEW_REASON
 from engine.room import Room
 from tests.soak_checks import Snapshot, Tally, executions, snapshot

@@ -36,7 +36,7 @@ if __package__ in (None, ""):  # run as a script: make `engine` and `tests` impo
 import anyio
 
 from engine.api.client import ApiError
-from engine.decisions import Decision, PendingCall
+from engine.domain.decisions import Decision, PendingCall
 from engine.lifecycle.call import REVIEW_REASON
 from tests.test_cluster_processes import (
     LEASE,

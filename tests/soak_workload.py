@@ -33,7 +33,7 @@ import anyio
 from engine.api.client import ApiError, Conflict, OwnerGone, Refused
 from engine.api.models import SubmitBody
 from engine.api.remote import RemoteClient
-from engine.decisions import Decision, PendingCall
+from engine.domain.decisions import Decision, PendingCall
 from engine.lifecycle.call import REVIEW_REASON
 from tests.wait import NeverHappened, until
 

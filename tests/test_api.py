@@ -22,7 +22,7 @@ from engine.api.models import GroupChange, SubmitBody
 from engine.api.remote import RemoteClient
 from engine.api.sockets import connect_path
 from engine.config import Config, ServerConfig
-from engine.decisions import Decision
+from engine.domain.decisions import Decision
 from engine.domain.events import Event, TurnChanged
 from engine.io.sse import parse_sse
 from engine.loops.server import serve_api

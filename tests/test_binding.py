@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from engine.api.local import LocalClient
-from engine.decisions import Decision
 from engine.decisions.binding import args_digest
+from engine.domain.decisions import Decision
 from engine.providers.offline import OfflineModel
 from engine.tools.builtin import builtin_tools
 from tests.helpers import msg, rows, runtime

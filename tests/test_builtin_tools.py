@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from engine.config import Config
-from engine.decisions import Decision
+from engine.domain.decisions import Decision
 from engine.tools import NOTE_ROOM, Tool, ToolContext, ToolResult
 from engine.tools import builtin as bt
 from tests.helpers import msg, runtime

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from engine.channels.config import ChannelConfigError
-from engine.decisions import Decision
+from engine.domain.decisions import Decision
 from engine.loops.start import start_loops
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime

@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 import pytest
 
-from engine.decisions import Decision
+from engine.domain.decisions import Decision
 from engine.domain.messages import Message
 from engine.loops.channels import ChannelSet
 from engine.providers.offline import OfflineModel

@@ -29,7 +29,7 @@ import pytest
 from engine.api.client import ApiError
 from engine.api.models import SubmitBody
 from engine.api.remote import RemoteClient
-from engine.decisions import Decision, PendingCall
+from engine.domain.decisions import Decision, PendingCall
 from engine.lifecycle.call import REVIEW_REASON
 from engine.room import Room
 from tests.cluster_worker import HANG, LOG, ONCE

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from engine.cluster.relay import GIVE_UP, Cursor, Relay
-from engine.decisions import Decision
+from engine.domain.decisions import Decision
 from engine.domain.events import (
     CallChanged,
     Event,

@@ -9,7 +9,7 @@ import pytest
 
 from engine.api.local import LocalClient
 from engine.api.rule_models import NewRule
-from engine.decisions import Decision
+from engine.domain.decisions import Decision
 from tests.helpers import msg
 from tests.scripted import first_then
 from tests.test_cluster_runtime import waiting_call, workers

@@ -14,7 +14,7 @@ import pytest
 
 from engine.cluster import tasks
 from engine.config import ClusterConfig, Config, StoreConfig
-from engine.decisions import Decision
+from engine.domain.decisions import Decision
 from engine.domain.messages import Message
 from engine.runtime import Runtime
 from engine.store import StoreError

@@ -32,7 +32,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from engine.decisions import Decision
+from engine.domain.decisions import Decision
 from engine.lifecycle.call import REVIEW_REASON
 from engine.runtime import Runtime
 from engine.store.writer import KILL_POINTS

@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import pytest
 
-from engine.decisions import Decision
+from engine.domain.decisions import Decision
 from engine.domain.messages import Message
 from engine.lifecycle.call import REVIEW_REASON
 from engine.providers.base import (

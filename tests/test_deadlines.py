@@ -12,9 +12,10 @@ import anyio
 import pytest
 
 from engine.config import ApprovalsConfig, Config, ConfigError, load_config, parse_duration
+from engine.decisions.deadline import deadline_for
 from engine.lifecycle.call import REVIEW_REASON
 from engine.providers.offline import OfflineModel
-from engine.services.deadlines import deadline_for, duration
+from engine.services.deadlines import duration
 from engine.tools.builtin import builtin_tools
 from tests.helpers import msg, room_rows, room_write, rows, runtime
 from tests.wait import until
@@ -181,7 +182,7 @@ async def test_an_operators_decision_before_the_deadline_is_not_overridden(tmp_p
     async with offline(tmp_path, time) as rt:
         out = await rt.run_turn(msg("run `echo hi`"))
         [call] = await rt.pending()
-        from engine.decisions import Decision
+        from engine.domain.decisions import Decision
 
         await rt.decide(Decision.approve(call.call_id, seen=call.args))
         await rt.wait_turn(out.turn_id)

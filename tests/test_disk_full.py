@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.decisions import Decision
+from engine.domain.decisions import Decision
 from engine.domain.events import Event, Notice
 from engine.lifecycle.call import REVIEW_REASON
 from engine.providers.offline import OfflineModel

@@ -12,7 +12,7 @@ import pytest
 
 from engine.api.history import Filters, History, HistoryError, UnknownTurn, parse_time
 from engine.config import Config
-from engine.decisions import Decision
+from engine.domain.decisions import Decision
 from engine.room import Room
 from engine.runtime import Runtime
 from tests.helpers import on

@@ -14,7 +14,7 @@ import pytest
 import engine.runtime.lifetime
 from engine.api.history import Filters, History
 from engine.config import Config
-from engine.decisions import Decision
+from engine.domain.decisions import Decision
 from engine.room import Room
 from engine.runtime import Runtime
 from engine.store import migrations

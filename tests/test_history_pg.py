@@ -18,7 +18,7 @@ import pytest
 
 from engine.api.history import History
 from engine.cli import main
-from engine.decisions import Decision
+from engine.domain.decisions import Decision
 from engine.room import Room
 from engine.store import StoreError
 from engine.store.pg.reader import PgReader

@@ -196,10 +196,22 @@ def lint_imports(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_pyproject_has_the_contract() -> None:
     conf = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
-    (contract,) = [c for c in conf["contracts"] if c["source_modules"] == ["engine"]]
+    (contract,) = [c for c in conf["contracts"] if c.get("source_modules") == ["engine"]]
     assert contract["type"] == "forbidden"
     assert contract["source_modules"] == ["engine"]
     assert set(contract["forbidden_modules"]) == set(FORBIDDEN)
+
+
+def test_every_engine_package_has_its_layer() -> None:
+    """The layers contract places every package and root module of the engine, so a new
+    one is given a layer (and import-linter checks it) rather than left out unseen."""
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (layers,) = [c for c in conf["contracts"] if c["type"] == "layers"]
+    placed = {m.strip() for layer in layers["layers"] for m in layer.replace(":", "|").split("|")}
+    engine = ROOT / "engine"
+    present = {f"engine.{p.name}" for p in engine.iterdir() if (p / "__init__.py").exists()}
+    present |= {f"engine.{p.stem}" for p in engine.glob("*.py") if p.stem != "__init__"}
+    assert placed == present
 
 
 def test_lint_imports_with_project_config() -> None:
@@ -228,7 +240,7 @@ def test_pyproject_keeps_screens_and_widgets_off_the_runtime() -> None:
 # composition root that chooses one (the store's own PostgreSQL modules name their tables).
 CLUSTER_HOME = (
     "engine/cluster/",
-    "engine/coordinator.py",
+    "engine/services/coordinator.py",
     "engine/runtime/lifetime.py",
     "engine/store/pg/",
 )
@@ -237,7 +249,7 @@ CLUSTER_HOME = (
 def test_nothing_but_the_coordinators_and_the_root_asks_for_a_cluster() -> None:
     """Issue 28: about 40 `cluster is (not) None` branches were spread over the runtime,
     the supervisor, the lifetime, the API, the loops and the CLI. What differs between one
-    room and a cluster goes through engine/coordinator.py's protocol."""
+    room and a cluster goes through engine/services/coordinator.py's protocol."""
     import re
 
     asks = re.compile(r"\bcluster\s+is\s+(not\s+)?None|\b(rt|runtime|self|sv)\.cluster\b")
@@ -252,7 +264,7 @@ def test_nothing_but_the_coordinators_and_the_root_asks_for_a_cluster() -> None:
 
 
 def test_no_engine_modules_import_each_other_in_a_circle() -> None:
-    """Type-only imports count: engine.turn.context imported engine.coordinator, which named
+    """Type-only imports count: engine.turn.context imported engine.services.coordinator, which named
     the supervisor; engine.runtime.lifetime named engine.runtime (issue 28's review)."""
     import grimp
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from engine.decisions import Decision
+from engine.domain.decisions import Decision
 from engine.domain.messages import ConvMessage
 from engine.providers.base import ModelRequest
 from engine.turn.plugins import Gate, MaxRounds, Phase, PhaseContext, Plugin

@@ -8,8 +8,8 @@ from typing import Any
 import pydantic
 import pytest
 
-from engine.decisions import Decision
 from engine.domain import events as ev
+from engine.domain.decisions import Decision
 from engine.domain.messages import InvalidMessage, Message
 
 # --- Message -------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from engine.decisions import Decision
+from engine.domain.decisions import Decision
 from engine.domain.events import DeliveryChanged
 from engine.domain.messages import Message
 from engine.providers.base import ModelRequest

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from engine.config import StoreConfig
-from engine.decisions import Decision
+from engine.domain.decisions import Decision
 from engine.providers.offline import OfflineModel
 from engine.store import StoreError
 from engine.store.pg.migrations import VERSION, migrate

@@ -16,12 +16,10 @@ import anyio
 import pytest
 
 from engine.config import Config
-from engine.decisions import Decision
+from engine.domain.decisions import Decision
 from engine.domain.messages import Message
 from engine.domain.outcome import TurnOutcome
-from engine.providers.base import ModelEvent, ModelRequest, StopEvent, TextDelta, UsageEvent
-from engine.runtime import Runtime
-from engine.strategies.plan_normalize import (
+from engine.domain.plans import (
     ACTION_RESULTS,
     Command,
     PlanDecision,
@@ -30,6 +28,8 @@ from engine.strategies.plan_normalize import (
     normalize,
     parse_planner_text,
 )
+from engine.providers.base import ModelEvent, ModelRequest, StopEvent, TextDelta, UsageEvent
+from engine.runtime import Runtime
 from engine.tools import tool
 from tests import helpers
 from tests.helpers import msg, rows

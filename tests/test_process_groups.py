@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from engine.decisions import Decision
+from engine.domain.decisions import Decision
 from engine.tools import ToolContext, orphans
 from engine.tools import builtin as bt
 from tests.helpers import msg, rows, runtime

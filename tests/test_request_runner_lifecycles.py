@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from engine.decisions import Decision
+from engine.domain.decisions import Decision
 from engine.domain.messages import ConvMessage, Message
 from engine.lifecycle import IllegalTransition, RequestStatus, RunnerStatus
 from engine.lifecycle import request as request_lifecycle

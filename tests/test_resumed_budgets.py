@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from engine.api.local import LocalClient
-from engine.decisions import Decision
+from engine.domain.decisions import Decision
 from engine.domain.events import Event, TurnChanged, TurnStarted
 from engine.runtime import Runtime
 from engine.tools import Tool, tool

@@ -19,7 +19,7 @@ import anyio
 import pytest
 
 from engine.api.local import LocalClient
-from engine.decisions import Decision
+from engine.domain.decisions import Decision
 from engine.domain.messages import Message
 from engine.lifecycle.call import REVIEW_REASON
 from engine.providers.base import ModelRequest

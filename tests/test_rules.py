@@ -10,7 +10,7 @@ from typing import Any
 import pydantic
 import pytest
 
-from engine.decisions import Decision
+from engine.domain.decisions import Decision
 from engine.domain.rules import Rule, RuleBook, RuleError, check_pattern, narrowest, simple_command
 
 

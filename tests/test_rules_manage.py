@@ -23,7 +23,7 @@ from engine.api.remote import RemoteClient
 from engine.api.rule_models import NewRule
 from engine.api.sockets import connect_path
 from engine.cli import main
-from engine.decisions import Decision
+from engine.domain.decisions import Decision
 from engine.loops.server import serve_api
 from engine.providers.offline import OfflineModel
 from engine.room import Room

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from engine.config import ConfigError, load_config
-from engine.decisions import Decision
+from engine.domain.decisions import Decision
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime
 from engine.tools.builtin import builtin_tools

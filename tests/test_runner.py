@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from engine.decisions import Decision
+from engine.domain.decisions import Decision
 from engine.domain.messages import ConvMessage, ToolCallPart
 from engine.providers.anthropic import AnthropicProvider
 from engine.providers.base import ModelRequest

@@ -7,7 +7,7 @@ import itertools
 import anyio
 import pytest
 
-from engine.decisions import Decision
+from engine.domain.decisions import Decision
 from engine.domain.messages import Message
 from engine.runtime import Runtime
 from engine.services.scheduler import GroupConfig, Rejected, Request, Resumed, Scheduler

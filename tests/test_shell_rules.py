@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.domain.rules import Rule, RuleBook, narrowest, simple_command
-from engine.tools.shell_words import parse
+from engine.shell.words import parse
 
 
 def rule(effect: str, pattern: str | None) -> Rule:
@@ -348,7 +348,7 @@ def test_the_strings_of_shells_and_git_aliases_and_find_exec_are_read() -> None:
 def test_a_command_too_long_to_read_is_never_allowed_and_matches_every_deny() -> None:
     """Reading costs CPU on the event loop: past MAX_READ a command is not read, and what
     it runs is unknown (a 128 KiB command took 5 s to read before the bound)."""
-    from engine.tools.shell_words import MAX_READ
+    from engine.shell.words import MAX_READ
 
     short = "echo " + "a " * 100 + "z"
     huge = "echo " + "a " * MAX_READ + "z"

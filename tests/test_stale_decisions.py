@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.decisions import Decision
+from engine.domain.decisions import Decision
 from engine.domain.messages import Message
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DIE_AFTER_RECORDING = """
 import os, signal, sys
 import anyio
-from engine.decisions import Decision
+from engine.domain.decisions import Decision
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime
 from tests.helpers import room_rows

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from engine.api.history import History
-from engine.decisions import Decision
+from engine.domain.decisions import Decision
 from engine.domain.messages import Message
 from engine.providers.base import AssistantAccumulator, ToolCallDelta
 from tests.helpers import on, runtime

@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from engine.config import Config
-from engine.decisions import Decision
+from engine.domain.decisions import Decision
 from engine.store.bus import public_events, top_seq
 from engine.tools import ToolError, tool
 from engine.tools import builtin as bt

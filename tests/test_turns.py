@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from engine.config import Config
-from engine.decisions import Decision
+from engine.domain.decisions import Decision
 from engine.domain.events import StepFinished
 from engine.providers.base import ModelRequest, ProviderError
 from engine.tools import ToolResult, tool

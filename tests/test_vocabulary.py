@@ -11,7 +11,7 @@ import pydantic
 import pytest
 
 from engine.api.sockets import connect_path
-from engine.decisions import Decision
+from engine.domain.decisions import Decision
 from engine.domain.events import (
     CallChanged,
     DecisionRecorded,

@@ -14,7 +14,7 @@ from textual.app import App
 from console.format import one_line, short_id
 from console.screens.prompt import PromptScreen
 from console.state import CallRow
-from engine.decisions import Decision
+from engine.domain.decisions import Decision
 
 
 async def ask_decision(

@@ -181,7 +181,7 @@ class ReviewScreen(Screen[None]):
 
     async def _ask(self, action: str, review: Review) -> Any:
         """The decision the operator's answer makes, or None when they back out."""
-        from engine.decisions import Decision
+        from engine.domain.decisions import Decision
 
         what = f"{review.tool} {one_line(review.args, 60)}"
         make_id = self.bridge.decision_id

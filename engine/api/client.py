@@ -31,14 +31,14 @@ if TYPE_CHECKING:
     )
     from engine.api.rule_models import NewRule, Revoked
     from engine.api.watch import Watch
-    from engine.decisions import Decision, PendingCall
     from engine.decisions.review import Killed, Review
     from engine.domain.cluster_view import ClusterView
+    from engine.domain.decisions import Decision, PendingCall
     from engine.domain.events import Event
     from engine.domain.outcome import TurnOutcome
+    from engine.domain.requests import GroupConfig
     from engine.domain.rules import Rule
     from engine.domain.scheduler_stats import Statistics
-    from engine.services.scheduler import GroupConfig
     from engine.store.recent import Conversation, Recent
 
 # Where the types the operations name live: imported when an operation is first carried or
@@ -48,11 +48,11 @@ operation = declarer({
                           "GroupChange", "Info", "RoomOverview", "SubmitBody", "Submitted"),
     "engine.api.rule_models": ("NewRule", "RevokeBody", "Revoked"),
     "engine.domain.cluster_view": ("ClusterView",),
-    "engine.decisions": ("Decision", "PendingCall"),
+    "engine.domain.decisions": ("Decision", "PendingCall"),
     "engine.domain.outcome": ("TurnOutcome",),
     "engine.decisions.review": ("Killed", "Review"),
     "engine.domain.rules": ("Rule",),
-    "engine.services.scheduler": ("GroupConfig",),
+    "engine.domain.requests": ("GroupConfig",),
     "engine.domain.scheduler_stats": ("Statistics",),
 })  # fmt: skip
 GROUP_NAME = r"^[A-Za-z0-9_.:-]{1,64}$"

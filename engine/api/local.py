@@ -28,9 +28,10 @@ from engine.api.models import (
 )
 from engine.api.rule_models import NewRule, Revoked
 from engine.api.watch import Lanes, Watch
-from engine.decisions import Decision, PendingCall, review
+from engine.decisions import review
 from engine.decisions.review import Killed, Review
 from engine.domain.cluster_view import ClusterView, across
+from engine.domain.decisions import Decision, PendingCall
 from engine.domain.events import Event
 from engine.domain.messages import InvalidMessage, Message
 from engine.domain.outcome import TurnOutcome

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from engine.decisions import storable
+from engine.domain.decisions import storable
 
 Strategy = Literal["react", "direct", "plan_execute"]
 

@@ -24,7 +24,7 @@ from engine.room import Room, RoomError
 from engine.store.reader import ReadsFrom, is_current, open_reader
 
 if TYPE_CHECKING:
-    from engine.decisions import PendingCall
+    from engine.domain.decisions import PendingCall
     from engine.domain.rules import Rule
 
 

@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from engine.api.models import _Body
-from engine.decisions import storable
+from engine.domain.decisions import storable
 from engine.domain.rules import Rule
 
 

@@ -56,8 +56,8 @@ async def invoke(room: Room, args: argparse.Namespace) -> int:
 async def decide(room: Room, args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from engine.decisions import Decision
     from engine.decisions.binding import args_digest, runs_tool
+    from engine.domain.decisions import Decision
 
     edited = json_arg(args.args, "--args")
     result = json_arg(args.result, "--result")

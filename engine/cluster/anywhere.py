@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from engine.coordinator import Host
 from engine.domain.outcome import TurnOutcome
 from engine.lifecycle import TurnStatus
+from engine.services.coordinator import Host
 from engine.store import turns as rows
 from engine.store.pg import claims as sql
 from engine.store.schedule import coalesced_into

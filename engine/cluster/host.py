@@ -1,5 +1,5 @@
 """A cluster's worker as its background tasks and its turn helpers see it (`Member`); the
-runtime it belongs to is a coordinator's `Host` (engine/coordinator.py)."""
+runtime it belongs to is a coordinator's `Host` (engine/services/coordinator.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
     from engine.cluster.listen import Listener
     from engine.cluster.worker import ClusterWorker
-    from engine.coordinator import Host
+    from engine.services.coordinator import Host
     from engine.store.pg.cluster import Conn
 
 

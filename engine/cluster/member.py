@@ -37,8 +37,8 @@ from engine.cluster.relay import relay_events
 from engine.cluster.singleton import SingletonLock, run_as_singleton
 from engine.cluster.worker import ClusterWorker
 from engine.config import ClusterConfig
-from engine.coordinator import Host
 from engine.lifecycle import RequestStatus
+from engine.services.coordinator import Host
 from engine.store import Op, Store
 from engine.store import claimed as reading
 from engine.store import decisions as recorded
@@ -51,11 +51,11 @@ from engine.store.pg.store import PgStore, scrub
 from engine.store.schedule import stored_request
 
 if TYPE_CHECKING:
-    from engine.coordinator import CancelHere, Here
-    from engine.decisions import Decision
     from engine.decisions.inbox import DecisionInbox
     from engine.domain.cluster_view import ClusterView
+    from engine.domain.decisions import Decision
     from engine.domain.outcome import TurnOutcome
+    from engine.services.coordinator import CancelHere, Here
     from engine.services.scheduler import Request, Scheduler
     from engine.turn.state import TurnState
 
@@ -65,7 +65,7 @@ T = TypeVar("T")
 
 class ClusterMember:
     """The cluster side of one runtime (its worker row, leases, notices, claims): the
-    runtime's coordinator (engine/coordinator.py) when it is one worker of several."""
+    runtime's coordinator (engine/services/coordinator.py) when it is one worker of several."""
 
     keeps_conversations = False  # other workers append to a thread's between its turns
 

@@ -36,8 +36,8 @@ import anyio
 import psycopg
 from pydantic import ValidationError
 
-from engine.coordinator import Host
 from engine.domain.events import Event, MessageAppended, parse_event
+from engine.services.coordinator import Host
 from engine.store.pg import tail
 from engine.store.pg.pool import Pool
 

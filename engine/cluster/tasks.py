@@ -16,7 +16,7 @@ from engine.store.pg.store import scrub
 
 if TYPE_CHECKING:
     from engine.cluster.host import Member
-    from engine.coordinator import Host
+    from engine.services.coordinator import Host
 
 log = logging.getLogger("agentdeck")
 

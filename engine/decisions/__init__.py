@@ -2,9 +2,10 @@
 
 A decision's walk, module by module:
 
-- `model`: the records. `Decision` (resume, cancel; after a crash: fail, rerun) and
-  `PendingCall` (a suspended call as an operator sees it, with what it `awaits`: a
-  `decision` or a `review`), and the argument hash an approval binds to.
+- the records are the domain's (engine/domain/decisions.py): `Decision` (resume, cancel;
+  after a crash: fail, rerun) and `PendingCall` (a suspended call as an operator sees it,
+  with what it `awaits`: a `decision` or a `review`), and the argument hash an approval
+  binds to; the store and the providers read them too.
 - `record`: a decision arrives (`TurnSupervisor.decide`): checked against its call, recorded
   with its status (queued, duplicate, refused), superseding a stale one a dead run left,
   and handed to the call's turn.
@@ -16,16 +17,6 @@ A decision's walk, module by module:
 - `review`: calls a crash left with their outcome unknown: put up for review, what is
   known of them, and their surviving processes.
 
-The SQL is in engine/store/decisions.py. Only the records are imported from here; the rest
-by module (`engine.decisions.record`), so the light paths (the CLI, the API's models) load
-no more than the records.
+The SQL is in engine/store/decisions.py. Each module is imported by name
+(`engine.decisions.record`); the package itself loads nothing.
 """
-
-from engine.decisions.model import (
-    Decision,
-    PendingCall,
-    args_digest,
-    storable,
-)
-
-__all__ = ["Decision", "PendingCall", "args_digest", "storable"]

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import Literal
 
 from engine.decisions.binding import refusal, why_not
-from engine.decisions.model import Decision
+from engine.domain.decisions import Decision
 from engine.domain.events import DecisionRecorded
 from engine.lifecycle import CallStatus
 from engine.store import Op

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.decisions import Decision, args_digest
+from engine.domain.decisions import Decision, args_digest
 from engine.lifecycle.call import Awaiting
 
 __all__ = ["args_digest", "fits", "refusal", "runs_tool", "why_not"]

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from engine.decisions import Decision
+from engine.domain.decisions import Decision
 from engine.lifecycle import CallStatus
 from engine.store import decisions as recorded
 

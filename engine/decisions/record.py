@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from engine.decisions import Decision
 from engine.decisions.binding import why_not
 from engine.decisions.inbox import already
+from engine.domain.decisions import Decision
 from engine.domain.events import DecisionRecorded, Event
 from engine.lifecycle import CallStatus, DecisionStatus
 from engine.store import Op, Store

@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from engine.decisions.model import WaitingCall
+from engine.domain.decisions import WaitingCall
 from engine.lifecycle import CallStatus
 from engine.lifecycle.call import REVIEW_REASON
 from engine.store import Op, Store, json_or_text

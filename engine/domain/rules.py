@@ -13,7 +13,7 @@ before the older). The rule that decided is recorded with the call (`rule_calls`
 Patterns, per tool (`check_pattern` refuses one that cannot be read):
 
 - `shell`: a glob on the command as the shell reads it (`git status`, `git status*`,
-  `pytest *`), matched on what engine/tools/shell_words.py makes of it: each simple command's
+  `pytest *`), matched on what engine/shell/words.py makes of it: each simple command's
   words after quoting, with single spaces between them, its program by its base name,
   leading assignments skipped and wrappers looked through (`env`, `nice`, `command`,
   `sudo`, `xargs`, `timeout`, `nohup`, `busybox`, ...; the strings of `sh -c`, `eval`).
@@ -28,7 +28,7 @@ Patterns, per tool (`check_pattern` refuses one that cannot be read):
   `git status; rm -rf ~`). A glob matches its program as written (`git *` is not `./git`)
   and its words, and only when it is plain: it sets no variable, is not run through `env`,
   `sudo`, `doas` or `xargs`, and its program runs no other program with these words
-  (engine/tools/shell_programs.py: the shells, `eval`, `ssh`, `vim`, `git -c` or `config` or an
+  (engine/shell/programs.py: the shells, `eval`, `ssh`, `vim`, `git -c` or `config` or an
   alias, `find -exec` or `-delete`, `awk` with `system` or `|`, `sed` with an `e` or `w`,
   `python -c`, `perl -e`, `tar --to-command` or `-I`, `rsync -e`, `make VAR=...`, ...; or
   one of these whose words hold a glob or a variable, as `git *` would). Any other is
@@ -61,9 +61,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from engine.decisions import Decision
-from engine.tools import shell_words
-from engine.tools.shell_read import _parse, prepare, read_ahead  # noqa: F401  (also named here)
+from engine.domain.decisions import Decision
+from engine.shell import words as shell_words
+from engine.shell.read import _parse, prepare, read_ahead  # noqa: F401  (also named here)
 
 Effect = Literal["allow", "ask", "deny"]
 Scope = Literal["once", "thread", "room"]
@@ -210,7 +210,7 @@ def _literal(tool: str, pattern: str) -> bool:
 
 def simple_command(command: str) -> bool:
     """Whether `command` is one simple command: none of CHAINING's characters, quoted or
-    not, no parenthesis, and parsed to its end (engine/tools/shell_words.py)."""
+    not, no parenthesis, and parsed to its end (engine/shell/words.py)."""
     return CHAINING.search(command) is None and _parse(command).single
 
 

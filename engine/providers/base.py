@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, Discriminator, Field
 
-from engine.decisions.model import MAX_DEPTH, storable
+from engine.domain.decisions import MAX_DEPTH, storable
 from engine.domain.messages import ConvMessage, ToolCallPart
 
 

@@ -22,6 +22,7 @@ from typing import Any
 import anyio
 
 from engine.domain.messages import ConvMessage
+from engine.domain.plans import ACTION_RESULTS
 from engine.providers.base import (
     ModelEvent,
     ModelRequest,
@@ -30,7 +31,6 @@ from engine.providers.base import (
     ToolCallDelta,
     UsageEvent,
 )
-from engine.strategies.plan_normalize import ACTION_RESULTS
 
 FALLBACK = (
     "I'm agentdeck's offline model, a rule-based stand-in (no LLM is configured). "

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 import anyio
 
 from engine.config import Config, load_config
-from engine.coordinator import Coordinator, Host, OneRoom
 from engine.providers.base import Provider
 from engine.room import Ownership, Room
+from engine.services.coordinator import Coordinator, Host, OneRoom
 from engine.services.deadlines import DeadlineWatch
 from engine.store import Store, StoreError
 from engine.store.select import open_store, store_url
@@ -23,7 +23,7 @@ from engine.tools import Tool, ToolRegistry
 from engine.turn.plugins import Plugin, default_stop_policies
 
 if TYPE_CHECKING:
-    from engine.decisions import Decision
+    from engine.domain.decisions import Decision
     from engine.domain.events import Event
     from engine.services.supervisor import TurnSupervisor
 

@@ -26,11 +26,9 @@ import anyio
 
 from engine.channels.config import delivering, secret_names
 from engine.config import Config, check_approvals, toml_rules
-from engine.coordinator import Coordinator
-from engine.decisions import Decision, PendingCall, storable
 from engine.decisions.inbox import DecisionInbox
 from engine.decisions.record import Recorded
-from engine.domain.conversation import Conversation
+from engine.domain.decisions import Decision, PendingCall, storable
 from engine.domain.events import Notice, one_line
 from engine.domain.messages import ConvMessage, InvalidMessage, Message
 from engine.domain.outcome import TurnOutcome
@@ -40,6 +38,7 @@ from engine.providers.base import Provider
 from engine.room import Room
 from engine.runtime.lifetime import serving
 from engine.runtime.summary import SummaryFile, summary_of
+from engine.services.coordinator import Coordinator
 from engine.services.deadlines import pending_calls
 from engine.services.event_bus import EventBus
 from engine.services.handles import Carried, TurnHandle
@@ -63,6 +62,7 @@ from engine.strategies import strategy_for
 from engine.tools import Tool, ToolRegistry
 from engine.turn.call import CallState
 from engine.turn.context import TurnContext
+from engine.turn.conversation import Conversation
 from engine.turn.loop import TurnLoop
 from engine.turn.plugins import Plugin
 from engine.turn.tool_runner import ToolRunner

@@ -1,9 +1,6 @@
-"""Deadlines of suspended calls: how long a call may wait for a decision, and the timer
-that decides it when that time has passed.
+"""The timer that decides a suspended call when its deadline has passed (how long a call
+may wait, and what its deadline decides, is engine/decisions/deadline.py).
 
-agentdeck.toml's `[approvals]` gives a default deadline, one per thread group
-(`[approvals.groups.NAME]`) and one per tool (`[approvals.tools.NAME]`); the most specific
-applies (tool, then group, then the default), counted from when the call started waiting.
 At its deadline the configured default (`on_deadline`: cancel, or approve bound to the
 call's arguments) is recorded as a decision by `deadline` through the normal decision
 path, so it is durable and applied as any decision is. A call waiting for a review after
@@ -17,19 +14,17 @@ sleep, against its clock) until the next deadline or until a call starts waiting
 
 from __future__ import annotations
 
-import math
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from engine.config import ApprovalsConfig, OnDeadline
-from engine.decisions import Decision, PendingCall
+from engine.config import ApprovalsConfig
+from engine.decisions.deadline import deadline_for, deadline_of
+from engine.domain.decisions import Decision, PendingCall
 from engine.domain.events import CallChanged, Event
 from engine.lifecycle import CallStatus
-from engine.lifecycle.call import Awaiting
 from engine.store import Store
 from engine.store.outcome import read_pending
 
@@ -37,55 +32,6 @@ if TYPE_CHECKING:
     from engine.store.reader import Reads
 
 RETRY = 5.0  # seconds before the timer reads again after a failed read or decision
-
-
-@dataclass(frozen=True)
-class Deadline:
-    """The deadline that applies to one call: after how long, what then, and where it is
-    configured."""
-
-    seconds: float
-    on_deadline: OnDeadline
-    source: str  # "approvals.tools.shell", "approvals.groups.task" or "approvals"
-
-
-def deadline_for(approvals: ApprovalsConfig, tool: str, group: str | None) -> Deadline | None:
-    """The most specific deadline for a call of `tool` in a thread of `group` (None: it may
-    wait for ever). `on_deadline` is likewise the most specific one set."""
-    levels = [(approvals.tools.get(tool), f"approvals.tools.{tool}")]
-    if group is not None:
-        levels.append((approvals.groups.get(group), f"approvals.groups.{group}"))
-    seconds, source, action = approvals.deadline, "approvals", None
-    for settings, where in levels:
-        if settings is not None and settings.deadline is not None:
-            seconds, source = settings.deadline, where
-            break
-    for settings, _ in levels:
-        if settings is not None and settings.on_deadline is not None:
-            action = settings.on_deadline
-            break
-    if seconds is None or math.isinf(seconds):
-        return None
-    return Deadline(seconds, action or approvals.on_deadline, source)
-
-
-def deadline_of(
-    approvals: ApprovalsConfig, tool: str, group: str | None, awaiting: Awaiting | None
-) -> Deadline | None:
-    """The deadline of a suspended call (None: it may wait for ever; a call under review
-    after a crash always may)."""
-    return None if awaiting == "review" else deadline_for(approvals, tool, group)
-
-
-def stamp(event: Event, approvals: ApprovalsConfig, group: str | None) -> Event:
-    """`event`, with its deadline when it says a call started waiting."""
-    if not isinstance(event, CallChanged) or event.status != CallStatus.SUSPENDED:
-        return event
-    deadline = deadline_of(approvals, event.tool, group, event.awaiting)
-    if deadline is None:
-        return event
-    when = event.at + deadline.seconds
-    return event.model_copy(update={"deadline_at": when, "on_deadline": deadline.on_deadline})
 
 
 async def pending_calls(store: Reads, approvals: ApprovalsConfig) -> list[PendingCall]:

@@ -1,7 +1,7 @@
 """Outbound delivery: the answers a room owes its channels, sent from the outbox.
 
 A turn from a delivering channel that ends with an answer leaves an outbox row in its
-final checkpoint (`answer_owed`, engine/turn/loop.py). The worker here sends the rows
+final checkpoint (`outbox.answer_owed`, engine/turn/loop.py). The worker here sends the rows
 after the bus holds their turns' ends (truth, bus, delivery: in that order):
 
 - at least once: a row is marked sent only after the channel took it, so a kill between
@@ -82,14 +82,6 @@ def backoff(tries: int, base: float, cap: float, rng: random.Random) -> float:
     """Seconds before the next try after `tries` failed ones: full jitter, uniform in
     [0, min(cap, base * 2 ** (tries - 1))]."""
     return rng.uniform(0.0, min(cap, base * 2.0 ** min(max(tries - 1, 0), 60)))
-
-
-def answer_owed(turn_id: str, thread_id: str, channel: str, reply: dict[str, Any], text: str,
-                at: float) -> tuple[Op, DeliveryChanged]:  # fmt: skip
-    """The outbox row of a turn's answer and its event, for the turn's final checkpoint."""
-    event = DeliveryChanged(at=at, thread_id=thread_id, turn_id=turn_id, channel=channel,
-                            key=turn_id, state="pending")  # fmt: skip
-    return outbox.outbox_row(turn_id, thread_id, channel, reply, text, at), event
 
 
 @dataclass(frozen=True)

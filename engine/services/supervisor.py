@@ -17,14 +17,13 @@ import anyio
 from anyio.abc import TaskGroup
 
 from engine.config import Config
-from engine.coordinator import Coordinator
-from engine.decisions import Decision
 from engine.decisions.record import Recorded, record_decision
-from engine.domain.conversation import Conversation
+from engine.domain.decisions import Decision
 from engine.domain.events import TurnStarted
 from engine.domain.messages import ConvMessage
 from engine.lifecycle import TurnStatus
 from engine.lifecycle import turn as turn_lifecycle
+from engine.services.coordinator import Coordinator
 from engine.services.handles import Carried, TurnHandle
 from engine.services.scheduler import Request, Resumed, Scheduler
 from engine.store import DiskFull, LeaseLost, Store
@@ -32,6 +31,7 @@ from engine.store import turns as rows
 from engine.strategies import initial_record, strategy_of_turn
 from engine.turn.call import CallState
 from engine.turn.context import TurnContext
+from engine.turn.conversation import Conversation
 from engine.turn.loop import TurnLoop
 from engine.turn.state import TurnState
 

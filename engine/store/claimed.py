@@ -9,7 +9,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from engine.decisions import Decision
+from engine.domain.decisions import Decision
 from engine.domain.requests import Request
 from engine.store import decisions as recorded
 from engine.store.schedule import request_from_row

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engine.decisions import Decision
+from engine.domain.decisions import Decision
 from engine.store.sqlite import Op, Store
 
 _INSERT = "decisions.insert"

@@ -15,6 +15,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from engine.domain.events import DeliveryChanged
 from engine.store.sqlite import Op, Store
 
 OPEN = ("pending", "retrying")  # states that hold their thread's later answers back
@@ -103,3 +104,11 @@ async def listing(store: Store, states: Sequence[str] = (), limit: int = 100,
     return await store.fetchall(
         "outbox.listing", (json.dumps(list(states or STATES)), below, limit)
     )
+
+
+def answer_owed(turn_id: str, thread_id: str, channel: str, reply: dict[str, Any], text: str,
+                at: float) -> tuple[Op, DeliveryChanged]:  # fmt: skip
+    """The outbox row of a turn's answer and its event, for the turn's final checkpoint."""
+    event = DeliveryChanged(at=at, thread_id=thread_id, turn_id=turn_id, channel=channel,
+                            key=turn_id, state="pending")  # fmt: skip
+    return outbox_row(turn_id, thread_id, channel, reply, text, at), event

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from engine.decisions import PendingCall
+from engine.domain.decisions import PendingCall
 from engine.domain.outcome import TurnOutcome
 from engine.store.sqlite import Store, json_or_text
 

@@ -20,10 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from engine.domain.messages import ConvMessage, ToolCallPart
-from engine.lifecycle import CallStatus
-from engine.lifecycle import turn as turn_lifecycle
-from engine.providers.base import AssistantAccumulator, ModelRequest
-from engine.strategies.plan_normalize import (
+from engine.domain.plans import (
     ACTION_RESULTS,
     NextActionScanner,
     PlanDecision,
@@ -31,6 +28,9 @@ from engine.strategies.plan_normalize import (
     normalize,
     parse_planner_text,
 )
+from engine.lifecycle import CallStatus
+from engine.lifecycle import turn as turn_lifecycle
+from engine.providers.base import AssistantAccumulator, ModelRequest
 from engine.turn.call import CallState
 
 if TYPE_CHECKING:

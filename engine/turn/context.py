@@ -39,7 +39,7 @@ class Commit(Protocol):
 
 
 class Coordinating(Protocol):
-    """What turns get of the run's coordinator (engine/coordinator.py, which extends it):
+    """What turns get of the run's coordinator (engine/services/coordinator.py, which extends it):
     step ids, the fence a checkpoint carries, what wakes the cluster, rule ids."""
 
     def next_step_id(self) -> int: ...
@@ -62,7 +62,7 @@ class TurnContext:
     run_id: str
     clock: Callable[[], float]
     new_id: Callable[[str], str]
-    # One room alone, or one worker of a cluster (engine/coordinator.py): step ids, the
+    # One room alone, or one worker of a cluster (engine/services/coordinator.py): step ids, the
     # fence a checkpoint carries, what wakes the cluster, rule ids.
     coordinator: Coordinating
     publish: Callable[[Event], None]

@@ -15,12 +15,12 @@ import anyio
 
 from engine.lifecycle import CallStatus
 from engine.providers.base import parse_arguments
+from engine.shell.read import prepare, read_ahead
 from engine.store import Op
 from engine.store import rules as ruled
 from engine.store import turns as rows
 from engine.tools import ToolArgsError, ToolContext, cut_to
 from engine.tools.redact import Secrets
-from engine.tools.shell_read import prepare, read_ahead
 from engine.turn.call import CallState
 from engine.turn.context import TurnContext
 from engine.turn.plugins import Gate, Phase

@@ -26,22 +26,22 @@ from typing import Any
 
 import anyio
 
+from engine.decisions.deadline import stamp
 from engine.decisions.inbox import already
-from engine.domain.conversation import Conversation
 from engine.domain.events import StepFinished, StepStarted, TextDelta, TurnChanged
 from engine.domain.messages import ConvMessage
 from engine.lifecycle import CallStatus, TurnStatus
 from engine.lifecycle import turn as turn_lifecycle
 from engine.providers.base import AssistantAccumulator, ModelRequest, ProviderError
 from engine.providers.base import TextDelta as ModelTextDelta
-from engine.services.deadlines import stamp
-from engine.services.delivery import answer_owed
 from engine.store import DiskFull, LeaseLost, Op
 from engine.store import turns as rows
+from engine.store.outbox import answer_owed
 from engine.turn import gate as gates
 from engine.turn import replay
 from engine.turn.call import ANSWERED, NO_MESSAGE, PLACEHOLDER, CallState
 from engine.turn.context import TurnContext
+from engine.turn.conversation import Conversation
 from engine.turn.plugins import Gate, Phase, PhaseContext, StopRequest
 from engine.turn.state import (
     Inference,

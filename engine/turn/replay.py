@@ -14,8 +14,9 @@ from typing import Any, Protocol
 
 import anyio
 
-from engine.decisions import Decision, apply
+from engine.decisions import apply
 from engine.decisions.review import notice_text, put_up_for_review
+from engine.domain.decisions import Decision
 from engine.domain.events import Notice
 from engine.lifecycle import CallStatus
 from engine.store import rules as ruled

@@ -28,13 +28,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from engine.decisions import Decision, PendingCall
+from engine.domain.decisions import Decision, PendingCall
 from engine.domain.messages import ConvMessage, Message
+from engine.domain.requests import Request
 from engine.lifecycle import CallStatus, RunnerStatus, TurnStatus
 from engine.lifecycle import runner as runner_lifecycle
 from engine.lifecycle import turn as turn_lifecycle
 from engine.providers.base import AssistantAccumulator, ModelRequest
-from engine.services.scheduler import Request
 from engine.tools import ToolRegistry
 from engine.turn.context import TurnContext
 from engine.turn.loop import TurnLoop

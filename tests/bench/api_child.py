@@ -90,7 +90,7 @@ async def decision_batch(client: Any, mode: str, k: int, tag: str) -> list[float
     import anyio
 
     from engine.api.models import SubmitBody
-    from engine.decisions import Decision
+    from engine.domain.decisions import Decision
 
     waiters: dict[str, anyio.Event] = {}
 

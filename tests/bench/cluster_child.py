@@ -37,7 +37,7 @@ if __package__ in (None, ""):  # run as a script: make `engine` and `tests` impo
 
 import anyio
 
-from engine.decisions import Decision
+from engine.domain.decisions import Decision
 from engine.domain.messages import Message
 from engine.providers.base import ModelEvent, ModelRequest, StopEvent, TextDelta, ToolCallDelta
 from engine.runtime import Runtime

@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 from textual.pilot import Pilot
 
-from engine.decisions import Decision
+from engine.domain.decisions import Decision
 from engine.domain.messages import Message
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime

@@ -21,7 +21,7 @@ from console.screens.help import HelpScreen
 from console.state import DeckState
 from console.widgets.channel_tables import DeliveriesTable, LoopsTable, RoomsTable
 from engine.domain.events import DeliveryChanged, MessageAppended, TurnStarted
-from engine.services.delivery import answer_owed
+from engine.store.outbox import answer_owed
 from tests.console.conftest import T0, build
 from tests.console.helpers import SIZE, Recorder, palette, started, told, until
 from tests.console.scenes import steady

@@ -12,7 +12,7 @@ from hypothesis import assume, example, given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from engine.decisions import Decision, storable
+from engine.domain.decisions import Decision, storable
 from tests.fuzz.rooms import ROOMY, cli, integrity, one_line, rows, scratch
 from tests.fuzz.values import dumps, json_texts, json_values, texts
 from tests.test_cli_input import waiting_call

@@ -10,15 +10,15 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from engine.domain.messages import Message
-from engine.providers.base import ModelRequest, parse_arguments
-from engine.runtime import Runtime
-from engine.strategies.plan_normalize import (
+from engine.domain.plans import (
     NextActionScanner,
     PlanDecision,
     early_next_action,
     normalize,
     parse_planner_text,
 )
+from engine.providers.base import ModelRequest, parse_arguments
+from engine.runtime import Runtime
 from tests.fuzz.rooms import ROOMY, integrity, scratch
 from tests.fuzz.values import deep_json, dumps, huge_number_json, json_objects, json_values, texts
 from tests.scripted import Reply, ScriptedModel, add

@@ -7,7 +7,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from engine.domain.rules import Rule
-from engine.tools.shell_words import parse
+from engine.shell.words import parse
 
 SHELLISH = st.text(st.sampled_from(list(" \t\n;&|()<>'\"\\$`{}[]*?=#!-~,.:/acrm0")), max_size=80)
 DEEP = 5000

@@ -8,7 +8,7 @@ import anyio
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from engine.decisions import storable
+from engine.domain.decisions import storable
 from engine.domain.messages import Message
 from engine.providers.base import ModelRequest, parse_arguments
 from engine.runtime import Runtime

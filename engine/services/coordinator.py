@@ -26,9 +26,9 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
     from engine.config import Config
-    from engine.decisions import Decision
     from engine.decisions.inbox import DecisionInbox
     from engine.domain.cluster_view import ClusterView
+    from engine.domain.decisions import Decision
     from engine.domain.outcome import TurnOutcome
     from engine.services.event_bus import EventBus
     from engine.services.handles import Carried, TurnHandle

@@ -5,7 +5,7 @@ is spelled (engine/domain/rules.py matches shell patterns on what `parse` gives)
 parentheses, `$(...)` and backticks), takes each one's words after quoting (`\\rm`, `'rm'`,
 `r''m`, `$'\\x72m'` are all `rm`; tabs are spaces), drops its redirections, skips leading
 assignments (`A=1 rm`) and keywords (`!`, `if`, `do`, ...), names its program by its base
-name (`/bin/rm` is `rm`) and looks through the wrappers engine/tools/shell_programs.py names
+name (`/bin/rm` is `rm`) and looks through the wrappers engine/shell/programs.py names
 (`env`, `nice`, `sudo`, `xargs`, `timeout`, ...) to the program they run. The strings run
 by `sh -c`, `bash -c`, `eval`, backticks and git aliases (`!cmd`) are parsed again, up to
 MAX_DEPTH deep; the commands of `find -exec` are read too. A program word whose value is
@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from engine.tools.shell_programs import (
+from engine.shell.programs import (
     RUNNING_WRAPPERS,
     SHELLS,
     WRAPPERS,

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from engine.decisions import storable
+from engine.domain.decisions import storable
 
 NextAction = Literal["execute", "response"]
 ACTION_RESULTS = "action_results:\n"  # how the final answer's request begins

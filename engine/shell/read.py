@@ -7,7 +7,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from engine.tools import shell_words
+from engine.shell import words as shell_words
 
 LONG_COMMAND = 1024  # characters of a command read on a worker thread (about 5 ms or more)
 

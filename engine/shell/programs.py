@@ -2,7 +2,7 @@
 (looked through, so `nice rm` is `rm`), and the programs that may run another program, or
 write where their words say (so a glob such as `git *` or `*` never allows them).
 
-engine/tools/shell_words.py applies it. Pure functions, no I/O. The list is not complete: a
+engine/shell/words.py applies it. Pure functions, no I/O. The list is not complete: a
 program not named here that runs others (a build tool's scripts, a test runner's plugins)
 runs what it is given, and a rule reads only the command, never the files a program reads
 (git's hooks and `.git/config`, a Makefile).
