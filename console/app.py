@@ -35,7 +35,7 @@ from console.screens.confirm import ConfirmScreen
 from console.screens.help import HelpScreen
 from console.screens.main import MainScreen
 from console.widgets.text import NoControls
-from engine.room import Room
+from engine.room import Room, stop_asked
 
 # Interpreter settings for a process that is the console's own, applied once started.
 GC_THRESHOLDS = (10_000, 10, 100)  # Python's default is (700, 10, 10)
@@ -95,6 +95,7 @@ class AgentDeck(App[int]):
                              loops=loops)  # fmt: skip
         self.host: Host = AttachedHost(room) if attach else RuntimeHost(room, **self._hosting)
         self.main = MainScreen(self.bridge, clock, keys_clock, Attention.of_room(room.config))
+        self.closed_why: str | None = None  # said on the terminal once the screen is given back
         settings.use_themes(self)
         self._filters.append(NoControls())
 
@@ -189,6 +190,7 @@ class AgentDeck(App[int]):
         the loop is stuck (after a hang-up, Textual's writes to the gone terminal queue up
         and then wait). The loop closes the room and exits when it can; whatever happens,
         the process ends CLOSE_WAIT + STOP_GRACE seconds from now."""
+        self.closed_why = _stopped_by(self.room)
         bound = threading.Timer(CLOSE_WAIT + STOP_GRACE, os._exit, (0,))
         bound.daemon = True
         bound.start()
@@ -211,6 +213,16 @@ class AgentDeck(App[int]):
         if not self.host.closed.is_set():
             await self.host.close()
         self.exit(return_code)
+
+
+def _stopped_by(room: Room) -> str | None:
+    """Why a stop signal closed this console, when `agentdeck stop` sent it (its note in
+    the room names this process as the owner it stops)."""
+    note = stop_asked(room)
+    if note is None:
+        return None
+    by, pid = (visible(str(note.get(k, "?"))) for k in ("by", "pid"))
+    return f"agentdeck: the room's runtime was stopped by `{by}` (pid {pid}), so the console closed"
 
 
 def make_app(room: Room | str | Path, *, clock: Callable[[], float] = time.time,
@@ -239,4 +251,6 @@ def run_console(room: Room) -> int:
         room.check_writable()  # a read-only room is one line before the screen, not after
     app = make_app(room, provider=console_provider(room), tune_process=True, attach=attach)
     code = app.run()
+    if app.closed_why is not None:  # the screen is the terminal's again: said where it stays
+        print(app.closed_why, file=sys.stderr)  # noqa: T201
     return code if isinstance(code, int) else (app.return_code or 0)

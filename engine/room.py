@@ -26,7 +26,7 @@ LOOP_FOLDERS = ("tasks", "chores")  # what the pulse loop watches; made by whoev
 PRIVATE_FILES = ("execution.db", "execution.db-wal", "execution.db-shm", "agent.log",
                  "agent.run", ".owner", "agentdeck.toml", "channels.toml", "hooks.toml",
                  "server.token", "pulse.json", "will.md", "bus/events.db", "bus/events.db-wal",
-                 "bus/events.db-shm")  # fmt: skip
+                 "bus/events.db-shm", ".stop")  # fmt: skip
 
 
 class RoomBusy(RuntimeError):
@@ -97,6 +97,12 @@ class Room:
     @property
     def owner_file(self) -> Path:
         return self.path / ".owner"
+
+    @property
+    def stop_note(self) -> Path:
+        """Who asked the owner to stop (`agentdeck stop`), for the owner to say: written
+        before the signal, removed once the room is free."""
+        return self.path / ".stop"
 
     @property
     def socket(self) -> Path:
@@ -217,6 +223,24 @@ def lock_holder(room: Room, locks: Path = Path("/proc/locks")) -> int | None:
         if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == where:
             return int(fields[4]) if fields[4].isdigit() else None
     return None
+
+
+def ask_to_stop(room: Room, owner: int, by: str) -> None:
+    """Note that this process (running the command `by`) is about to stop the owner, pid
+    `owner`, so that it can say who stopped it."""
+    _write(room.stop_note, json.dumps({"owner": owner, "by": by, "pid": os.getpid()}))
+
+
+def stop_asked(room: Room) -> dict[str, Any] | None:
+    """Who asked this process to stop (`by`: the command, `pid`: its process), as the
+    stopper's note says, when the note names this process as the owner it stops."""
+    try:
+        note = json.loads(room.stop_note.read_text(errors="replace"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(note, dict) or note.get("owner") != os.getpid():
+        return None
+    return note
 
 
 def _holder(room: Room) -> dict[str, Any]:

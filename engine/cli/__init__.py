@@ -44,8 +44,11 @@ def _parser() -> argparse.ArgumentParser:
     sp = command("run", "run the runtime in the foreground (loops and API), logging turns")
     sp.add_argument("--detached", action="store_true", help=argparse.SUPPRESS)  # from `start`
     command("start", "run the runtime in the background (log: agent.log in the room)")
-    sp = command("stop", "stop the room's runtime (as SIGTERM does) and wait until it has")
+    sp = command("stop", "stop the room's runtime (as SIGTERM does) and wait until it has; "
+                 "a console hosting the room only with --force")  # fmt: skip
     sp.add_argument("--timeout", type=float, default=30.0, help="seconds to wait (default 30)")
+    sp.add_argument("--force", action="store_true",
+                    help="stop it even when a console hosts it (that console closes)")  # fmt: skip
     sp = command("status", "who owns the room, since when, and what runs and waits")
     sp.add_argument("--json", action="store_true")
     sp = command("invoke", "run one turn (origin invoke); no runtime loops start")
@@ -122,7 +125,9 @@ def main(argv: list[str] | None = None, run_console: Callable[[Room], int] | Non
         if command in ("start", "stop"):
             from engine.cli import process
 
-            return process.start(room) if command == "start" else process.stop(room, args.timeout)
+            if command == "start":
+                return process.start(room)
+            return process.stop(room, args.timeout, args.force)
         return anyio.run(_handler(command), room, args)
     except KeyboardInterrupt:
         return 130

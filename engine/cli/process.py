@@ -7,15 +7,17 @@ room's agent.log, and returns once the new runtime answers on its socket.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
 import sys
 import time
+from typing import Any
 
 from engine.api.sockets import answers
 from engine.cli.common import EXIT_BUSY, EXIT_OK, EXIT_OTHER, EXIT_WAITING
-from engine.room import Room, RoomError, describe, lock_holder, owner_of, shown
+from engine.room import Room, RoomError, ask_to_stop, describe, lock_holder, owner_of, shown
 
 START_WAIT = 30.0  # seconds a background runtime may take to answer on its socket
 LOG_KEEP = 10 * 1024 * 1024  # bytes of agent.log before it is rotated to agent.log.1
@@ -65,8 +67,9 @@ def start(room: Room) -> int:
     return EXIT_OTHER
 
 
-def stop(room: Room, timeout: float) -> int:
-    """SIGTERM to the owner, then wait until the room is free."""
+def stop(room: Room, timeout: float, force: bool = False) -> int:
+    """SIGTERM to the owner, then wait until the room is free. A console hosting the room
+    is the operator's screen as well as the runtime: it is stopped only when `force`d."""
 
     owner = owner_of(room)
     if owner is None:
@@ -78,7 +81,26 @@ def stop(room: Room, timeout: float) -> int:
               "holds it cannot be told here (no lock of it in /proc/locks: another host, or "
               "another kernel); stop it where it runs", file=sys.stderr)  # fmt: skip
         return EXIT_OTHER
-    owner = {**owner, "pid": pid}
+    owner = {**owner, "pid": pid, "kind": _kind(room, owner, pid)}
+    if owner["kind"] == "console" and not force:
+        print(f"agentdeck: room {shown(room.path)} is hosted by a console, {describe(owner)}: "
+              "stopping its runtime closes that console under its operator; quit it there "
+              "(`q`), or `agentdeck stop --force`", file=sys.stderr)  # fmt: skip
+        return EXIT_BUSY
+    try:
+        # the owner reads it when the signal comes (a console says it once it has closed)
+        ask_to_stop(room, pid, "agentdeck stop --force" if force else "agentdeck stop")
+    except OSError:
+        pass  # a room it cannot write: the owner stops all the same, without saying who
+    try:
+        return _stop(room, owner, timeout)
+    finally:
+        with contextlib.suppress(OSError):
+            room.stop_note.unlink()
+
+
+def _stop(room: Room, owner: dict[str, Any], timeout: float) -> int:
+    pid = owner["pid"]
     try:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
@@ -93,6 +115,15 @@ def stop(room: Room, timeout: float) -> int:
         time.sleep(0.05)
     print(f"agentdeck: stopped {describe(owner)}")
     return EXIT_OK
+
+
+def _kind(room: Room, owner: dict[str, Any], pid: int) -> str:
+    """What kind of owner the lock's holder is (console, run, start, a one-off), as the
+    first of its notes that names that pid says (`.owner`, then agent.run)."""
+    for note in (owner, _summary(room)):
+        if note.get("pid") == pid and isinstance(note.get("kind"), str):
+            return str(note["kind"])
+    return "unknown"
 
 
 async def status(room: Room, args: argparse.Namespace) -> int:

@@ -1,4 +1,5 @@
-"""The console as a real process on a real pseudo-terminal: what a closed terminal does."""
+"""The console as a real process on a real pseudo-terminal: what a closed terminal does,
+and what `agentdeck stop` does to a console hosting the room."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.room import Room, owner_of
 from tests.wait import PATIENCE
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="a Linux pseudo-terminal")
@@ -112,3 +114,49 @@ def test_a_bad_config_is_one_clear_line_not_a_traceback(
     assert out.stderr.startswith(f"agentdeck: {room / 'agentdeck.toml'}: ") and says in out.stderr
     assert "Traceback" not in out.stderr and out.stderr.count("\n") == 1
     assert not (room / "execution.db").exists()  # nothing was touched
+
+
+def stop(room: Path, *args: str) -> tuple[int, subprocess.CompletedProcess[str]]:
+    """`agentdeck stop` on `room`: its pid, and how it ended."""
+    argv = [sys.executable, "-m", "engine.cli", "--room", str(room), "stop", *args]
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        out, err = proc.communicate(timeout=PATIENCE * 2)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return proc.pid, subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def test_stop_refuses_a_console_hosting_the_room_unless_forced(tmp_path: Path) -> None:
+    """Stopping the runtime a console hosts closes the operator's console: `stop` says
+    whose it is and refuses (exit 4); `--force` stops it, and the console's terminal says
+    why it closed, once the screen is given back (issue 30)."""
+    room = tmp_path / "room"
+    proc, master = start_console(room)
+    try:
+        _, refused = stop(room)
+        assert refused.returncode == 4, (refused.stdout, refused.stderr)
+        assert f"pid {proc.pid}" in refused.stderr and "console" in refused.stderr
+        assert "--force" in refused.stderr and "Traceback" not in refused.stderr
+        assert proc.poll() is None  # nothing was sent to it: it still hosts the room
+        owner = owner_of(Room.at(room))
+        assert owner is not None and (owner["pid"], owner["kind"]) == (proc.pid, "console")
+
+        by, forced = stop(room, "--force")
+        assert forced.returncode == 0, (forced.stdout, forced.stderr)
+        assert f"stopped pid {proc.pid}" in forced.stdout
+        why = f"stopped by `agentdeck stop --force` (pid {by})".encode()
+        said = read_until(master, why, PATIENCE)
+        assert why in said, said[-500:]
+        left = said.rfind(b"\x1b[?1049l")  # the alternate screen left, then the reason
+        assert -1 < left < said.index(why), said[-500:]
+        assert proc.wait(timeout=PATIENCE) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+    assert run_status(room) == [("ended",)]
