@@ -184,9 +184,9 @@ def _child(order: dict[str, Any], say: Callable[[str], None]) -> None:
         err = os.open(order["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         os.dup2(err, 2)
         os.environ.update(order["env"])
-        import engine.runtime
+        import engine.runtime.runtime
 
-        engine.runtime._RANDOM.seed()  # ids: not the zygote's sequence again in every child
+        engine.runtime.runtime._RANDOM.seed()  # ids: not the zygote's sequence again in every child
         pid = os.getpid()
         anyio.run(main, order["room"], lambda text: say(text.replace("ready", f"ready {pid}", 1)))
         code = 0

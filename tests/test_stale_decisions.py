@@ -94,3 +94,27 @@ async def test_a_full_runtime_applies_a_stale_decision_at_start(tmp_path):
                               ok=lambda o: o.status == "done")  # fmt: skip
     assert {c["call_id"]: c["status"] for c in outcome.calls}[call_id] == "succeeded"
     assert decisions(room) == {"d_stale": ("applied", None)}
+
+
+async def test_a_decision_leaves_queued_once_and_an_applied_one_stays_applied(
+    tmp_path: Path,
+) -> None:
+    """Found by the cluster's process test: a worker that held a decision as queued (loaded
+    before another applied it) recorded it as a duplicate when its call ended, so the audit
+    said an approval that ran was never applied. Each status but `queued` is final."""
+    from engine.store import decisions as recorded
+
+    room = tmp_path / "room"
+    turn_id, call_id = await waiting_call(room)
+    async with Runtime.open(room, kind="test", resume="none", provider=OfflineModel(delay=0)) as rt:
+        for n in range(4):
+            await rt.store.write([recorded.recorded(Decision.approve(call_id, id=f"d_{n}"),
+                                                    "queued", 1.0)])  # fmt: skip
+        await rt.store.write([recorded.applied("d_0", 2.0), recorded.refused("d_1", "no", 2.0),
+                              recorded.superseded("d_2", "old", 2.0)])  # fmt: skip
+        late = [recorded.duplicate(f"d_{n}", "too late") for n in range(4)]
+        await rt.store.write([*late, recorded.applied("d_1", 3.0), recorded.refused("d_0", "x", 3.0),
+                              recorded.superseded("d_1", "x", 3.0)])  # fmt: skip
+    rows = dict(room_rows(room, "SELECT id, status FROM decisions WHERE call_id = ? ORDER BY id",
+                          call_id))  # fmt: skip
+    assert rows == {"d_0": "applied", "d_1": "refused", "d_2": "superseded", "d_3": "duplicate"}

@@ -3,19 +3,19 @@ INSERT INTO decisions(id, call_id, action, args, result, use_result, reason, rem
   VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s);
 
 -- name: applied
-UPDATE decisions SET status='applied', applied_at=%s WHERE id=%s;
+UPDATE decisions SET status='applied', applied_at=%s WHERE id=%s AND status='queued';
 
 -- name: duplicate
-UPDATE decisions SET status='duplicate', note=%s WHERE id=%s;
+UPDATE decisions SET status='duplicate', note=%s WHERE id=%s AND status='queued';
 
 -- name: left_queued
 UPDATE decisions SET status='duplicate', note=%s WHERE call_id=%s AND status='queued';
 
 -- name: superseded
-UPDATE decisions SET status='superseded', note=%s, applied_at=%s WHERE id=%s;
+UPDATE decisions SET status='superseded', note=%s, applied_at=%s WHERE id=%s AND status='queued';
 
 -- name: refused
-UPDATE decisions SET status='refused', note=%s, applied_at=%s WHERE id=%s;
+UPDATE decisions SET status='refused', note=%s, applied_at=%s WHERE id=%s AND status='queued';
 
 -- name: exists
 SELECT 1 FROM decisions WHERE id=%s;

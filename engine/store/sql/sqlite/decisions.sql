@@ -3,19 +3,19 @@ INSERT INTO decisions(id, call_id, action, args, result, use_result, reason, rem
   VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?);
 
 -- name: applied
-UPDATE decisions SET status='applied', applied_at=? WHERE id=?;
+UPDATE decisions SET status='applied', applied_at=? WHERE id=? AND status='queued';
 
 -- name: duplicate
-UPDATE decisions SET status='duplicate', note=? WHERE id=?;
+UPDATE decisions SET status='duplicate', note=? WHERE id=? AND status='queued';
 
 -- name: left_queued
 UPDATE decisions SET status='duplicate', note=? WHERE call_id=? AND status='queued';
 
 -- name: superseded
-UPDATE decisions SET status='superseded', note=?, applied_at=? WHERE id=?;
+UPDATE decisions SET status='superseded', note=?, applied_at=? WHERE id=? AND status='queued';
 
 -- name: refused
-UPDATE decisions SET status='refused', note=?, applied_at=? WHERE id=?;
+UPDATE decisions SET status='refused', note=?, applied_at=? WHERE id=? AND status='queued';
 
 -- name: exists
 SELECT 1 FROM decisions WHERE id=?;
