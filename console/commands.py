@@ -11,7 +11,11 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.content import Content
+from textual.fuzzy import Matcher
+from textual.markup import escape
 
+from console.format import visible
 from console.groups import FILTERS
 from console.keys import Command, commands
 
@@ -34,8 +38,14 @@ class DeckCommands(Provider):
             return
         screen = self.screen
         panes = [node for node in screen.query("*") if node.BINDINGS]
-        offered = {c.title for c in self.app.get_system_commands(screen)}  # (Quit, Keys…)
-        yield from (c for c in commands([screen, *panes, self.app]) if c[0] not in offered)
+        system = list(self.app.get_system_commands(screen))  # Textual's own: Quit, Theme, Keys…
+        offered = {c.title for c in system}
+        # An app binding whose action one of those runs is offered once, as Textual's (f2's
+        # "Switch theme" is Textual's "Theme").
+        runs = frozenset(getattr(c.callback, "__name__", "").removeprefix("action_")
+                         for c in system if getattr(c.callback, "__self__", None) is self.app)  # fmt: skip
+        ours = [*commands([screen, *panes]), *commands([self.app], skip=runs)]
+        yield from (c for c in ours if c[0] not in offered)
         if screen is not main:
             return
         for thread in main.state.recent_threads:
@@ -50,12 +60,29 @@ class DeckCommands(Provider):
                    "Show only the steps of turns from this channel",
                    partial(main.filter_channel, channel))  # fmt: skip
 
+    # A title may name a thread or a channel, whoever chose it, and the palette reads a
+    # string as markup (`chat:[bus]` showed as `chat:`; `[/]` raised): titles are Content,
+    # help texts escaped.
     async def discover(self) -> Hits:
         for title, help_text, callback in self._commands():
-            yield DiscoveryHit(title, callback, help=help_text)
+            shown = visible(title)
+            yield DiscoveryHit(Content(shown), callback, text=shown, help=escape(help_text))
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
         for title, help_text, callback in self._commands():
-            if (score := matcher.match(title)) > 0:
-                yield Hit(score, matcher.highlight(title), callback, help=help_text)
+            shown = visible(title)
+            if (score := matcher.match(shown)) > 0:
+                yield Hit(score, _highlight(matcher, shown), callback, text=shown,
+                          help=escape(help_text))  # fmt: skip
+
+
+def _highlight(matcher: Matcher, title: str) -> Content:
+    """`title` as text, the characters `matcher` matched highlighted (Matcher.highlight
+    reads it as markup)."""
+    content = Content(title)
+    _score, offsets = matcher.fuzzy_search.match(matcher.query, title)
+    for offset in offsets:
+        if not title[offset].isspace():
+            content = content.stylize(matcher.match_style, offset, offset + 1)
+    return content

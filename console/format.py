@@ -45,6 +45,11 @@ def age(seconds: float) -> str:
     return f"{seconds:.0f}s"
 
 
+def counted(n: int, word: str) -> str:
+    """`n` and `word`, plural unless `n` is 1: "1 time", "2 times", "0 times"."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 def visible(text: str, *, lines: bool = False) -> str:
     """`text` with every control character shown as its escape (`\x1b[31m` reads as
     those characters), so text from a model, a tool, a channel user or a file is drawn,

@@ -103,7 +103,7 @@ def commands(
     nodes: Iterable[Widget | App[Any]], skip: frozenset[str] = frozenset()
 ) -> Iterator[Command]:
     """(title, help, callback) for the palette: each binding with a description of each of
-    `nodes` whose class is in the registry."""
+    `nodes` whose class is in the registry, but those whose action is in `skip`."""
     prefixes = _prefixes()
     for node in nodes:
         prefix = prefixes.get(type(node))
@@ -111,7 +111,7 @@ def commands(
             continue
         for b in bindings(type(node).BINDINGS):
             name = b.action.split("(")[0]
-            if name in NOT_COMMANDS:
+            if name in NOT_COMMANDS or name in skip:
                 continue
             if name == "close":
                 title = f"Close {prefix.lower()}"

@@ -96,7 +96,12 @@ def use_themes(app: Any) -> None:
 
 
 def state_variables(app: Any) -> dict[str, str]:
-    """The state variables a theme lacks (Textual's built-ins), from its base colours: what
-    an app's `get_theme_variable_defaults` returns."""
-    base = app.current_theme.to_color_system().generate()
-    return {name: base[borrowed] for name, borrowed in themes.STATE_DEFAULTS.items()}
+    """The variables a theme lacks (Textual's built-ins) from its base colours, the states'
+    and the borders' and selection's (`themes.visible_defaults`): what an app's
+    `get_theme_variable_defaults` returns."""
+    theme = app.current_theme
+    base = theme.to_color_system().generate()
+    states = {name: base[borrowed] for name, borrowed in themes.STATE_DEFAULTS.items()}
+    if all(name in theme.variables for name in themes.VISIBLE):  # agentdeck's own
+        return states
+    return states | themes.visible_defaults(theme, base, app.ansi_theme)

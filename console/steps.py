@@ -10,7 +10,16 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple, overload
 
-from engine.lifecycle import StepStatus
+from engine.lifecycle import CallStatus, StepStatus
+
+# A round of calls (a tool round, a replay) "succeeds" once its calls settle, however they
+# settled: beside "shell cancelled" that read as succeeded and cancelled at once (issue 30).
+# A settled round is shown by its calls' states, as its summary names them
+# (engine/turn/state.py's calls_summary: "shell cancelled, calc succeeded", "5 calls: 3
+# succeeded, 2 failed"), the most telling first.
+ROUNDS = frozenset({"tool_round", "replay"})
+TELLING = (CallStatus.FAILED, CallStatus.CANCELLED, CallStatus.SUSPENDED, CallStatus.RUNNING,
+           CallStatus.RESUMING, CallStatus.NEW, CallStatus.SUCCEEDED)  # fmt: skip
 
 
 class StepRow(NamedTuple):
@@ -27,6 +36,15 @@ class StepRow(NamedTuple):
     summary: str = ""
     group: str | None = None  # its thread's group, when the runtime said it
     channel: str | None = None  # its turn's channel ("console", "tg"...; None: not a channel's)
+
+
+def shown_status(row: StepRow) -> str:
+    """The state a timeline line shows for `row`: the step's own, or for a round of calls
+    that settled, the most telling state of its calls."""
+    if row.kind not in ROUNDS or row.status != StepStatus.SUCCEEDED:
+        return row.status
+    words = {part.split()[-1] for part in row.summary.split(":")[-1].split(",") if part.split()}
+    return next((state.value for state in TELLING if state in words), row.status)
 
 
 class StepLog(Sequence[StepRow]):

@@ -22,7 +22,7 @@ from textual.containers import Vertical
 from textual.screen import Screen
 
 from console.bridge import Bridge
-from console.format import set_title
+from console.format import counted, set_title
 from console.screens.confirm import ConfirmScreen
 from console.widgets.channel_tables import DeliveriesTable, LoopsTable, RoomsTable, clock_time
 from console.widgets.key_bar import KeyBar
@@ -123,7 +123,7 @@ class ChannelsScreen(Screen[None]):
             return
         about = (
             f"its answer to {d.channel} on {d.thread_id} (turn {d.turn_id}), made "
-            f"{clock_time(d.created_at)}, tried {d.tries} times: {d.last_error or 'no error'}"
+            f"{clock_time(d.created_at)}, tried {counted(d.tries, 'time')}: {d.last_error or 'no error'}"
         )
         question = (f"Send delivery {d.id} again? {about}. It is tried afresh." if what == "retry"
                     else f"Drop delivery {d.id}? {about}. It is never sent (kept, marked dropped).")  # fmt: skip

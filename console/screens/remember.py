@@ -54,7 +54,7 @@ def verdict(call: CallRow, pattern: str, scope: str,
     if call.tool == "shell" and isinstance(command, str) and not simple(command.strip()):
         return False, ("✗ this command chains, pipes, redirects or substitutes: no rule allows "
                        "it. Approve it once with a instead.")  # fmt: skip
-    return False, "✗ valid, but it does not match this call: it would not allow it"
+    return False, "✗ does not match this call (the pattern is valid): it would not allow it"
 
 
 def _help(tool: str) -> str:

@@ -19,7 +19,7 @@ from textual.message import Message
 from textual.screen import Screen
 
 from console.bridge import Bridge
-from console.format import set_title
+from console.format import counted, set_title
 from console.screens.confirm import ConfirmScreen
 from console.widgets.key_bar import KeyBar
 from console.widgets.rules_table import RulesTable, when
@@ -103,7 +103,7 @@ class RulesScreen(Screen[None]):
                         title="Not revoked", severity="warning")  # fmt: skip
             return
         where = f"thread {rule.thread_id}" if rule.thread_id else "the whole room"
-        made = f"made by {rule.made_by} at {when(rule.made_at)}, used {rule.uses} times"
+        made = f"made by {rule.made_by} at {when(rule.made_at)}, used {counted(rule.uses, 'time')}"
         ok = await self.app.push_screen_wait(ConfirmScreen(
             f"Revoke rule {rule.id}: {what} ({rule.scope}, {where}; {made})? From now on "
             "it decides no call.", yes="Revoke", no="Keep"))  # fmt: skip

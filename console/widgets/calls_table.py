@@ -152,8 +152,9 @@ class CallsTable(LineView, can_focus=True):
         segments = []
         for i, (cell, size) in enumerate(zip(cells, self._fitted(width), strict=True)):
             style = base
-            if not header and i == 1:  # the state: glyph + word, coloured by the theme
-                style = self._style(*filter(None, (under, look(cell).style)))
+            if not header and i == 1:  # the state: glyph + word, coloured by the theme (the
+                # selection's colours over it: its text stays readable)
+                style = self._style(*filter(None, (look(cell).style, under)))
             text = visible(cell if header else _shown(i, cell))
             if cell_len(text) > size:
                 text = set_cell_size(text, size - 1) + "…"

@@ -187,10 +187,10 @@ class HistoryList(ScrollView, can_focus=True):
         style = self._styles.get((name, selected))
         if style is None:
             style = self.rich_style
-            if selected:
-                style += self.get_component_rich_style("history--cursor")
             if name:
                 style += self.get_component_rich_style(name)
+            if selected:  # the selection's colours over the part's (its text stays readable)
+                style += self.get_component_rich_style("history--cursor")
             self._styles[(name, selected)] = style
         return style
 

@@ -25,7 +25,7 @@ from textual.strip import Strip
 from console.format import clock_time, duration, short_id, visible
 from console.glyphs import STATE_CLASSES, look
 from console.groups import group_of
-from console.steps import StepRow
+from console.steps import StepRow, shown_status
 from console.widgets.lines import LineView
 
 WIDE = 90  # cells; narrower, a line drops the turn and duration columns to keep the state
@@ -299,14 +299,16 @@ class Timeline(LineView, can_focus=True):
         key = f"{name}/{selected}"
         style = styles.get(key)
         if style is None:
-            base = self.rich_style
-            if selected:
-                base = base + self.get_component_rich_style("timeline--cursor")
-            style = styles[key] = base + self.get_component_rich_style(name) if name else base
+            style = self.rich_style
+            if name:
+                style += self.get_component_rich_style(name)
+            if selected:  # the selection's colours over the part's (its text stays readable)
+                style += self.get_component_rich_style("timeline--cursor")
+            styles[key] = style
         return style
 
     def _draw(self, row: StepRow, width: int, selected: bool) -> Strip:
-        state = look(row.status)
+        state = look(shown_status(row))
         base, dim = self._style("", selected), self._style("timeline--dim", selected)
         summary = visible(" ".join(row.summary.split()) if "\n" in row.summary else row.summary)
         thread = visible(row.thread_id)

@@ -1,4 +1,5 @@
-"""Themes are data, the choice persists, built-ins work, NO_COLOR stays readable."""
+"""Themes are data, the choice persists, built-ins work, borders and the selection show in
+every theme, NO_COLOR stays readable."""
 
 from __future__ import annotations
 
@@ -6,13 +7,30 @@ import re
 from pathlib import Path
 
 import pytest
+from rich.cells import cell_len
+from rich.color import Color as RichColor
+from rich.style import Style
+from rich.terminal_theme import DEFAULT_TERMINAL_THEME
 from textual.notifications import Notify
+from textual.pilot import Pilot
+from textual.widget import Widget
 
 import themes
 from console import settings
+from console.widgets.decision_queue import DecisionQueue
 from console.widgets.timeline import Timeline
-from tests.console.helpers import SIZE, Recorder, send, started, told, until, until_pending
+from tests.console.helpers import (
+    SIZE,
+    Recorder,
+    call_waits,
+    send,
+    started,
+    told,
+    until,
+    until_pending,
+)
 from tests.scripted import Reply, ScriptedModel
+from themes.contrast import luminance, ratio, ratios
 
 pytestmark = pytest.mark.anyio
 STATES = ("running", "waiting", "succeeded", "failed", "cancelled", "suspended")
@@ -25,6 +43,119 @@ def test_own_themes_define_every_state() -> None:
     for theme in loaded.values():
         for state in STATES:
             assert f"state-{state}" in theme.variables
+        for name in themes.VISIBLE:  # set as data, not derived
+            assert name in theme.variables
+
+
+def test_contrast_is_wcag_s() -> None:
+    """Known answers of WCAG 2's formulas (the W3C's own examples)."""
+    assert luminance((255, 255, 255)) == pytest.approx(1.0)
+    assert ratio((0, 0, 0), (255, 255, 255)) == pytest.approx(21.0)
+    assert ratio((0x77, 0x77, 0x77), (255, 255, 255)) == pytest.approx(4.48, abs=0.01)
+    assert ratio((0x12, 0x34, 0x56), (0x12, 0x34, 0x56)) == 1.0
+    # 16 colours: a light grey is the palette's white, no border on a white background
+    seen = ratios(RichColor.parse("#d0d0d0"), RichColor.parse("#ffffff"), DEFAULT_TERMINAL_THEME)
+    assert seen["truecolor"] == pytest.approx(1.54, abs=0.01) and seen["16"] < 1.9
+
+
+Cells = dict[tuple[int, int], tuple[str, Style]]
+
+
+def drawn(pilot: Pilot) -> Cells:
+    """Each cell of the screen on top as sent to the terminal: (its text, its style)."""
+    update = pilot.app.screen._compositor.render_full_update()
+    cells: Cells = {}
+    for y, line in enumerate(update.strips):
+        x = 0
+        for strip in line:
+            for seg in strip:
+                if seg.control is None:
+                    for char in seg.text:
+                        cells[(x, y)] = (char, seg.style or Style())
+                        x += cell_len(char)
+    return cells
+
+
+def pair(style: Style) -> tuple[RichColor, RichColor]:
+    """A cell's (foreground, background) as the terminal paints it (none: its defaults)."""
+    return style.color or RichColor.default(), style.bgcolor or RichColor.default()
+
+
+def corner(cells: Cells, widget: Widget) -> Style:
+    """The style of the top left corner of `widget`'s border."""
+    char, style = cells[(widget.region.x, widget.region.y)]
+    assert char.strip(), f"no border drawn at {widget}'s corner"
+    return style
+
+
+def row(cells: Cells, widget: Widget, line: int) -> Style:
+    """The style of the first cell of `widget`'s content at its `line` (the selection's
+    colours where the cursor is)."""
+    region = widget.content_region
+    return cells[(region.x, region.y + line)][1]
+
+
+async def focus_drawn(pilot: Pilot, widget: Widget, other: Widget) -> Cells:
+    """Focus `widget` and wait until the screen shows it: its pane's border drawn unlike
+    that of `other`'s pane."""
+    widget.focus()
+
+    def corners() -> tuple[Style, Style]:
+        cells = drawn(pilot)
+        return corner(cells, widget.parent), corner(cells, other.parent)
+
+    await until(pilot, corners, f"{widget} shown focused", ok=lambda two: two[0] != two[1])
+    return drawn(pilot)
+
+
+async def test_borders_and_the_selection_show_in_every_theme(deck_app) -> None:
+    """Issue 30: the light theme's pane borders were white on near-white. In every theme the
+    console offers (its own and Textual's), a pane's border, focused or not, and the
+    selected row, in a list with the focus or without, stand out 3:1 from the background
+    (WCAG 1.4.11) in truecolor and as Rich shows them in 256 and 16 colours; the text on
+    the selection stays readable on it (4.5:1 in truecolor, 3:1 in fewer colours)."""
+    app = deck_app()
+    async with app.run_test(size=SIZE) as pilot:
+        main = await call_waits(pilot, "run `echo hi`")  # steps in the timeline, a queued call
+        timeline, queue = main.query_one(Timeline), main.query_one(DecisionQueue)
+        calls, chat, field = (
+            main.query_one("#calls"),
+            main.query_one("#chat"),
+            main.query_one("#chat-input"),
+        )
+        timeline.action_first()
+        measured: dict[str, dict[str, dict[str, float]]] = {}
+        for name in sorted(app.available_themes):
+            app.theme = name
+            terminal = app.ansi_theme
+            seen: dict[str, dict[str, float]] = {}
+            for focused, blurred in ((timeline, queue), (queue, timeline)):
+                cells = await focus_drawn(pilot, focused, calls)
+                for what, style in (
+                    ("border focused", corner(cells, focused.parent)),
+                    ("border", corner(cells, calls.parent)),
+                    ("border of the chat", corner(cells, chat)),
+                    ("border of the chat input", corner(cells, field)),
+                ):
+                    seen[what] = ratios(*pair(style), terminal)
+                for widget, state in ((focused, "focused"), (blurred, "blurred")):
+                    kind = "table" if widget is queue else "line"
+                    at = (widget.cursor_row + 1) if widget is queue else timeline.cursor_index
+                    cursor, empty = row(cells, widget, at), row(cells, widget, at + 3)
+                    seen[f"{kind} selection {state}"] = ratios(
+                        pair(cursor)[1], pair(empty)[1], terminal, backgrounds=True)  # fmt: skip
+                    seen[f"{kind} selection {state}: text"] = ratios(*pair(cursor), terminal)
+            measured[name] = seen
+        await app.shutdown()
+    bad = []
+    for name, seen in measured.items():
+        for what, by_system in seen.items():
+            for system, value in by_system.items():
+                text = what.endswith(": text")
+                floor = 4.5 if text and system == "truecolor" else 3.0
+                if value < floor:
+                    bad.append(f"{name}: {what} {value:.2f} in {system} (< {floor})")
+    assert not bad, "\n".join(bad)
 
 
 def test_stylesheet_uses_only_variables() -> None:
