@@ -18,10 +18,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rich.text import Text
 from textual import on, work
 from textual.app import App
 from textual.binding import Binding
-from textual.notifications import Notify, SeverityLevel
+from textual.notifications import Notification, Notify, SeverityLevel
 from textual.theme import Theme
 from textual.worker import Worker, WorkerState
 
@@ -77,7 +78,10 @@ class AgentDeck(App[int]):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
     BINDINGS = [
-        Binding("q", "quit", "Quit"),
+        Binding("q", "quit", "Quit", show=False),
+        # ctrl+q and ctrl+c quit as q does (asking while a hosted turn runs), from anywhere:
+        # in the chat's input too, where Textual would copy (the terminal's selection copies)
+        Binding("ctrl+q,ctrl+c", "quit", "Quit", priority=True),
         Binding("question_mark,f1", "help", "Help"),
         Binding("f2", "change_theme", "Switch theme", show=False),
         Binding("ctrl+o", "host_here", "Host the room here", show=False),
@@ -96,15 +100,31 @@ class AgentDeck(App[int]):
         self.host: Host = AttachedHost(room) if attach else RuntimeHost(room, **self._hosting)
         self.main = MainScreen(self.bridge, clock, keys_clock, Attention.of_room(room.config))
         self.closed_why: str | None = None  # said on the terminal once the screen is given back
+        self._conditions: dict[str, Notification] = {}  # condition -> its toast
         settings.use_themes(self)
         self._filters.append(NoControls())
 
     def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
-               timeout: float | None = None, markup: bool = False) -> None:  # fmt: skip
+               timeout: float | None = None, markup: bool = False,
+               condition: str | None = None) -> None:  # fmt: skip
         """Every notification is text, never markup (it quotes calls, threads, errors),
-        with its control characters shown escaped."""
-        super().notify(visible(message, lines=True), title=visible(title), severity=severity,
-                       timeout=timeout, markup=False)  # fmt: skip
+        with its control characters shown escaped. One about a `condition` (the runtime
+        gone, calls waiting) replaces the last about it, and `withdraw` takes it back when
+        the condition is over: one toast per condition, none about a state that is past."""
+        if condition is not None:
+            self.withdraw(condition)
+        shown = Notification(visible(message, lines=True), visible(title), severity,
+                             self.NOTIFICATION_TIMEOUT if timeout is None else timeout,
+                             markup=False)  # fmt: skip
+        if condition is not None:
+            self._conditions[condition] = shown
+        self.post_message(Notify(shown))
+
+    def withdraw(self, condition: str) -> None:
+        """Take back the toast about `condition`, if it is still shown."""
+        shown = self._conditions.pop(condition, None)
+        if shown is not None and shown in self._notifications:
+            self._unnotify(shown)
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return settings.state_variables(self)
@@ -143,7 +163,8 @@ class AgentDeck(App[int]):
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.worker.name == "runtime" and event.state is WorkerState.ERROR:
-            self.exit(1, message=f"agentdeck: {self.host.error or event.worker.error}")
+            why = f"agentdeck: {self.host.error or event.worker.error}"
+            self.exit(1, message=Text(visible(why, lines=True)))  # text, never markup
 
     async def action_host_here(self) -> None:
         """The owner went away and nobody owns the room: host it in this console."""

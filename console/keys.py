@@ -49,6 +49,7 @@ class Section:
 SECTIONS = (
     Section("Everywhere", (Keys("console.app:AgentDeck"), Keys("console.screens.main:MainScreen"))),
     Section("Chat", (Keys("console.widgets.chat_pane:ChatPane", "Chat"),)),
+    Section("Decision card (in the chat)", (Keys("console.widgets.decision_card:DecisionCard", "Card"),)),
     Section("Timeline", (Keys("console.widgets.timeline:Timeline", "Timeline"),)),
     Section("Calls", (Keys("console.widgets.calls_table:CallsTable", "Calls"),)),
     Section("Decisions", (Keys("console.widgets.decision_queue:DecisionQueue", "Decisions"),)),

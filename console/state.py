@@ -91,6 +91,7 @@ class Changes:
     turns: set[str] = field(default_factory=set)
     pending: bool = False
     new_pending: int = 0
+    new_pending_threads: list[str] = field(default_factory=list)  # the thread of each
     notices: list[Notice] = field(default_factory=list)
     decisions: list[DecisionRecorded] = field(default_factory=list)
     deliveries: int = 0  # DeliveryChanged events: the channels screen reads the outbox again
@@ -369,6 +370,7 @@ class DeckState:
             if call.call_id not in self.pending:
                 self.pending[call.call_id] = call
                 ch.new_pending += 1
+                ch.new_pending_threads.append(call.thread_id)
             ch.pending = True
         elif self.pending.pop(call.call_id, None) is not None:
             ch.pending = True

@@ -84,6 +84,12 @@ class ThreadView:
         self.entries.append(entry)
         self.version += 1
 
+    def discard(self, entry: ChatEntry) -> None:
+        """Take `entry` out (a note of the console's that is over, e.g. "sending…")."""
+        if entry in self.entries:
+            self.entries.remove(entry)
+            self.version += 1
+
     def replace(self, entries: Iterable[ChatEntry]) -> None:
         self.entries.clear()
         self.entries.extend(entries)

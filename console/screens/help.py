@@ -1,7 +1,10 @@
-"""Every key of the console, grouped by where it works, read from the bindings themselves."""
+"""Every key of the console, grouped by where it works (a pane, a screen), read from the
+bindings themselves, laid out as a grid of sections as wide as the terminal allows (as
+k9s and lazygit show theirs)."""
 
 from __future__ import annotations
 
+from rich.columns import Columns
 from rich.table import Table
 from rich.text import Text
 from textual.app import App, ComposeResult
@@ -24,13 +27,19 @@ def key_rows(app: App[object], sections: list[tuple[str, list[Binding]]]) -> lis
     return rows
 
 
-def _keys_table(rows: list[tuple[str, str]]) -> Table:
-    table = Table.grid(padding=(0, 2))
-    table.add_column(justify="right", style="bold", min_width=14)
-    table.add_column()
+def _keys_grid(rows: list[tuple[str, str]]) -> Columns:
+    """One small table per section, flowed into as many columns as fit."""
+    tables: list[Table] = []
     for keys, what in rows:
-        table.add_row(keys, Text(what, style="bold underline") if not keys else what)
-    return table
+        if not keys:  # a section's title opens its table
+            table = Table.grid(padding=(0, 1))
+            table.add_column(justify="right", style="bold", min_width=9)
+            table.add_column(max_width=26)
+            table.add_row("", Text(what, style="bold underline"))
+            tables.append(table)
+        else:
+            tables[-1].add_row(Text(keys), Text(what))
+    return Columns(tables, padding=(1, 3))
 
 
 class HelpScreen(ModalScreen[None]):
@@ -48,7 +57,7 @@ class HelpScreen(ModalScreen[None]):
         with Vertical(id="dialog", classes="wide"):
             yield Label("agentdeck keys", id="question")
             with VerticalScroll(id="dialog-body"):
-                yield Static(_keys_table(self.rows), id="help-keys")
+                yield Static(_keys_grid(self.rows), id="help-keys")
                 yield Static(
                     "Approve and cancel are separate keys; Enter never decides. Every "
                     "confirmation defaults to the harmless answer. ctrl+p lists every action.",

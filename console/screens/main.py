@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Vertical
@@ -25,11 +25,13 @@ from console.bridge import CALLS, CHAT, STATUS, TIMELINE, Bridge
 from console.format import set_title, short_id
 from console.groups import channel_filters, next_channel, next_filter
 from console.screens.confirm import ConfirmScreen
-from console.screens.decide_flow import Deciding
+from console.screens.decide_flow import Decider
 from console.screens.review import tell_reviews
 from console.screens.threads import ThreadPickerScreen
+from console.threads import ChatEntry
 from console.widgets.calls_table import CallsTable
 from console.widgets.chat_pane import ChatPane
+from console.widgets.decision_card import DecisionCard
 from console.widgets.decision_queue import DecisionQueue
 from console.widgets.filter_bar import FilterBar
 from console.widgets.key_bar import KeyBar
@@ -37,12 +39,19 @@ from console.widgets.status_bar import StatusBar
 from console.widgets.timeline import Timeline
 from engine.lifecycle import DecisionStatus, TurnStatus
 
+if TYPE_CHECKING:
+    from console.app import AgentDeck
+
 DEFAULT_THREAD = "chat:main"
 MAX_NOTICES = 3  # toasts per frame; a flood of notices is summed up, not shown one by one
-REVIEW_NOTICE = "was running when agentdeck stopped"  # engine.decisions.review.notice_text's words
+REVIEW_NOTICE = "was running when agentdeck stopped"
+RUNTIME, QUEUE = (
+    "runtime",
+    "queue",
+)  # the conditions a toast is about (one toast each)  # engine.decisions.review.notice_text's words
 
 
-class MainScreen(Screen[None], Deciding):
+class MainScreen(Screen[None]):
     """The operator's day: four panes, a status bar and the footer."""
 
     BINDINGS = [
@@ -79,14 +88,18 @@ class MainScreen(Screen[None], Deciding):
         self.state = bridge.state
         self.thread_id = DEFAULT_THREAD
         self.selected_turn = ""
-        self._mine: set[str] = set()  # ids of the decisions taken in this console
+        self.decider = Decider(self, bridge, self._redraw_pending, self._act)
         self._reviews_told: set[str] = set()  # calls under review the operator was told of
         self._group_titled = False  # the timeline's title names its group filter
+        # chat messages sent before the runtime was reachable, shown "sending…" until it is
+        self._unsent: list[tuple[str, str, ChatEntry]] = []
 
     def compose(self) -> ComposeResult:
         # A grid, so that a narrow terminal can give the decisions the whole width (CSS)
         with Grid(id="panes"):
-            yield ChatPane(self.thread_id, id="chat")
+            room = getattr(self.app, "room", None)
+            yield ChatPane(self.thread_id, self.clock, self.keys_clock,
+                           room.workspace if room is not None else None, id="chat")  # fmt: skip
             with Vertical(id="timeline-pane", classes="pane"):
                 yield FilterBar(placeholder="filter steps", id="timeline-filter")
                 yield Timeline(
@@ -111,6 +124,23 @@ class MainScreen(Screen[None], Deciding):
         status = self.query_one(StatusBar)
         self.watch(self.query_one(Timeline), "follow", lambda v: setattr(status, "follow", v))
 
+    async def on_key(self, event: events.Key) -> None:
+        """Keys typed while the screen was still being built reach the screen itself, not
+        the input (nothing had the focus yet): they are the chat's, typed in order. (Once
+        the input has the focus it takes every printable key and Enter itself, so one that
+        comes here with the input focused was typed before.)"""
+        field = self.query_one("#chat-input", Input)
+        if self.focused not in (None, field):
+            return
+        if event.is_printable and event.character:
+            event.stop()
+            field.focus()
+            field.insert_text_at_cursor(event.character)
+        elif event.key in ("enter", "ctrl+j") and field.value:  # (typed ahead, Enter is \n)
+            event.stop()
+            field.focus()
+            await field.action_submit()
+
     # -- from the bridge --------------------------------------------------------------------
 
     @on(Bridge.Attached)
@@ -118,14 +148,15 @@ class MainScreen(Screen[None], Deciding):
         status = self.query_one(StatusBar)
         info = event.info
         status.room, status.run_id, status.model = info.room, info.run_id, info.model
-        if status.mode.startswith("detached"):
+        if status.mode.startswith("detached"):  # the "runtime gone" toast is over
             again = ("This console hosts the room's runtime now." if info.mode == "hosted" else
                      f"Attached to the room's runtime again ({info.mode}).")  # fmt: skip
-            self.notify(again, title="Runtime")
+            self.deck.notify(again, title="Runtime", condition=RUNTIME)
         status.mode = info.mode
         self.query_one(ChatPane).describe(info.room, info.model)
         recent = self.state.recent_threads  # the room's, most recently used first
         await self._show_thread(recent[0] if recent else DEFAULT_THREAD)
+        self._send_unsent()
         self.query_one(Timeline).refresh_rows()
         self._redraw_pending()
         self._count()
@@ -140,7 +171,8 @@ class MainScreen(Screen[None], Deciding):
         else:
             text = (f"{event.why[:1].upper()}{event.why[1:]}. This console attaches again "
                     "when a runtime serves the room.")  # fmt: skip
-        self.notify(text, title="Runtime gone", severity="warning", timeout=30)
+        self.deck.notify(text, title="Runtime gone", severity="warning", timeout=30,
+                         condition=RUNTIME)  # fmt: skip
 
     @on(Bridge.Changed)
     def changed(self, event: Bridge.Changed) -> None:
@@ -159,21 +191,26 @@ class MainScreen(Screen[None], Deciding):
         reviews = tell_reviews(self, self.state.pending, self._reviews_told) if ch.pending else 0
         if ch.new_pending:  # once per redraw, however many came
             self._ask_attention(ch.new_pending)
-        if ch.new_pending > reviews and not isinstance(self.focused, DecisionQueue):
-            n, total = ch.new_pending - reviews, len(self.state.pending)
+        here = ch.new_pending_threads.count(self.thread_id)  # the shown thread's: on the card
+        elsewhere = ch.new_pending - reviews - here
+        if elsewhere > 0 and not isinstance(self.focused, DecisionQueue):
+            n, total = elsewhere, len(self.state.pending)
             # `d` is a letter: in the chat input it types, so the way there is said too
             where = "Esc, then d" if isinstance(self.focused, Input) else "press d"
             plural = "s" if n > 1 else ""
             calls = f"{n} call{plural}" if total <= n else f"{n} more call{plural} ({total} in all)"
-            self.notify(f"{calls} waiting for a decision ({where})", title="Decision queue")
-        for lost in (d for d in ch.decisions if d.decision_id in self._mine):
+            self.deck.notify(f"{calls} waiting for a decision ({where})", title="Decision queue",
+                             condition=QUEUE)  # fmt: skip
+        if ch.pending and not self.state.pending:
+            self.deck.withdraw(QUEUE)  # nothing waits: what the toast said is over
+        for lost in (d for d in ch.decisions if d.decision_id in self.decider.mine):
             if lost.status == DecisionStatus.DUPLICATE:  # another decision came first
-                self._mine.discard(lost.decision_id)
+                self.decider.mine.discard(lost.decision_id)
                 self.notify(f"Your decision on {lost.call_id} was not applied: "
                             f"{lost.note or 'the call was already decided'}.",
                             title="Decided elsewhere", severity="warning")  # fmt: skip
             elif lost.status == DecisionStatus.REFUSED:  # nothing ran; the call still waits
-                self._mine.discard(lost.decision_id)
+                self.decider.mine.discard(lost.decision_id)
                 self.notify(f"Your decision on {lost.call_id} was refused: {lost.note}. "
                             "The call still waits.", title="Nothing ran", severity="error")  # fmt: skip
         if ch.deliveries and hasattr(self.app.screen, "readings"):  # the channels screen
@@ -184,6 +221,11 @@ class MainScreen(Screen[None], Deciding):
             self.notify(notice.text, severity=level)
         if len(notices) > MAX_NOTICES:
             self.notify(f"{len(notices) - MAX_NOTICES} more notices", severity="warning")
+
+    @property
+    def deck(self) -> AgentDeck:
+        """The app, for its notifications about a condition."""
+        return cast("AgentDeck", self.app)
 
     def _count(self) -> None:
         status = self.query_one(StatusBar)
@@ -202,6 +244,17 @@ class MainScreen(Screen[None], Deciding):
         self.query_one(DecisionQueue).show_pending(self.state.pending, self.state.decided)
         self.query_one(StatusBar).calls = len(self.state.pending)
         self._title_decisions()
+        self._show_card()
+
+    def _show_card(self) -> None:
+        """The chat's card shows the oldest call of its thread that waits for a decision
+        from here; one this console just decided gives way to the next without a pause."""
+        decided = self.state.decided
+        waiting = [c for c in self.state.pending.values()
+                   if c.thread_id == self.thread_id and c.call_id not in decided]  # fmt: skip
+        card = self.query_one(DecisionCard)
+        mine = card.call is not None and card.call.call_id in decided
+        self.query_one(ChatPane).show_call(waiting[0] if waiting else None, by_operator=mine)
 
     def _title_decisions(self) -> None:
         title = f"Decisions ({len(self.state.pending)})"
@@ -220,6 +273,7 @@ class MainScreen(Screen[None], Deciding):
     def _tick_ages(self) -> None:
         if self.state.pending:
             self.query_one(DecisionQueue).show_pending(self.state.pending)
+            self.query_one(DecisionCard).tick()
 
     def select_turn(self, turn_id: str) -> None:
         self.selected_turn = turn_id
@@ -236,6 +290,7 @@ class MainScreen(Screen[None], Deciding):
         if self.thread_id != thread_id:  # another was chosen while this one loaded: it wins
             return
         self.query_one(ChatPane).show(self.state.thread(thread_id))
+        self._show_card()
 
     # -- from the widgets -------------------------------------------------------------------
 
@@ -254,11 +309,33 @@ class MainScreen(Screen[None], Deciding):
     @on(CallsTable.ShowDetails)
     def call_details(self, event: CallsTable.ShowDetails) -> None:
         if (call := self.state.calls.get(event.call_id)) is not None:
-            self._decide("details", call)
+            self.decider.decide("details", call)
 
     @on(ChatPane.Send)
     def chat_send(self, event: ChatPane.Send) -> None:
+        if self.bridge.client is None:  # not reachable yet (or for now): sent when it is
+            entry = ChatEntry("user", event.text, via="you · sending…")
+            self.state.thread(event.thread_id).append(entry)
+            self._unsent.append((event.thread_id, event.text, entry))
+            self.query_one(ChatPane).redraw()
+            return
         self._act("send", event.thread_id, self.bridge.send(event.thread_id, event.text))
+
+    def _send_unsent(self) -> None:
+        """The runtime is reachable: what was typed before it was goes now, in order (the
+        "sending…" notes give way to the messages as the room stores them)."""
+        unsent, self._unsent = self._unsent, []
+        if not unsent:
+            return
+        for thread_id, _, entry in unsent:
+            self.state.thread(thread_id).discard(entry)
+        self.query_one(ChatPane).redraw()
+
+        async def in_order() -> None:
+            for thread_id, text, _ in unsent:
+                await self._carry("send", thread_id, self.bridge.send(thread_id, text))
+
+        self.run_worker(in_order(), group="act")
 
     @on(ChatPane.Compose)
     def chat_compose(self, event: ChatPane.Compose) -> None:
@@ -275,7 +352,16 @@ class MainScreen(Screen[None], Deciding):
     @on(DecisionQueue.Decide)
     def decide(self, event: DecisionQueue.Decide) -> None:
         self.select_turn(event.call.turn_id)
-        self._decide(event.action, event.call, event.ask)
+        self.decider.decide(event.action, event.call, event.ask)
+
+    @on(DecisionQueue.DecideMarked)
+    def decide_marked(self, event: DecisionQueue.DecideMarked) -> None:
+        self.decider.decide_marked(event.action, event.calls)
+
+    @on(DecisionCard.Decide)
+    def card_decide(self, event: DecisionCard.Decide) -> None:
+        self.select_turn(event.call.turn_id)
+        self.decider.decide(event.action, event.call)
 
     @on(Input.Changed, "FilterBar")
     def filter_changed(self, event: Input.Changed) -> None:
@@ -302,25 +388,26 @@ class MainScreen(Screen[None], Deciding):
     # -- actions ----------------------------------------------------------------------------
 
     def _act(self, action: str, target: str, work: Awaitable[Any]) -> None:
+        self.run_worker(self._carry(action, target, work), group="act")
+
+    async def _carry(self, action: str, target: str, work: Awaitable[Any]) -> None:
+        """Await an operator action's answer; say a failure, never crash."""
         from engine.api.models import Decided, Submitted  # loaded with the runtime by now
 
-        async def run() -> None:
-            try:
-                result = await work
-            except Exception as exc:  # shown to the operator, never a crash
-                self.notify(f"{action} failed: {exc}", severity="error")
-                return
-            if isinstance(result, Submitted):
-                self.select_turn(result.turn_id)
-                if result.why_queued is not None:  # a busy thread: say so, and why
-                    self.notify(f"Queued on {target}: {result.why_queued}. It starts once that "
-                                "clears.", title="Message queued")  # fmt: skip
-                result = result.turn_id
-            elif isinstance(result, Decided):  # a duplicate is said when its event comes
-                result = result.status
-            self.post_message(self.Acted(action, target, result))
-
-        self.run_worker(run(), group="act")
+        try:
+            result = await work
+        except Exception as exc:  # shown to the operator, never a crash
+            self.notify(f"{action} failed: {exc}", severity="error")
+            return
+        if isinstance(result, Submitted):
+            self.select_turn(result.turn_id)
+            if result.why_queued is not None:  # a busy thread: say so, and why
+                self.notify(f"Queued on {target}: {result.why_queued}. It starts once that "
+                            "clears.", title="Message queued")  # fmt: skip
+            result = result.turn_id
+        elif isinstance(result, Decided):  # a duplicate is said when its event comes
+            result = result.status
+        self.post_message(self.Acted(action, target, result))
 
     def action_focus_pane(self, which: str) -> None:
         self.query_one(f"#{which}").focus()

@@ -6,6 +6,10 @@ A message of several lines is written in an editor, a screen: the pane asks for 
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+from pathlib import Path
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -13,8 +17,10 @@ from textual.message import Message
 from textual.widgets import Input
 
 from console.format import set_title
+from console.state import CallRow
 from console.threads import ThreadView
 from console.widgets.chat_log import ChatLog
+from console.widgets.decision_card import QUIET, DecisionCard
 from console.widgets.inputs import ChatInput
 
 EMPTY_HINT = "Nothing on this thread yet. Type below; Enter sends."
@@ -38,6 +44,7 @@ class ChatPane(Vertical):
 
     BINDINGS = [
         Binding("escape", "leave", "Leave chat"),
+        Binding("tab", "to_card", "Decide", show=False),
         Binding("up", "recall(-1)", "Earlier message", show=False),
         Binding("down", "recall(1)", "Later message", show=False),
     ]
@@ -59,9 +66,12 @@ class ChatPane(Vertical):
             super().__init__()
             self.thread_id, self.text, self.recalled = thread_id, text, recalled
 
-    def __init__(self, thread_id: str, **kw: object) -> None:
+    def __init__(self, thread_id: str, clock: Callable[[], float] = time.time,
+                 keys_clock: Callable[[], float] = time.monotonic, workspace: Path | None = None,
+                 **kw: object) -> None:  # fmt: skip
         super().__init__(**kw)  # type: ignore[arg-type]
         self.thread_id = thread_id
+        self.clock, self.keys_clock, self.workspace = clock, keys_clock, workspace
         self._view: ThreadView | None = None
         self._recalled: int | None = None  # index into the sent messages, None: the draft
         self._on_draft = True  # the input holds the draft (not a message brought back)
@@ -71,7 +81,12 @@ class ChatPane(Vertical):
 
     def compose(self) -> ComposeResult:
         yield ChatLog(id="chat-log")
-        yield ChatInput(placeholder="Message the agent — Enter sends", id="chat-input")
+        yield DecisionCard(self.clock, self.keys_clock, self.workspace, id="card")
+        field = ChatInput(
+            placeholder="Message the agent — Enter sends", id="chat-input", select_on_focus=False
+        )  # a draft is added to, never replaced
+        field.keys_clock = self.keys_clock
+        yield field
 
     def on_mount(self) -> None:
         set_title(self, f"Chat · {self.thread_id}")
@@ -88,6 +103,48 @@ class ChatPane(Vertical):
         set_title(self, f"Chat · {self.thread_id}")
         self.query_one(ChatLog).show(view)
 
+    def show_call(self, call: CallRow | None, *, by_operator: bool = False) -> None:
+        """Show the call waiting in this thread on the card (None: none waits). A new one
+        takes the keyboard from an empty input once the operator has not typed for QUIET
+        seconds (a draft keeps it: Tab goes to the card); the card hands the keyboard back
+        when no call is left."""
+        card = self.query_one(DecisionCard)
+        had_focus = card.has_focus
+        changed = card.show_call(call, by_operator=by_operator)
+        if call is None:
+            if had_focus:
+                self.query_one(ChatInput).focus()
+            return
+        if changed:
+            self._take_keyboard()
+
+    def _take_keyboard(self) -> None:
+        card, field = self.query_one(DecisionCard), self.query_one(ChatInput)
+        if card.call is None or not field.has_focus or field.value:
+            return
+        quiet = self.keys_clock() - field.typed_at
+        if quiet >= QUIET:
+            card.hold(arm_now=False)
+        else:  # the operator is typing (or just sent): when they stop
+            self.set_timer(QUIET - quiet, self._take_keyboard, name="take keyboard")
+
+    def on_decision_card_give_back(self, event: DecisionCard.GiveBack) -> None:
+        """A key for the chat reached the card: the input takes the focus, and the key."""
+        event.stop()
+        field = self.query_one(ChatInput)
+        field.focus()
+        if event.character:
+            field.insert_text_at_cursor(event.character)
+            field.typed_at = self.keys_clock()
+
+    def action_to_card(self) -> None:
+        """Tab from the input: to the card, its keys armed (a key that types no text)."""
+        card = self.query_one(DecisionCard)
+        if card.call is not None:
+            card.hold(arm_now=True)
+        else:
+            self.screen.focus_next()
+
     def describe(self, room: str, model: str) -> None:
         """What an empty thread shows: how to start, the room and how to open another, and
         what the offline model knows."""
@@ -99,7 +156,12 @@ class ChatPane(Vertical):
         self.query_one(ChatLog).rebuild()
 
     def action_leave(self) -> None:
-        self.screen.focus_next()
+        """Esc: from the input or the card, to the first pane after the chat."""
+        chain = self.screen.focus_chain
+        mine = [i for i, w in enumerate(chain) if self in w.ancestors_with_self]
+        after = chain[mine[-1] + 1 :] if mine else chain
+        if after:
+            after[0].focus()
 
     def action_recall(self, delta: int) -> None:
         """Put the thread's previous (-1) or next (+1) message of the operator in the input;

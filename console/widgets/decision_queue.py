@@ -5,17 +5,23 @@ approve-and-remember (`A` for the thread, `R` for the room) are distinct keys; E
 posts what the operator asked for; the screen carries it out (with the prompts and
 confirmations).
 
-A decision key acts only while the queue has the focus and shows it; pressed within
-GUARD seconds of the focus arriving (a letter typed while the operator believes they are
-in the chat), or on a call of another thread the cursor moved to by itself (the row under
-it left), it asks first. A call already decided keeps its row, marked, until the decision
-is applied; the cursor stays on the same position when a row leaves. A call whose outcome
+A decision key acts only while the queue has the focus and shows it. After the
+operator's own decision the cursor goes to the next call (of the same thread first), and
+the next key acts on it at once; only when the row under the cursor changed by itself in
+the last CHANGED seconds (a call arrived there, the one under it was decided elsewhere or
+at its deadline) does a key ask first, saying what changed. A call already decided keeps
+its row, marked, until the decision is applied.
+
+Space marks the call under the cursor, `*` every waiting call of its thread; `a` or `x`
+then decide all the marked behind one confirmation that lists them, each bound to the
+arguments shown. A call whose outcome
 a crash left unknown shows as needing review, and its decision keys say to press `!` (the
 review screen) instead of sending a decision the engine would refuse.
 
-Narrower than COMPACT_BELOW cells (an 80-column terminal), the queue draws each call on
-two lines (tool over thread) and gives the arguments the width, wrapped over both lines,
-so a whole command of about 90 characters shows in its row.
+A row wraps its arguments (a `shell` call's command itself) over up to ROW_LINES lines,
+then says how many more there are ("…+N lines"; Enter shows them all). Narrower than
+COMPACT_BELOW cells (an 80-column terminal), the queue draws each call on at least two
+lines (tool over thread) and gives the arguments the width.
 
 A call with a deadline (engine.services.deadlines) shows the time left in a `left` column (shown
 only while some call has one), redrawn each second; in the last minute (the last fifth of
@@ -25,9 +31,11 @@ call it is, when its deadline passes and what happens then.
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from rich.text import Text
 from textual.binding import Binding
@@ -36,14 +44,16 @@ from textual.widgets import DataTable
 
 from console.format import age, clock_time, one_line, short_id
 from console.state import CallRow
-from console.widgets.keyed_table import KeyedTable
+from console.widgets.keyed_table import KeyedTable, wrapped
 
 COLUMNS = ("tool", "state", "arguments", "thread", "turn", "age")
 COMPACT_COLUMNS = ("call", "state", "arguments", "age")  # call: the tool over the thread
 COMPACT_BELOW = 80  # cells of width under which the queue is compact
 WARN_LAST = 60.0  # seconds before a deadline its row warns (a fifth of a shorter deadline)
-ARGS_PREVIEW = 120  # characters of arguments at most; a narrower table cuts them further
-GUARD = 0.3  # seconds after the focus arrives in which a decision key asks first
+ARGS_PREVIEW = 2_000  # characters of arguments drawn at most (the rest: the details)
+ROW_LINES = 3  # lines a row's arguments wrap over at most
+CHANGED = 1.0  # seconds after the row under the cursor changed by itself that a key asks
+MARK = "● "  # before the tool of a marked call
 
 
 class DecisionQueue(KeyedTable):
@@ -63,6 +73,8 @@ class DecisionQueue(KeyedTable):
             "R", "decide('remember_room')", "Approve+remember room", show=False, priority=True
         ),  # fmt: skip
         Binding("enter", "decide('details')", "Details", priority=True),
+        Binding("space", "mark", "Mark", priority=True),
+        Binding("asterisk", "mark_thread", "Mark thread", show=False, priority=True),
     ]
 
     COMPONENT_CLASSES = KeyedTable.COMPONENT_CLASSES | {"queue--warning"}
@@ -75,6 +87,13 @@ class DecisionQueue(KeyedTable):
             self.action, self.call = action, call
             self.ask = ask  # why the screen must ask before anything else ("": no need)
 
+    class DecideMarked(Message):
+        """The operator pressed `a` or `x` with calls marked: `calls`, as shown."""
+
+        def __init__(self, action: str, calls: list[CallRow]) -> None:
+            super().__init__()
+            self.action, self.calls = action, calls
+
     def __init__(self, clock: Callable[[], float], keys_clock: Callable[[], float] = time.monotonic,
                  **kw: object) -> None:  # fmt: skip
         super().__init__(COLUMNS, state_columns=("state",), give_way=("arguments", "thread"),
@@ -84,15 +103,14 @@ class DecisionQueue(KeyedTable):
         self.filter_text = ""
         self.decided: dict[str, str] = {}  # call id -> the action of its unapplied decision
         self._calls: dict[str, CallRow] = {}
+        self._seen: dict[str, CallRow] = {}  # the calls drawn last (to name one that left)
         self._pending: dict[str, CallRow] = {}  # as last shown, to draw again when compacted
         self._thread_of: dict[str, str] = {}  # of the calls drawn, for the cursor's next row
-        self._focus_at = float("-inf")
-        self._landed: str | None = None  # another thread's call the cursor moved to itself
+        self.marked: dict[str, CallRow] = {}  # marked calls, as they were when marked
+        # the row the cursor came to by itself, when, and what happened (for CHANGED)
+        self._changed: tuple[str, float, str] | None = None
         self._near: set[str] = set()  # calls shown whose deadline is near (rows warned)
         self._told: set[str] = set()  # calls whose near deadline was notified
-
-    def on_focus(self) -> None:
-        self._focus_at = self.keys_clock()
 
     def show_pending(
         self, pending: dict[str, CallRow], decided: dict[str, str] | None = None
@@ -101,7 +119,7 @@ class DecisionQueue(KeyedTable):
         in `decided` are marked so."""
         if decided is not None:
             self.decided = decided
-        self._pending = pending
+        self._seen, self._pending = dict(self._calls), pending
         needle = self.filter_text.lower()
         self._calls = {
             k: c for k, c in pending.items()
@@ -123,14 +141,43 @@ class DecisionQueue(KeyedTable):
         rows: dict[str, tuple[str, ...]] = {}
         for key, call in self._calls.items():
             state = "decided" if key in self.decided else _state(call)
-            args, ago = one_line(call.args, ARGS_PREVIEW), age(now - call.updated_at)
+            tool = (MARK if key in self.marked else "") + call.tool
+            args, ago = args_text(call), age(now - call.updated_at)
             cells = (
-                (f"{call.tool}\n{call.thread_id}", state, args, ago) if self.lines > 1 else
-                (call.tool, state, args, call.thread_id, short_id(call.turn_id), ago)
+                (f"{tool}\n{call.thread_id}", state, args, ago) if self.lines > 1 else
+                (tool, state, args, call.thread_id, short_id(call.turn_id), ago)
             )  # fmt: skip
             rows[key] = (*cells[:2], left(call, now, key in near), *cells[2:]) if timed else cells
+        for gone in [k for k in self.marked if k not in pending or k in self.decided]:
+            del self.marked[gone]
+        under = self.current_key()
         self.show(rows)
         self._thread_of = {k: c.thread_id for k, c in self._calls.items()}
+        if (now_under := self.current_key()) != under and now_under is not None:
+            why = ("a new call arrived under the cursor" if under is None or under in rows else
+                   f"the call under the cursor ({self._what(under)}) is no longer waiting")  # fmt: skip
+            self._changed = (now_under, self.keys_clock(), why)
+
+    def _what(self, key: str) -> str:
+        call = self._pending.get(key) or self._seen.get(key)
+        return f"{call.tool} on {call.thread_id}" if call is not None else key
+
+    def row_height(self, key: str, cells: tuple[str, ...]) -> int:
+        """A row's arguments wrap over up to ROW_LINES lines (two at least when compact)."""
+        args = cells[self.labels.index("arguments")]
+        room = self.room_of("arguments") or self.scrollable_content_region.width or 80
+        return max(self.lines, min(ROW_LINES, len(wrapped(args, max(room, 2)))))
+
+    def advance_from(self, call_id: str) -> None:
+        """The operator decided `call_id`: the cursor goes to the next call still to decide
+        (of its thread first), so the next key acts on it."""
+        if self.current_key() != call_id:
+            return
+        keys = [k for k in self._calls if k not in self.decided or k == call_id]
+        rest = {k: () for k in keys if k != call_id}
+        nxt = self.successor(call_id, keys, rest)  # type: ignore[arg-type]
+        if nxt is not None and nxt in self.rows:
+            self.move_cursor(row=self.get_row_index(nxt), animate=False)
 
     def on_resize(self) -> None:
         compact = 0 < self.size.width < COMPACT_BELOW
@@ -179,15 +226,14 @@ class DecisionQueue(KeyedTable):
         self, gone: str, before: list[str], rows: dict[str, tuple[str, ...]]
     ) -> str | None:
         """The next call down of the same thread (else the one above it); when its thread
-        has none left, the same position, and a decision key there asks first."""
+        has none left, the same position."""
         thread = self._thread_of.get(gone)
         at = before.index(gone) if gone in before else len(before)
         mine = [k for k in before if k in rows and self._thread_of.get(k) == thread]
         below = [k for k in mine if before.index(k) > at]
         if below or mine:
             return below[0] if below else mine[-1]
-        self._landed = super().successor(gone, before, rows)
-        return self._landed
+        return super().successor(gone, before, rows)
 
     def focus_shown(self) -> bool:
         """The queue has the focus and the operator can see it does: the terminal has the
@@ -201,6 +247,13 @@ class DecisionQueue(KeyedTable):
             self.notify("The decision queue does not have the focus: press d to go there first.",
                         severity="warning")  # fmt: skip
             return
+        if action != "details" and self.marked:
+            if action not in ("approve", "cancel"):
+                self.notify("Marked calls are approved (a) or denied (x) together; the other "
+                            "keys decide one call: space unmarks.", severity="warning")  # fmt: skip
+                return
+            self.post_message(self.DecideMarked(action, list(self.marked.values())))
+            return
         if key is None or key not in self._calls:
             if action != "details":
                 self.notify("No decision is selected.", severity="warning")
@@ -211,18 +264,63 @@ class DecisionQueue(KeyedTable):
                         "its outcome is unknown, so it takes a review, not a decision. Press ! "
                         "to review it.", title="Needs review", severity="warning")  # fmt: skip
             return
-        if action != "details" and key not in self.decided:
-            if self.keys_clock() - self._focus_at < GUARD:
-                ask = "The decision queue got the focus just now."
-            elif key == self._landed:
-                ask = (f"The cursor moved to this call of {call.thread_id} by itself "
-                       "(the call under it left).")  # fmt: skip
-            self._landed = None
+        changed = self._changed
+        if action != "details" and key not in self.decided and changed is not None:
+            if changed[0] == key and self.keys_clock() - changed[1] < CHANGED:
+                ask = f"This row changed just now: {changed[2]}."
         self.post_message(self.Decide(action, call, ask))
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        """The operator's own move (a key, a click): what is under the cursor now is theirs."""
+        changed = self._changed
+        if changed is not None and event.row_key.value != changed[0]:
+            self._changed = None
+
+    def action_mark(self) -> None:
+        """Mark the call under the cursor (or unmark it), then go to the next row."""
+        key = self.current_key()
+        if key is None or key not in self._calls or key in self.decided:
+            return
+        if self.marked.pop(key, None) is None:
+            self.marked[key] = as_shown(self._calls[key])
+        self.show_pending(self._pending)
+        if self.cursor_row < self.row_count - 1:
+            self.move_cursor(row=self.cursor_row + 1, animate=False)
+
+    def action_mark_thread(self) -> None:
+        """Mark every waiting call of the cursor's thread (unmark them when all are)."""
+        key = self.current_key()
+        if key is None or key not in self._calls:
+            return
+        thread = self._calls[key].thread_id
+        mine = {k: c for k, c in self._calls.items()
+                if c.thread_id == thread and k not in self.decided and not c.under_review}  # fmt: skip
+        if mine.keys() <= self.marked.keys():
+            for k in mine:
+                del self.marked[k]
+        else:
+            self.marked.update((k, as_shown(c)) for k, c in mine.items() if k not in self.marked)
+        self.show_pending(self._pending)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
         self.action_decide("details")
+
+
+def as_shown(call: CallRow) -> CallRow:
+    """A copy of `call` as it is now: a decision on it is bound to these arguments."""
+    return replace(call, args=copy.deepcopy(call.args))
+
+
+def args_text(call: CallRow) -> str:
+    """A call's arguments as its row shows them: a `shell` call's command itself, any other
+    call's JSON on one line."""
+    args = call.args
+    if call.tool == "shell" and isinstance(args, dict) and isinstance(args.get("command"), str):
+        rest = {k: v for k, v in args.items() if k != "command"}
+        command = args["command"][:ARGS_PREVIEW]
+        return f"$ {command}" + (f"  {one_line(rest, 200)}" if rest else "")
+    return one_line(args, ARGS_PREVIEW)
 
 
 def _state(call: CallRow) -> str:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import time
+from collections.abc import Callable
 
 from textual import events
 from textual.message import Message
@@ -24,7 +26,15 @@ class OneLineInput(Input):
 
 class ChatInput(Input):
     """The chat's input: a paste of several lines asks for the editor (`SeveralLines`),
-    where the message keeps its lines."""
+    where the message keeps its lines. It knows when a key was last typed in it
+    (`typed_at`), so a decision card does not take the keyboard from a typing operator."""
+
+    keys_clock: Callable[[], float] = staticmethod(time.monotonic)
+    typed_at = float("-inf")
+
+    async def _on_key(self, event: events.Key) -> None:
+        self.typed_at = self.keys_clock()
+        await super()._on_key(event)
 
     class SeveralLines(Message):
         """A paste of several lines: `text` is the input's text with the paste put in, a

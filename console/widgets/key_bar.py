@@ -1,5 +1,10 @@
 """The footer: the keys of the focused pane (or of the dialog over it), on one line.
 
+The focused widget's keys come first, then those of the panes and screen around it, so
+what the operator is most likely to press next is never the part that is left out; keys
+that do not fit are not cut: the line ends with `? more`, and `?` lists every key by pane.
+Quitting and the command palette keep their place on the right.
+
 Textual's Footer mounts a widget per key and composes them again whenever focus moves,
 which made a Tab between panes cost ~180 ms of restyling and a full relayout. This bar
 reads the same `screen.active_bindings` (shown bindings, one entry per action, the
@@ -16,6 +21,9 @@ from textual import events
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widget import Widget
+
+PINNED = frozenset({"quit"})  # actions shown on the right, with the palette
+PREFERRED = frozenset({"ctrl+q"})  # of a pinned action's keys, the one shown
 
 
 class KeyBar(Widget):
@@ -61,26 +69,35 @@ class KeyBar(Widget):
         if screen is self.app.screen:
             self.refresh()
 
-    def _keys(self) -> tuple[list[tuple[Binding, bool]], tuple[Binding, bool] | None]:
-        """(the shown bindings, one per action; the command palette's binding or None)."""
+    def _keys(self) -> tuple[list[tuple[Binding, bool]], list[tuple[Binding, bool]]]:
+        """(the shown bindings, one per action, the focused widget's first; those pinned
+        to the right: quitting, the command palette)."""
         active = self.app.screen.active_bindings  # a dialog's, while one is open
-        palette = None
-        if self.app.ENABLE_COMMAND_PALETTE and self.app.COMMAND_PALETTE_BINDING in active:
-            _node, binding, enabled, _tip = active[self.app.COMMAND_PALETTE_BINDING]
-            palette = (binding, enabled)
-        seen = {palette[0].action} if palette is not None else set()
-        shown: list[tuple[Binding, bool]] = []
-        for _node, binding, enabled, _tip in active.values():
-            if binding.show and binding.action not in seen:
-                seen.add(binding.action)
-                shown.append((binding, enabled))
-        return shown, palette
+        right: list[tuple[Binding, bool]] = []
+        seen: set[str] = set()
+        ranked: list[tuple[int, int, Binding, bool]] = []
+        palette = self.app.COMMAND_PALETTE_BINDING if self.app.ENABLE_COMMAND_PALETTE else None
+        for n, (node, binding, enabled, _tip) in enumerate(active.values()):
+            if binding.key == palette or binding.action in PINNED:
+                if binding.action not in seen and (binding.show or binding.key == palette):
+                    seen.add(binding.action)
+                    right.append((binding, enabled))
+                elif binding.key in PREFERRED:  # the key shown for it (^q, not ^c)
+                    right = [(binding, enabled) if b.action == binding.action else (b, e)
+                             for b, e in right]  # fmt: skip
+                continue
+            if not binding.show or binding.action in seen:
+                continue
+            seen.add(binding.action)
+            ranked.append((-len(node.ancestors_with_self), n, binding, enabled))
+        shown = [(b, e) for _, _, b, e in sorted(ranked, key=lambda r: (r[0], r[1]))]
+        return shown, right
 
     def render(self) -> Text:
         key_style = self.get_component_rich_style("key-bar--key")
         text_style = self.get_component_rich_style("key-bar--description")
         dim = Style(dim=True)
-        shown, palette = self._keys()
+        shown, right = self._keys()
         line = Text(no_wrap=True, overflow="crop", end="")
         self._spans = []
 
@@ -95,18 +112,22 @@ class KeyBar(Widget):
             line.append(text, text_style + off)
             self._spans.append((start, line.cell_len, binding.key, enabled))
 
-        # The palette's key keeps its place on the right; keys that do not fit before it
-        # end in an ellipsis rather than a cut word.
-        right = sum(map(len, label(palette[0]))) + 1 if palette is not None else 0
-        room = self.size.width - right
-        for binding, enabled in shown:
-            if line.cell_len + sum(map(len, label(binding))) > room - 2:  # "…" and "▏"
-                line.append("…", text_style)
+        # Quitting and the palette keep their place on the right; keys that do not fit
+        # before them are left to `?` (said once, as a key of its own), never cut.
+        pinned = sum(sum(map(len, label(b))) for b, _ in right) + 1 if right else 0
+        more = Binding("question_mark", "app.help", "more")
+        room = self.size.width - pinned - sum(map(len, label(more)))
+        for n, (binding, enabled) in enumerate(shown):
+            width = sum(map(len, label(binding)))
+            last = n == len(shown) - 1
+            if line.cell_len + width > (room + sum(map(len, label(more))) if last else room):
+                add(more, True)
                 break
             add(binding, enabled)
-        if palette is not None:
-            line.append(" " * max(0, room - line.cell_len - 1) + "▏", text_style)
-            add(*palette)
+        if right:
+            line.append(" " * max(0, self.size.width - pinned - line.cell_len) + "▏", text_style)
+            for binding, enabled in right:
+                add(binding, enabled)
         return line
 
     def on_click(self, event: events.Click) -> None:

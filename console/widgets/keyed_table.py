@@ -41,6 +41,7 @@ class KeyedTable(DataTable[Text | str]):
         self.give_way = tuple(give_way)
         self.lines = 1  # the height of every row; a cell may hold as many lines ("\n")
         self._drawn: dict[str, tuple[str, ...]] = {}
+        self._heights: dict[str, int] = {}  # each drawn row's height (`row_height`)
         self._room: dict[str, int] = {}  # give-way column -> the cells it may use
 
     def on_mount(self) -> None:
@@ -87,14 +88,24 @@ class KeyedTable(DataTable[Text | str]):
             return f"{state.glyph} {state.word}"
         return value
 
+    def row_height(self, key: str, cells: tuple[str, ...]) -> int:
+        """The lines a row takes (`lines`, unless a subclass lets a long cell wrap over more
+        once the columns' room is known)."""
+        return self.lines
+
+    def room_of(self, label: str) -> int | None:
+        """The cells a give-way column may use now (None: as many as it needs)."""
+        return self._room.get(label)
+
     def _cell(self, label: str, value: str, key: str | None = None) -> Text:
         """One cell as drawn (`key`: its row's, for a subclass that styles rows): a Text,
         since DataTable reads a plain string as markup."""
         if label in self.state_columns:
             return state_text(self, value)
         room = self._room.get(label)
-        if room is not None and cell_len(value) > room:
-            return Text(_wrap(value, room, self.lines), end="")
+        lines = self._heights.get(key, self.lines) if key is not None else self.lines
+        if room is not None and _width(value) > room or "\n" in value and lines > 1:
+            return Text(_wrap(value, room or _width(value), lines), end="")
         return Text(value, end="")
 
     def show(self, rows: dict[str, tuple[str, ...]]) -> None:
@@ -107,7 +118,8 @@ class KeyedTable(DataTable[Text | str]):
         room = self._fit(rows)
         refit = room != self._room  # every cut cell is cut again, and columns only grow
         self._room = room
-        if not refit and list(rows) == list(before):
+        heights, self._heights = self._heights, {k: self.row_height(k, c) for k, c in rows.items()}
+        if not refit and list(rows) == list(before) and heights == self._heights:
             for key, cells in rows.items():
                 for label, old, new in zip(self.labels, before[key], cells, strict=True):
                     if old != new:
@@ -122,7 +134,7 @@ class KeyedTable(DataTable[Text | str]):
         for key, cells in rows.items():
             self.add_row(*(self._cell(lb, v, key)
                            for lb, v in zip(self.labels, cells, strict=True)),
-                         key=key, height=self.lines)  # fmt: skip
+                         key=key, height=self._heights[key])  # fmt: skip
         if keep is not None and keep in self.rows:
             self.move_cursor(row=self.get_row_index(keep), animate=False)
 
@@ -168,16 +180,32 @@ def _width(text: str) -> int:
     return max(map(cell_len, text.split("\n")))
 
 
-def _wrap(text: str, room: int, lines: int) -> str:
-    """`text` over at most `lines` lines of `room` cells, cut (with "…") after the last."""
+def wrapped(text: str, room: int) -> list[str]:
+    """`text` in lines of at most `room` cells: its own lines, each broken at a space when
+    one is not far back (else where the room ends)."""
     out: list[str] = []
-    while text and len(out) < lines - 1:
-        line = set_cell_size(text, room)
-        if cell_len(text) > room and (cut := line.rfind(" ")) > room // 2:
-            line = line[:cut]  # at a space, when one is not far back
-        line = line.rstrip()
-        out.append(line)
-        text = text[len(line) :].lstrip()
-    if text:
-        out.append(text if cell_len(text) <= room else set_cell_size(text, room - 1) + "…")
-    return "\n".join(out)
+    for part in text.split("\n"):
+        while True:
+            line = set_cell_size(part, room) if cell_len(part) > room else part
+            if cell_len(part) > room and (cut := line.rfind(" ")) > room // 2:
+                line = line[:cut]
+            out.append(line.rstrip())
+            part = part[len(line) :].lstrip()
+            if not part:
+                break
+    return out
+
+
+def _wrap(text: str, room: int, lines: int) -> str:
+    """`text` over at most `lines` lines of `room` cells; what is left after the last is
+    said at its end ("…+N lines"; one line of room: cut with "…")."""
+    room = max(room, 2)
+    out = wrapped(text, room)
+    if len(out) <= lines:
+        return "\n".join(out)
+    if lines == 1:
+        return set_cell_size(out[0], room - 1) + "…"
+    rest = f" …+{len(out) - lines + 1} lines"
+    last = out[lines - 1]
+    keep = max(0, room - cell_len(rest))
+    return "\n".join([*out[: lines - 1], set_cell_size(last, keep).rstrip() + rest])

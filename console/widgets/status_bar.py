@@ -3,6 +3,8 @@ wait, and how many calls wait for a decision."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
@@ -27,22 +29,50 @@ class StatusBar(Widget):
     follow: reactive[bool] = reactive(True)
 
     def render(self) -> Text:
+        """The parts that fit, most needed first kept: the calls to decide and the turns,
+        then the model (its short form before it goes), hosted or attached, the room, the
+        run, the timeline's following."""
         dim = self.get_component_rich_style("status--dim")
         run, wait = look(TurnStatus.RUNNING), look(TurnStatus.WAITING)
-        text = Text(no_wrap=True, overflow="ellipsis")
-        text.append(" room ", dim).append(self.room)
-        text.append("  run ", dim).append(short_id(self.run_id))  # whole in history (h)
-        text.append("  ")
-        text.append(f"{run.glyph} {self.running} running",
-                    self.get_component_rich_style("state--running"))  # fmt: skip
-        text.append("  ")
         calls = (
             f" ({self.calls} call{'s' if self.calls > 1 else ''} to decide)" if self.calls else ""
         )
-        text.append(f"{wait.glyph} {self.waiting} waiting{calls}",
-                    self.get_component_rich_style("state--waiting"))  # fmt: skip
-        if self.mode:  # what a narrow terminal cuts first comes last
-            text.append("  ").append(self.mode, dim if self.mode == "hosted" else None)
-        text.append("  model ", dim).append(self.model)
-        text.append("  timeline ", dim).append("following" if self.follow else "frozen")
-        return text
+        running = Text(f"{run.glyph} {self.running} running",
+                       self.get_component_rich_style("state--running"))  # fmt: skip
+        waiting = Text(f"{wait.glyph} {self.waiting} waiting{calls}",
+                       self.get_component_rich_style("state--waiting"))  # fmt: skip
+        mode = Text(self.mode, dim if self.mode == "hosted" else "") if self.mode else None
+        model = Text.assemble(("model ", dim), self.model)
+        short = Text.assemble(("model ", dim), short_model(self.model))
+        # (priority, part): the lowest priority goes first when the line is too long
+        parts: list[tuple[int, Text | None]] = [
+            (3, Text.assemble(("room ", dim), self.room)),
+            (2, Text.assemble(("run ", dim), short_id(self.run_id))),  # whole in history (h)
+            (9, running),
+            (10, waiting),
+            (5, mode),
+            (7, model),
+            (1, Text.assemble(("timeline ", dim), "following" if self.follow else "frozen")),
+        ]
+        width = self.size.width or 160
+        shown = [(k, t) for k, t in parts if t is not None]
+        while _line(t for _, t in shown).cell_len > width and len(shown) > 2:
+            if any(t is model for _, t in shown) and short.cell_len < model.cell_len:
+                shown = [(k, short if t is model else t) for k, t in shown]
+                model = short
+                continue
+            lowest = min(k for k, _ in shown)
+            shown = [(k, t) for k, t in shown if k != lowest]
+        return _line(t for _, t in shown)
+
+
+def _line(parts: Iterable[Text]) -> Text:
+    text = Text(no_wrap=True, overflow="ellipsis", end="")
+    for part in parts:
+        text.append(" " if not text else "  ").append_text(part)
+    return text
+
+
+def short_model(model: str) -> str:
+    """A model's name without its provider ("openai:gpt-4o-mini" -> "gpt-4o-mini")."""
+    return model.split(":", 1)[-1] if ":" in model else model

@@ -1,6 +1,7 @@
-"""Pilot tests of the decision queue's safety: where the cursor goes after a decision, the
-guard on a key pressed just as the focus arrives, a call decided while its turn is busy,
-and keys that act only where the queue has the focus."""
+"""Pilot tests of the decision queue: where the cursor goes after a decision, a key on a
+row that changed by itself just before, marked calls decided together, a call decided
+while its turn is busy, keys that act only where the queue has the focus, and rows that
+show a whole command."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from textual.notifications import Notify
 
 from console.screens.confirm import ConfirmScreen
 from console.screens.main import MainScreen
-from console.widgets.decision_queue import GUARD, DecisionQueue
+from console.widgets.decision_queue import CHANGED, DecisionQueue
+from engine.domain.decisions import Decision
 from tests.console.conftest import KeysClock
 from tests.console.helpers import SIZE, Recorder, decisions_sent, send, started, told, until
 
@@ -66,49 +68,89 @@ async def test_after_a_decision_the_cursor_stays_on_the_threads_next_call(deck_a
         await app.shutdown()
 
 
-async def test_the_cursor_landing_on_another_threads_call_asks_first(deck_app) -> None:
+async def test_after_its_own_decision_the_next_key_acts_on_the_next_call(deck_app) -> None:
+    """Clearing N calls takes N keys: the cursor goes to the next call as the operator
+    decides, and that is the operator's doing, so nothing asks."""
     app = deck_app()
     async with app.run_test(size=SIZE) as pilot:
-        main, queue = await calls_wait(pilot, "run `echo a1`", "run `echo b1`")
+        main, queue = await calls_wait(pilot, "run `echo a1`", "run `echo b1`", "run `echo c1`")
         sent = decisions_sent(main)
         assert command(queue) == "echo a1"
-        await pilot.press("a")
-        await until(pilot, lambda: len(main.state.pending) == 1, "a1 applied")
-        await pilot.pause()
-        assert command(queue) == "echo b1"  # chat:main has no other call: the same position
-        await pilot.press("a")  # meant for chat:main's next call, maybe: asked, No default
-        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "asked first")
-        assert "moved to this call of chat:2 by itself" in app.screen.question
-        await pilot.press("enter")
-        await pilot.pause()
-        assert len(sent) == 1 and len(main.state.pending) == 1
-        await pilot.press("a")  # asked once: the operator has seen where the cursor is
-        await until(pilot, lambda: not main.state.pending, "b1 applied")
-        assert [d.call_id for d in sent] == ["c_001", "c_002"]
+        await pilot.press("a", "a", "a")
+        await until(pilot, lambda: not main.state.pending, "all three applied")
+        assert [d.call_id for d in sent] == ["c_001", "c_002", "c_003"]
+        assert not isinstance(app.screen, ConfirmScreen)
         await app.shutdown()
 
 
-async def test_a_key_just_as_the_focus_arrives_asks_first(deck_app) -> None:
+async def test_a_row_that_changed_under_the_cursor_by_itself_asks_first(deck_app) -> None:
     keys = KeysClock()
     app = deck_app(keys_clock=keys)
     async with app.run_test(size=SIZE) as pilot:
-        main = await started(pilot)
-        await send(pilot, "run `echo hi`", click=False)
-        await until(pilot, lambda: main.state.pending, "a call waits")
-        sent = decisions_sent(main)
+        main, queue = await calls_wait(pilot, "run `echo a1`", "run `echo b1`")
+        assert command(queue) == "echo a1"
         keys.held = True
-        await pilot.press("escape", "d")  # the focus arrives in the queue now ...
-        keys.now += GUARD / 2
-        await pilot.press("a")  # ... and a key follows within GUARD: typed for the chat?
+        other = Decision.approve("c_001", seen={"command": "echo a1"}, id="d_other")
+        await main.bridge.api.decide(other)  # another operator decides a1
+        sent = decisions_sent(main)
+        await until(pilot, lambda: len(main.state.pending) == 1, "a1 applied elsewhere")
+        await pilot.pause()
+        assert command(queue) == "echo b1"  # the cursor came here by itself, just now
+        await pilot.press("a")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "asked first")
-        assert "got the focus just now" in app.screen.question
+        assert "changed just now" in app.screen.question
+        assert "shell on chat:main" in app.screen.question  # what changed: a1 left
         await pilot.press("enter")  # No, the default
         await pilot.pause()
         assert not sent and main.state.pending
-        keys.now += GUARD  # later than GUARD after the focus arrived: the key acts
+        keys.now += CHANGED  # a second on, the operator has seen it: the key acts
         await pilot.press("a")
-        await until(pilot, lambda: not main.state.pending, "applied")
-        assert len(sent) == 1 and sent[0].action == "resume"
+        await until(pilot, lambda: not main.state.pending, "b1 applied")
+        assert [d.call_id for d in sent] == ["c_002"]
+        await app.shutdown()
+
+
+async def test_marked_calls_are_decided_together_behind_one_confirmation(deck_app) -> None:
+    app = deck_app()
+    async with app.run_test(size=SIZE) as pilot:
+        main, queue = await calls_wait(
+            pilot, "run `echo a1` and run `echo a2`", "run `echo b1` and run `echo b2`"
+        )
+        sent = decisions_sent(main)
+        await pilot.press("space")  # a1, and the cursor goes on to a2
+        await pilot.press("j", "asterisk")  # b1's thread: b1 and b2
+        assert set(queue.marked) == {"c_001", "c_003", "c_004"}
+        await pilot.pause()
+        assert str(queue.get_row("c_001")[0]).startswith("● ")
+        await pilot.press("a")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "one confirmation")
+        assert "Approve these 3 calls" in app.screen.question
+        listed = str(app.screen.body)
+        assert all(c in listed for c in ("echo a1", "echo b1", "echo b2"))
+        assert "echo a2" not in listed
+        await pilot.press("y")
+        await until(pilot, lambda: len(main.state.pending) == 1, "three applied")
+        assert sorted(d.call_id for d in sent) == ["c_001", "c_003", "c_004"]
+        assert all(d.action == "resume" and d.args_hash for d in sent)  # each bound
+        assert not queue.marked
+        await app.shutdown()
+
+
+async def test_a_marked_call_whose_arguments_changed_is_not_decided_with_the_rest(
+    deck_app,
+) -> None:
+    app = deck_app()
+    async with app.run_test(size=SIZE) as pilot:
+        main, queue = await calls_wait(pilot, "run `echo a1` and run `echo a2`")
+        await pilot.press("asterisk")
+        main.state.pending["c_002"].args = {"command": "echo CHANGED"}  # as events would
+        sent = decisions_sent(main)
+        await pilot.press("a")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "one confirmation")
+        assert "Approve this call" in app.screen.question and "changed" in app.screen.question
+        await pilot.press("y")
+        await until(pilot, lambda: len(main.state.pending) == 1, "one applied")
+        assert [d.call_id for d in sent] == ["c_001"]
         await app.shutdown()
 
 
@@ -173,11 +215,15 @@ async def test_at_80x24_the_queue_takes_the_width_and_shows_a_whole_command(deck
         assert lines[0].split()[:3] == ["shell", "◆", "suspended"]
         assert lines[1].split()[0] == "chat:main"  # the thread, under the tool
         first, second = str(queue.get_row_at(0)[2]).split("\n")  # the arguments' two lines
-        assert f"{first} {second}" == f'{{"command": "{cmd}"}}', "the whole command, in its row"
+        assert f"{first} {second}" == f"$ {cmd}", "the whole command, in its row"
         assert first in lines[0] and second in lines[1]  # drawn whole, not cut by the column
         assert "git status" in lines[2] and "…" not in " ".join(lines)
-        await pilot.resize_terminal(160, 48)  # one line a call again
+        await pilot.resize_terminal(160, 48)  # the thread and turn in columns again
         await until(pilot, lambda: not main.has_class("-narrow"), "wide")
-        await until(pilot, lambda: "git status" in queue.render_line(2).text, "one line a row")
-        assert queue.render_line(1).text.split()[-3:] == ["chat:main", "t_001", "0s"]
+        await until(pilot, lambda: str(queue.get_row_at(0)[3]) == "chat:main", "wide columns")
+        await pilot.pause()
+        shown = [queue.render_line(y).text for y in range(1, 6)]
+        rows = " ".join(" ".join(line.split()) for line in shown)
+        assert cmd.split()[-1] in rows and "git status" in rows  # whole, each in its row
+        assert shown[0].split()[-3:] == ["chat:main", "t_001", "0s"]
         await app.shutdown()

@@ -82,14 +82,19 @@ async def test_quit_without_running_turns_needs_no_question(deck_app) -> None:
 
 
 async def test_new_pending_call_notifies_when_elsewhere(deck_app) -> None:
+    """A call of the thread the chat shows is on its card; one of another thread is told."""
     rec = Recorder(Notify)
     app = deck_app()
     async with app.run_test(size=SIZE, message_hook=rec) as pilot:
         main = await started(pilot)
-        await send(pilot, "run `echo hi`")
-        await until(pilot, lambda: told(rec), "a notification")
-        assert "waiting for a decision" in told(rec)[0]
-        assert main.query_one("#decisions-pane").border_title == "Decisions (1)"
+        await send(pilot, "run `echo here`")
+        await until(pilot, lambda: main.state.pending, "a call waits")
+        await pilot.pause()
+        assert not [t for t in told(rec) if "waiting for a decision" in t]  # on the card
+        await main.bridge.send("chat:other", "run `echo there`")
+        await until(pilot, lambda: [t for t in told(rec) if "waiting for a decision" in t],
+                    "a notification")  # fmt: skip
+        assert main.query_one("#decisions-pane").border_title == "Decisions (2)"
         await app.shutdown()
 
 
