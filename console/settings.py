@@ -105,3 +105,44 @@ def state_variables(app: Any) -> dict[str, str]:
     if all(name in theme.variables for name in themes.VISIBLE):  # agentdeck's own
         return states
     return states | themes.visible_defaults(theme, base, app.ansi_theme)
+
+
+def state_path() -> Path:
+    """Where the console keeps what it remembers between runs (not settings):
+    $XDG_STATE_HOME/agentdeck/console.json."""
+    base = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
+    return Path(base) / "agentdeck" / "console.json"
+
+
+MAX_ROOMS_REMEMBERED = 200  # rooms whose last thread is kept (the oldest are forgotten)
+
+
+def last_thread(room: Path, path: Path | None = None) -> str | None:
+    """The thread this operator's console last showed in `room` (None: none yet)."""
+    try:
+        kept = json.loads((path or state_path()).read_text("utf-8"))
+        value = kept.get("threads", {}).get(str(room.resolve()))
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) and value else None
+
+
+def remember_thread(room: Path, thread_id: str, path: Path | None = None) -> None:
+    """Keep `thread_id` as the one to open `room` on next time; never fatal."""
+    path = path or state_path()
+    try:
+        try:
+            kept = json.loads(path.read_text("utf-8"))
+        except (OSError, ValueError):
+            kept = {}
+        threads = kept.get("threads") if isinstance(kept, dict) else None
+        threads = dict(threads) if isinstance(threads, dict) else {}
+        key = str(room.resolve())
+        threads.pop(key, None)
+        threads[key] = thread_id  # the newest last: the oldest are dropped first
+        while len(threads) > MAX_ROOMS_REMEMBERED:
+            threads.pop(next(iter(threads)))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        replace_file(path, json.dumps({"threads": threads}, indent=1).encode("utf-8"))
+    except OSError:
+        pass  # the operator's disk: forgetting the thread costs a key next time, nothing more

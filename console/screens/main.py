@@ -20,6 +20,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Input
 
+from console import settings
 from console.attention import Attention
 from console.bridge import CALLS, CHAT, STATUS, TIMELINE, Bridge
 from console.format import set_title, short_id
@@ -93,6 +94,7 @@ class MainScreen(Screen[None]):
         self._group_titled = False  # the timeline's title names its group filter
         # chat messages sent before the runtime was reachable, shown "sending…" until it is
         self._unsent: list[tuple[str, str, ChatEntry]] = []
+        self._opened = False  # a runtime was reached once: the thread to show was chosen
 
     def compose(self) -> ComposeResult:
         # A grid, so that a narrow terminal can give the decisions the whole width (CSS)
@@ -154,8 +156,12 @@ class MainScreen(Screen[None]):
             self.deck.notify(again, title="Runtime", condition=RUNTIME)
         status.mode = info.mode
         self.query_one(ChatPane).describe(info.room, info.model)
-        recent = self.state.recent_threads  # the room's, most recently used first
-        await self._show_thread(recent[0] if recent else DEFAULT_THREAD)
+        if not self._opened:  # first: the thread this operator last showed here, or the chat
+            self._opened = True
+            room = getattr(self.app, "room", None)
+            remembered = settings.last_thread(room.path) if room is not None else None
+            self.thread_id = remembered or DEFAULT_THREAD
+        await self._show_thread(self.thread_id)  # (again: the one shown before the gap)
         self._send_unsent()
         self.query_one(Timeline).refresh_rows()
         self._redraw_pending()
@@ -283,6 +289,8 @@ class MainScreen(Screen[None]):
         """Show `thread_id` in the chat; it is the most recently used thread now."""
         from console.seed import load_thread
 
+        if thread_id != self.thread_id and (room := getattr(self.app, "room", None)) is not None:
+            settings.remember_thread(room.path, thread_id)
         self.thread_id = thread_id
         self.state.note_thread(thread_id)
         if self.bridge.client is not None:

@@ -185,7 +185,7 @@ class DecisionCard(Widget, can_focus=True):
         """Take the keyboard; the keys act at once (`arm_now`: the operator's own Tab) or
         after ARM seconds of holding it visibly."""
         self._held_at = self.keys_clock() - (ARM if arm_now else 0.0)
-        self.armed = arm_now
+        self.armed = self.keys_clock() - self._held_at >= ARM  # (at once: Tab; a test's clock)
         if not self.has_focus:
             self.focus()
         if not arm_now:

@@ -172,7 +172,26 @@ async def call_detail_closed(pilot: Pilot) -> None:
     await steady(pilot)
 
 
+async def card(pilot: Pilot) -> None:
+    """A call of the thread the chat shows, on its card, the card's keys live."""
+    main = await started(pilot)
+    await send(pilot, f"run `{COMMAND}`", click=False)
+    the_card = main.query_one("DecisionCard")
+    await until(pilot, lambda: the_card.armed, "the card holds the keyboard, its keys live")
+    await steady(pilot)
+
+
+async def marked(pilot: Pilot) -> None:
+    """The queue with a long command wrapped in its row, and two calls marked."""
+    await queue(pilot, LONG_COMMAND)
+    await pilot.press("space", "space")
+    await steady(pilot)
+
+
 SCENES: dict[str, tuple[Callable[[Pilot], Awaitable[None]], tuple[int, int], dict]] = {
+    "card": (card, (160, 48), {}),
+    "card_narrow": (card, (80, 24), {}),
+    "marked": (marked, (160, 48), {}),
     "empty": (empty, (160, 48), {}),
     "streaming": (streaming, (160, 48), {"provider": StalledModel()}),
     "queue": (queue, (160, 48), {}),
