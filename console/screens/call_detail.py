@@ -19,6 +19,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 
 from console.call_args import shown_args
+from console.copying import copy_call
 from console.format import clock_time, duration, facts, plain
 from console.glyphs import look
 from console.state import CallRow
@@ -39,6 +40,8 @@ class CallDetailScreen(ModalScreen[str | None]):
         Binding("u", "decide('use')", "Use a result"),
         Binding("A", "decide('remember')", "Approve+remember"),
         Binding("R", "decide('remember_room')", "Approve+remember room", show=False),
+        Binding("y", "copy('command')", "Copy command"),
+        Binding("Y", "copy('output')", "Copy output"),
     ]
 
     def __init__(self, call: CallRow, refusal: Refusal | None = None,
@@ -82,6 +85,9 @@ class CallDetailScreen(ModalScreen[str | None]):
                 yield Static(known)
             hint = "The decision keys (below) act on exactly what is shown · Esc closes"
             yield Label(hint if waiting else "Esc closes", classes="hint")
+
+    def action_copy(self, what: str) -> None:
+        copy_call(self, self.call, "output" if what == "output" else "command")
 
     def action_decide(self, action: str) -> None:
         if (why := self.why_not()) is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from textual import events, on, work
 from textual.app import ComposeResult
@@ -23,11 +23,12 @@ from textual.widgets import Input
 from console import settings
 from console.attention import Attention
 from console.bridge import CALLS, CHAT, STATUS, TIMELINE, Bridge
+from console.copying import copy_call
 from console.format import set_title, short_id
 from console.groups import channel_filters, next_channel, next_filter
 from console.screens.confirm import ConfirmScreen
 from console.screens.decide_flow import Decider
-from console.screens.review import tell_reviews
+from console.screens.telling import Teller
 from console.screens.threads import ThreadPickerScreen
 from console.threads import ChatEntry
 from console.widgets.calls_table import CallsTable
@@ -38,18 +39,9 @@ from console.widgets.filter_bar import FilterBar
 from console.widgets.key_bar import KeyBar
 from console.widgets.status_bar import StatusBar
 from console.widgets.timeline import Timeline
-from engine.lifecycle import DecisionStatus, TurnStatus
-
-if TYPE_CHECKING:
-    from console.app import AgentDeck
+from engine.lifecycle import TurnStatus
 
 DEFAULT_THREAD = "chat:main"
-MAX_NOTICES = 3  # toasts per frame; a flood of notices is summed up, not shown one by one
-REVIEW_NOTICE = "was running when agentdeck stopped"
-RUNTIME, QUEUE = (
-    "runtime",
-    "queue",
-)  # the conditions a toast is about (one toast each)  # engine.decisions.review.notice_text's words
 
 
 class MainScreen(Screen[None]):
@@ -90,7 +82,7 @@ class MainScreen(Screen[None]):
         self.thread_id = DEFAULT_THREAD
         self.selected_turn = ""
         self.decider = Decider(self, bridge, self._redraw_pending, self._act)
-        self._reviews_told: set[str] = set()  # calls under review the operator was told of
+        self.teller = Teller(self, self.state, self.decider.mine, self.attention)
         self._group_titled = False  # the timeline's title names its group filter
         # chat messages sent before the runtime was reachable, shown "sending…" until it is
         self._unsent: list[tuple[str, str, ChatEntry]] = []
@@ -150,11 +142,7 @@ class MainScreen(Screen[None]):
         status = self.query_one(StatusBar)
         info = event.info
         status.room, status.run_id, status.model = info.room, info.run_id, info.model
-        if status.mode.startswith("detached"):  # the "runtime gone" toast is over
-            again = ("This console hosts the room's runtime now." if info.mode == "hosted" else
-                     f"Attached to the room's runtime again ({info.mode}).")  # fmt: skip
-            self.deck.notify(again, title="Runtime", condition=RUNTIME)
-        status.mode = info.mode
+        was_gone, status.mode = status.mode.startswith("detached"), info.mode
         self.query_one(ChatPane).describe(info.room, info.model)
         if not self._opened:  # first: the thread this operator last showed here, or the chat
             self._opened = True
@@ -166,19 +154,12 @@ class MainScreen(Screen[None]):
         self.query_one(Timeline).refresh_rows()
         self._redraw_pending()
         self._count()
-        tell_reviews(self, self.state.pending, self._reviews_told)
+        self.teller.runtime_back(info, was_gone)
 
     @on(Bridge.Detached)
     def detached(self, event: Bridge.Detached) -> None:
         self.query_one(StatusBar).mode = "detached: no runtime"
-        if event.free:
-            text = ("Nobody owns the room now: ctrl+o hosts it here; this console also "
-                    "attaches again when a runtime starts.")  # fmt: skip
-        else:
-            text = (f"{event.why[:1].upper()}{event.why[1:]}. This console attaches again "
-                    "when a runtime serves the room.")  # fmt: skip
-        self.deck.notify(text, title="Runtime gone", severity="warning", timeout=30,
-                         condition=RUNTIME)  # fmt: skip
+        self.teller.runtime_gone(event.why, event.free)
 
     @on(Bridge.Changed)
     def changed(self, event: Bridge.Changed) -> None:
@@ -194,57 +175,14 @@ class MainScreen(Screen[None]):
             self._count()
         if ch.pending:
             self._redraw_pending()
-        reviews = tell_reviews(self, self.state.pending, self._reviews_told) if ch.pending else 0
-        if ch.new_pending:  # once per redraw, however many came
-            self._ask_attention(ch.new_pending)
-        here = ch.new_pending_threads.count(self.thread_id)  # the shown thread's: on the card
-        elsewhere = ch.new_pending - reviews - here
-        if elsewhere > 0 and not isinstance(self.focused, DecisionQueue):
-            n, total = elsewhere, len(self.state.pending)
-            # `d` is a letter: in the chat input it types, so the way there is said too
-            where = "Esc, then d" if isinstance(self.focused, Input) else "press d"
-            plural = "s" if n > 1 else ""
-            calls = f"{n} call{plural}" if total <= n else f"{n} more call{plural} ({total} in all)"
-            self.deck.notify(f"{calls} waiting for a decision ({where})", title="Decision queue",
-                             condition=QUEUE)  # fmt: skip
-        if ch.pending and not self.state.pending:
-            self.deck.withdraw(QUEUE)  # nothing waits: what the toast said is over
-        for lost in (d for d in ch.decisions if d.decision_id in self.decider.mine):
-            if lost.status == DecisionStatus.DUPLICATE:  # another decision came first
-                self.decider.mine.discard(lost.decision_id)
-                self.notify(f"Your decision on {lost.call_id} was not applied: "
-                            f"{lost.note or 'the call was already decided'}.",
-                            title="Decided elsewhere", severity="warning")  # fmt: skip
-            elif lost.status == DecisionStatus.REFUSED:  # nothing ran; the call still waits
-                self.decider.mine.discard(lost.decision_id)
-                self.notify(f"Your decision on {lost.call_id} was refused: {lost.note}. "
-                            "The call still waits.", title="Nothing ran", severity="error")  # fmt: skip
+        self.teller.changes(ch, self.thread_id)
         if ch.deliveries and hasattr(self.app.screen, "readings"):  # the channels screen
             self.app.screen.refresh_view()  # type: ignore[attr-defined]
-        notices = [n for n in ch.notices if REVIEW_NOTICE not in n.text]  # told once, above
-        for notice in notices[:MAX_NOTICES]:
-            level = "information" if notice.level == "info" else notice.level  # Textual's word
-            self.notify(notice.text, severity=level)
-        if len(notices) > MAX_NOTICES:
-            self.notify(f"{len(notices) - MAX_NOTICES} more notices", severity="warning")
-
-    @property
-    def deck(self) -> AgentDeck:
-        """The app, for its notifications about a condition."""
-        return cast("AgentDeck", self.app)
 
     def _count(self) -> None:
         status = self.query_one(StatusBar)
         status.running, status.waiting = self.state.counts()
         status.calls = len(self.state.pending)
-
-    def _ask_attention(self, new: int) -> None:
-        """Calls started waiting: the bell, and a desktop notification where it shows."""
-        newest = list(self.state.pending.values())[-1:]
-        what = f"{newest[0].tool} on {newest[0].thread_id}" if newest else "a tool call"
-        self.attention.calls_waiting(
-            self.app, new, what + (f" and {new - 1} more" if new > 1 else "")
-        )
 
     def _redraw_pending(self) -> None:
         self.query_one(DecisionQueue).show_pending(self.state.pending, self.state.decided)
@@ -318,6 +256,11 @@ class MainScreen(Screen[None]):
     def call_details(self, event: CallsTable.ShowDetails) -> None:
         if (call := self.state.calls.get(event.call_id)) is not None:
             self.decider.decide("details", call)
+
+    @on(CallsTable.Copy)
+    def copy_call(self, event: CallsTable.Copy) -> None:
+        copy_call(self, self.state.calls.get(event.call_id),
+                  "output" if event.what == "output" else "command")  # fmt: skip
 
     @on(ChatPane.Send)
     def chat_send(self, event: ChatPane.Send) -> None:

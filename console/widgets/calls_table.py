@@ -36,8 +36,17 @@ class CallsTable(LineView, can_focus=True):
         Binding("j,down", "cursor_down", "Down", show=False, priority=True),
         Binding("k,up", "cursor_up", "Up", show=False, priority=True),
         Binding("enter", "details", "Details", priority=True),
+        Binding("y", "copy('command')", "Copy command", priority=True),
+        Binding("Y", "copy('output')", "Copy output", show=False, priority=True),
     ]
     COMPONENT_CLASSES = {"calls--header", "calls--cursor", *STATE_CLASSES}
+
+    class Copy(Message):
+        """Copy the command (or the output) of call `call_id` (console/copying.py)."""
+
+        def __init__(self, call_id: str, what: str) -> None:
+            super().__init__()
+            self.call_id, self.what = call_id, what
 
     class ShowDetails(Message):
         """Open the detail view of a call."""
@@ -108,6 +117,10 @@ class CallsTable(LineView, can_focus=True):
     def action_details(self) -> None:
         if (key := self.current_key()) is not None:
             self.post_message(self.ShowDetails(key))
+
+    def action_copy(self, what: str) -> None:
+        if (key := self.current_key()) is not None:
+            self.post_message(self.Copy(key, what))
 
     def on_click(self, event: events.Click) -> None:
         index = int(self.scroll_y) + event.y - 1

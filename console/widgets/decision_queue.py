@@ -42,6 +42,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable
 
+from console.copying import copy_call
 from console.format import age, clock_time, one_line, short_id
 from console.state import CallRow
 from console.widgets.keyed_table import KeyedTable, wrapped
@@ -74,6 +75,7 @@ class DecisionQueue(KeyedTable):
         ),  # fmt: skip
         Binding("enter", "decide('details')", "Details", priority=True),
         Binding("space", "mark", "Mark", priority=True),
+        Binding("y", "copy('command')", "Copy command", show=False, priority=True),
         Binding("asterisk", "mark_thread", "Mark thread", show=False, priority=True),
     ]
 
@@ -275,6 +277,12 @@ class DecisionQueue(KeyedTable):
         changed = self._changed
         if changed is not None and event.row_key.value != changed[0]:
             self._changed = None
+
+    def action_copy(self, what: str) -> None:
+        key = self.current_key()
+        copy_call(
+            self, self._calls.get(key) if key else None, "output" if what == "output" else "command"
+        )
 
     def action_mark(self) -> None:
         """Mark the call under the cursor (or unmark it), then go to the next row."""

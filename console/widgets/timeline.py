@@ -253,7 +253,7 @@ class Timeline(LineView, can_focus=True):
     def on_resize(self) -> None:
         self._cache.clear()
         self._shown.clear()
-        self.set_rows(len(self._rows))
+        self.refresh_rows()  # following, the newest step stays in view at the new height
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
