@@ -147,8 +147,11 @@ async def test_a_killed_owner_is_said_and_a_new_one_is_attached(owner: Owner) ->
         status = main.query_one(StatusBar)
         await until(pilot, lambda: status.mode.startswith("detached"), "says so")
         assert rec.of(Bridge.Detached)
+        gone = lambda: [n for n in app._notifications if n.title == "Runtime gone"]  # noqa: E731
+        await until(pilot, gone, "the runtime gone is said")
         new_pid = owner.start()
         await attached(pilot, new_pid)
+        await until(pilot, lambda: not gone(), "what was said is withdrawn: it is over")
         await until(pilot, lambda: turn_status(owner.room, "task:k") == [("done", "natural")],
                     "the decision taken before the kill applied")  # fmt: skip
         await until(pilot, lambda: not main.state.pending, "the queue is empty")

@@ -8,6 +8,8 @@ from textual.notifications import Notify
 from console.commands import DeckCommands
 from console.screens.confirm import ConfirmScreen
 from console.screens.help import HelpScreen
+from console.widgets.key_bar import KeyBar
+from console.widgets.status_bar import StatusBar
 from console.widgets.timeline import Timeline
 from engine.providers.offline import OfflineModel
 from tests.console.helpers import SIZE, Recorder, palette, send, started, told, until
@@ -70,6 +72,35 @@ async def test_quit_asks_while_a_turn_runs(deck_app) -> None:
         await pilot.press("y")
         await until(pilot, lambda: not app.is_running, "app exited")
     assert app.return_code == 0
+
+
+async def test_ctrl_c_quits_from_the_chat_input_asking_while_a_turn_runs(deck_app) -> None:
+    app = deck_app(provider=OfflineModel(delay=0.2))
+    async with app.run_test(size=SIZE) as pilot:
+        main = await started(pilot)
+        await send(pilot, "hello")
+        await until(pilot, lambda: main.state.counts()[0] == 1, "a turn runs")
+        assert app.focused is main.query_one("#chat-input")
+        await pilot.press("ctrl+c")  # in the input, where Textual would copy
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "quit question")
+        await pilot.press("y")
+        await until(pilot, lambda: not app.is_running, "app exited")
+
+
+async def test_the_footer_never_cuts_a_key(deck_app) -> None:
+    app = deck_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        main = await started(pilot)
+        main.query_one(Timeline).focus()
+        await pilot.pause()
+        line = main.query_one(KeyBar).render().plain
+        assert "…" not in line
+        assert " ? more " in line  # what does not fit is behind ?
+        assert line.rstrip().endswith("^q Quit  ^p palette")
+        assert line.startswith(" f Follow")  # the focused pane's keys first
+        status = main.query_one(StatusBar).render().plain
+        assert "model offline-rules-1" in status  # 80 columns keep the model, in short
+        await app.shutdown()
 
 
 async def test_quit_without_running_turns_needs_no_question(deck_app) -> None:
