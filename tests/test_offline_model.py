@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import anyio
 import pytest
 
@@ -278,3 +280,24 @@ async def test_delay_sleeps_between_pieces(monkeypatch: pytest.MonkeyPatch) -> N
 def test_chunk_chars_must_be_positive() -> None:
     with pytest.raises(ValueError):
         OfflineModel(chunk_chars=0)
+
+
+@pytest.mark.anyio
+async def test_a_shell_result_is_said_in_a_few_words_not_quoted_whole() -> None:
+    """The console shows a shell call's output under it; the model's answer says how it
+    went rather than repeating the JSON the tool returned."""
+    call = ConvMessage(role="assistant", tool_calls=[ToolCallPart(id="s", name="shell")])
+
+    async def answer(result: dict) -> str:
+        done = ConvMessage(role="tool", tool_call_id="s", tool_name="shell",
+                           text=json.dumps(result))  # fmt: skip
+        acc = AssistantAccumulator()
+        for e in await collect(ModelRequest([user("go"), call, done], ALL_TOOLS)):
+            acc.add(e)
+        return acc.message().text
+
+    assert await answer({"exit_code": 0, "stdout": "hi\n", "stderr": ""}) == "`shell` exited 0: hi"
+    many = {"exit_code": 0, "stdout": "a\nb\nc\n", "stderr": ""}
+    assert await answer(many) == "`shell` exited 0 (3 lines of output)."
+    assert await answer({"exit_code": 1, "stdout": "", "stderr": "no"}) == (
+        "`shell` exited 1 with no output.")  # fmt: skip

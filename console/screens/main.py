@@ -82,7 +82,7 @@ class MainScreen(Screen[None]):
         self.thread_id = DEFAULT_THREAD
         self.selected_turn = ""
         self.decider = Decider(self, bridge, self._redraw_pending, self._act)
-        self.teller = Teller(self, self.state, self.decider.mine, self.attention)
+        self.teller = Teller(self, self.state, self.decider.mine, lambda: self.attention)
         self._group_titled = False  # the timeline's title names its group filter
         # chat messages sent before the runtime was reachable, shown "sending…" until it is
         self._unsent: list[tuple[str, str, ChatEntry]] = []
@@ -92,8 +92,10 @@ class MainScreen(Screen[None]):
         # A grid, so that a narrow terminal can give the decisions the whole width (CSS)
         with Grid(id="panes"):
             room = getattr(self.app, "room", None)
-            yield ChatPane(self.thread_id, self.clock, self.keys_clock,
-                           room.workspace if room is not None else None, id="chat")  # fmt: skip
+            chat = ChatPane(self.thread_id, self.clock, self.keys_clock,
+                            room.workspace if room is not None else None, id="chat")  # fmt: skip
+            chat.calls_of = self.state.calls_of
+            yield chat
             with Vertical(id="timeline-pane", classes="pane"):
                 yield FilterBar(placeholder="filter steps", id="timeline-filter")
                 yield Timeline(

@@ -6,6 +6,7 @@ and the runtime's notices (a flood summed up)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from textual.widgets import Input
@@ -31,8 +32,9 @@ class Teller:
     """The screen's toasts; `mine` are the ids of the decisions taken in this console."""
 
     def __init__(self, screen: Screen[Any], state: DeckState, mine: set[str],
-                 attention: Attention) -> None:  # fmt: skip
-        self.screen, self.state, self.mine, self.attention = screen, state, mine, attention
+                 attention: Callable[[], Attention]) -> None:  # fmt: skip
+        self.screen, self.state, self.mine = screen, state, mine
+        self.attention = attention  # the screen's, as it is now (a test may replace it)
         self.reviews_told: set[str] = set()  # calls under review the operator was told of
 
     @property
@@ -101,6 +103,6 @@ class Teller:
         """Calls started waiting: the bell, and a desktop notification where it shows."""
         newest = list(self.state.pending.values())[-1:]
         what = f"{newest[0].tool} on {newest[0].thread_id}" if newest else "a tool call"
-        self.attention.calls_waiting(
+        self.attention().calls_waiting(
             self.screen.app, new, what + (f" and {new - 1} more" if new > 1 else "")
         )

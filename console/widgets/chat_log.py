@@ -10,13 +10,17 @@ The view sticks to the bottom unless the operator scrolled up.
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Callable
 
+from rich.style import Style
 from rich.text import Text
 from textual.cache import LRUCache
 from textual.strip import Strip
 
 from console.format import visible
+from console.state import CallRow
 from console.threads import ChatEntry, ThreadView
+from console.tool_lines import find_call, tool_text
 from console.widgets.lines import LineView
 
 LABELS = {"user": "you", "assistant": "agent", "tool": "tool", "system": "system"}
@@ -26,11 +30,14 @@ DRAWN_ENTRIES = 32  # entries whose drawn lines are kept (a screen's worth and m
 class ChatLog(LineView, can_focus=False):
     """Line-rendered chat of the thread it is given."""
 
-    _CLASSES = ("chat--operator", "chat--agent", "chat--tool", "chat--label", "chat--hint")
+    _CLASSES = ("chat--operator", "chat--agent", "chat--tool", "chat--label", "chat--hint",
+                "chat--ok", "chat--bad")  # fmt: skip
     COMPONENT_CLASSES = set(_CLASSES)
 
-    def __init__(self, **kw: object) -> None:
+    def __init__(self, calls_of: Callable[[str], list[CallRow]] = lambda turn_id: [],
+                 **kw: object) -> None:  # fmt: skip
         super().__init__(**kw)  # type: ignore[arg-type]
+        self.calls_of = calls_of  # a turn's calls (console/state.py), for its tools' entries
         self.view: ThreadView | None = None
         self._entries: list[ChatEntry] = []  # the view's entries when last rebuilt
         self._starts: list[int] = [0]  # first line of each entry, then the total
@@ -108,8 +115,15 @@ class ChatLog(LineView, can_focus=False):
             f"{visible(entry.via or LABELS.get(entry.role, entry.role))} › ",
             style + self.get_component_rich_style("chat--label"),
         )
-        body = entry.text if entry.role != "tool" else " ".join(entry.text.split())[:200]
-        text.append(visible(body, lines=True) or "(no text)", style)
+        if entry.role == "tool":
+            call = find_call(entry.text, self.calls_of(entry.turn_id))
+            text.append_text(tool_text(entry.text, call, {
+                "head": style + Style(bold=True), "muted": self.get_component_rich_style("chat--hint"),
+                "ok": self.get_component_rich_style("chat--ok"),
+                "bad": self.get_component_rich_style("chat--bad"),
+            }))  # fmt: skip
+        else:
+            text.append(visible(entry.text, lines=True) or "(no text)", style)
         return [*self._strips(text, width), Strip.blank(width, self.rich_style)]
 
     def _strips(self, text: Text, width: int) -> list[Strip]:

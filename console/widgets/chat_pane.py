@@ -72,6 +72,7 @@ class ChatPane(Vertical):
         super().__init__(**kw)  # type: ignore[arg-type]
         self.thread_id = thread_id
         self.clock, self.keys_clock, self.workspace = clock, keys_clock, workspace
+        self.calls_of: Callable[[str], list[CallRow]] = lambda turn_id: []  # set by the screen
         self._view: ThreadView | None = None
         self._recalled: int | None = None  # index into the sent messages, None: the draft
         self._on_draft = True  # the input holds the draft (not a message brought back)
@@ -80,7 +81,7 @@ class ChatPane(Vertical):
         self._drafts: dict[str, str] = {}
 
     def compose(self) -> ComposeResult:
-        yield ChatLog(id="chat-log")
+        yield ChatLog(self.calls_of, id="chat-log")
         yield DecisionCard(self.clock, self.keys_clock, self.workspace, id="card")
         field = ChatInput(
             placeholder="Message the agent — Enter sends", id="chat-input", select_on_focus=False

@@ -34,7 +34,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from console.call_args import shown_args
-from console.format import age, clock_time, visible
+from console.format import age, clock_time, set_title, visible
 from console.state import CallRow
 from console.widgets.decision_queue import time_left
 from console.widgets.text import Static
@@ -147,7 +147,7 @@ class DecisionCard(Widget, can_focus=True):
         if call.tool == "shell" and sections and sections[-1][0] == "command":
             shown = Content.styled("$ ", "bold $warning") + shown
         self.query_one("#card-args", Static).update(shown)
-        self.border_title = f"⏸ {visible(call.tool)} waits for you · {call.thread_id}"
+        set_title(self, f"⏸ {call.tool} waits for you · {call.thread_id}")  # text, not markup
 
     def _draw_why(self, call: CallRow) -> None:
         now = self.clock()

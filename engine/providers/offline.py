@@ -80,6 +80,25 @@ def _short(text: str, limit: int = QUOTE_LIMIT) -> str:
     return text if len(text) <= limit else text[:limit].rstrip() + "…"
 
 
+def _shell_result(text: str) -> str | None:
+    """A shell result ({"exit_code", "stdout", "stderr"}) in a few words: how it exited and
+    its output's one line, or how many lines it has (None: not a shell result)."""
+    if not text.startswith("{"):
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    if not (isinstance(value, dict) and "exit_code" in value and "stdout" in value):
+        return None
+    out = str(value.get("stdout") or "").strip("\n")
+    said = f"exited {value['exit_code']}"
+    if not out:
+        return said + " with no output."
+    lines = out.count("\n") + 1
+    return f"{said}: {_short(out, 80)}" if lines == 1 else f"{said} ({lines} lines of output)."
+
+
 def _args(name: str, m: re.Match[str]) -> dict[str, Any] | None:
     """The arguments of one rule match, or None when the match is not usable."""
     g = {k: v for k, v in m.groupdict().items() if v is not None}
@@ -245,6 +264,8 @@ class OfflineModel:
             elif m.is_error:
                 detail = _short(m.text.removeprefix("error: "))
                 lines.append(f"`{tool}` failed: {detail or '(no details)'}")
+            elif (shell := _shell_result(m.text)) is not None:  # said, not quoted whole:
+                lines.append(f"`{tool}` {shell}")  # the console shows the output itself
             else:
                 lines.append(f"`{tool}` returned: {_short(m.text) or '(nothing)'}")
         return "\n".join(lines) or "The tools returned nothing."

@@ -152,3 +152,17 @@ async def test_a_message_sent_before_the_runtime_is_reachable_goes_when_it_is(de
         assert [e.text for e in view.entries if e.role == "user"] == ["run `echo queued`"]
         assert not any("sending" in e.via for e in view.entries)
         await app.shutdown()
+
+
+async def test_a_thread_named_like_markup_shows_its_card_as_text(deck_app) -> None:
+    """Found by the hostile-text fuzz: the card's title quoted the thread as markup."""
+    app = deck_app()
+    async with app.run_test(size=SIZE) as pilot:
+        main = await started(pilot)
+        await main.bridge.send("chat:[/]·1", "run `echo hostile`")
+        await until(pilot, lambda: main.state.pending, "its call waits")
+        await main.switch_thread("chat:[/]·1")
+        card = main.query_one(DecisionCard)
+        await until(pilot, lambda: card.call is not None, "the card shows it")
+        assert "[/]" in card.border_title  # (the title as markup: the brackets escaped)
+        await app.shutdown()

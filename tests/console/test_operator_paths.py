@@ -68,7 +68,7 @@ async def test_approve_shell_by_keyboard(deck_app) -> None:
         await pilot.pause()
         assert queue.row_count == 0  # the decided call left the queue
         answer = main.state.thread("chat:main").entries[-1].text
-        assert answer.startswith("`shell` returned:") and "hi" in answer
+        assert answer == "`shell` exited 0: hi"  # said, not quoted: the chat shows the output
         turn = next(iter(main.state.turns.values()))
         assert (turn.status, turn.reason) == ("done", "natural")
         await app.shutdown()

@@ -1,0 +1,113 @@
+"""A tool's answer in the chat as people read it, not as the model does: a `shell` call as
+`$ command`, an exit badge, its output as text (stderr set apart), cut after TOOL_LINES
+lines ("… +N lines": the call's details, Enter in the calls pane, show it all); a file tool
+by its path; any other by its tool and arguments on one line. The JSON the model reads is
+in the details only.
+
+A chat entry of a tool holds the text the model read; its call is found among its turn's
+calls by that text (console/state.py keeps them), so the chat draws what the calls pane
+and the details show."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from rich.text import Text
+
+from console.format import one_line, visible
+from console.state import CallRow
+from engine.lifecycle import CallStatus
+
+TOOL_LINES = 8  # lines of a tool's output the chat shows before "… +N lines"
+PENDING = "pending: waiting for an operator decision"  # engine/turn/call.py's placeholder
+FILE_TOOLS = frozenset({"read_file", "write_file", "list_dir"})
+
+
+def model_text(call: CallRow) -> str:
+    """The text the model read of `call` (engine.turn.call.CallState.model_text)."""
+    if call.status == CallStatus.SUCCEEDED:
+        return call.result or ""
+    if call.status == CallStatus.SUSPENDED:
+        return f"{PENDING} ({call.error})"
+    return f"error: {call.error}"
+
+
+def find_call(text: str, calls: Iterable[CallRow]) -> CallRow | None:
+    """The call of a turn whose answer the model read as `text` (None: not known here)."""
+    return next((call for call in calls if model_text(call) == text), None)
+
+
+def header(call: CallRow) -> str:
+    """What the call did, in a line: `$ command`, `read_file notes.md`, `calc {...}`."""
+    args = call.args if isinstance(call.args, dict) else {}
+    if call.tool == "shell" and isinstance(args.get("command"), str):
+        return f"$ {args['command']}"
+    if call.tool in FILE_TOOLS and isinstance(args.get("path"), str):
+        return f"{call.tool} {args['path']}"
+    return f"{call.tool} {one_line(call.args, 100)}"
+
+
+def tool_text(text: str, call: CallRow | None, styles: dict[str, Any]) -> Text:
+    """A tool entry drawn: its call's header and badge, then its output (cut)."""
+    out = Text()
+    if text.startswith(PENDING):  # its answer comes as an entry of its own, once decided
+        reason = text[len(PENDING) :].strip(" ()") or "a decision"
+        out.append(f"⏸ asked for a decision: {visible(reason)}", styles["muted"])
+        return out
+    shell = _shell_result(text)
+    if call is not None:
+        out.append(visible(header(call)), styles["head"])
+        badge, good = _badge(call, shell)
+        if badge:
+            out.append("  ")
+            out.append(f" {badge} ", styles["ok"] if good else styles["bad"])
+        out.append("\n")
+    if shell is not None:
+        stdout, stderr = str(shell.get("stdout") or ""), str(shell.get("stderr") or "")
+        body = _cut(stdout, TOOL_LINES)
+        out.append(visible(body, lines=True) or ("(no output)" if not stderr else ""))
+        if stderr:
+            if body:
+                out.append("\n")
+            out.append("stderr ", styles["muted"])
+            out.append(visible(_cut(stderr, max(2, TOOL_LINES // 2)), lines=True), styles["bad"])
+    else:
+        body = text[len("error: ") :] if text.startswith("error: ") else text
+        out.append(visible(_cut(body, TOOL_LINES), lines=True) or "(no output)")
+    return out
+
+
+def _shell_result(text: str) -> dict[str, Any] | None:
+    """The shell tool's result ({"exit_code", "stdout", "stderr"}), or None."""
+    if not text.startswith("{"):
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    if isinstance(value, dict) and "exit_code" in value and "stdout" in value:
+        return value
+    return None
+
+
+def _badge(call: CallRow, shell: dict[str, Any] | None) -> tuple[str, bool]:
+    if shell is not None:
+        code = shell.get("exit_code")
+        return f"exit {code}", code == 0
+    if call.status == CallStatus.FAILED:
+        return "failed", False
+    if call.status == CallStatus.CANCELLED:
+        return "cancelled", False
+    return "", True
+
+
+def _cut(text: str, lines: int) -> str:
+    """`text` up to `lines` lines; what is left said in a last line."""
+    parts = text.rstrip("\n").split("\n")
+    if len(parts) <= lines:
+        return "\n".join(parts)
+    return "\n".join(
+        [*parts[:lines], f"… +{len(parts) - lines} lines (Enter on the call in Calls: all)"]
+    )
