@@ -10,7 +10,6 @@ and the details show."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -19,6 +18,7 @@ from rich.text import Text
 from console.format import one_line, visible
 from console.state import CallRow
 from engine.lifecycle import CallStatus
+from engine.shell.result import ShellResult, shell_result
 
 TOOL_LINES = 8  # lines of a tool's output the chat shows before "… +N lines"
 PENDING = "pending: waiting for an operator decision"  # engine/turn/call.py's placeholder
@@ -56,7 +56,7 @@ def tool_text(text: str, call: CallRow | None, styles: dict[str, Any]) -> Text:
         reason = text[len(PENDING) :].strip(" ()") or "a decision"
         out.append(f"⏸ asked for a decision: {visible(reason)}", styles["muted"])
         return out
-    shell = _shell_result(text)
+    shell = shell_result(text)
     if call is not None:
         out.append(visible(header(call)), styles["head"])
         badge, good = _badge(call, shell)
@@ -65,7 +65,7 @@ def tool_text(text: str, call: CallRow | None, styles: dict[str, Any]) -> Text:
             out.append(f" {badge} ", styles["ok"] if good else styles["bad"])
         out.append("\n")
     if shell is not None:
-        stdout, stderr = str(shell.get("stdout") or ""), str(shell.get("stderr") or "")
+        stdout, stderr = shell.stdout, shell.stderr
         body = _cut(stdout, TOOL_LINES)
         out.append(visible(body, lines=True) or ("(no output)" if not stderr else ""))
         if stderr:
@@ -79,23 +79,9 @@ def tool_text(text: str, call: CallRow | None, styles: dict[str, Any]) -> Text:
     return out
 
 
-def _shell_result(text: str) -> dict[str, Any] | None:
-    """The shell tool's result ({"exit_code", "stdout", "stderr"}), or None."""
-    if not text.startswith("{"):
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    if isinstance(value, dict) and "exit_code" in value and "stdout" in value:
-        return value
-    return None
-
-
-def _badge(call: CallRow, shell: dict[str, Any] | None) -> tuple[str, bool]:
+def _badge(call: CallRow, shell: ShellResult | None) -> tuple[str, bool]:
     if shell is not None:
-        code = shell.get("exit_code")
-        return f"exit {code}", code == 0
+        return f"exit {shell.exit_code}", shell.exit_code == 0
     if call.status == CallStatus.FAILED:
         return "failed", False
     if call.status == CallStatus.CANCELLED:

@@ -31,6 +31,7 @@ from engine.providers.base import (
     ToolCallDelta,
     UsageEvent,
 )
+from engine.shell.result import shell_result
 
 FALLBACK = (
     "I'm agentdeck's offline model, a rule-based stand-in (no LLM is configured). "
@@ -80,19 +81,13 @@ def _short(text: str, limit: int = QUOTE_LIMIT) -> str:
     return text if len(text) <= limit else text[:limit].rstrip() + "…"
 
 
-def _shell_result(text: str) -> str | None:
-    """A shell result ({"exit_code", "stdout", "stderr"}) in a few words: how it exited and
-    its output's one line, or how many lines it has (None: not a shell result)."""
-    if not text.startswith("{"):
+def _shell_said(text: str) -> str | None:
+    """A shell result in a few words: how it exited and its output's one line, or how many
+    lines it has (None: not a shell result)."""
+    if (result := shell_result(text)) is None:
         return None
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    if not (isinstance(value, dict) and "exit_code" in value and "stdout" in value):
-        return None
-    out = str(value.get("stdout") or "").strip("\n")
-    said = f"exited {value['exit_code']}"
+    out = result.stdout.strip("\n")
+    said = f"exited {result.exit_code}"
     if not out:
         return said + " with no output."
     lines = out.count("\n") + 1
@@ -264,7 +259,7 @@ class OfflineModel:
             elif m.is_error:
                 detail = _short(m.text.removeprefix("error: "))
                 lines.append(f"`{tool}` failed: {detail or '(no details)'}")
-            elif (shell := _shell_result(m.text)) is not None:  # said, not quoted whole:
+            elif (shell := _shell_said(m.text)) is not None:  # said, not quoted whole:
                 lines.append(f"`{tool}` {shell}")  # the console shows the output itself
             else:
                 lines.append(f"`{tool}` returned: {_short(m.text) or '(nothing)'}")
