@@ -30,8 +30,11 @@ from console.screens.confirm import ConfirmScreen
 from console.screens.decide_flow import Decider
 from console.screens.telling import Teller
 from console.screens.threads import ThreadPickerScreen
+from console.spinner import FPS as SPIN_FPS
+from console.spinner import room_activity, thread_activity
 from console.threads import ChatEntry
 from console.widgets.calls_table import CallsTable
+from console.widgets.chat_log import ChatLog
 from console.widgets.chat_pane import ChatPane
 from console.widgets.decision_card import DecisionCard
 from console.widgets.decision_queue import DecisionQueue
@@ -87,6 +90,7 @@ class MainScreen(Screen[None]):
         # chat messages sent before the runtime was reachable, shown "sending…" until it is
         self._unsent: list[tuple[str, str, ChatEntry]] = []
         self._opened = False  # a runtime was reached once: the thread to show was chosen
+        self._spinning, self._frame = False, 0  # the spinner: drawn while a turn runs
 
     def compose(self) -> ComposeResult:
         # A grid, so that a narrow terminal can give the decisions the whole width (CSS)
@@ -117,8 +121,14 @@ class MainScreen(Screen[None]):
         self._title_decisions()
         self.query_one("#chat-input").focus()
         self.set_interval(1.0, self._tick_ages, name="ages")
+        self.set_interval(1 / SPIN_FPS, self._spin, name="spinner")
         status = self.query_one(StatusBar)
         self.watch(self.query_one(Timeline), "follow", lambda v: setattr(status, "follow", v))
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        """The focus moved: the card's key line says where its keys are now (its own focus
+        events may come in either order with a quick second move)."""
+        self.query_one(DecisionCard).refresh_keys()
 
     async def on_key(self, event: events.Key) -> None:
         """Keys typed while the screen was still being built reach the screen itself, not
@@ -208,13 +218,30 @@ class MainScreen(Screen[None]):
         set_title(pane, title)
 
     def _redraw_calls(self) -> None:
-        self.query_one(CallsTable).show(self.selected_turn, self.state.calls_of(self.selected_turn))
+        self.query_one(CallsTable).show(self.selected_turn, self.state.calls_of(self.selected_turn),
+                                        self.clock(), self._frame)  # fmt: skip
         title = f"Calls · {short_id(self.selected_turn) if self.selected_turn else 'no turn'}"
         turn = self.state.turns.get(self.selected_turn or "")
         if turn is not None and (turn.input_tokens or turn.output_tokens):
             title += f" · {turn.input_tokens:,} in / {turn.output_tokens:,} out tokens"
         pane = self.query_one("#calls-pane")
         set_title(pane, title)
+
+    def _spin(self) -> None:
+        """While a turn runs: the spinner and its time, in the chat, the calls pane and the
+        status bar (nothing is drawn while nothing runs)."""
+        running = self.state.counts()[0] > 0
+        if not running and not self._spinning:
+            return
+        now = self.clock()
+        self._spinning, self._frame = running, int(now * SPIN_FPS)  # (the clock's: a test's
+        frame = self._frame  # fixed clock draws the same frame every time)
+        self.query_one(StatusBar).activity = room_activity(self.state, now, frame)
+        self.query_one(ChatLog).show_activity(
+            thread_activity(self.state, self.thread_id, now, frame)
+        )
+        calls = self.state.calls_of(self.selected_turn)
+        self.query_one(CallsTable).show(self.selected_turn, calls, now, frame)
 
     def _tick_ages(self) -> None:
         if self.state.pending:

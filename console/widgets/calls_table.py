@@ -19,6 +19,7 @@ from textual.strip import Strip
 
 from console.format import duration, one_line, visible
 from console.glyphs import STATE_CLASSES, look
+from console.spinner import ran, spin
 from console.state import CallRow
 from console.widgets.lines import LineView
 from engine.lifecycle import CallStatus
@@ -65,12 +66,14 @@ class CallsTable(LineView, can_focus=True):
 
     # -- data -------------------------------------------------------------------------------
 
-    def show(self, turn_id: str, calls: list[CallRow]) -> None:
+    def show(self, turn_id: str, calls: list[CallRow], now: float | None = None,
+             frame: int = 0) -> None:  # fmt: skip
         """Draw the calls of `turn_id`, keeping the cursor on the same call; nothing is
-        redrawn when they did not change."""
+        redrawn when they did not change. A running call's time is live (`now`), with the
+        spinner's `frame`."""
         rows: list[tuple[str, tuple[str, ...]]] = [
             (call.call_id, (call.tool, call.status, one_line(call.args, 40),
-                            one_line(_outcome(call) or "", 50), duration(_took(call))))
+                            one_line(_outcome(call) or "", 50), _took_cell(call, now, frame)))
             for call in calls
         ]  # fmt: skip
         if turn_id == self.turn_id and rows == self._rows:
@@ -200,3 +203,10 @@ def _outcome(call: CallRow) -> str | None:
 
 def _took(call: CallRow) -> float | None:
     return call.ended_at - call.created_at if call.ended_at is not None else None
+
+
+def _took_cell(call: CallRow, now: float | None, frame: int) -> str:
+    """How long the call took, or, running, how long it has run so far with a spinner."""
+    if call.status == CallStatus.RUNNING and now is not None:
+        return f"{spin(frame)} {ran(now - call.created_at)}"
+    return duration(_took(call))

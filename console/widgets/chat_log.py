@@ -50,9 +50,17 @@ class ChatLog(LineView, can_focus=False):
         self._tail_for: tuple[str, str] | None = None  # what the tail was drawn from
         self._version = -1
         self.hint = ""  # what an empty thread shows instead of nothing
+        self.activity = ""  # what runs in the thread now ("⠋ $ make · 3s"), while nothing streams
         # At the bottom, new lines keep it there; the operator scrolling up ends that. Kept,
         # not read off the scroll position: a resize moves the bottom, not the operator.
         self._stick = True
+
+    def show_activity(self, activity: str) -> None:
+        """What runs in the thread now, drawn at the end while no answer streams ("": none);
+        only the tail is redrawn."""
+        if activity != self.activity:
+            self.activity = activity
+            self.rebuild()
 
     def show(self, view: ThreadView | None) -> None:
         """Draw `view` (another thread, or the same one with new entries)."""
@@ -84,11 +92,17 @@ class ChatLog(LineView, can_focus=False):
             self._entries, self._counts, self._starts = entries, counts, starts
             self._version = version
         streaming = view.streaming if view is not None else ""
-        tail = ("hint", self.hint) if not (self._entries or streaming) else ("answer", streaming)
+        tail = (("hint", self.hint) if not (self._entries or streaming or self.activity) else
+                ("answer", streaming) if streaming or not self.activity else
+                ("activity", self.activity))  # fmt: skip
         if tail != self._tail_for:
             self._tail_for = tail
             if streaming:
                 self._tail = self._draw(ChatEntry("assistant", streaming + "▌"), width)
+            elif tail[0] == "activity":  # what runs now, with its spinner and time
+                line = Text()
+                line.append(tail[1], self.get_component_rich_style("chat--hint"))
+                self._tail = self._strips(line, width)
             else:
                 hint = Text()  # (the style on a span: a Text's own style is not rendered)
                 hint.append(tail[1], self.get_component_rich_style("chat--hint"))

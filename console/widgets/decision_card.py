@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -115,7 +116,7 @@ class DecisionCard(Widget, can_focus=True):
         yield Static("", classes="card--why")
         with VerticalScroll():
             yield Static("", id="card-args")
-        yield Static("", classes="card--keys")
+        yield _KeyLine(classes="card--keys")
 
     # -- what it shows ----------------------------------------------------------------------
 
@@ -162,14 +163,21 @@ class DecisionCard(Widget, can_focus=True):
         self._draw_keys()
 
     def _draw_keys(self) -> None:
+        if self.is_mounted:
+            self.query_one(_KeyLine).refresh(layout=True)
+
+    refresh_keys = _draw_keys
+
+    def key_line(self) -> str:
+        """What the card's keys do now: live, in a moment, or how to reach them."""
         call = self.call
-        if call is None or not self.is_mounted:
-            return
+        if call is None:
+            return ""
+        focused = self.app.focused is self  # read as it is drawn, not as an event said
         keys = NARROW_KEYS if 0 < self.size.width < NARROW else KEYS_LINE
-        line = (REVIEW_LINE if call.under_review else
-                "tab: decide here" if not self.has_focus and self.size.width < NARROW else
-                AWAY_LINE if not self.has_focus else keys if self.armed else WAIT_LINE)  # fmt: skip
-        self.query_one(".card--keys", Static).update(line)
+        return (REVIEW_LINE if call.under_review else
+                "tab: decide here" if not focused and self.size.width < NARROW else
+                AWAY_LINE if not focused else keys if self.armed else WAIT_LINE)  # fmt: skip
 
     def on_resize(self) -> None:
         self._draw_keys()
@@ -212,12 +220,11 @@ class DecisionCard(Widget, can_focus=True):
     def on_focus(self) -> None:
         if self._held_at == float("inf"):  # reached by a click or the focus chain
             self.hold(arm_now=False)
-        self._draw_keys()  # (it says what its keys do now that it has the keyboard)
+        self._draw_keys()  # (it says what its keys do now it has the keyboard)
 
     def on_blur(self) -> None:
         self._disarm()
-        if self.is_mounted and self.call is not None:
-            self._draw_keys()
+        self._draw_keys()
 
     async def on_key(self, event: events.Key) -> None:
         if self.is_armed():
@@ -251,3 +258,14 @@ class DecisionCard(Widget, can_focus=True):
 
     def action_back(self) -> None:
         self.post_message(self.GiveBack(None))
+
+
+class _KeyLine(Widget):
+    """The card's key line, worked out as it is drawn (focus events come in either order
+    with the focus moving again: what is drawn is what holds then)."""
+
+    DEFAULT_CSS = "_KeyLine { height: auto; }"
+
+    def render(self) -> Text:
+        card = self.parent
+        return Text(card.key_line() if isinstance(card, DecisionCard) else "")

@@ -27,6 +27,7 @@ class StatusBar(Widget):
     waiting: reactive[int] = reactive(0)
     calls: reactive[int] = reactive(0)  # calls waiting for a decision
     follow: reactive[bool] = reactive(True)
+    activity: reactive[str] = reactive("")  # the spinner and how long the oldest turn runs
 
     def render(self) -> Text:
         """The parts that fit, most needed first kept: the calls to decide and the turns,
@@ -37,7 +38,8 @@ class StatusBar(Widget):
         calls = (
             f" ({self.calls} call{'s' if self.calls > 1 else ''} to decide)" if self.calls else ""
         )
-        running = Text(f"{run.glyph} {self.running} running",
+        running = Text(f"{run.glyph} {self.running} running"
+                       + (f" {self.activity}" if self.running and self.activity else ""),
                        self.get_component_rich_style("state--running"))  # fmt: skip
         waiting = Text(f"{wait.glyph} {self.waiting} waiting{calls}",
                        self.get_component_rich_style("state--waiting"))  # fmt: skip

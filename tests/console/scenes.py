@@ -102,6 +102,10 @@ async def queue(pilot: Pilot, command: str = "make test") -> None:
     await pilot.press("ctrl+n")
     await send(pilot, 'write "release notes" to NOTES.md', click=False)
     await until(pilot, lambda: len(main.state.pending) == 3, "three calls wait")
+    # the card of chat:2's call may take the keyboard as the frame is drawn: let it, then
+    # the queue takes it (else which of the two has it depends on when the frame came)
+    await until(pilot, lambda: undrawn(pilot.app), "the frame drawn", ok=lambda u: not u)
+    await pilot.pause()
     main.query_one("#decisions").focus()
     await steady(pilot)
 

@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.console]
 
 
 def card_text(card: DecisionCard) -> str:
-    return " ".join(str(s.render()) for s in card.query("Static"))
+    return " ".join([*(str(s.render()) for s in card.query("Static")), card.key_line()])
 
 
 async def test_a_waiting_call_is_a_card_in_the_chat_and_one_key_approves_it(deck_app) -> None:

@@ -1,0 +1,47 @@
+"""What shows that something runs: a spinner frame and the time it has run, redrawn
+FPS times a second while a turn runs (and not at all otherwise)."""
+
+from __future__ import annotations
+
+from console.format import visible
+from console.state import DeckState
+from engine.lifecycle import CallStatus, TurnStatus
+
+FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+FPS = 8  # frames a second: smooth enough to see, cheap enough to leave on
+
+
+def spin(frame: int) -> str:
+    return FRAMES[frame % len(FRAMES)]
+
+
+def ran(seconds: float) -> str:
+    """How long something has run: 3s, 1m05s, 2h03m."""
+    whole = max(0, int(seconds))
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def thread_activity(state: DeckState, thread_id: str, now: float, frame: int) -> str:
+    """What runs in `thread_id` now, for the chat's end: its running call (`$ make · 3s`),
+    else its turn thinking; "" when nothing runs there."""
+    from console.tool_lines import header
+
+    turn = state.active_turn(thread_id)
+    if turn is None or turn.status != TurnStatus.RUNNING:
+        return ""
+    calls = [c for c in state.calls_of(turn.turn_id) if c.status == CallStatus.RUNNING]
+    if calls:
+        call = calls[0]
+        more = f" (+{len(calls) - 1} more)" if len(calls) > 1 else ""
+        return f"{spin(frame)} {visible(header(call))}{more} · running {ran(now - call.created_at)}"
+    return f"{spin(frame)} thinking · {ran(now - turn.started_at)}"
+
+
+def room_activity(state: DeckState, now: float, frame: int) -> str:
+    """The spinner and how long the oldest running turn has run, for the status bar."""
+    oldest = next((t for t in state.turns.values() if t.status == TurnStatus.RUNNING), None)
+    return f"{spin(frame)} {ran(now - oldest.started_at)}" if oldest is not None else ""

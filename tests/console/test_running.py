@@ -1,0 +1,42 @@
+"""What runs shows that it runs: a spinner and its time in the chat, the calls pane and
+the status bar, live while a turn runs, gone when it ends."""
+
+from __future__ import annotations
+
+import pytest
+
+from console.spinner import FRAMES, ran
+from console.widgets.calls_table import CallsTable
+from console.widgets.chat_log import ChatLog
+from console.widgets.status_bar import StatusBar
+from tests.console.helpers import SIZE, call_waits, until
+
+pytestmark = [pytest.mark.anyio, pytest.mark.console]
+
+BUSY = "while [ ! -e go ]; do sleep 0.05; done; echo done"  # runs until the test lets it end
+
+
+def test_run_times_read_as_people_say_them() -> None:
+    assert [ran(s) for s in (0, 3.9, 65, 7380)] == ["0s", "3s", "1m05s", "2h03m"]
+
+
+async def test_a_running_call_spins_in_the_chat_the_calls_and_the_status_bar(deck_app) -> None:
+    app = deck_app()
+    async with app.run_test(size=SIZE) as pilot:
+        main = await call_waits(pilot, f"run `{BUSY}`")
+        main.query_one("#decisions").focus()
+        await pilot.press("a")
+        log = main.query_one(ChatLog)
+        await until(pilot, lambda: "running" in log.activity, "the chat says it runs")
+        assert log.activity[0] in FRAMES and "$ while [ ! -e go ]" in log.activity
+        status = main.query_one(StatusBar)
+        await until(pilot, lambda: status.activity, "the status bar spins")
+        assert status.activity[0] in FRAMES and "running " + status.activity in (
+            status.render().plain)  # fmt: skip
+        calls = main.query_one(CallsTable)
+        await until(pilot, lambda: any(r[1][4][0] in FRAMES for r in calls._rows),
+                    "the calls pane spins on the running call")  # fmt: skip
+        (app.room.workspace / "go").write_text("")  # type: ignore[attr-defined]
+        await until(pilot, lambda: main.state.counts() == (0, 0), "the turn ends")
+        await until(pilot, lambda: not log.activity and not status.activity, "spinners gone")
+        await app.shutdown()
