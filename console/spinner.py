@@ -26,7 +26,8 @@ def ran(seconds: float) -> str:
 
 
 def thread_activity(state: DeckState, thread_id: str, now: float, frame: int) -> str:
-    """What runs in `thread_id` now, for the chat's end: its running call (`$ make · 3s`),
+    """What runs in `thread_id` now, for the chat's end: its running call (`$ make · 3s`, since
+    it started running: a call waits first, and its `updated_at` is when it began to run),
     else its turn thinking; "" when nothing runs there."""
     from console.tool_lines import header
 
@@ -37,7 +38,7 @@ def thread_activity(state: DeckState, thread_id: str, now: float, frame: int) ->
     if calls:
         call = calls[0]
         more = f" (+{len(calls) - 1} more)" if len(calls) > 1 else ""
-        return f"{spin(frame)} {visible(header(call))}{more} · running {ran(now - call.created_at)}"
+        return f"{spin(frame)} {visible(header(call))}{more} · running {ran(now - call.updated_at)}"
     return f"{spin(frame)} thinking · {ran(now - turn.started_at)}"
 
 

@@ -208,5 +208,5 @@ def _took(call: CallRow) -> float | None:
 def _took_cell(call: CallRow, now: float | None, frame: int) -> str:
     """How long the call took, or, running, how long it has run so far with a spinner."""
     if call.status == CallStatus.RUNNING and now is not None:
-        return f"{spin(frame)} {ran(now - call.created_at)}"
+        return f"{spin(frame)} {ran(now - call.updated_at)}"  # since it started running
     return duration(_took(call))

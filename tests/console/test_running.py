@@ -40,3 +40,17 @@ async def test_a_running_call_spins_in_the_chat_the_calls_and_the_status_bar(dec
         await until(pilot, lambda: main.state.counts() == (0, 0), "the turn ends")
         await until(pilot, lambda: not log.activity and not status.activity, "spinners gone")
         await app.shutdown()
+
+
+def test_a_running_call_counts_from_when_it_began_to_run_not_from_when_it_waited() -> None:
+    from console.spinner import thread_activity
+    from console.state import CallRow, DeckState, TurnRow
+    from engine.lifecycle import CallStatus, TurnStatus
+
+    state = DeckState()
+    state.add_turn(TurnRow("t1", "chat:main", TurnStatus.RUNNING, started_at=0.0))
+    state.add_call(CallRow("c1", "t1", "chat:main", "shell", {"command": "make"},
+                           CallStatus.RUNNING, created_at=1.0, updated_at=60.0))  # fmt: skip
+    said = thread_activity(state, "chat:main", now=63.5, frame=0)
+    assert said == "⠋ $ make · running 3s"  # approved after a minute's wait, running 3s
+    assert thread_activity(state, "chat:other", now=63.5, frame=0) == ""
