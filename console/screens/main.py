@@ -193,8 +193,17 @@ class MainScreen(Screen[None]):
 
     def _count(self) -> None:
         status = self.query_one(StatusBar)
-        status.running, status.waiting = self.state.counts()
+        counts = self.state.counts()
+        if (counts[0] + counts[1] > 0) != (status.running + status.waiting > 0):
+            self.refresh_bindings()  # `c` shows in the footer while a turn runs or waits
+        status.running, status.waiting = counts
         status.calls = len(self.state.pending)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """`c` (cancel a turn) is offered only while there is one to cancel."""
+        if action == "cancel_turn":
+            return self.cancel_target() is not None
+        return True
 
     def _redraw_pending(self) -> None:
         self.query_one(DecisionQueue).show_pending(self.state.pending, self.state.decided)

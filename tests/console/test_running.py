@@ -54,3 +54,31 @@ def test_a_running_call_counts_from_when_it_began_to_run_not_from_when_it_waited
     said = thread_activity(state, "chat:main", now=63.5, frame=0)
     assert said == "⠋ $ make · running 3s"  # approved after a minute's wait, running 3s
     assert thread_activity(state, "chat:other", now=63.5, frame=0) == ""
+
+
+async def test_the_cancel_key_shows_while_a_turn_runs_and_stops_it(deck_app) -> None:
+    from console.screens.confirm import ConfirmScreen
+    from console.widgets.key_bar import KeyBar
+    from console.widgets.timeline import Timeline
+    from engine.providers.offline import OfflineModel
+    from tests.console.helpers import send, started
+
+    app = deck_app(provider=OfflineModel(delay=0.2))  # the answer streams slowly
+    async with app.run_test(size=SIZE) as pilot:
+        main = await started(pilot)
+        main.query_one(Timeline).focus()
+        await pilot.pause()
+        bar = main.query_one(KeyBar)
+        assert "Cancel turn" not in bar.render().plain  # nothing to cancel
+        await send(pilot, "hello")
+        await until(pilot, lambda: main.state.counts()[0] == 1, "a turn runs")
+        main.query_one(Timeline).focus()
+        await until(pilot, lambda: " c Cancel turn" in bar.render().plain, "c is offered")
+        await pilot.press("c")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "asked")
+        await pilot.press("y")
+        await until(pilot, lambda: main.state.counts() == (0, 0), "the turn stopped")
+        turn = next(iter(main.state.turns.values()))
+        assert (turn.status, turn.reason) == ("done", "cancelled")
+        await until(pilot, lambda: "Cancel turn" not in bar.render().plain, "c is gone again")
+        await app.shutdown()
