@@ -54,11 +54,11 @@ class DeckCommands(Provider):
         for group in FILTERS:
             yield (f"Filter timeline by group: {group or 'all'}",
                    "Show only the steps of this group's threads",
-                   partial(main.filter_group, group))  # fmt: skip
-        for channel in main.channel_filters():
+                   partial(main.filters.group, group))  # fmt: skip
+        for channel in main.filters.channels():
             yield (f"Filter timeline by channel: {channel or 'all'}",
                    "Show only the steps of turns from this channel",
-                   partial(main.filter_channel, channel))  # fmt: skip
+                   partial(main.filters.channel, channel))  # fmt: skip
 
     # A title may name a thread or a channel, whoever chose it, and the palette reads a
     # string as markup (`chat:[bus]` showed as `chat:`; `[/]` raised): titles are Content,

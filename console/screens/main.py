@@ -9,7 +9,7 @@ due (its pacing keeps keys quick in a flood).
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from textual import events, on, work
@@ -25,14 +25,14 @@ from console.attention import Attention
 from console.bridge import CALLS, CHAT, STATUS, TIMELINE, Bridge
 from console.copying import copy_call
 from console.format import set_title, short_id
-from console.groups import channel_filters, next_channel, next_filter
 from console.screens.confirm import ConfirmScreen
 from console.screens.decide_flow import Decider
+from console.screens.outbox import Outbox
 from console.screens.telling import Teller
 from console.screens.threads import ThreadPickerScreen
+from console.screens.timeline_filters import TimelineFilters
 from console.spinner import FPS as SPIN_FPS
 from console.spinner import room_activity, thread_activity
-from console.threads import ChatEntry
 from console.widgets.calls_table import CallsTable
 from console.widgets.chat_log import ChatLog
 from console.widgets.chat_pane import ChatPane
@@ -84,11 +84,10 @@ class MainScreen(Screen[None]):
         self.state = bridge.state
         self.thread_id = DEFAULT_THREAD
         self.selected_turn = ""
-        self.decider = Decider(self, bridge, self._redraw_pending, self._act)
+        self.outbox = Outbox(self, lambda: self.query_one(ChatPane).redraw())
+        self.filters = TimelineFilters(self)
+        self.decider = Decider(self, bridge, self._redraw_pending, self.outbox.act)
         self.teller = Teller(self, self.state, self.decider.mine, lambda: self.attention)
-        self._group_titled = False  # the timeline's title names its group filter
-        # chat messages sent before the runtime was reachable, shown "sending…" until it is
-        self._unsent: list[tuple[str, str, ChatEntry]] = []
         self._opened = False  # a runtime was reached once: the thread to show was chosen
         self._spinning, self._frame = False, 0  # the spinner: drawn while a turn runs
 
@@ -162,7 +161,7 @@ class MainScreen(Screen[None]):
             remembered = settings.last_thread(room.path) if room is not None else None
             self.thread_id = remembered or DEFAULT_THREAD
         await self._show_thread(self.thread_id)  # (again: the one shown before the gap)
-        self._send_unsent()
+        self.outbox.flush()
         self.query_one(Timeline).refresh_rows()
         self._redraw_pending()
         self._count()
@@ -302,29 +301,7 @@ class MainScreen(Screen[None]):
 
     @on(ChatPane.Send)
     def chat_send(self, event: ChatPane.Send) -> None:
-        if self.bridge.client is None:  # not reachable yet (or for now): sent when it is
-            entry = ChatEntry("user", event.text, via="you · sending…")
-            self.state.thread(event.thread_id).append(entry)
-            self._unsent.append((event.thread_id, event.text, entry))
-            self.query_one(ChatPane).redraw()
-            return
-        self._act("send", event.thread_id, self.bridge.send(event.thread_id, event.text))
-
-    def _send_unsent(self) -> None:
-        """The runtime is reachable: what was typed before it was goes now, in order (the
-        "sending…" notes give way to the messages as the room stores them)."""
-        unsent, self._unsent = self._unsent, []
-        if not unsent:
-            return
-        for thread_id, _, entry in unsent:
-            self.state.thread(thread_id).discard(entry)
-        self.query_one(ChatPane).redraw()
-
-        async def in_order() -> None:
-            for thread_id, text, _ in unsent:
-                await self._carry("send", thread_id, self.bridge.send(thread_id, text))
-
-        self.run_worker(in_order(), group="act")
+        self.outbox.send(event.thread_id, event.text)
 
     @on(ChatPane.Compose)
     def chat_compose(self, event: ChatPane.Compose) -> None:
@@ -376,28 +353,6 @@ class MainScreen(Screen[None]):
 
     # -- actions ----------------------------------------------------------------------------
 
-    def _act(self, action: str, target: str, work: Awaitable[Any]) -> None:
-        self.run_worker(self._carry(action, target, work), group="act")
-
-    async def _carry(self, action: str, target: str, work: Awaitable[Any]) -> None:
-        """Await an operator action's answer; say a failure, never crash."""
-        from engine.api.models import Decided, Submitted  # loaded with the runtime by now
-
-        try:
-            result = await work
-        except Exception as exc:  # shown to the operator, never a crash
-            self.notify(f"{action} failed: {exc}", severity="error")
-            return
-        if isinstance(result, Submitted):
-            self.select_turn(result.turn_id)
-            if result.why_queued is not None:  # a busy thread: say so, and why
-                self.notify(f"Queued on {target}: {result.why_queued}. It starts once that "
-                            "clears.", title="Message queued")  # fmt: skip
-            result = result.turn_id
-        elif isinstance(result, Decided):  # a duplicate is said when its event comes
-            result = result.status
-        self.post_message(self.Acted(action, target, result))
-
     def action_focus_pane(self, which: str) -> None:
         self.query_one(f"#{which}").focus()
 
@@ -412,7 +367,7 @@ class MainScreen(Screen[None]):
             if bar.has_class("-shown") or bar.value:
                 bar.action_clear_filter()
         if self.query_one(Timeline).channel:
-            self.filter_channel("")
+            self.filters.channel("")
 
     def cancel_target(self) -> str | None:
         """The turn `c` cancels: the selected one if unfinished, else the thread's active one."""
@@ -433,7 +388,7 @@ class MainScreen(Screen[None]):
             f"Cancel turn {turn_id} on {turn.thread_id}? It ends done/cancelled.",
             yes="Cancel turn", no="Keep running"))  # fmt: skip
         if ok:
-            self._act("cancel_turn", turn_id, self.bridge.cancel_turn(turn_id))
+            self.outbox.act("cancel_turn", turn_id, self.bridge.cancel_turn(turn_id))
 
     async def action_new_thread(self) -> None:
         n, known = 2, set(self.state.recent_threads)
@@ -457,7 +412,7 @@ class MainScreen(Screen[None]):
         self.query_one("#chat-input").focus()
         self.post_message(self.Acted("switch_thread", thread_id))
 
-    # -- scheduler and group filter ---------------------------------------------------------
+    # -- other screens, and the timeline's filters ---------------------------------------------------------
 
     def action_scheduler(self) -> None:
         from console.screens.scheduler import SchedulerScreen
@@ -490,36 +445,7 @@ class MainScreen(Screen[None]):
         self.app.push_screen(HistoryScreen(self.app.room, clock=self.clock))  # type: ignore[attr-defined]
 
     def action_cycle_group(self) -> None:
-        self.filter_group(next_filter(self.query_one(Timeline).group))
-
-    def filter_group(self, group: str) -> None:
-        """Show only the steps of `group`'s threads in the timeline ("" for every group)."""
-        self.query_one(Timeline).group = group
-        self._group_titled = True
-        self._title_timeline()
-        self.post_message(self.Acted("filter_group", group))
-
-    def channel_filters(self) -> list[str]:
-        """All, the console, and each channel a turn or step here came from."""
-        state = self.state
-        return channel_filters([*(t.channel for t in state.turns.values()),
-                                *(r.channel for r in state.steps)])  # fmt: skip
+        self.filters.cycle_group()
 
     def action_cycle_channel(self) -> None:
-        self.filter_channel(next_channel(self.query_one(Timeline).channel, self.channel_filters()))
-
-    def filter_channel(self, channel: str) -> None:
-        """Show only the steps of turns from `channel` in the timeline ("" for every one,
-        "console" for the console's own)."""
-        self.query_one(Timeline).channel = channel
-        self._title_timeline()
-        self.post_message(self.Acted("filter_channel", channel))
-
-    def _title_timeline(self) -> None:
-        timeline = self.query_one(Timeline)
-        title = "Timeline"
-        if self._group_titled:  # once a group was picked, the title says which (or all)
-            title += f" · {timeline.group or 'all groups'}"
-        if timeline.channel:
-            title += f" · via {timeline.channel}"
-        set_title(self.query_one("#timeline-pane"), title)
+        self.filters.cycle_channel()

@@ -28,17 +28,16 @@ import anyio
 
 from engine.decisions.deadline import stamp
 from engine.decisions.inbox import already
-from engine.domain.events import StepFinished, StepStarted, TextDelta, TurnChanged
+from engine.domain.events import StepFinished, StepStarted, TextDelta
 from engine.domain.messages import ConvMessage
-from engine.lifecycle import CallStatus, TurnStatus
+from engine.lifecycle import CallStatus
 from engine.lifecycle import turn as turn_lifecycle
 from engine.providers.base import AssistantAccumulator, ModelRequest, ProviderError
 from engine.providers.base import TextDelta as ModelTextDelta
 from engine.store import DiskFull, LeaseLost, Op
 from engine.store import turns as rows
-from engine.store.outbox import answer_owed
+from engine.turn import endings, replay
 from engine.turn import gate as gates
-from engine.turn import replay
 from engine.turn.call import ANSWERED, NO_MESSAGE, PLACEHOLDER, CallState
 from engine.turn.context import TurnContext
 from engine.turn.conversation import Conversation
@@ -49,7 +48,6 @@ from engine.turn.state import (
     TurnStopped,
     calls_summary,
     message_summary,
-    one_line,
 )
 
 Strategy = Callable[["TurnLoop"], Awaitable[None]]
@@ -383,71 +381,16 @@ class TurnLoop:
         """What a one-off runtime does of a crash's leftovers (engine/turn/replay.py)."""
         return await replay.review_left(self)
 
-    # -- endings ----------------------------------------------------------------------------
+    # -- endings (engine/turn/endings.py) ----------------------------------------------------
 
     async def reopen(self) -> None:
-        """A waiting turn runs again (a decision arrived): `waiting -> running`, committed."""
-        self._set(TurnStatus.RUNNING, None, None)
-        await self.commit(None)
+        await endings.reopen(self)
 
     async def finish_stopped(self) -> None:
-        """End the turn as the plugin that asked it to stop said (`self.stop`)."""
-        assert self.stop is not None, "no plugin asked the turn to stop"
-        await self.finish(self.stop.reason, self.stop.detail)
+        await endings.finish_stopped(self)
 
     async def finish_waiting(self) -> None:
-        """Every outcome is suspended: the turn waits for a decision."""
-        self._set(TurnStatus.WAITING, turn_lifecycle.SUSPENDED, None)
-        await self.run_end()
-        await self.commit("run_finished")
+        await endings.finish_waiting(self)
 
     async def finish(self, reason: str, detail: str | None = None) -> None:
-        """End the turn `done`; an open step ends with it, and open calls are cancelled
-        and answered, so nothing dangles."""
-        now = self.ctx.clock()
-        if self.open_step is not None:  # an error or a cancel cut the step short
-            status = "cancelled" if reason == turn_lifecycle.CANCELLED else "failed"
-            self.step_end(status, one_line(detail or reason, 200))
-        calls = list(self.turn.calls.values())
-        for call in calls:
-            if not call.status.terminal:  # `new` ones never ran: cancelled from there
-                call.move(CallStatus.CANCELLED, now, error=f"turn ended: {reason}")
-            if call.has_message != ANSWERED:
-                self.answer(call)
-        if reason == turn_lifecycle.NATURAL and self.turn.final_text is None:
-            self.turn.final_text = self._committed_answer()  # resumed after its answer
-        self._set(TurnStatus.DONE, reason, detail)
-        self._answer_owed(reason)
-        await self.run_end()
-        await self.commit("run_finished", calls)
-
-    def _committed_answer(self) -> str | None:
-        """The answer a previous run committed (assistant_turn_committed) and did not end
-        the turn with (a kill before run_finished): the conversation's last message, when
-        it is the model's and calls nothing. Without it the resumed turn would end with no
-        text, and its channel would never get the answer."""
-        last = self.conv.messages[-1] if self.conv.messages else None
-        if last is None or last.role != "assistant" or last.tool_calls:
-            return None
-        return last.text
-
-    def _answer_owed(self, reason: str) -> None:
-        """A turn from a delivering channel that ends with an answer owes it to the
-        channel: its outbox row goes into this, the turn's final checkpoint (engine/delivery
-        sends it). One that fails or is cancelled owes nothing: a failure's detail is the
-        operator's to read (a provider's message, an exception), not the user's, and a
-        cancel is an operator's choice that nothing be answered; both show in the console."""
-        turn, failed = self.turn, (turn_lifecycle.ERROR, turn_lifecycle.CANCELLED)
-        if turn.channel in self.ctx.delivering and turn.final_text and reason not in failed:
-            op, event = answer_owed(turn.id, turn.thread_id, turn.channel, turn.reply,
-                                    turn.final_text, self.ctx.clock())  # fmt: skip
-            self.ops.append(op)
-            self.events.append(event)
-
-    def _set(self, status: TurnStatus, reason: str | None, detail: str | None) -> None:
-        turn_lifecycle.check(self.turn.status, status, reason)
-        self.turn.status, self.turn.reason, self.turn.detail = status, reason, detail
-        self.events.append(
-            TurnChanged(at=self.ctx.clock(), thread_id=self.turn.thread_id, turn_id=self.turn.id,
-                        status=status, reason=reason, detail=detail, group=self.turn.group)
-        )  # fmt: skip
+        await endings.finish(self, reason, detail)

@@ -116,8 +116,8 @@ async def test_the_timeline_filters_by_channel(tmp_path: Path, room: Path) -> No
         await pilot.pause()
         assert timeline.channel == "" and pane.border_title == "Timeline"
         assert {r.thread_id for r in timeline.rows} == {TG, HOOK, "chat:main"}
-        main.filter_group("chat")  # with a group filter, the title says both
-        main.filter_channel("gh")
+        main.filters.group("chat")  # with a group filter, the title says both
+        main.filters.channel("gh")
         await pilot.pause()
         assert pane.border_title == "Timeline · chat · via gh"
         assert {r.thread_id for r in timeline.rows} == {HOOK}

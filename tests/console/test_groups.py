@@ -63,10 +63,10 @@ async def test_the_group_filter_uses_the_runtimes_group_live_and_seeded(
         await app.host.runtime.submit(ops("bench", "hello"))
         await until(pilot, lambda: any(r.thread_id == "bench" for r in main.state.steps),
                     "the live turn's step")  # fmt: skip
-        main.filter_group("task")
+        main.filters.group("task")
         await pilot.pause()
         assert {r.thread_id for r in timeline.rows} == {"desk", "bench"}
-        main.filter_group("chat")  # what the thread ids alone would have said
+        main.filters.group("chat")  # what the thread ids alone would have said
         await pilot.pause()
         assert not {r.thread_id for r in timeline.rows} & {"desk", "bench"}
         await app.shutdown()

@@ -238,7 +238,7 @@ async def test_group_filter_cycles_the_timeline(deck_app) -> None:
         assert shown["chore"] == (set(), "Timeline · chore")
         assert shown[""] == ({"chat:main", "task:release"}, "Timeline · all groups")
         # The group filter and the text filter combine.
-        main.filter_group("task")
+        main.filters.group("task")
         timeline.filter_text = "chat"
         assert not timeline.rows
         timeline.filter_text = ""
