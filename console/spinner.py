@@ -4,7 +4,7 @@ FPS times a second while a turn runs (and not at all otherwise)."""
 from __future__ import annotations
 
 from console.format import visible
-from console.state import DeckState
+from console.state import CallRow, DeckState
 from engine.lifecycle import CallStatus, TurnStatus
 
 FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
@@ -26,7 +26,8 @@ def ran(seconds: float) -> str:
 
 
 def thread_activity(state: DeckState, thread_id: str, now: float, frame: int) -> str:
-    """What runs in `thread_id` now, for the chat's end: its running call (`$ make · 3s`, since
+    """What runs in `thread_id` now, for the chat's end: its running call (`running 3s · $ make`:
+    the time first, so a long command cut at the edge never hides it; since
     it started running: a call waits first, and its `updated_at` is when it began to run),
     else its turn thinking; "" when nothing runs there."""
     from console.tool_lines import header
@@ -34,12 +35,28 @@ def thread_activity(state: DeckState, thread_id: str, now: float, frame: int) ->
     turn = state.active_turn(thread_id)
     if turn is None or turn.status != TurnStatus.RUNNING:
         return ""
-    calls = [c for c in state.calls_of(turn.turn_id) if c.status == CallStatus.RUNNING]
+    calls = running_calls(state, thread_id)
     if calls:
         call = calls[0]
         more = f" (+{len(calls) - 1} more)" if len(calls) > 1 else ""
-        return f"{spin(frame)} {visible(header(call))}{more} · running {ran(now - call.updated_at)}"
+        return f"{spin(frame)} running {ran(now - call.updated_at)}{more} · {visible(header(call))}"
     return f"{spin(frame)} thinking · {ran(now - turn.started_at)}"
+
+
+def running_calls(state: DeckState, thread_id: str) -> list[CallRow]:
+    """The calls of the thread's running turn that run now, in order."""
+    turn = state.active_turn(thread_id)
+    if turn is None or turn.status != TurnStatus.RUNNING:
+        return []
+    return [c for c in state.calls_of(turn.turn_id) if c.status == CallStatus.RUNNING]
+
+
+def thread_output(state: DeckState, thread_id: str, lines: int) -> list[tuple[str, str]]:
+    """The last `lines` lines its running call printed (console/call_output.py), for the
+    chat's end under its spinner: (stream, text) with stream stdout, stderr or skipped."""
+    calls = running_calls(state, thread_id)
+    tail = state.output.get(calls[0].call_id) if calls else None
+    return tail.last(lines) if tail is not None else []
 
 
 def room_activity(state: DeckState, now: float, frame: int) -> str:

@@ -14,11 +14,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, assert_never
 
+from console.call_output import CALLS, OutputTail
 from console.steps import StepLog, StepRow
 from console.threads import ChatEntry, ThreadView, turn_note, via
 from engine.api import watch
 from engine.domain.events import (
     CallChanged,
+    CallOutput,
     DecisionRecorded,
     DeliveryChanged,
     Event,
@@ -118,6 +120,8 @@ class DeckState:
         self.turns: OrderedDict[str, TurnRow] = OrderedDict()
         self._by_status: dict[TurnStatus, int] = {}  # turns per status, so `counts` is O(1)
         self.calls: dict[str, CallRow] = {}
+        # what running calls printed (the last lines of each), until they end
+        self.output: OrderedDict[str, OutputTail] = OrderedDict()
         self.pending: dict[str, CallRow] = {}  # suspended calls, oldest first
         # calls a decision was recorded for (its action), not yet applied: the turn is busy
         self.decided: dict[str, str] = {}
@@ -197,6 +201,7 @@ class DeckState:
             "decided": len(self.decided),
             "threads": len(self.threads),
             "chat entries": sum(len(v.entries) for v in self.threads.values()),
+            "output lines": sum(len(t.lines) for t in self.output.values()),
         }
 
     # -- seeding from history ---------------------------------------------------------------
@@ -288,6 +293,13 @@ class DeckState:
                     changed_threads.add(event.thread_id)
                 case CallChanged():
                     self._fold_call(event, ch)
+                case CallOutput():  # drawn with the spinner, which runs while a turn does
+                    tail = self.output.get(event.call_id)
+                    if tail is None:
+                        tail = self.output[event.call_id] = OutputTail()
+                        if len(self.output) > CALLS:
+                            self.output.popitem(last=False)
+                    tail.add(event.stream, event.text, event.skipped)
                 case TurnStarted():
                     self.note_thread(event.thread_id)
                     self.add_turn(
@@ -363,6 +375,7 @@ class DeckState:
         call.result, call.error, call.awaiting = event.result, event.error, event.awaiting
         if event.status.terminal:
             call.ended_at = event.at
+            self.output.pop(call.call_id, None)  # its result is the record now
         ch.turns.add(event.turn_id)
         if event.status.terminal or event.status == CallStatus.RESUMING:
             self.decided.pop(call.call_id, None)  # its decision is applied (or it ended)

@@ -1,7 +1,7 @@
 """A tool's answer in the chat as people read it, not as the model does: a `shell` call as
-`$ command`, an exit badge, its output as text (stderr set apart), cut after TOOL_LINES
-lines ("… +N lines": the call's details, Enter in the calls pane, show it all); a file tool
-by its path; any other by its tool and arguments on one line. The JSON the model reads is
+`$ command`, an exit badge, its output as text (stderr set apart), cut after a screenful
+("… +N lines": ctrl+r in the chat shows every output whole, and the call's details, Enter
+in the calls pane, show it too); a file tool by its path; any other by its tool and arguments on one line. The JSON the model reads is
 in the details only.
 
 A chat entry of a tool holds the text the model read; its call is found among its turn's
@@ -20,7 +20,7 @@ from console.state import CallRow
 from engine.lifecycle import CallStatus
 from engine.shell.result import ShellResult, shell_result
 
-TOOL_LINES = 8  # lines of a tool's output the chat shows before "… +N lines"
+TOOL_LINES = 8  # lines of a tool's output the chat shows at least before "… +N lines"
 PENDING = "pending: waiting for an operator decision"  # engine/turn/call.py's placeholder
 FILE_TOOLS = frozenset({"read_file", "write_file", "list_dir"})
 
@@ -49,8 +49,10 @@ def header(call: CallRow) -> str:
     return f"{call.tool} {one_line(call.args, 100)}"
 
 
-def tool_text(text: str, call: CallRow | None, styles: dict[str, Any]) -> Text:
-    """A tool entry drawn: its call's header and badge, then its output (cut)."""
+def tool_text(text: str, call: CallRow | None, styles: dict[str, Any],
+              lines: int | None = TOOL_LINES) -> Text:  # fmt: skip
+    """A tool entry drawn: its call's header and badge, then its output, cut after `lines`
+    lines (None: whole)."""
     out = Text()
     if text.startswith(PENDING):  # its answer comes as an entry of its own, once decided
         reason = text[len(PENDING) :].strip(" ()") or "a decision"
@@ -66,16 +68,19 @@ def tool_text(text: str, call: CallRow | None, styles: dict[str, Any]) -> Text:
         out.append("\n")
     if shell is not None:
         stdout, stderr = shell.stdout, shell.stderr
-        body = _cut(stdout, TOOL_LINES)
+        body = _cut(stdout, lines)
         out.append(visible(body, lines=True) or ("(no output)" if not stderr else ""))
         if stderr:
             if body:
                 out.append("\n")
             out.append("stderr ", styles["muted"])
-            out.append(visible(_cut(stderr, max(2, TOOL_LINES // 2)), lines=True), styles["bad"])
+            out.append(
+                visible(_cut(stderr, None if lines is None else max(2, lines // 2)), lines=True),
+                styles["bad"],
+            )
     else:
         body = text[len("error: ") :] if text.startswith("error: ") else text
-        out.append(visible(_cut(body, TOOL_LINES), lines=True) or "(no output)")
+        out.append(visible(_cut(body, lines), lines=True) or "(no output)")
     return out
 
 
@@ -89,11 +94,9 @@ def _badge(call: CallRow, shell: ShellResult | None) -> tuple[str, bool]:
     return "", True
 
 
-def _cut(text: str, lines: int) -> str:
-    """`text` up to `lines` lines; what is left said in a last line."""
+def _cut(text: str, lines: int | None) -> str:
+    """`text` up to `lines` lines (None: all); what is left said in a last line."""
     parts = text.rstrip("\n").split("\n")
-    if len(parts) <= lines:
+    if lines is None or len(parts) <= lines:
         return "\n".join(parts)
-    return "\n".join(
-        [*parts[:lines], f"… +{len(parts) - lines} lines (Enter on the call in Calls: all)"]
-    )
+    return "\n".join([*parts[:lines], f"… +{len(parts) - lines} lines (ctrl+r: show all)"])

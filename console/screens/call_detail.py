@@ -13,20 +13,24 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 
 from console.call_args import shown_args
+from console.call_output import OutputTail
 from console.copying import copy_call
-from console.format import clock_time, duration, facts, plain
+from console.format import clock_time, duration, facts, plain, visible
 from console.glyphs import look
+from console.spinner import FPS
 from console.state import CallRow
 from console.widgets.text import Label, Static
 from engine.lifecycle import CallStatus
 
 Refusal = Callable[[CallRow], "str | None"]  # why a call takes no decision now (None: it does)
+LIVE_LINES = 40  # lines of a running call's output the view follows
 
 
 class CallDetailScreen(ModalScreen[str | None]):
@@ -45,9 +49,13 @@ class CallDetailScreen(ModalScreen[str | None]):
     ]
 
     def __init__(self, call: CallRow, refusal: Refusal | None = None,
-                 workspace: Path | None = None) -> None:  # fmt: skip
+                 workspace: Path | None = None,
+                 tail_of: Callable[[str], OutputTail | None] | None = None) -> None:  # fmt: skip
         super().__init__()
         self.call, self.refusal, self.workspace = call, refusal, workspace
+        self.tail_of = tail_of  # what a running call has printed so far (console/state.py)
+        self._followed = -1  # the version of its output last drawn
+        self._printed = Text()  # and that output, drawn
 
     def why_not(self) -> str | None:
         """Why the call shown takes no decision here (None: it does)."""
@@ -74,6 +82,9 @@ class CallDetailScreen(ModalScreen[str | None]):
                                                              self.workspace)):  # fmt: skip
                     yield Label(label, classes="section")
                     yield Static(body, id="detail-args" if n == 0 else f"detail-args-{n}")
+                if call.status == CallStatus.RUNNING and self.tail_of is not None:
+                    yield Label("output, as it runs", classes="section")
+                    yield Static("(nothing printed yet)", id="detail-output")
                 if call.result is not None:
                     yield Label("result", classes="section")
                     yield Static(plain(call.result, lines=True), id="detail-result")
@@ -85,6 +96,31 @@ class CallDetailScreen(ModalScreen[str | None]):
                 yield Static(known)
             hint = "The decision keys (below) act on exactly what is shown · Esc closes"
             yield Label(hint if waiting else "Esc closes", classes="hint")
+
+    def on_mount(self) -> None:
+        if self.call.status == CallStatus.RUNNING and self.tail_of is not None:
+            self.set_interval(1 / FPS, self._follow, name="output")
+
+    def _follow(self) -> None:
+        """Draw what the running call printed since the last look (its last LIVE_LINES
+        lines); once it has ended, say where its result is."""
+        assert self.tail_of is not None
+        tail, shown = self.tail_of(self.call.call_id), self.query_one("#detail-output", Static)
+        if tail is None:  # never printed, or ended (its tail goes with it)
+            if self._followed >= 0:
+                self._followed = -2
+                self._printed.append("\n(it has ended: its result is in the chat and the "
+                                     "calls pane)", "italic")  # fmt: skip
+                shown.update(self._printed)
+            return
+        if tail.version == self._followed:
+            return
+        self._followed = tail.version
+        self._printed = text = Text()
+        for n, (stream, line) in enumerate(tail.last(LIVE_LINES)):
+            text.append(("\n" if n else "") + visible(line.expandtabs()),
+                        "red" if stream == "stderr" else "dim" if stream == "skipped" else "")  # fmt: skip
+        shown.update(text)
 
     def action_copy(self, what: str) -> None:
         copy_call(self, self.call, "output" if what == "output" else "command")

@@ -57,7 +57,8 @@ class Decider:
             call = replace(call, args=copy.deepcopy(call.args))  # (the state's row may change)
             room = getattr(app, "room", None)
             picked = await app.push_screen_wait(CallDetailScreen(
-                call, self.refusal_here, room.workspace if room is not None else None))  # fmt: skip
+                call, self.refusal_here, room.workspace if room is not None else None,
+                self.state.output.get))  # fmt: skip
             if picked is None:
                 return
             action = picked

@@ -18,6 +18,7 @@ from textual.binding import Binding
 from textual.containers import Grid, Vertical
 from textual.message import Message
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widgets import Input
 
 from console import settings
@@ -32,7 +33,7 @@ from console.screens.telling import Teller
 from console.screens.threads import ThreadPickerScreen
 from console.screens.timeline_filters import TimelineFilters
 from console.spinner import FPS as SPIN_FPS
-from console.spinner import room_activity, thread_activity
+from console.spinner import room_activity, thread_activity, thread_output
 from console.widgets.calls_table import CallsTable
 from console.widgets.chat_log import ChatLog
 from console.widgets.chat_pane import ChatPane
@@ -45,6 +46,8 @@ from console.widgets.timeline import Timeline
 from engine.lifecycle import TurnStatus
 
 DEFAULT_THREAD = "chat:main"
+STOP_ARMED = 2.0  # seconds a second Esc stops the turn after the first left the chat
+OUTPUT_LINES = 8  # lines of a running call's output under its spinner (fewer in a short chat)
 
 
 class MainScreen(Screen[None]):
@@ -52,6 +55,7 @@ class MainScreen(Screen[None]):
 
     BINDINGS = [
         Binding("slash", "filter", "Filter"),
+        Binding("escape", "stop_armed", "Stop turn", priority=True),
         Binding("escape", "clear_filter", "Clear filter", show=False),
         Binding("c", "cancel_turn", "Cancel turn"),
         Binding("ctrl+n", "new_thread", "New thread"),
@@ -61,6 +65,7 @@ class MainScreen(Screen[None]):
         Binding("h", "history", "History", show=False),
         Binding("l", "channels", "Channels", show=False),
         Binding("o", "rooms", "Rooms on the bus", show=False),
+        Binding("ctrl+r", "whole_output", "Tools' output whole/cut", show=False),
         Binding("ctrl+g", "cycle_group", "Group filter", show=False),
         Binding("ctrl+l", "cycle_channel", "Channel filter", show=False),
         Binding("d", "focus_pane('decisions')", "Decisions", show=False),
@@ -90,6 +95,9 @@ class MainScreen(Screen[None]):
         self.teller = Teller(self, self.state, self.decider.mine, lambda: self.attention)
         self._opened = False  # a runtime was reached once: the thread to show was chosen
         self._spinning, self._frame = False, 0  # the spinner: drawn while a turn runs
+        self._stop_armed: str | None = None  # the thread a second Esc stops (for STOP_ARMED s)
+        self._disarming: Timer | None = None
+        self._stoppable = False  # the shown thread has a turn running or waiting
 
     def compose(self) -> ComposeResult:
         # A grid, so that a narrow terminal can give the decisions the whole width (CSS)
@@ -98,6 +106,7 @@ class MainScreen(Screen[None]):
             chat = ChatPane(self.thread_id, self.clock, self.keys_clock,
                             room.workspace if room is not None else None, id="chat")  # fmt: skip
             chat.calls_of = self.state.calls_of
+            chat.stoppable = lambda: self.state.active_turn(self.thread_id) is not None
             yield chat
             with Vertical(id="timeline-pane", classes="pane"):
                 yield FilterBar(placeholder="filter steps", id="timeline-filter")
@@ -193,8 +202,12 @@ class MainScreen(Screen[None]):
     def _count(self) -> None:
         status = self.query_one(StatusBar)
         counts = self.state.counts()
-        if (counts[0] + counts[1] > 0) != (status.running + status.waiting > 0):
-            self.refresh_bindings()  # `c` shows in the footer while a turn runs or waits
+        stoppable = self.state.active_turn(self.thread_id) is not None
+        if (counts[0] + counts[1] > 0) != (status.running + status.waiting > 0) or (
+            stoppable != self._stoppable
+        ):  # `c` shows in the footer while a turn runs or waits, Esc's "twice: stop" too
+            self._stoppable = stoppable
+            self.refresh_bindings()
         status.running, status.waiting = counts
         status.calls = len(self.state.pending)
 
@@ -202,7 +215,31 @@ class MainScreen(Screen[None]):
         """`c` (cancel a turn) is offered only while there is one to cancel."""
         if action == "cancel_turn":
             return self.cancel_target() is not None
+        if action == "stop_armed":
+            return self._stop_armed is not None
         return True
+
+    @on(ChatPane.StopArmed)
+    def stop_armed(self, event: ChatPane.StopArmed) -> None:
+        self._stop_armed = event.thread_id
+        self.refresh_bindings()
+        if self._disarming is not None:
+            self._disarming.stop()
+        self._disarming = self.set_timer(STOP_ARMED, self._disarm, name="stop armed")
+
+    def _disarm(self) -> None:
+        self._stop_armed = None
+        self.refresh_bindings()
+
+    def action_stop_armed(self) -> None:
+        """The second Esc: the thread's turn is cancelled now, without a question (the
+        first Esc said the second would)."""
+        assert self._stop_armed is not None
+        thread_id = self._stop_armed
+        self._disarm()
+        turn = self.state.active_turn(thread_id)
+        if turn is not None:
+            self.outbox.act("cancel_turn", turn.turn_id, self.bridge.cancel_turn(turn.turn_id))
 
     def _redraw_pending(self) -> None:
         self.query_one(DecisionQueue).show_pending(self.state.pending, self.state.decided)
@@ -245,9 +282,10 @@ class MainScreen(Screen[None]):
         self._spinning, self._frame = running, int(now * SPIN_FPS)  # (the clock's: a test's
         frame = self._frame  # fixed clock draws the same frame every time)
         self.query_one(StatusBar).activity = room_activity(self.state, now, frame)
-        self.query_one(ChatLog).show_activity(
-            thread_activity(self.state, self.thread_id, now, frame)
-        )
+        log = self.query_one(ChatLog)
+        lines = min(OUTPUT_LINES, max(2, log.size.height // 3))  # what the call printed last
+        log.show_activity(thread_activity(self.state, self.thread_id, now, frame),
+                          thread_output(self.state, self.thread_id, lines))  # fmt: skip
         calls = self.state.calls_of(self.selected_turn)
         self.query_one(CallsTable).show(self.selected_turn, calls, now, frame)
 
@@ -352,6 +390,12 @@ class MainScreen(Screen[None]):
         self.query_one(target).focus()
 
     # -- actions ----------------------------------------------------------------------------
+
+    def action_whole_output(self) -> None:
+        """ctrl+r: every tool's output in the chat whole, or cut after a screenful again."""
+        log = self.query_one(ChatLog)
+        log.whole = not log.whole
+        log.rebuild()
 
     def action_focus_pane(self, which: str) -> None:
         self.query_one(f"#{which}").focus()

@@ -20,7 +20,7 @@ from textual.strip import Strip
 from console.format import visible
 from console.state import CallRow
 from console.threads import ChatEntry, ThreadView
-from console.tool_lines import find_call, tool_text
+from console.tool_lines import TOOL_LINES, find_call, tool_text
 from console.widgets.lines import LineView
 
 LABELS = {"user": "you", "assistant": "agent", "tool": "tool", "system": "system"}
@@ -47,19 +47,23 @@ class ChatLog(LineView, can_focus=False):
         self._drawn_for: tuple[object, ...] = ()  # the width and styles drawn lines are for
         self._width = 10
         self._tail: list[Strip] = []  # the streaming answer, or the hint of an empty thread
-        self._tail_for: tuple[str, str] | None = None  # what the tail was drawn from
+        self._tail_for: tuple[object, ...] | None = None  # what the tail was drawn from
         self._version = -1
         self.hint = ""  # what an empty thread shows instead of nothing
         self.activity = ""  # what runs in the thread now ("⠋ $ make · 3s"), while nothing streams
+        self.output: list[tuple[str, str]] = []  # the last lines its running call printed
+        self.whole = False  # tools' outputs shown whole (ctrl+r), not cut after a screenful
         # At the bottom, new lines keep it there; the operator scrolling up ends that. Kept,
         # not read off the scroll position: a resize moves the bottom, not the operator.
         self._stick = True
 
-    def show_activity(self, activity: str) -> None:
-        """What runs in the thread now, drawn at the end while no answer streams ("": none);
-        only the tail is redrawn."""
-        if activity != self.activity:
-            self.activity = activity
+    def show_activity(self, activity: str, output: list[tuple[str, str]] | None = None) -> None:
+        """What runs in the thread now, drawn at the end while no answer streams ("": none),
+        and under it the last lines its running call printed, as (stream, text); only the
+        tail is redrawn."""
+        output = output or []
+        if activity != self.activity or output != self.output:
+            self.activity, self.output = activity, output
             self.rebuild()
 
     def show(self, view: ThreadView | None) -> None:
@@ -72,7 +76,8 @@ class ChatLog(LineView, can_focus=False):
 
     def rebuild(self) -> None:
         width = max(10, self.scrollable_content_region.width or self.size.width)
-        looks = (width, self.rich_style, *map(self.get_component_rich_style, self._CLASSES))
+        looks = (width, self._cut_at(), self.rich_style,
+                 *map(self.get_component_rich_style, self._CLASSES))  # fmt: skip
         if looks != self._drawn_for:
             self._drawn_for, self._width, self._version, self._tail_for = looks, width, -1, None
             self._counts = {}
@@ -92,25 +97,48 @@ class ChatLog(LineView, can_focus=False):
             self._entries, self._counts, self._starts = entries, counts, starts
             self._version = version
         streaming = view.streaming if view is not None else ""
-        tail = (("hint", self.hint) if not (self._entries or streaming or self.activity) else
-                ("answer", streaming) if streaming or not self.activity else
-                ("activity", self.activity))  # fmt: skip
+        tail: tuple[object, ...] = (
+            ("hint", self.hint) if not (self._entries or streaming or self.activity) else
+            ("answer", streaming) if streaming or not self.activity else
+            ("activity", self.activity, tuple(self.output))
+        )  # fmt: skip
         if tail != self._tail_for:
             self._tail_for = tail
             if streaming:
                 self._tail = self._draw(ChatEntry("assistant", streaming + "▌"), width)
             elif tail[0] == "activity":  # what runs now, with its spinner and time
-                line = Text()
-                line.append(tail[1], self.get_component_rich_style("chat--hint"))
-                self._tail = self._strips(line, width)
+                self._tail = self._activity_lines(width)
             else:
                 hint = Text()  # (the style on a span: a Text's own style is not rendered)
-                hint.append(tail[1], self.get_component_rich_style("chat--hint"))
-                self._tail = self._strips(hint, width) if tail[1] else []
+                said = str(tail[1])  # the hint, or nothing (an answer that has not begun)
+                hint.append(said, self.get_component_rich_style("chat--hint"))
+                self._tail = self._strips(hint, width) if said else []
         self.set_rows(self._starts[-1] + len(self._tail), width)
         if self._stick:
             self.scroll_quietly(self.max_scroll_y)
         self.refresh()
+
+    def _cut_at(self) -> int | None:
+        """Lines of a tool's output drawn before "… +N lines": a screenful, less the lines
+        around it (None: whole, ctrl+r)."""
+        return None if self.whole else max(TOOL_LINES, self.size.height - 6)
+
+    def _activity_lines(self, width: int) -> list[Strip]:
+        """The spinner's line, then what the running call printed last, a screen line for
+        each line printed: each is cut at the edge (the time comes first in the spinner's
+        line, and the last lines of a terminal are read so; the full lines are in the
+        result)."""
+        muted = self.get_component_rich_style("chat--hint")
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append(self.activity, muted)
+        styles = {"stderr": self.get_component_rich_style("chat--bad"), "skipped": muted}
+        for stream, line in self.output:
+            text.append("\n  ")
+            text.append(visible(line.expandtabs()) or " ", styles.get(stream, Style()))
+        console = self.app.console
+        options = console.options.update(width=width, no_wrap=True, overflow="ellipsis")
+        lines = console.render_lines(text, options, style=self.rich_style, pad=True)
+        return [Strip(segments, width) for segments in lines]
 
     def _lines_of(self, entry: ChatEntry) -> list[Strip]:
         hit = self._drawn.get(id(entry))
@@ -135,7 +163,7 @@ class ChatLog(LineView, can_focus=False):
                 "head": style + Style(bold=True), "muted": self.get_component_rich_style("chat--hint"),
                 "ok": self.get_component_rich_style("chat--ok"),
                 "bad": self.get_component_rich_style("chat--bad"),
-            }))  # fmt: skip
+            }, self._cut_at()))  # fmt: skip
         else:
             text.append(visible(entry.text, lines=True) or "(no text)", style)
         return [*self._strips(text, width), Strip.blank(width, self.rich_style)]

@@ -44,6 +44,7 @@ class ChatPane(Vertical):
 
     BINDINGS = [
         Binding("escape", "leave", "Leave chat"),
+        Binding("escape", "leave(True)", "Leave (twice: stop turn)"),
         Binding("tab", "to_card", "Decide", show=False),
         Binding("up", "recall(-1)", "Earlier message", show=False),
         Binding("down", "recall(1)", "Later message", show=False),
@@ -55,6 +56,13 @@ class ChatPane(Vertical):
         def __init__(self, thread_id: str, text: str) -> None:
             super().__init__()
             self.thread_id, self.text = thread_id, text
+
+    class StopArmed(Message):
+        """Esc left the chat while its thread's turn runs: Esc again, at once, stops it."""
+
+        def __init__(self, thread_id: str) -> None:
+            super().__init__()
+            self.thread_id = thread_id
 
     class Compose(Message):
         """`text`, of several lines, is to be written in the editor and then sent to
@@ -73,6 +81,7 @@ class ChatPane(Vertical):
         self.thread_id = thread_id
         self.clock, self.keys_clock, self.workspace = clock, keys_clock, workspace
         self.calls_of: Callable[[str], list[CallRow]] = lambda turn_id: []  # set by the screen
+        self.stoppable: Callable[[], bool] = lambda: False  # a turn runs or waits here (screen's)
         self._view: ThreadView | None = None
         self._recalled: int | None = None  # index into the sent messages, None: the draft
         self._on_draft = True  # the input holds the draft (not a message brought back)
@@ -156,8 +165,18 @@ class ChatPane(Vertical):
     def redraw(self) -> None:
         self.query_one(ChatLog).rebuild()
 
-    def action_leave(self) -> None:
-        """Esc: from the input or the card, to the first pane after the chat."""
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Esc's word in the footer says that a second one stops the thread's turn, while
+        there is one."""
+        if action == "leave":
+            return bool(parameters) == self.stoppable()
+        return True
+
+    def action_leave(self, arm: bool = False) -> None:
+        """Esc: from the input or the card, to the first pane after the chat (`arm`: and
+        a second Esc at once stops the thread's turn, as Claude Code's and Codex's do)."""
+        if arm:
+            self.post_message(self.StopArmed(self.thread_id))
         chain = self.screen.focus_chain
         mine = [i for i, w in enumerate(chain) if self in w.ancestors_with_self]
         after = chain[mine[-1] + 1 :] if mine else chain

@@ -12,7 +12,10 @@ in-process `follow`) carries only the events of the lanes it watches:
 - `thread:ID`: everything of one thread (its chat, its streaming text, its steps and
   calls), as it happens.
 - `call:ID`: one call's changes and decisions.
-- `all`: every event (the CLI's `watch`, tools that mirror the room).
+- `all`: every event (the CLI's `watch`, tools that mirror the room) but one kind: a
+  running call's output goes only to its thread's and its call's lanes, so a command
+  that prints fast reaches only those who watch it and never pushes the room's events out
+  of the `all` ring.
 
 The API keeps a bounded ring per lane (engine/api/hub.py), so a noisy thread cannot push
 the queue's events out of reach of a client that watches the queue.
@@ -74,9 +77,12 @@ class Lanes:
         self._waiting: OrderedDict[str, None] = OrderedDict()
 
     def of(self, event: Event) -> list[str]:
-        """The lanes `event` goes to, `all` first."""
-        lanes = [ALL]
+        """The lanes `event` goes to, `all` first (a call's output: its thread's and its
+        call's only)."""
         kind = event.kind
+        if kind == "call_output":
+            return [thread(event.thread_id), call(event.call_id)]  # type: ignore[union-attr]
+        lanes = [ALL]
         if event.thread_id:
             lanes.append(thread(event.thread_id))
         if kind == "call_changed":

@@ -95,6 +95,19 @@ class TextDelta(_Event):
     text: str
 
 
+class CallOutput(_Event):
+    """What a running call has printed since the last one (published, never stored: the
+    call's result is the record). Sent only to those who watch its thread or call, at a
+    bounded rate (engine/turn/output.py): `skipped` counts the characters of `stream`
+    that were not sent before `text`, which is the newest of them."""
+
+    kind: Literal["call_output"] = "call_output"
+    call_id: str
+    stream: Literal["stdout", "stderr"] = "stdout"
+    text: str
+    skipped: int = 0
+
+
 class MessageAppended(_Event):
     """An entry was appended to a thread's conversation."""
 
@@ -172,6 +185,7 @@ Event = Annotated[
     | StepStarted
     | StepFinished
     | TextDelta
+    | CallOutput
     | MessageAppended
     | CallChanged
     | DecisionRecorded

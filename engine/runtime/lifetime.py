@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from engine.domain.decisions import Decision
     from engine.domain.events import Event
     from engine.services.supervisor import TurnSupervisor
+    from engine.turn.output import OutputPump
 
 
 class Served(Host, Protocol):
@@ -41,6 +42,8 @@ class Served(Host, Protocol):
 
     @property
     def supervisor(self) -> TurnSupervisor: ...
+
+    output: OutputPump
 
     async def _start(self) -> None: ...
 
@@ -107,6 +110,7 @@ async def serving(
                 async with anyio.create_task_group() as tg:
                     sv.tg = tg
                     tg.start_soon(store.index_forever, INDEX_EVERY)
+                    tg.start_soon(rt.output.run)  # running calls' output, paced
                     await coordinator.start(rt)
                     await tg.start(coordinator.run)
                     if resume == "all":

@@ -114,6 +114,7 @@ class Runtime:
             changed=lambda: self.summary_file.changed(self.supervisor.tg), notice=self.notice,
         )  # fmt: skip
         self.live = self.supervisor.live  # turns whose loop runs (or is about to)
+        self.output = self.ctx.output  # running calls' output, paced (its task: lifetime's)
         self.api: dict[str, str] = {}  # where the server loop serves (agent.run says so)
         self.channels: Any = None  # engine.loops.channels.ChannelSet, once its loops start
         self.serves_queue = True  # False: a one-off that starts only what it submits

@@ -3,7 +3,7 @@
 A commit writes its ops, the checkpoint row and the events of that change in one
 transaction, then hands the events to the subscribers (the console's bridge, the API's
 hub, the run log): truth first, everything that shows it second. Events published
-outside a commit (text deltas, step starts: a table holds what they say) go out at once;
+outside a commit (text deltas, step starts, a call's output: EPHEMERAL) go out at once;
 the others wait to be stored with the next commit.
 
 On a cluster, the events other workers stored reach the subscribers too (`relay`, from
@@ -15,11 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from engine.domain.events import Event, MessageAppended, StepStarted, TextDelta
+from engine.domain.events import CallOutput, Event, MessageAppended, StepStarted, TextDelta
 from engine.store import Op, Store
 from engine.store import turns as rows
 
 Subscriber = Callable[[Event], None]
+# Published and not stored: a table holds what they say (steps), or nothing needs to (text
+# as it streams, a call's output as it runs: the message and the result are the record).
+EPHEMERAL = (TextDelta, StepStarted, CallOutput)
 
 
 class EventBus:
@@ -47,8 +50,8 @@ class EventBus:
 
     def publish(self, event: Event) -> None:
         """Hand an event to subscribers now; it is stored with the next commit unless a
-        table already holds it (text deltas, step starts)."""
-        if not isinstance(event, TextDelta | StepStarted):
+        table already holds it or nothing needs to (EPHEMERAL)."""
+        if not isinstance(event, EPHEMERAL):
             self._unstored.append(event)
         for callback in list(self._subscribers):
             callback(event)

@@ -81,6 +81,10 @@ class ToolContext:
     # meta before the tool lets it run, so a runtime that died meanwhile leaves it findable
     # (engine.tools.orphans). None: nothing records (a tool called outside a turn).
     started: Callable[[dict[str, Any]], Awaitable[None]] | None = None
+    # What a streaming tool's process prints, as it prints it ("stdout" or "stderr", the
+    # bytes), for those who watch the call (engine/turn/output.py). Sync and quick; None:
+    # nobody watches (a tool called outside a turn).
+    output: Callable[[Literal["stdout", "stderr"], bytes], None] | None = None
 
     def process_env(self) -> dict[str, str]:
         """The environment for a process the tool starts: `env`, or by default this
@@ -137,6 +141,11 @@ class Tool:
     approval: Approval = "never"
     idempotent: bool = False
     meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def streams(self) -> bool:
+        """Whether the tool hands what it prints to `ToolContext.output` as it runs."""
+        return bool(self.meta.get("streams"))
 
     def schema(self) -> dict[str, Any]:
         """The tool as the model sees it: name, description, JSON schema of parameters."""

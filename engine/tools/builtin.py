@@ -103,10 +103,11 @@ write_file.meta["writes"] = {"path": "text"}
 
 
 class _Capped:
-    """Keeps the first `cap` bytes of a stream and counts the rest."""
+    """Keeps the first `cap` bytes of a stream and counts the rest; hands every piece to
+    `tee` as it comes (the call's output, for those who watch it)."""
 
-    def __init__(self, cap: int) -> None:
-        self.cap, self.kept, self.dropped = cap, bytearray(), 0
+    def __init__(self, cap: int, tee: Callable[[bytes], None] | None = None) -> None:
+        self.cap, self.kept, self.dropped, self.tee = cap, bytearray(), 0, tee
 
     async def drain(self, stream: ByteReceiveStream | None) -> None:
         if stream is None:
@@ -115,6 +116,8 @@ class _Capped:
             room = self.cap - len(self.kept)
             self.kept += chunk[:room]
             self.dropped += max(0, len(chunk) - room)
+            if self.tee is not None:
+                self.tee(chunk)
 
     def text(self) -> str:
         out = self.kept.decode("utf-8", errors="replace")
@@ -157,7 +160,9 @@ async def shell(command: str, ctx: ToolContext, timeout: float | None = None) ->
             stdin=subprocess.PIPE,
             start_new_session=True,  # its own process group, so we can kill its children too
         )
-    out, err = _Capped(ctx.content_cap // 2), _Capped(ctx.content_cap // 2)
+    tee = ctx.output
+    out = _Capped(ctx.content_cap // 2, tee and (lambda data: tee("stdout", data)))
+    err = _Capped(ctx.content_cap // 2, tee and (lambda data: tee("stderr", data)))
     finished = False
     try:
         await _open_gate(process, command, ctx)
@@ -179,6 +184,9 @@ async def shell(command: str, ctx: ToolContext, timeout: float | None = None) ->
         tail = err.text()[-500:].strip()
         return ToolResult.error(f"exit code {process.returncode}: {tail}".rstrip(": "), content)
     return ToolResult.success(content)
+
+
+shell.meta["streams"] = True  # what it prints is shown as it prints it (engine/turn/output.py)
 
 
 _BINOPS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {

@@ -20,6 +20,7 @@ from engine.domain.rules import RuleBook
 from engine.providers.base import Provider
 from engine.store import Op
 from engine.tools import ToolRegistry
+from engine.turn.output import OutputPump
 from engine.turn.plugins import Phase, Plugin
 
 
@@ -81,6 +82,9 @@ class TurnContext:
     # The variables tools must not see and results must not hold, besides the provider
     # keys: `[runtime] secret_env` and every `*_env` a channel names (engine/tools/redact.py).
     secret_env: tuple[str, ...] = ()
+    # Running calls' output on its way to those who watch (engine/turn/output.py); its
+    # `run` is one of the runtime's tasks.
+    output: OutputPump = field(default_factory=OutputPump)
 
     def __post_init__(self) -> None:
         self._at = {  # the plugins listening at each phase, in order

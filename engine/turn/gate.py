@@ -23,6 +23,7 @@ from engine.tools import ToolArgsError, ToolContext, cut_to
 from engine.tools.redact import Secrets
 from engine.turn.call import CallState
 from engine.turn.context import TurnContext
+from engine.turn.output import OutputTap
 from engine.turn.plugins import Gate, Phase
 
 
@@ -126,14 +127,21 @@ async def execute(loop: Site, call: CallState, kwargs: dict[str, Any]) -> None:
     tool = rt.tools.get(call.tool)
     assert tool is not None
     secrets = Secrets.from_env(rt.secret_env)
+    tap = OutputTap(
+        call.id, call.thread_id, call.turn_id, rt.publish, rt.clock, rt.output
+    )  # what it prints
     ctx = ToolContext(
         rt.workspace, call.id, call.thread_id, call.turn_id,
         time_limit=limits.tool_timeouts.get(call.tool, limits.tool_timeout),
         shell_timeout=limits.shell_timeout,
         max_result_bytes=limits.max_result_bytes, env=ToolEnv(secrets),
-        started=_recorder(loop, call),
+        started=_recorder(loop, call), output=tap.write if tap else None,
     )  # fmt: skip
-    result = await tool.call(kwargs, ctx)
+    try:
+        result = await tool.call(kwargs, ctx)
+    finally:
+        if tap is not None:
+            tap.close()  # (cancelled too: what it printed last is sent, not kept)
     call.finish(result, rt.clock(), cleaner(loop, secrets))
     await loop.phase(
         Phase.AFTER_TOOL_EXECUTE, tool=call.tool, args=call.args, outcome=call.status.value

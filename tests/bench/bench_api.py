@@ -25,6 +25,11 @@ is another process, as an attached console or the CLI is: tests/bench/api_child.
    watches showing another thread (`console`: the queue, counts, notices, the room's
    activity a few times a second; issue 27's target) and showing the thread that runs
    (`shown`); the ratio is against the mean of all the no-client phases.
+5. Output streaming (issue 31): steps as in 3, but the tool a step calls streams what it
+   prints (4 KB a call, through `ToolContext.output` and its tap, as the shell does), with
+   no client and with 16 clients attached as consoles, one of them showing the thread that
+   runs (so it receives the output) and 15 showing another; the ratio is against the no-
+   client phases, which pay the tap too.
 4. Console start on a room of 10,000 turns (gen_history.py, 200k steps): the first full
    screen (the run attached and drawn, from process start, as bench_console.py measures
    it) of a console attached to `python -m engine.cli run` in another process vs a console
@@ -74,6 +79,7 @@ from engine.domain.events import Event, TextDelta  # noqa: E402
 from engine.loops.server import Serving, serve_api  # noqa: E402
 from engine.providers.offline import OfflineModel  # noqa: E402
 from engine.runtime import Runtime  # noqa: E402
+from engine.tools import ToolContext, tool  # noqa: E402
 from tests.bench import gen_history  # noqa: E402
 from tests.bench.api_child import (  # noqa: E402
     END,
@@ -465,11 +471,25 @@ async def part_fanout(root: Path, counts: list[int], readers: list[str], rate: i
 # -- 3. step cost with clients attached ------------------------------------------------------
 
 
+@tool(name="noop")
+async def printing(ctx: ToolContext) -> str:
+    """Prints 4 KB as it runs, as a command does (part 5)."""
+    assert ctx.output is not None
+    ctx.output("stdout", PRINTED)
+    return "ok"
+
+
+printing.meta["streams"] = True
+PRINTED = b"".join(b"compiling module %04d of the build, with its warnings\n" % i
+                   for i in range(74))[:4096]  # fmt: skip
+
+
 async def part_steps(root: Path, turns: int, clients: int, phases: list[str], synchronous: str,
-                     profile: Path | None) -> list[Row]:  # fmt: skip
-    say(f"3. step cost: {turns} turns of {MEASURED_STEPS} steps per phase (synchronous="
+                     profile: Path | None, part: int = 3) -> list[Row]:  # fmt: skip
+    what = "step cost" if part == 3 else "step cost, the tool's output streamed"
+    say(f"{part}. {what}: {turns} turns of {MEASURED_STEPS} steps per phase (synchronous="
         f"{synchronous}), phases {' '.join(phases)}; a client phase has {clients} clients")  # fmt: skip
-    room = root / "steps"
+    room = root / f"steps-{part}"
     config = Config(
         store=StoreConfig(synchronous=synchronous),  # type: ignore[arg-type]
         runtime=RuntimeConfig(max_rounds=100_000),  # (the most a room allows)
@@ -477,14 +497,24 @@ async def part_steps(root: Path, turns: int, clients: int, phases: list[str], sy
     model = NoopModel()
     per_phase: dict[str, list[float]] = {}
     profiled_once = False
-    async with Runtime.open(room, kind="run", provider=model, tools=[noop],
+    tool = noop if part == 3 else printing
+    async with Runtime.open(room, kind="run", provider=model, tools=[tool],
                             config=config) as rt, serve_api(rt) as serving:  # fmt: skip
         batches = Batches(serving)
         for i in range(3):
             await measure_turn(rt, model, f"warm-{i}", MEASURED_STEPS)
         for k, phase in enumerate(phases):
             attached = None
-            if phase != "none":
+            if phase == "output":  # one console shows the thread that runs, the rest another
+                quiet = [*WATCHED, thread("console:quiet")]
+                shown = [*quiet, *(thread(f"p{k}-{i}") for i in range(turns))]
+                one = await Clients.start(room, serving, 1, "full", 200_000, root / "out1",
+                                          shown)  # fmt: skip
+                rest = await Clients.start(room, serving, clients - 1, "full", 200_000,
+                                           root / "out", quiet)  # fmt: skip
+                attached = Clients([*one.procs, *rest.procs])
+                await warm_up(rt)
+            elif phase != "none":
                 reader, lanes = phase, []
                 if phase in ("console", "shown"):  # as an attached console watches
                     reader, lanes = "full", [*WATCHED, thread("console:quiet")]
@@ -529,7 +559,8 @@ async def part_steps(root: Path, turns: int, clients: int, phases: list[str], sy
         if phase == "none":
             continue
         mean = statistics.fmean(steps) * 1e6
-        target = TARGET_CONSOLES_RATIO if phase == "console" else TARGET_STEP_RATIO
+        target = (TARGET_CONSOLES_RATIO if phase in ("console", "output")
+                  else TARGET_STEP_RATIO)  # fmt: skip
         rows.append(Row(f"step with {clients} {phase} clients vs none", f"{mean:.0f} us",
                         f"{base:.0f} us", mean / base, f"<= {target}x",
                         mean / base <= target))  # fmt: skip
@@ -654,6 +685,10 @@ async def main(args: argparse.Namespace) -> None:
             phases = args.phases.split(",")
             rows += await part_steps(root, args.step_turns, args.step_clients, phases,
                                      args.synchronous, args.profile)  # fmt: skip
+        if 5 in parts:
+            phases = ["none", "output"] * args.output_rounds + ["none"]
+            rows += await part_steps(root, args.step_turns, args.step_clients, phases,
+                                     args.synchronous, None, part=5)  # fmt: skip
         if 4 in parts:
             rows += await anyio.to_thread.run_sync(part_console, root, args.starts)
     table(rows)
@@ -662,7 +697,7 @@ async def main(args: argparse.Namespace) -> None:
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--parts", default="1,2,3,4", help="which measures (default all)")
+    parser.add_argument("--parts", default="1,2,3,5,4", help="which measures (default all)")
     parser.add_argument("--quick", action="store_true",
                         help="about a third of the default run: fewer samples, shorter phases")  # fmt: skip
     parser.add_argument("--decisions", type=int, default=300,
@@ -681,6 +716,8 @@ def parse_args() -> argparse.Namespace:
                              "clients' reader, every lane); console (the lanes a console "
                              "watches, showing a quiet thread); shown (a console showing the "
                              "thread that runs)")  # fmt: skip
+    parser.add_argument("--output-rounds", type=int, default=3,
+                        help="5: alternating no-client and output phases (default 3)")  # fmt: skip
     parser.add_argument("--synchronous", choices=("FULL", "NORMAL"), default="NORMAL",
                         help="1, 3: the store's synchronous setting (default NORMAL)")  # fmt: skip
     parser.add_argument("--starts", type=int, default=5,
@@ -691,7 +728,7 @@ def parse_args() -> argparse.Namespace:
     if args.quick:
         args.decisions, args.rounds, args.seconds = 100, 2, 2.0
         args.step_turns, args.phases, args.starts = 5, "none,full,none,console,none", 3
-        args.readers = "full"
+        args.readers, args.output_rounds = "full", 2
     return args
 
 

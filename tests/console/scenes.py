@@ -15,6 +15,7 @@ from textual.notifications import Notifications
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input
 
+from console.screens.main import MainScreen
 from engine.providers.base import ModelRequest, TextDelta
 from engine.providers.offline import OfflineModel
 from tests.console.helpers import send, started, until, until_pending
@@ -192,6 +193,60 @@ async def marked(pilot: Pilot) -> None:
     await steady(pilot)
 
 
+# Prints a build's lines, then a warning once the scene lets it (so stdout's and stderr's
+# order is the same every time), then runs until the app closes.
+BUILD = ("printf 'compiling %s\\n' engine/turn console/widgets tests/console; "
+         "while [ ! -e go1 ]; do sleep 0.02; done; echo 'warning: 2 tests skipped' >&2; "
+         "while [ ! -e go2 ]; do sleep 0.02; done")  # fmt: skip
+
+
+async def approved(pilot: Pilot, command: str) -> MainScreen:
+    """`command` asked for, approved from the queue, the chat's input focused again."""
+    main = await started(pilot)
+    await send(pilot, f"run `{command}`", click=False)
+    await until_pending(pilot, main)
+    main.query_one("#decisions").focus()
+    await pilot.press("a")
+    await until(pilot, lambda: main.state.pending, "approved", ok=lambda p: not p)
+    main.query_one("#chat-input").focus()
+    return main
+
+
+async def running_output(pilot: Pilot) -> None:
+    """A running command: its spinner and time, and what it printed so far, stderr apart."""
+    main = await approved(pilot, BUILD)
+    workspace = pilot.app.room.workspace  # type: ignore[attr-defined]
+
+    def lines() -> list[tuple[str, str]]:
+        tail = next(iter(main.state.output.values()), None)
+        return tail.last(8) if tail is not None else []
+
+    await until(pilot, lines, "the build's lines", ok=lambda seen: len(seen) == 3)
+    (workspace / "go1").touch()
+    await until(pilot, lines, "the warning", ok=lambda seen: len(seen) == 4)
+    log = main.query_one("ChatLog")
+    await until(pilot, lambda: log.output, "drawn", ok=lambda shown: len(shown) == 4)  # type: ignore[attr-defined]
+    await steady(pilot)
+
+
+async def long_output(pilot: Pilot, *, whole: bool) -> None:
+    """A finished command's 60 lines of output as text, cut after a screenful (`whole`:
+    all of it, ctrl+r)."""
+    main = await approved(pilot, "seq 60")
+    await until(pilot, lambda: main.state.counts(), "the turn ends", ok=lambda c: c == (0, 0))
+    if whole:
+        await pilot.press("ctrl+r")
+    await steady(pilot)
+
+
+async def output_cut(pilot: Pilot) -> None:
+    await long_output(pilot, whole=False)
+
+
+async def output_whole(pilot: Pilot) -> None:
+    await long_output(pilot, whole=True)
+
+
 SCENES: dict[str, tuple[Callable[[Pilot], Awaitable[None]], tuple[int, int], dict]] = {
     "card": (card, (160, 48), {}),
     "card_narrow": (card, (80, 24), {}),
@@ -208,4 +263,10 @@ SCENES: dict[str, tuple[Callable[[Pilot], Awaitable[None]], tuple[int, int], dic
     "detail_shell_narrow": (detail_shell, (80, 24), {}),
     "detail_write": (detail_write, (160, 48), {}),
     "detail_write_narrow": (detail_write, (80, 24), {}),
+    "running_output": (running_output, (160, 48), {}),
+    "running_output_narrow": (running_output, (80, 24), {}),
+    "output_cut": (output_cut, (160, 48), {}),
+    "output_cut_narrow": (output_cut, (80, 24), {}),
+    "output_whole": (output_whole, (160, 48), {}),
+    "output_whole_narrow": (output_whole, (80, 24), {}),
 }
