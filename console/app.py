@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import App
 from textual.binding import Binding
 from textual.notifications import Notification, Notify, SeverityLevel
@@ -101,8 +101,15 @@ class AgentDeck(App[int]):
         self.main = MainScreen(self.bridge, clock, keys_clock, Attention.of_room(room.config))
         self.closed_why: str | None = None  # said on the terminal once the screen is given back
         self._conditions: dict[str, Notification] = {}  # condition -> its toast
+        self.keys_pressed = 0  # keys the terminal sent, counted before any binding runs
         settings.use_themes(self)
         self._filters.append(NoControls())
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.Key) and not event.is_forwarded:
+            self.keys_pressed += 1  # (a key that must follow another at once asks this)
+            self.main.key_pressed(self.keys_pressed)
+        await super().on_event(event)
 
     def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
                timeout: float | None = None, markup: bool = False,

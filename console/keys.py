@@ -23,7 +23,9 @@ from textual.dom import DOMNode
 from textual.widget import Widget
 
 # Actions that move within a list: keys, not commands.
-NOT_COMMANDS = {"cursor", "cursor_down", "cursor_up", "first", "last"}
+# Not offered in the palette: moves, and keys that only mean something right after another
+# (the Esc that stops the chat's turn follows the Esc that left the chat).
+NOT_COMMANDS = {"cursor", "cursor_down", "cursor_up", "first", "last", "stop_armed"}
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,35 @@ def header(call: CallRow) -> str:
     return f"{call.tool} {one_line(call.args, 100)}"
 
 
+def what(call: CallRow) -> str:
+    """The call's arguments as a table cell reads them beside its tool: `$ command`, a
+    file tool's path, else the arguments on one line (their JSON is in the details)."""
+    args = call.args if isinstance(call.args, dict) else {}
+    if call.tool == "shell" and isinstance(args.get("command"), str):
+        return f"$ {one_line(args['command'], 200)}"
+    if call.tool in FILE_TOOLS and isinstance(args.get("path"), str):
+        return one_line(args["path"], 200)
+    return one_line(call.args, 40)
+
+
+def outcome(call: CallRow) -> str:
+    """What came of the call, in a line: a command's exit code and the first line it
+    printed (`exit 0 · 60 lines · 1`), another tool's result, or the error."""
+    if call.status != CallStatus.SUCCEEDED:
+        return one_line(call.error or "", 50)
+    text = call.result or ""
+    shell = shell_result(text)
+    if shell is None:
+        return one_line(text, 50)
+    printed = shell.stdout or shell.stderr
+    lines = printed.rstrip("\n").split("\n") if printed else []
+    said = f"exit {shell.exit_code}"
+    if len(lines) > 1:
+        said += f" · {len(lines)} lines"
+    first = next((line for line in lines if line.strip()), "")
+    return f"{said} · {one_line(first, 50)}" if first else said
+
+
 def tool_text(text: str, call: CallRow | None, styles: dict[str, Any],
               lines: int | None = TOOL_LINES) -> Text:  # fmt: skip
     """A tool entry drawn: its call's header and badge, then its output, cut after `lines`

@@ -48,6 +48,7 @@ def examples() -> list[ev._Event]:
                 input_tokens=i,
             ),  # fmt: skip
             ev.TextDelta(**base, text=text),
+            ev.CallOutput(**base, call_id=text, text=text, skipped=i),
             ev.MessageAppended(**base, role="user", text=text, seq=i),
             ev.CallChanged(**base, call_id=text, tool=text, status="new"),
             ev.CallChanged(

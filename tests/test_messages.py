@@ -170,6 +170,7 @@ EVENTS = [
     ev.StepStarted(at=3.0, thread_id="t1", turn_id="u1", step_id=7, step_kind="inference"),
     ev.StepFinished(at=4.5, turn_id="u1", step_id=7, step_kind="tool_round", status="failed", summary="2 calls", duration=0.25, input_tokens=10, output_tokens=3),
     ev.TextDelta(at=5.0, thread_id="t1", turn_id="u1", text="Hel\u00e9\n"),
+    ev.CallOutput(at=5.5, thread_id="t1", turn_id="u1", call_id="c1", stream="stderr", text="50%\r\x1b[2K", skipped=4096),
     ev.MessageAppended(at=6.0, thread_id="t1", turn_id="u1", role="tool", text="42", seq=9),
     ev.CallChanged(at=7.0, thread_id="t1", turn_id="u1", call_id="c1", tool="shell", args={"cmd": "ls", "n": [1, 2.5, None]}, status="suspended", error="needs approval"),
     ev.CallChanged(at=7.5, call_id="c2", tool="calc", args="not json {", status="succeeded", result="3"),

@@ -16,14 +16,15 @@ from console.widgets.text import Label, Static
 
 
 def key_rows(app: App[object], sections: list[tuple[str, list[Binding]]]) -> list[tuple[str, str]]:
-    """(keys, what they do) per binding, with a ("", title) row opening each section."""
+    """(keys, what they do) per binding, with a ("", title) row opening each section (a
+    binding's tooltip, where it has one, says more than its footer word)."""
     rows: list[tuple[str, str]] = []
     for title, bindings in sections:
         rows.append(("", title))
         for b in bindings:
             if b.description:
                 keys = " / ".join(app.get_key_display(Binding(k, "")) for k in b.key.split(","))
-                rows.append((keys, b.description))
+                rows.append((keys, b.tooltip or b.description))
     return rows
 
 

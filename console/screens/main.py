@@ -18,7 +18,6 @@ from textual.binding import Binding
 from textual.containers import Grid, Vertical
 from textual.message import Message
 from textual.screen import Screen
-from textual.timer import Timer
 from textual.widgets import Input
 
 from console import settings
@@ -28,12 +27,13 @@ from console.copying import copy_call
 from console.format import set_title, short_id
 from console.screens.confirm import ConfirmScreen
 from console.screens.decide_flow import Decider
+from console.screens.opening import open_screen
 from console.screens.outbox import Outbox
+from console.screens.running import Running
 from console.screens.telling import Teller
 from console.screens.threads import ThreadPickerScreen
 from console.screens.timeline_filters import TimelineFilters
 from console.spinner import FPS as SPIN_FPS
-from console.spinner import room_activity, thread_activity, thread_output
 from console.widgets.calls_table import CallsTable
 from console.widgets.chat_log import ChatLog
 from console.widgets.chat_pane import ChatPane
@@ -46,8 +46,6 @@ from console.widgets.timeline import Timeline
 from engine.lifecycle import TurnStatus
 
 DEFAULT_THREAD = "chat:main"
-STOP_ARMED = 2.0  # seconds a second Esc stops the turn after the first left the chat
-OUTPUT_LINES = 8  # lines of a running call's output under its spinner (fewer in a short chat)
 
 
 class MainScreen(Screen[None]):
@@ -55,22 +53,28 @@ class MainScreen(Screen[None]):
 
     BINDINGS = [
         Binding("slash", "filter", "Filter"),
-        Binding("escape", "stop_armed", "Stop turn", priority=True),
+        Binding(
+            "escape",
+            "stop_armed",
+            "Stop turn",
+            priority=True,
+            tooltip="Stop the turn: the Esc right after one left the chat",
+        ),
         Binding("escape", "clear_filter", "Clear filter", show=False),
         Binding("c", "cancel_turn", "Cancel turn"),
         Binding("ctrl+n", "new_thread", "New thread"),
         Binding("ctrl+t", "switch_thread", "Threads"),
-        Binding("s", "scheduler", "Scheduler"),
-        Binding("r", "rules", "Rules", show=False),
-        Binding("h", "history", "History", show=False),
-        Binding("l", "channels", "Channels", show=False),
-        Binding("o", "rooms", "Rooms on the bus", show=False),
+        Binding("s", "open('scheduler')", "Scheduler"),
+        Binding("r", "open('rules')", "Rules", show=False),
+        Binding("h", "open('history')", "History", show=False),
+        Binding("l", "open('channels')", "Channels", show=False),
+        Binding("o", "open('rooms')", "Rooms on the bus", show=False),
         Binding("ctrl+r", "whole_output", "Tools' output whole/cut", show=False),
         Binding("ctrl+g", "cycle_group", "Group filter", show=False),
         Binding("ctrl+l", "cycle_channel", "Channel filter", show=False),
         Binding("d", "focus_pane('decisions')", "Decisions", show=False),
         Binding("i", "focus_pane('chat-input')", "Chat", show=False),
-        Binding("exclamation_mark", "review", "Review after a crash", show=False),
+        Binding("exclamation_mark", "open('review')", "Review after a crash", show=False),
     ]
 
     class Acted(Message):
@@ -94,9 +98,7 @@ class MainScreen(Screen[None]):
         self.decider = Decider(self, bridge, self._redraw_pending, self.outbox.act)
         self.teller = Teller(self, self.state, self.decider.mine, lambda: self.attention)
         self._opened = False  # a runtime was reached once: the thread to show was chosen
-        self._spinning, self._frame = False, 0  # the spinner: drawn while a turn runs
-        self._stop_armed: str | None = None  # the thread a second Esc stops (for STOP_ARMED s)
-        self._disarming: Timer | None = None
+        self.running = Running(self)  # the spinner, and the Esc that stops the chat's turn
         self._stoppable = False  # the shown thread has a turn running or waiting
 
     def compose(self) -> ComposeResult:
@@ -129,7 +131,7 @@ class MainScreen(Screen[None]):
         self._title_decisions()
         self.query_one("#chat-input").focus()
         self.set_interval(1.0, self._tick_ages, name="ages")
-        self.set_interval(1 / SPIN_FPS, self._spin, name="spinner")
+        self.set_interval(1 / SPIN_FPS, self.running.spin, name="spinner")
         status = self.query_one(StatusBar)
         self.watch(self.query_one(Timeline), "follow", lambda v: setattr(status, "follow", v))
 
@@ -215,31 +217,19 @@ class MainScreen(Screen[None]):
         """`c` (cancel a turn) is offered only while there is one to cancel."""
         if action == "cancel_turn":
             return self.cancel_target() is not None
-        if action == "stop_armed":
-            return self._stop_armed is not None
+        if action == "stop_armed":  # the key right after the Esc that left the chat
+            return self.running.armed()
         return True
+
+    def key_pressed(self, count: int) -> None:
+        self.running.key_pressed(count)
 
     @on(ChatPane.StopArmed)
     def stop_armed(self, event: ChatPane.StopArmed) -> None:
-        self._stop_armed = event.thread_id
-        self.refresh_bindings()
-        if self._disarming is not None:
-            self._disarming.stop()
-        self._disarming = self.set_timer(STOP_ARMED, self._disarm, name="stop armed")
-
-    def _disarm(self) -> None:
-        self._stop_armed = None
-        self.refresh_bindings()
+        self.running.arm(event.thread_id)
 
     def action_stop_armed(self) -> None:
-        """The second Esc: the thread's turn is cancelled now, without a question (the
-        first Esc said the second would)."""
-        assert self._stop_armed is not None
-        thread_id = self._stop_armed
-        self._disarm()
-        turn = self.state.active_turn(thread_id)
-        if turn is not None:
-            self.outbox.act("cancel_turn", turn.turn_id, self.bridge.cancel_turn(turn.turn_id))
+        self.running.stop()
 
     def _redraw_pending(self) -> None:
         self.query_one(DecisionQueue).show_pending(self.state.pending, self.state.decided)
@@ -264,30 +254,13 @@ class MainScreen(Screen[None]):
 
     def _redraw_calls(self) -> None:
         self.query_one(CallsTable).show(self.selected_turn, self.state.calls_of(self.selected_turn),
-                                        self.clock(), self._frame)  # fmt: skip
+                                        self.clock(), self.running.frame)  # fmt: skip
         title = f"Calls · {short_id(self.selected_turn) if self.selected_turn else 'no turn'}"
         turn = self.state.turns.get(self.selected_turn or "")
         if turn is not None and (turn.input_tokens or turn.output_tokens):
             title += f" · {turn.input_tokens:,} in / {turn.output_tokens:,} out tokens"
         pane = self.query_one("#calls-pane")
         set_title(pane, title)
-
-    def _spin(self) -> None:
-        """While a turn runs: the spinner and its time, in the chat, the calls pane and the
-        status bar (nothing is drawn while nothing runs)."""
-        running = self.state.counts()[0] > 0
-        if not running and not self._spinning:
-            return
-        now = self.clock()
-        self._spinning, self._frame = running, int(now * SPIN_FPS)  # (the clock's: a test's
-        frame = self._frame  # fixed clock draws the same frame every time)
-        self.query_one(StatusBar).activity = room_activity(self.state, now, frame)
-        log = self.query_one(ChatLog)
-        lines = min(OUTPUT_LINES, max(2, log.size.height // 3))  # what the call printed last
-        log.show_activity(thread_activity(self.state, self.thread_id, now, frame),
-                          thread_output(self.state, self.thread_id, lines))  # fmt: skip
-        calls = self.state.calls_of(self.selected_turn)
-        self.query_one(CallsTable).show(self.selected_turn, calls, now, frame)
 
     def _tick_ages(self) -> None:
         if self.state.pending:
@@ -458,35 +431,9 @@ class MainScreen(Screen[None]):
 
     # -- other screens, and the timeline's filters ---------------------------------------------------------
 
-    def action_scheduler(self) -> None:
-        from console.screens.scheduler import SchedulerScreen
-
-        self.app.push_screen(SchedulerScreen(self.bridge, self.clock))
-
-    def action_rules(self) -> None:
-        from console.screens.rules import RulesScreen
-
-        self.app.push_screen(RulesScreen(self.bridge, self.clock))
-
-    def action_channels(self) -> None:
-        from console.screens.channels import ChannelsScreen
-
-        self.app.push_screen(ChannelsScreen(self.bridge, self.clock))
-
-    def action_rooms(self) -> None:
-        from console.screens.channels import RoomsScreen
-
-        self.app.push_screen(RoomsScreen(self.bridge))
-
-    def action_review(self) -> None:
-        from console.screens.review import ReviewScreen
-
-        self.app.push_screen(ReviewScreen(self.bridge))
-
-    def action_history(self) -> None:
-        from console.screens.history import HistoryScreen
-
-        self.app.push_screen(HistoryScreen(self.app.room, clock=self.clock))  # type: ignore[attr-defined]
+    def action_open(self, name: str) -> None:
+        """Open another screen: the scheduler, rules, channels, rooms, review or history."""
+        self.app.push_screen(open_screen(name, self.bridge, self.clock, self.app.room))  # type: ignore[attr-defined]
 
     def action_cycle_group(self) -> None:
         self.filters.cycle_group()

@@ -1,4 +1,6 @@
-"""The tool calls of the selected turn: tool, state, arguments, result or error, timings.
+"""The tool calls of the selected turn: tool, state, arguments, result or error, timings,
+as people read them (`$ make`, `exit 0 · 12 lines · ok`: console/tool_lines.py); the JSON
+is in the details, Enter.
 
 A line-rendered table (`ScrollView` + `render_line`), not a `DataTable`: the pane is
 redrawn every time the operator moves to a step of another turn, and a `DataTable`
@@ -17,10 +19,11 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.strip import Strip
 
-from console.format import duration, one_line, visible
+from console.format import duration, visible
 from console.glyphs import STATE_CLASSES, look
 from console.spinner import ran, spin
 from console.state import CallRow
+from console.tool_lines import outcome, what
 from console.widgets.lines import LineView
 from engine.lifecycle import CallStatus
 
@@ -72,8 +75,8 @@ class CallsTable(LineView, can_focus=True):
         redrawn when they did not change. A running call's time is live (`now`), with the
         spinner's `frame`."""
         rows: list[tuple[str, tuple[str, ...]]] = [
-            (call.call_id, (call.tool, call.status, one_line(call.args, 40),
-                            one_line(_outcome(call) or "", 50), _took_cell(call, now, frame)))
+            (call.call_id, (call.tool, call.status, what(call), outcome(call),
+                            _took_cell(call, now, frame)))
             for call in calls
         ]  # fmt: skip
         if turn_id == self.turn_id and rows == self._rows:
@@ -179,13 +182,20 @@ class CallsTable(LineView, can_focus=True):
         return Strip(segments).adjust_cell_length(width, base)
 
     def _fitted(self, width: int) -> list[int]:
-        """Column widths for `width` cells: the result, then the arguments, give way."""
+        """Column widths for `width` cells: the wider of the arguments and the result gives
+        way first, down to the other's width, then both share what is left."""
         widths = list(self._widths)
         over = sum(w + 2 for w in widths) - width
-        for i in (3, 2):
-            if over > 0 and (give := min(over, widths[i] - MIN_WIDTH)) > 0:
-                widths[i] -= give
-                over -= give
+        if over > 0:
+            args, result = widths[2], widths[3]
+            room = max(2 * MIN_WIDTH, args + result - over)
+            small = min(args, result)
+            if room - small >= small:  # only the wider gives way
+                big = room - small
+            else:
+                small = room // 2
+                big = room - small
+            widths[2], widths[3] = (big, small) if args >= result else (small, big)
         return widths
 
 
@@ -195,10 +205,6 @@ def _shown(column: int, cell: str) -> str:
         return cell
     state = look(cell)
     return f"{state.glyph} {state.word}"
-
-
-def _outcome(call: CallRow) -> str | None:
-    return call.result if call.status == CallStatus.SUCCEEDED else call.error
 
 
 def _took(call: CallRow) -> float | None:

@@ -44,7 +44,12 @@ class ChatPane(Vertical):
 
     BINDINGS = [
         Binding("escape", "leave", "Leave chat"),
-        Binding("escape", "leave(True)", "Leave (twice: stop turn)"),
+        Binding(
+            "escape",
+            "leave(True)",
+            "Leave (twice: stop turn)",
+            tooltip="While a turn runs: leave; Esc again at once stops it",
+        ),
         Binding("tab", "to_card", "Decide", show=False),
         Binding("up", "recall(-1)", "Earlier message", show=False),
         Binding("down", "recall(1)", "Later message", show=False),

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from console.state import CallRow
-from console.tool_lines import TOOL_LINES, find_call, tool_text
+from console.tool_lines import TOOL_LINES, find_call, outcome, tool_text, what
 from console.widgets.chat_log import ChatLog
 from engine.lifecycle import CallStatus
 from tests.console.helpers import SIZE, call_waits, until
@@ -21,6 +21,19 @@ def shell(command: str, result: dict) -> tuple[CallRow, str]:
     text = json.dumps(result)
     return CallRow("c", "t", "th", "shell", {"command": command}, CallStatus.SUCCEEDED,
                    result=text), text  # fmt: skip
+
+
+def test_the_calls_pane_reads_a_call_as_people_do_not_as_json() -> None:
+    call, _ = shell("seq 3", {"exit_code": 0, "stdout": "1\n2\n3\n", "stderr": ""})
+    assert (what(call), outcome(call)) == ("$ seq 3", "exit 0 · 3 lines · 1")
+    failed, _ = shell("false", {"exit_code": 1, "stdout": "", "stderr": ""})
+    assert outcome(failed) == "exit 1"
+    read = CallRow("c", "t", "th", "read_file", {"path": "notes/a.md"}, CallStatus.FAILED,
+                   error="no such file: notes/a.md")  # fmt: skip
+    assert (what(read), outcome(read)) == ("notes/a.md", "no such file: notes/a.md")
+    calc = CallRow("c", "t", "th", "calc", {"expression": "6*7"}, CallStatus.SUCCEEDED,
+                   result="42")  # fmt: skip
+    assert (what(calc), outcome(calc)) == ('{"expression": "6*7"}', "42")
 
 
 def test_a_shell_answer_is_its_command_its_exit_and_its_output() -> None:

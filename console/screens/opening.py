@@ -1,0 +1,40 @@
+"""The screens the main screen opens by a key, each loaded when first opened (most
+sessions open few of them, and the console starts faster without them)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from textual.screen import Screen
+
+from console.bridge import Bridge
+
+
+def open_screen(name: str, bridge: Bridge, clock: Callable[[], float], room: Any) -> Screen[Any]:
+    """The screen `name` (scheduler, rules, channels, rooms, review, history), made."""
+    if name == "scheduler":
+        from console.screens.scheduler import SchedulerScreen
+
+        return SchedulerScreen(bridge, clock)
+    if name == "rules":
+        from console.screens.rules import RulesScreen
+
+        return RulesScreen(bridge, clock)
+    if name == "channels":
+        from console.screens.channels import ChannelsScreen
+
+        return ChannelsScreen(bridge, clock)
+    if name == "rooms":
+        from console.screens.channels import RoomsScreen
+
+        return RoomsScreen(bridge)
+    if name == "review":
+        from console.screens.review import ReviewScreen
+
+        return ReviewScreen(bridge)
+    if name == "history":
+        from console.screens.history import HistoryScreen
+
+        return HistoryScreen(room, clock=clock)
+    raise ValueError(f"no screen {name!r}")
