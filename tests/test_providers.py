@@ -354,7 +354,8 @@ def test_anthropic_request_conversion() -> None:
     body = AnthropicProvider("m", KEY).body(
         ModelRequest(messages=history, tools=TOOLS, system="Be brief.")
     )
-    assert body["system"] == "Be brief.\n\nUse metric."
+    assert body["system"] == [{"type": "text", "text": "Be brief.\n\nUse metric.",
+                               "cache_control": {"type": "ephemeral"}}]  # fmt: skip
     assert body["tools"] == [
         {"name": "clock", "description": "Tell the time.", "input_schema": {"type": "object"}}
     ]

@@ -5,6 +5,12 @@ the top level, tool results as `tool_result` blocks of a user turn, tool calls a
 `tool_use` blocks), and the named SSE events (message_start, content_block_*,
 message_delta, message_stop, ping, error) become model events. HTTP, retries and errors
 live in `engine.providers.http`.
+
+Every request marks one prompt-cache breakpoint (`cache_control`) at the end of what stays
+the same from one request of a conversation to the next: the tools and the system text,
+which the API caches in that order. A later request with the same prefix reads it from
+the cache (`cache_read_input_tokens`) instead of processing it again; a prefix shorter
+than the model's minimum (1024 tokens, or 2048 for Haiku) is simply not cached.
 """
 
 from __future__ import annotations
@@ -29,6 +35,11 @@ from engine.providers.openai import late_result_text
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
 STOP_REASONS = {"stop_sequence": "end_turn"}  # end_turn, tool_use, max_tokens, refusal: as is
+CACHE_BREAKPOINT = {"type": "ephemeral"}
+# The API's words for a prompt over the context window, in a 400 invalid_request_error:
+# "prompt is too long: 208310 tokens > 200000 maximum", and, when max_tokens is what does
+# not fit, "input length and `max_tokens` exceed context limit: 197202 + 21333 > 200000".
+OVER_WINDOW = ("prompt is too long", "exceed context limit")
 
 
 def anthropic_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -67,7 +78,7 @@ def anthropic_messages(request: ModelRequest) -> tuple[str, list[dict[str, Any]]
             if m.text:
                 system.append(m.text)
         elif m.role == "user":
-            add("user", [{"type": "text", "text": m.text}] if m.text else [])
+            add("user", [{"type": "text", "text": m.read_text}] if m.read_text else [])
         elif m.role == "assistant":
             notes, uses = [], []
             for tc in m.tool_calls:
@@ -136,10 +147,21 @@ class AnthropicProvider(HTTPProvider):
             "stream": True,
         }
         if system:
-            body["system"] = system
+            body["system"] = [
+                {"type": "text", "text": system, "cache_control": dict(CACHE_BREAKPOINT)}
+            ]
         if request.tools:
             body["tools"] = anthropic_tools(request.tools)
+            if not system:  # the breakpoint ends the tools instead, so they still cache
+                body["tools"][-1]["cache_control"] = dict(CACHE_BREAKPOINT)
         return body
+
+    def over_window(self, error: dict[str, Any]) -> bool:
+        """The API's invalid_request_error for a prompt over the context window."""
+        message = str(error.get("message") or "").lower()
+        return error.get("type") == "invalid_request_error" and any(
+            phrase in message for phrase in OVER_WINDOW
+        )
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         """Text, tool-call pieces, usage, then one StopEvent at message_stop."""
@@ -174,7 +196,7 @@ class _Seen:
 
     tools: dict[int, int] = field(default_factory=dict)  # content block index -> call index
     usage: dict[str, int] = field(  # cumulative counts already emitted
-        default_factory=lambda: {"input_tokens": 0, "output_tokens": 0}
+        default_factory=lambda: {"input_tokens": 0, "output_tokens": 0, "cached_tokens": 0}
     )
     reason: str = "end_turn"
 
@@ -221,16 +243,21 @@ def _event_events(kind: Any, data: dict[str, Any], seen: _Seen) -> Iterator[Mode
 
 
 def _usage(usage: Any, seen: dict[str, int]) -> UsageEvent | None:
-    """The growth of Anthropic's cumulative token counts since the last report."""
+    """The growth of Anthropic's cumulative token counts since the last report.
+
+    The API's `input_tokens` leaves out the tokens written to and read from the cache;
+    here input_tokens is the whole prompt (all three) and cached_tokens the reads.
+    """
     if not isinstance(usage, dict):
         return None
+    totals = {"output_tokens": usage.get("output_tokens")}
+    if usage.get("input_tokens") is not None:
+        read = usage.get("cache_read_input_tokens") or 0
+        written = usage.get("cache_creation_input_tokens") or 0
+        totals["input_tokens"] = usage["input_tokens"] + written + read
+        totals["cached_tokens"] = read
     grown = {}
-    for key in seen:
-        total = usage.get(key)
-        if key == "input_tokens" and total is not None:
-            total += (usage.get("cache_creation_input_tokens") or 0) + (
-                usage.get("cache_read_input_tokens") or 0
-            )
+    for key, total in totals.items():
         if isinstance(total, int) and total > seen[key]:
             grown[key] = total - seen[key]
             seen[key] = total

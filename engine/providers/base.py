@@ -39,9 +39,14 @@ MAX_TOKENS = 2**31 - 1
 
 
 class UsageEvent(BaseModel):
+    """Tokens one request used, or the growth of a count reported before."""
+
     kind: Literal["usage"] = "usage"
     input_tokens: int = Field(0, ge=0, le=MAX_TOKENS)
     output_tokens: int = Field(0, ge=0, le=MAX_TOKENS)
+    # Input tokens the provider served from its prompt cache: a share of input_tokens, not
+    # added to it, so that input_tokens stays the size of the prompt whatever was cached.
+    cached_tokens: int = Field(0, ge=0, le=MAX_TOKENS)
 
 
 class StopEvent(BaseModel):
@@ -71,6 +76,14 @@ class ProviderError(RuntimeError):
     """A provider failed in a way retries did not fix; ends the turn with `error`."""
 
 
+class ContextTooLong(ProviderError):
+    """The provider refused the request as longer than the model's context window.
+
+    A ProviderError still, so a caller that does not know it ends the turn as before; one
+    that does can shorten the conversation and ask again. Its message quotes the provider.
+    """
+
+
 class Provider(Protocol):
     """A model behind one streaming interface."""
 
@@ -88,6 +101,7 @@ class AssistantAccumulator:
     calls: dict[int, dict[str, str]] = field(default_factory=dict)
     input_tokens: int = 0
     output_tokens: int = 0
+    cached_tokens: int = 0
     stop_reason: str | None = None
 
     def add(self, event: ModelEvent) -> None:
@@ -99,9 +113,10 @@ class AssistantAccumulator:
                 slot["id"] = cid or slot["id"]
                 slot["name"] = name or slot["name"]
                 slot["arguments"] += args
-            case UsageEvent(input_tokens=it, output_tokens=ot):
+            case UsageEvent(input_tokens=it, output_tokens=ot, cached_tokens=ct):
                 self.input_tokens += it
                 self.output_tokens += ot
+                self.cached_tokens += ct
             case StopEvent(reason=r):
                 self.stop_reason = r
 

@@ -33,7 +33,7 @@ import httpx
 from pydantic import ValidationError
 
 from engine.io.sse import DEFAULT_LIMIT, SSEError, SSEEvent, parse_sse, sse_lines
-from engine.providers.base import ModelEvent, ProviderError
+from engine.providers.base import ContextTooLong, ModelEvent, ProviderError
 
 T = TypeVar("T")
 ERROR_BODY = 65_536  # bytes of an error response read for its message
@@ -147,8 +147,8 @@ class HTTPProvider:
             text = text.replace(self._api_key, "***")
         return _KEYLIKE.sub(r"\1***", text)
 
-    def error(self, text: str) -> ProviderError:
-        return ProviderError(self.redact(f"{self.name} ({self.model}): {text}"))
+    def error(self, text: str, kind: type[ProviderError] = ProviderError) -> ProviderError:
+        return kind(self.redact(f"{self.name} ({self.model}): {text}"))
 
     def shaped(
         self, read: Callable[..., Iterable[ModelEvent]], *args: Any, data: str
@@ -302,18 +302,29 @@ class HTTPProvider:
     ) -> ProviderError:
         """A ProviderError naming the status, its meaning and the API's own message."""
         status = response.status_code
+        too_long = status == 400 and self.over_window(api_error(body))
         reason = _REASONS.get(status) or ("server error" if status >= 500 else "request failed")
+        if too_long:
+            reason = "the prompt is over the model's context window"
         text = f"HTTP {status} {reason}"
         if status == 401 and not self._api_key:
             text += f" [no API key is set: {self.key_hint()}]"
         detail = api_message(body)
         if detail:
-            text += f": {detail}"
+            text += f": {detail[:300] if too_long else detail}"
         if note:
             text += f"; {note}"
         if attempts > 1:
             text += f" (after {attempts} attempts)"
-        return self.error(text)
+        return self.error(text, ContextTooLong if too_long else ProviderError)
+
+    def over_window(self, error: dict[str, Any]) -> bool:
+        """Whether a 400's error object says the prompt is over the model's context window.
+
+        Each API says so in its own words, so each provider answers for its own; a 400 it
+        does not recognise stays a plain ProviderError.
+        """
+        return False
 
     def key_hint(self) -> str:
         return "set the provider's API key"
@@ -326,6 +337,19 @@ def api_message(body: bytes) -> str:
     except (ValueError, RecursionError):  # not JSON (nor UTF-8), huge numbers, deep nesting
         return " ".join(body[:4096].decode("utf-8", "replace").split())[:300]
     return error_detail(payload)[:500]
+
+
+def api_error(body: bytes) -> dict[str, Any]:
+    """The error object of an error body: `error` of a JSON body, the body itself where
+    a server (vLLM) sends it bare, or `{"message": text}` for a body that is not JSON."""
+    try:
+        payload = json.loads(body)
+    except (ValueError, RecursionError):
+        return {"message": body[:4096].decode("utf-8", "replace")}
+    err = payload.get("error", payload) if isinstance(payload, dict) else payload
+    if isinstance(err, dict):
+        return err
+    return {"message": err} if isinstance(err, str) else {}
 
 
 def error_detail(payload: Any) -> str:

@@ -9,10 +9,11 @@ live in `engine.providers.http`.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncGenerator, Iterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from engine.domain.messages import ConvMessage
 from engine.providers.base import (
@@ -26,6 +27,17 @@ from engine.providers.base import (
 from engine.providers.http import HTTPProvider, error_detail
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+# OpenAI's reasoning models take their instructions as "developer" messages; every other
+# model takes "system" (OpenAI converts one to the other, a local server may refuse it).
+DEVELOPER_MODELS = ("o1", "o3", "o4-mini", "gpt-5")
+# How OpenAI-compatible servers that send no `context_length_exceeded` code word a prompt
+# over the context window: OpenAI, vLLM, Mistral, DeepSeek ("maximum context length"),
+# llama.cpp (its type "exceed_context_size_error"), older vLLM ("is too long and exceeds
+# limit"); and, for the rest, the context's length, size or window said to be exceeded.
+OVER_WINDOW = ("maximum context length", "exceed_context_size_error", "context_length_exceeded",
+               "prompt is too long", "is too long and exceeds limit")  # fmt: skip
+CONTEXT = re.compile(r"\bcontext[ _](?:length|size|window|limit)")
+EXCEEDED = ("exceed", "too long", "too many tokens", "longer than", "greater than", "not enough")
 STOP_REASONS = {
     "stop": "end_turn",
     "tool_calls": "tool_use",
@@ -54,8 +66,22 @@ def openai_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def openai_messages(request: ModelRequest) -> list[dict[str, Any]]:
-    """The conversation as Chat Completions messages.
+def instruction_role(model: str) -> Literal["system", "developer"]:
+    """The role instructions go in for `model`: "developer" for OpenAI's reasoning models
+    (the o1, o3, o4-mini and gpt-5 families, with or without a provider prefix such as
+    `openai/`), "system" for every other model and server."""
+    name = model.rsplit("/", 1)[-1].lower()
+    for family in DEVELOPER_MODELS:
+        if name == family or name.startswith((f"{family}-", f"{family}.", f"{family}:")):
+            return "developer"
+    return "system"
+
+
+def openai_messages(
+    request: ModelRequest, system_role: Literal["system", "developer"] = "system"
+) -> list[dict[str, Any]]:
+    """The conversation as Chat Completions messages, instructions first in `system_role`
+    (the request's `system`, then any system message of the conversation in its place).
 
     A late result (a second tool message for a call already answered, e.g. after a
     "pending" placeholder) becomes a user message, sent after the run of tool messages it
@@ -63,7 +89,7 @@ def openai_messages(request: ModelRequest) -> list[dict[str, Any]]:
     """
     out: list[dict[str, Any]] = []
     if request.system:
-        out.append({"role": "system", "content": request.system})
+        out.append({"role": system_role, "content": request.system})
     answered: set[str] = set()
     late: list[str] = []
 
@@ -75,8 +101,10 @@ def openai_messages(request: ModelRequest) -> list[dict[str, Any]]:
     for m in request.messages:
         if m.role != "tool":
             flush_late()
-        if m.role in ("system", "user"):
-            out.append({"role": m.role, "content": m.text})
+        if m.role == "system":
+            out.append({"role": system_role, "content": m.text})
+        elif m.role == "user":
+            out.append({"role": "user", "content": m.read_text})
         elif m.role == "assistant":
             entry: dict[str, Any] = {"role": "assistant", "content": m.text or None}
             if m.tool_calls:
@@ -107,7 +135,13 @@ def openai_messages(request: ModelRequest) -> list[dict[str, Any]]:
 
 
 class OpenAIProvider(HTTPProvider):
-    """A model behind an OpenAI-compatible `/chat/completions` endpoint, streamed."""
+    """A model behind an OpenAI-compatible `/chat/completions` endpoint, streamed.
+
+    `system_role` is the role instructions are sent in: "system" or "developer"; None (the
+    default) chooses by the model of each request (`instruction_role`): "developer" for
+    OpenAI's reasoning models (o1, o3, o4-mini, gpt-5), "system" otherwise, which is what
+    local servers (Ollama, vLLM, llama.cpp) understand.
+    """
 
     name = "openai"
     hosted_url = DEFAULT_BASE_URL
@@ -119,10 +153,12 @@ class OpenAIProvider(HTTPProvider):
         base_url: str = DEFAULT_BASE_URL,
         *,
         max_tokens: int | None = None,
+        system_role: Literal["system", "developer"] | None = None,
         **http: Any,
     ) -> None:
         super().__init__(model, api_key, base_url, **http)
         self.max_tokens = max_tokens
+        self.system_role = system_role
 
     def headers(self) -> dict[str, str]:
         headers = super().headers()
@@ -135,9 +171,11 @@ class OpenAIProvider(HTTPProvider):
 
     def body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON request body for `request`."""
+        model = request.model or self.model
+        role = self.system_role or instruction_role(model)
         body: dict[str, Any] = {
-            "model": request.model or self.model,
-            "messages": openai_messages(request),
+            "model": model,
+            "messages": openai_messages(request, role),
             "stream": True,
             "stream_options": {"include_usage": True},
         }
@@ -169,6 +207,15 @@ class OpenAIProvider(HTTPProvider):
             reason = "tool_use"  # some local servers finish tool calls with "stop"
         yield StopEvent(reason=reason)
 
+    def over_window(self, error: dict[str, Any]) -> bool:
+        """OpenAI's `context_length_exceeded` code, or the words of servers without it."""
+        if error.get("code") == "context_length_exceeded":
+            return True
+        words = f"{error.get('message') or ''} {error.get('type') or ''}".lower()
+        if any(phrase in words for phrase in OVER_WINDOW):
+            return True
+        return bool(CONTEXT.search(words)) and any(word in words for word in EXCEEDED)
+
     def decode(self, data: str) -> dict[str, Any]:
         try:
             chunk = json.loads(data)
@@ -194,9 +241,14 @@ def _chunk_events(chunk: dict[str, Any], seen: _Seen) -> Iterator[ModelEvent]:
     the wrong shape into a ProviderError)."""
     usage = chunk.get("usage")
     if isinstance(usage, dict):
+        # prompt_tokens counts the cached tokens too; servers without a cache send no
+        # details, or null (vLLM)
+        details = usage.get("prompt_tokens_details")
+        cached = details.get("cached_tokens") if isinstance(details, dict) else None
         yield UsageEvent(
             input_tokens=usage.get("prompt_tokens") or 0,
             output_tokens=usage.get("completion_tokens") or 0,
+            cached_tokens=cached or 0,
         )
     for choice in chunk.get("choices") or []:
         delta = choice.get("delta") or {}
