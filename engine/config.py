@@ -22,6 +22,7 @@ from pydantic import (
     model_validator,
 )
 
+from engine.domain.instructions import MAX_PART
 from engine.domain.rules import Rule, check_pattern
 
 
@@ -72,10 +73,19 @@ class GroupSettings(_Section):
     coalesce: Literal["none", "keep_pending", "newest"] | None = None
     paused: bool | None = None
     strategy: Literal["react", "direct", "plan_execute"] | None = None
+    instructions: str | None = Field(None, max_length=MAX_PART)  # the group's agents are told
 
 
 class ThreadSettings(_Section):
     strategy: Literal["react", "direct", "plan_execute"] | None = None
+    instructions: str | None = Field(None, max_length=MAX_PART)  # an operator's set ones win
+
+
+class AgentConfig(_Section):
+    """What every turn's agent is told (engine/domain/instructions.py for the order)."""
+
+    instructions: str | None = Field(None, max_length=MAX_PART)
+    file: str = Field("AGENTS.md", min_length=1, max_length=4096)  # in the room; relative
 
 
 class RuntimeConfig(_Section):
@@ -270,6 +280,7 @@ class Config(_Section):
     store: StoreConfig = Field(default_factory=StoreConfig)
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
+    agent: AgentConfig = Field(default_factory=AgentConfig)
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
     groups: dict[str, GroupSettings] = Field(default_factory=dict)
     threads: dict[str, ThreadSettings] = Field(default_factory=dict)

@@ -117,6 +117,9 @@ def as_version(conn: Any, version: int) -> None:
     was: the columns added since are dropped, and its user_version says `version`."""
     if version < 6:
         conn.execute("ALTER TABLE tool_calls DROP COLUMN awaiting")
+    if version < 7:
+        conn.execute("ALTER TABLE turns DROP COLUMN instructions")
+        conn.execute("ALTER TABLE threads DROP COLUMN instructions")
     conn.execute(f"PRAGMA user_version = {version}")
 
 

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         RoomOverview,
         SubmitBody,
         Submitted,
+        ThreadInstructions,
     )
     from engine.api.rule_models import NewRule, Revoked
     from engine.api.watch import Watch
@@ -45,7 +46,8 @@ if TYPE_CHECKING:
 # served, so a command loads only the models of the operations it uses.
 operation = declarer({
     "engine.api.models": ("CancelBody", "Cancelled", "ChannelsView", "Decided", "DeliveryRow",
-                          "GroupChange", "Info", "RoomOverview", "SubmitBody", "Submitted"),
+                          "GroupChange", "Info", "InstructionsBody", "RoomOverview",
+                          "SubmitBody", "Submitted", "ThreadInstructions"),
     "engine.api.rule_models": ("NewRule", "RevokeBody", "Revoked"),
     "engine.domain.cluster_view": ("ClusterView",),
     "engine.domain.decisions": ("Decision", "PendingCall"),
@@ -240,6 +242,18 @@ class RoomClient:
                constraints={"name": {"pattern": GROUP_NAME}})  # fmt: skip
     async def configure_group(self, name: str, change: GroupChange) -> GroupConfig:
         """Pause, resume or re-budget a thread group; it persists."""
+        raise NotImplementedError
+
+    @operation("GET", "/v1/instructions", mutates=False,
+               constraints={"thread_id": {"min_length": 1, "max_length": 4096}})  # fmt: skip
+    async def instructions(self, thread_id: str) -> ThreadInstructions:
+        """What a new turn on the thread is told: the room's AGENTS.md, agentdeck.toml's
+        [agent] and the group's, and the thread's own, in that order."""
+        raise NotImplementedError
+
+    @operation("PUT", "/v1/instructions", mutates=True, body="InstructionsBody")
+    async def set_instructions(self, thread_id: str, text: str | None = None) -> ThreadInstructions:
+        """Set the thread's own instructions (None or blank: none); its next turn is told."""
         raise NotImplementedError
 
     async def follow(

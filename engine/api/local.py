@@ -22,9 +22,11 @@ from engine.api.models import (
     DeliveryRow,
     GroupChange,
     Info,
+    InstructionsPart,
     RoomOverview,
     SubmitBody,
     Submitted,
+    ThreadInstructions,
 )
 from engine.api.rule_models import NewRule, Revoked
 from engine.api.watch import Lanes, Watch
@@ -197,6 +199,17 @@ class LocalClient(RoomClient):
             raise NotFound(f"no thread group {name!r} (groups: {', '.join(known)})")
         changes = change.model_dump(exclude_none=True)
         return await self.runtime.configure_group(name, **changes)
+
+    async def instructions(self, thread_id: str) -> ThreadInstructions:
+        group, told, own = await self.runtime.instructions.describe(thread_id)
+        parts = [InstructionsPart(source=source, text=text) for source, text in told.parts]
+        return ThreadInstructions(thread_id=thread_id, group=group, hash=told.hash,
+                                  text=told.text, parts=parts, own=own)  # fmt: skip
+
+    async def set_instructions(self, thread_id: str, text: str | None = None) -> ThreadInstructions:
+        group, _, _ = await self.runtime.instructions.describe(thread_id)
+        await self.runtime.instructions.set_thread(thread_id, group, text, self.runtime.clock())
+        return await self.instructions(thread_id)
 
     async def follow(
         self, receive: Receive, resync: Resync, *, watch: Watch | None = None,

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from engine.domain.decisions import storable
+from engine.domain.instructions import MAX_PART
 
 Strategy = Literal["react", "direct", "plan_execute"]
 
@@ -86,6 +87,28 @@ class GroupChange(_Body):
     coalesce: Literal["none", "keep_pending", "newest"] | None = None
     paused: bool | None = None
     strategy: Strategy | None = None
+
+
+class InstructionsBody(_Body):
+    thread_id: str = Field(min_length=1, max_length=4096)
+    text: str | None = Field(None, max_length=MAX_PART)  # None or blank: the thread has none
+
+
+class InstructionsPart(_Body):
+    source: str  # AGENTS.md, [agent] instructions, the group NAME, the thread ID
+    text: str
+
+
+class ThreadInstructions(_Body):
+    """What a new turn on a thread is told now: the system prompt and where each part
+    comes from (engine/domain/instructions.py); `own` is the thread's own part."""
+
+    thread_id: str
+    group: str
+    hash: str  # "" when there are none
+    text: str
+    parts: list[InstructionsPart]
+    own: str | None
 
 
 class Info(_Body):

@@ -106,6 +106,9 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--turn", metavar="ID", help="one turn: its steps, calls and decisions")
     sp.add_argument("--after", metavar="CURSOR", help="the next page: a row's `cursor`")
     command("info", "where things are and which model is in use")
+    from engine.cli.instructions import add_parser as instructions_parser
+
+    instructions_parser(command("instructions", "what a thread's turns are told; set its own"))
     return p
 
 
@@ -163,7 +166,7 @@ def _exit_code(exc: Exception) -> int | None:
 
 
 _POSITIONAL = {"text": "the text", "call_id": "CALL_ID", "turn_id": "TURN_ID",
-               "rule_id": "RULE_ID", "delivery_id": "ID"}  # fmt: skip
+               "rule_id": "RULE_ID", "delivery_id": "ID", "thread": "THREAD"}  # fmt: skip
 
 
 def _undecodable(args: argparse.Namespace) -> str | None:
@@ -186,6 +189,7 @@ _COMMANDS = {  # command: (module of engine.cli, its function); only that module
     "channels": ("channels", "channels"), "deliveries": ("channels", "deliveries"),
     "rooms": ("channels", "rooms"), "review": ("review", "review"),
     "history": ("reading", "history"), "info": ("reading", "info"),
+    "instructions": ("instructions", "instructions"),
 }  # fmt: skip
 
 

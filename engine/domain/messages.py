@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 Origin = Literal["invoke", "chat", "task", "chore", "will"]
 SELF_ORIGINS = ("task", "chore", "will")
@@ -77,3 +84,21 @@ class ConvMessage(BaseModel):
     is_error: bool = False
     pending: bool = False  # a placeholder for a call still waiting on a decision
     refusal: bool = False  # the model refused (assistant only)
+    # A user message's circumstances (its date, channel, sender: engine/domain/instructions
+    # `message_context`), which the model reads with it; stored only where there are some.
+    context: str | None = None
+
+    @property
+    def read_text(self) -> str:
+        """The text as a model reads it: a user message with its circumstances first (each
+        provider sends this; the offline model and scripted ones read `text` alone)."""
+        if self.context is None:
+            return self.text
+        return f"<context>{self.context}</context>\n\n{self.text}"
+
+    @model_serializer(mode="wrap")
+    def _context_if_any(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if data.get("context", 0) is None:  # (so an entry without one keeps its JSON)
+            del data["context"]
+        return data

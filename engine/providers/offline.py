@@ -72,6 +72,27 @@ _WHAT = {
 }
 
 
+_CONTEXT = re.compile(r"\A<context>[^<]*</context>\n\n")  # engine/turn/view.py's
+_ASKS_INSTRUCTIONS = re.compile(r"\b(instructions?|system prompt)\b", re.IGNORECASE)
+
+
+def _asked(text: str) -> str:
+    """A user message without the circumstances the runtime reads it with."""
+    return _CONTEXT.sub("", text, count=1)
+
+
+def told(system: str | None) -> str:
+    """What the offline model says when asked about its instructions: what it received."""
+    if not system:
+        return "I was given no instructions."
+    sources = re.findall(r"^## From (.+)$", system, re.MULTILINE)  # engine/domain/instructions
+    if sources:
+        named = ", ".join(sources[:-1]) + f" and {sources[-1]}" if len(sources) > 1 else sources[0]
+        return f"I was given instructions of {len(system):,} characters, from {named}."
+    return (f"I was given instructions of {len(system):,} characters, beginning: "
+            f"{_short(system.strip().splitlines()[0], 200)}")  # fmt: skip
+
+
 def _words(text: str) -> int:
     return len(text.split())
 
@@ -162,7 +183,7 @@ class OfflineModel:
         """Every event the reply to `request` streams, in order."""
         msgs = request.messages
         calls: list[tuple[str, dict[str, Any]]] = []
-        user_text = msgs[-1].text if msgs and msgs[-1].role == "user" else ""
+        user_text = _asked(msgs[-1].text) if msgs and msgs[-1].role == "user" else ""
         if request.purpose == "plan":
             text = self._plan(user_text)
         elif user_text.startswith(ACTION_RESULTS):
@@ -170,9 +191,11 @@ class OfflineModel:
         elif msgs and msgs[-1].role == "tool":
             text = self._answer(msgs)
         else:
-            user = next((m.text for m in reversed(msgs) if m.role == "user"), "")
+            user = _asked(next((m.text for m in reversed(msgs) if m.role == "user"), ""))
             available = {t.get("name") for t in request.tools}
             wanted = parse_calls(user)
+            if not wanted and _ASKS_INSTRUCTIONS.search(user):
+                return self._finish(request, told(request.system), [])
             calls = [c for c in wanted if c[0] in available]
             missing = list(dict.fromkeys(n for n, _ in wanted if n not in available))
             notes = [
@@ -182,6 +205,12 @@ class OfflineModel:
                 notes.insert(0, f"Running {len(calls)} tool{'s' if len(calls) > 1 else ''}.")
             text = " ".join(notes) if wanted else FALLBACK
 
+        return self._finish(request, text, calls)
+
+    def _finish(self, request: ModelRequest, text: str,
+                calls: list[tuple[str, dict[str, Any]]]) -> list[ModelEvent]:  # fmt: skip
+        """The reply's events: its text in pieces, its calls, usage, the stop."""
+        msgs = request.messages
         events: list[ModelEvent] = [TextDelta(text=t) for t in self._chunks(text)]
         prefix = self._id_prefix(msgs)
         out_words = _words(text)
@@ -268,7 +297,7 @@ class OfflineModel:
     @staticmethod
     def _id_prefix(msgs: list[ConvMessage]) -> str:
         """`call_<hash>_<n>`: n grows with every assistant message, so ids never repeat."""
-        user = next((m.text for m in reversed(msgs) if m.role == "user"), "")
+        user = _asked(next((m.text for m in reversed(msgs) if m.role == "user"), ""))
         digest = hashlib.sha256(user.encode()).hexdigest()[:6]
         n = sum(m.role == "assistant" for m in msgs) + 1
         return f"call_{digest}_{n}"

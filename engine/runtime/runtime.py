@@ -42,6 +42,7 @@ from engine.services.coordinator import Coordinator
 from engine.services.deadlines import pending_calls
 from engine.services.event_bus import EventBus
 from engine.services.handles import Carried, TurnHandle
+from engine.services.instructions import InstructionsBook
 from engine.services.restore import restore_schedule
 from engine.services.scheduler import (
     GroupConfig,
@@ -109,9 +110,11 @@ class Runtime:
             workspace=room.workspace, log=self.log,
         )  # fmt: skip
         self.summary_file = SummaryFile(room, partial(summary_of, self))
+        self.instructions = InstructionsBook(room.path, config, store, notice=self.notice)
         self.supervisor = TurnSupervisor(
             self.ctx, coordinator, store, self.scheduler, config,
             changed=lambda: self.summary_file.changed(self.supervisor.tg), notice=self.notice,
+            instructions=self.instructions,
         )  # fmt: skip
         self.live = self.supervisor.live  # turns whose loop runs (or is about to)
         self.output = self.ctx.output  # running calls' output, paced (its task: lifetime's)

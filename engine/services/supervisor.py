@@ -20,11 +20,13 @@ from engine.config import Config
 from engine.decisions.record import Recorded, record_decision
 from engine.domain.decisions import Decision
 from engine.domain.events import TurnStarted
+from engine.domain.instructions import message_context
 from engine.domain.messages import ConvMessage
 from engine.lifecycle import TurnStatus
 from engine.lifecycle import turn as turn_lifecycle
 from engine.services.coordinator import Coordinator
 from engine.services.handles import Carried, TurnHandle
+from engine.services.instructions import InstructionsBook
 from engine.services.scheduler import Request, Resumed, Scheduler
 from engine.store import DiskFull, LeaseLost, Store
 from engine.store import turns as rows
@@ -47,8 +49,10 @@ class TurnSupervisor:
 
     def __init__(self, ctx: TurnContext, coordinator: Coordinator, store: Store,
                  scheduler: Scheduler, config: Config, changed: Callable[[], None],
-                 notice: Callable[[str, str], None] | None = None) -> None:  # fmt: skip
+                 notice: Callable[[str, str], None] | None = None,
+                 instructions: InstructionsBook | None = None) -> None:  # fmt: skip
         self.ctx, self.store, self.scheduler, self.config = ctx, store, scheduler, config
+        self.instructions = instructions  # where each turn's instructions come from
         self._changed = changed  # a turn started or settled (agent.run is rewritten)
         self._notice = notice  # (level, text): told to the operator
         self.live: dict[str, TurnHandle] = {}  # turns whose loop runs (or is about to)
@@ -190,7 +194,14 @@ class TurnSupervisor:
         loop = TurnLoop(self.ctx, turn, conv, strategy_of_turn(strategy))
         if carried is not None:  # the request's own rows, first
             loop.ops += carried.ops
-        loop.ops += rows.turn_opened(turn.id, message, req.group, strategy, self.ctx.run_id, now)
+        if self.instructions is not None:  # what it is told, kept once per distinct text
+            told = turn.instructions = await self.instructions.for_thread(turn.thread_id, req.group)
+            if told.parts:
+                loop.ops.append(
+                    rows.instructions_kept(told.hash, told.text, told.parts_json(), now)
+                )
+        loop.ops += rows.turn_opened(turn.id, message, req.group, strategy, self.ctx.run_id, now,
+                                     turn.instructions.hash)  # fmt: skip
         loop.events.append(
             TurnStarted(at=now, thread_id=turn.thread_id, turn_id=turn.id, origin=message.origin,
                         sender=message.sender, text=message.text, strategy=strategy,
@@ -198,7 +209,8 @@ class TurnSupervisor:
         )  # fmt: skip
         await loop.run_start()
         if user_message:
-            loop.append(ConvMessage(role="user", text=message.text))
+            loop.append(ConvMessage(role="user", text=message.text,
+                                    context=message_context(now, message.channel, message.sender)))  # fmt: skip
         await loop.commit("user_message", urgent=True)  # the admission: never behind steps
         return loop
 
@@ -291,6 +303,8 @@ class TurnSupervisor:
             channel=row["channel"], reply=reply_of(json.loads(row["meta"] or "{}")),
         )  # fmt: skip
         turn.add_calls([CallState.from_row(r) for r in await rows.call_rows(self.store, turn_id)])
+        if self.instructions is not None:  # resumed, it is told what it started with
+            turn.instructions = await self.instructions.of_turn(row["instructions"])
         conv = await self.conversation(turn.thread_id)
         return TurnLoop(self.ctx, turn, conv, strategy_of_turn(turn.strategy))
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from engine.lifecycle.call import REVIEW_REASON
 
-VERSION = 6  # the user_version of a room this agentdeck writes
+VERSION = 7  # the user_version of a room this agentdeck writes
 
 
 def awaiting_from_reason() -> list[str]:
@@ -80,6 +80,12 @@ STEPS: dict[int, list[str]] = {
     # issue 27, a typed review state: what a suspended call waits for, said by a column
     # instead of read from its suspend reason's text.
     6: ["ALTER TABLE tool_calls ADD COLUMN awaiting TEXT", *awaiting_from_reason()],
+    # issue 32, instructions: what each turn was told (by hash: the instructions table,
+    # from schema.sql), and a thread's own, set by an operator.
+    7: [
+        "ALTER TABLE turns ADD COLUMN instructions TEXT",
+        "ALTER TABLE threads ADD COLUMN instructions TEXT",
+    ],
 }
 
 

@@ -30,7 +30,8 @@ CREATE TABLE IF NOT EXISTS threads (
     updated_at    REAL NOT NULL,
     last_turn_id  TEXT,
     turn_count    INTEGER NOT NULL DEFAULT 0,
-    message_count INTEGER NOT NULL DEFAULT 0
+    message_count INTEGER NOT NULL DEFAULT 0,
+    instructions  TEXT                  -- the thread's own, set by an operator (None: none)
 );
 
 -- A cancel asked for a turn, kept until the turn ends: whichever runtime runs the turn next
@@ -39,6 +40,15 @@ CREATE TABLE IF NOT EXISTS cancels (
     turn_id   TEXT PRIMARY KEY,
     reason    TEXT NOT NULL,
     asked_at  REAL NOT NULL
+);
+
+-- Each distinct text of instructions a turn ran with, once (engine/domain/instructions.py):
+-- the text sent as the system prompt, and the parts it was assembled from.
+CREATE TABLE IF NOT EXISTS instructions (
+    hash       TEXT PRIMARY KEY,
+    text       TEXT NOT NULL,
+    parts      TEXT NOT NULL DEFAULT '[]',  -- [[source, text], ...], in order
+    created_at REAL NOT NULL
 );
 
 CREATE TABLE IF NOT EXISTS turns (
@@ -61,7 +71,8 @@ CREATE TABLE IF NOT EXISTS turns (
     record         TEXT NOT NULL DEFAULT '{}',  -- strategy data (plan_execute: tool_logs)
     created_at     REAL NOT NULL,
     updated_at     REAL NOT NULL,
-    ended_at       REAL
+    ended_at       REAL,
+    instructions   TEXT                 -- the hash of what the turn was told (instructions)
 );
 CREATE INDEX IF NOT EXISTS turns_thread ON turns(thread_id, created_at);
 CREATE INDEX IF NOT EXISTS turns_status ON turns(status) WHERE status != 'done';

@@ -54,16 +54,38 @@ async def last_step_id(store: Store) -> int:
 
 
 def turn_opened(turn_id: str, message: Message, group: str, strategy: str, run_id: str,
-                at: float) -> list[Op]:  # fmt: skip
-    """A request becomes a turn: the request admitted, its thread noted, the turn row."""
+                at: float, instructions: str | None = None) -> list[Op]:  # fmt: skip
+    """A request becomes a turn: the request admitted, its thread noted, the turn row
+    (with the hash of its `instructions`, None: none)."""
     return [
         ("turns.request_admitted", (at, turn_id)),
         ("turns.thread_noted",
          (message.thread_id, group, at, at, turn_id)),
         ("turns.turn_opened",
          (turn_id, message.thread_id, run_id, message.origin, message.channel,
-          message.sender, message.text, json.dumps(message.meta), strategy, "running", at, at)),
+          message.sender, message.text, json.dumps(message.meta), strategy, "running", at, at,
+          instructions or None)),
     ]  # fmt: skip
+
+
+def instructions_kept(hash_: str, text: str, parts: str, at: float) -> Op:
+    """A text of instructions, stored once (its hash is its key)."""
+    return ("turns.instructions_kept", (hash_, text, parts, at))
+
+
+async def instructions_of(store: Store, hash_: str) -> Any:
+    """(text, parts) of the instructions stored under `hash_` (None: none)."""
+    return await store.fetchone("turns.instructions_of", (hash_,))
+
+
+async def thread_instructions(store: Store, thread_id: str) -> Any:
+    """(the thread's own instructions as an operator set them, its group); None: no such
+    thread yet."""
+    return await store.fetchone("turns.thread_instructions", (thread_id,))
+
+
+def thread_instructions_set(thread_id: str, group: str, text: str | None, at: float) -> Op:
+    return ("turns.thread_instructions_set", (thread_id, group, at, at, text))
 
 
 def turn_changed(turn_id: str, fields: Sequence[Any], at: float, done: bool) -> Op:

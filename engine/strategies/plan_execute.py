@@ -105,7 +105,9 @@ def planner_request(
     }
     text = json.dumps(state, default=str)
     return ModelRequest(
-        messages=[ConvMessage(role="user", text=text)], system=PLANNER_SYSTEM, purpose="plan"
+        messages=[ConvMessage(role="user", text=text)],
+        system=loop.system(PLANNER_SYSTEM),
+        purpose="plan",
     )
 
 
@@ -178,7 +180,7 @@ async def run(loop: TurnLoop) -> None:
 async def final_answer(loop: TurnLoop) -> None:
     """The answer is always produced: from action_results when there are any."""
     records = [r for rnd in rounds(loop) for r in rnd]
-    messages = list(loop.conv.messages)
+    messages = loop.view()
     if records:
         loop.turn.record["tool_logs"] = records
         results = json.dumps(action_results(records), default=str, indent=1)
@@ -189,7 +191,7 @@ async def final_answer(loop: TurnLoop) -> None:
         return await loop.finish_stopped()
     extra = loop.turn.record.get(EXTRA_REQUIREMENT)
     system = f"The user's extra requirement for this answer: {extra}" if extra else None
-    inf = await loop.infer(ModelRequest(messages=messages, system=system))
+    inf = await loop.infer(ModelRequest(messages=messages, system=loop.system(system)))
     assistant = inf.acc.message().model_copy(update={"tool_calls": []})
     await loop.commit_assistant(inf, assistant)
     if loop.stop:

@@ -49,6 +49,7 @@ from engine.turn.state import (
     calls_summary,
     message_summary,
 )
+from engine.turn.view import request_messages
 
 Strategy = Callable[["TurnLoop"], Awaitable[None]]
 
@@ -219,9 +220,19 @@ class TurnLoop:
         return [s for s in schemas if s["name"] in self.step_tools]
 
     def conversation_request(self, with_tools: bool = True) -> ModelRequest:
-        """The request react and direct send: the thread's conversation (and the tools)."""
+        """The request react and direct send: the thread's conversation (and the tools),
+        with the turn's instructions."""
         tools = self.step_schemas() if with_tools else []
-        return ModelRequest(messages=list(self.conv.messages), tools=tools)
+        return ModelRequest(messages=self.view(), tools=tools, system=self.system())
+
+    def view(self) -> list[ConvMessage]:
+        """The thread's conversation as the model reads it (engine/turn/view.py)."""
+        return request_messages(self.conv.messages)
+
+    def system(self, more: str | None = None) -> str | None:
+        """The system prompt: the turn's instructions, then `more` (a strategy's own)."""
+        told = self.turn.instructions.text
+        return "\n\n".join(p for p in (told, more) if p) or None
 
     async def infer(
         self,

@@ -7,6 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.domain.instructions import Instructions
 from engine.domain.messages import ConvMessage
 from engine.lifecycle import CallStatus, TurnStatus
 from engine.providers.base import AssistantAccumulator
@@ -37,6 +38,7 @@ class TurnState:
     channel: str | None = None  # the request's channel (origin chat)
     reply: dict[str, Any] = field(default_factory=dict)  # its meta["reply"]: where answers go
     record: dict[str, Any] = field(default_factory=dict)  # strategy data, e.g. tool_logs
+    instructions: Instructions = field(default_factory=Instructions)  # what it is told
     calls: dict[str, CallState] = field(default_factory=dict)
     # Calls not yet seen settled, so that suspended() costs the same late in a long turn.
     _open: dict[str, CallState] = field(default_factory=dict, repr=False)

@@ -16,7 +16,7 @@ from typing import Any
 
 from engine.store.migrations import awaiting_from_reason
 
-VERSION = 3  # the version of a database this agentdeck writes
+VERSION = 4  # the version of a database this agentdeck writes
 LOCK_KEY = 0x61676E7464636B  # "agntdck": the advisory lock held while migrating
 
 # version -> the statements that bring a database of version - 1 to it
@@ -27,6 +27,11 @@ STEPS: dict[int, list[str]] = {
     3: [
         "CREATE TABLE IF NOT EXISTS cancels (turn_id TEXT PRIMARY KEY, reason TEXT NOT NULL,"
         " asked_at DOUBLE PRECISION NOT NULL)"
+    ],
+    # issue 32, instructions (as engine/store/migrations.py's 7; the table from schema.sql)
+    4: [
+        "ALTER TABLE turns ADD COLUMN IF NOT EXISTS instructions TEXT",
+        "ALTER TABLE threads ADD COLUMN IF NOT EXISTS instructions TEXT",
     ],
 }
 

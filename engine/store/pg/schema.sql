@@ -33,7 +33,15 @@ CREATE TABLE IF NOT EXISTS threads (
     updated_at    DOUBLE PRECISION NOT NULL,
     last_turn_id  TEXT,
     turn_count    BIGINT NOT NULL DEFAULT 0,
-    message_count BIGINT NOT NULL DEFAULT 0
+    message_count BIGINT NOT NULL DEFAULT 0,
+    instructions  TEXT
+);
+
+CREATE TABLE IF NOT EXISTS instructions (
+    hash       TEXT PRIMARY KEY,
+    text       TEXT NOT NULL,
+    parts      TEXT NOT NULL DEFAULT '[]',
+    created_at DOUBLE PRECISION NOT NULL
 );
 
 CREATE TABLE IF NOT EXISTS cancels (
@@ -62,7 +70,8 @@ CREATE TABLE IF NOT EXISTS turns (
     record         TEXT NOT NULL DEFAULT '{}',
     created_at     DOUBLE PRECISION NOT NULL,
     updated_at     DOUBLE PRECISION NOT NULL,
-    ended_at       DOUBLE PRECISION
+    ended_at       DOUBLE PRECISION,
+    instructions   TEXT
 );
 CREATE INDEX IF NOT EXISTS turns_thread ON turns(thread_id, created_at);
 CREATE INDEX IF NOT EXISTS turns_status ON turns(status) WHERE status != 'done';
