@@ -56,6 +56,10 @@ class ModelConfig(_Section):
     model: str | None = None
     base_url: str | None = None
     offline_delay: float = Field(0.0, ge=0.0, le=5.0)  # seconds between streamed pieces
+    # The model's context window in tokens; None: the provider's documented one for its
+    # model name (engine/providers/windows.py), the offline model's OFFLINE_WINDOW.
+    context_window: int | None = Field(None, ge=256, le=100_000_000)
+    compact_at: float = Field(0.8, gt=0.1, le=1.0)  # of the window: a request past it compacts
     # Deadlines of one HTTP request to a model (each retry gets its own), in seconds.
     connect_timeout: float = Field(10.0, gt=0, le=600)  # to open the connection
     read_timeout: float = Field(60.0, gt=0, le=3600)  # the longest gap between bytes

@@ -15,6 +15,8 @@ from engine.domain.decisions import storable
 from engine.domain.instructions import MAX_PART
 
 Strategy = Literal["react", "direct", "plan_execute"]
+# a submitted turn may also be an operator's compaction of its thread, or its undoing
+TurnStrategy = Literal["react", "direct", "plan_execute", "compact", "uncompact"]
 
 
 class _Body(BaseModel):
@@ -29,7 +31,7 @@ class SubmitBody(_Body):
     text: str
     sender: str = Field("api", min_length=1, max_length=200)
     channel: str | None = Field(None, max_length=200)  # required for chat
-    strategy: Strategy | None = None
+    strategy: TurnStrategy | None = None
     meta: dict[str, Any] = Field(default_factory=dict)
     refuse_if_waiting: bool = False  # 409 when the thread has a turn waiting for a decision
 

@@ -106,6 +106,10 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--turn", metavar="ID", help="one turn: its steps, calls and decisions")
     sp.add_argument("--after", metavar="CURSOR", help="the next page: a row's `cursor`")
     command("info", "where things are and which model is in use")
+    sp = command("compact", "compact a thread's conversation now (a summary of its older part)")
+    sp.add_argument("thread")
+    sp.add_argument("--undo", action="store_true", help="undo the thread's last compaction")
+    sp.add_argument("--json", action="store_true")
     from engine.cli.instructions import add_parser as instructions_parser
 
     instructions_parser(command("instructions", "what a thread's turns are told; set its own"))
@@ -189,7 +193,7 @@ _COMMANDS = {  # command: (module of engine.cli, its function); only that module
     "channels": ("channels", "channels"), "deliveries": ("channels", "deliveries"),
     "rooms": ("channels", "rooms"), "review": ("review", "review"),
     "history": ("reading", "history"), "info": ("reading", "info"),
-    "instructions": ("instructions", "instructions"),
+    "instructions": ("instructions", "instructions"), "compact": ("turns", "compact"),
 }  # fmt: skip
 
 

@@ -53,6 +53,23 @@ async def invoke(room: Room, args: argparse.Namespace) -> int:
     return report(outcome, args.json)
 
 
+async def compact(room: Room, args: argparse.Namespace) -> int:
+    """`agentdeck compact THREAD [--undo]`: compact the thread now (its turns after read a
+    summary of its older part), or undo its last compaction; a turn of its own."""
+    from engine.api.models import SubmitBody
+
+    body = SubmitBody(origin="invoke", sender="cli", thread_id=args.thread,
+                      text="undo the last compaction" if args.undo else "compact this thread",
+                      strategy="uncompact" if args.undo else "compact")  # fmt: skip
+    async with room_client(room, "invoke") as client:
+        try:
+            submitted = await client.submit(body)
+        except (Conflict, Invalid) as exc:
+            raise UsageError(str(exc)) from None
+        outcome = await settled(client, submitted.turn_id)
+    return report(outcome, args.json)
+
+
 async def decide(room: Room, args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 

@@ -87,6 +87,9 @@ class ConvMessage(BaseModel):
     # A user message's circumstances (its date, channel, sender: engine/domain/instructions
     # `message_context`), which the model reads with it; stored only where there are some.
     context: str | None = None
+    # A compaction marker (role system: its text is the summary; engine/turn/compaction.py)
+    # or the undoing of one; stored only where there is one.
+    compaction: dict[str, Any] | None = None
 
     @property
     def read_text(self) -> str:
@@ -99,6 +102,7 @@ class ConvMessage(BaseModel):
     @model_serializer(mode="wrap")
     def _context_if_any(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
-        if data.get("context", 0) is None:  # (so an entry without one keeps its JSON)
-            del data["context"]
+        for name in ("context", "compaction"):  # (so an entry without one keeps its JSON)
+            if data.get(name, 0) is None:
+                del data[name]
         return data

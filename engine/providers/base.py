@@ -65,7 +65,8 @@ class ModelRequest:
     tools: list[dict[str, Any]] = field(default_factory=list)
     system: str | None = None
     # "answer" for a conversation; "plan" when a planner (plan_execute) asks for a JSON plan
-    purpose: Literal["answer", "plan"] = "answer"
+    # ("summary": a compaction's, engine/turn/compaction.py)
+    purpose: Literal["answer", "plan", "summary"] = "answer"
     # For this request only (a ToolRunner's parameters); None: the provider's own setting.
     # The HTTP providers send both; the offline model has one model and no token limit.
     max_tokens: int | None = None

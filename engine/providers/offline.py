@@ -81,6 +81,26 @@ def _asked(text: str) -> str:
     return _CONTEXT.sub("", text, count=1)
 
 
+def summarised(transcript: str) -> str:
+    """The offline model's summary of a compaction's transcript (engine/turn/compaction.py):
+    how much it covered, the user's requests (the last few), the tools called."""
+    asked = [
+        a
+        for a in re.findall(r"^\[user\]\n(?:<context>[^<]*</context>\n\n)?(.+)$", transcript, re.M)
+        if not a.startswith("[The conversation")
+    ]
+    tools = re.findall(r"^\[calls (\w[\w.]*)\(", transcript, re.M)
+    parts = [f"Summary of {transcript.count(chr(10) + chr(10) + '[') + 1} earlier entries."]
+    if asked:
+        shown = "; ".join(_short(a, 60) for a in asked[-5:])
+        parts.append(f"The user asked {len(asked)} time{'s' if len(asked) != 1 else ''}, "
+                     f"lately: {shown}.")  # fmt: skip
+    if tools:
+        counted = ", ".join(f"{n} ×{tools.count(n)}" for n in dict.fromkeys(tools))
+        parts.append(f"Tools called: {counted}.")
+    return " ".join(parts)
+
+
 def told(system: str | None) -> str:
     """What the offline model says when asked about its instructions: what it received."""
     if not system:
@@ -186,6 +206,8 @@ class OfflineModel:
         user_text = _asked(msgs[-1].text) if msgs and msgs[-1].role == "user" else ""
         if request.purpose == "plan":
             text = self._plan(user_text)
+        elif request.purpose == "summary":
+            text = summarised(user_text)
         elif user_text.startswith(ACTION_RESULTS):
             text = self._quote_action_results(user_text)
         elif msgs and msgs[-1].role == "tool":

@@ -30,7 +30,7 @@ from engine.services.instructions import InstructionsBook
 from engine.services.scheduler import Request, Resumed, Scheduler
 from engine.store import DiskFull, LeaseLost, Store
 from engine.store import turns as rows
-from engine.strategies import initial_record, strategy_of_turn
+from engine.strategies import OPERATIONS, initial_record, strategy_of_turn
 from engine.turn.call import CallState
 from engine.turn.context import TurnContext
 from engine.turn.conversation import Conversation
@@ -143,7 +143,8 @@ class TurnSupervisor:
             handle.done.set()
             return
         try:
-            loop = await self.open_turn(req, strategy, carried=carried)
+            loop = await self.open_turn(req, strategy, carried=carried,
+                                        user_message=strategy not in OPERATIONS)  # fmt: skip
         except LeaseLost as exc:  # a cluster's: the lease went before the turn was recorded
             self.ctx.log.warning("turn %s does not start here: %s", req.id, exc)
             self._unlive(handle)

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 
 Strategy = Callable[["TurnLoop"], Awaitable[None]]
 NAMES = ("react", "direct", "plan_execute")
+OPERATIONS = ("compact", "uncompact")  # turns an operator asks for that answer no message
 
 
 class UnknownStrategy(ValueError):
@@ -25,9 +26,11 @@ async def _runner_gone(loop: TurnLoop) -> None:
 
 def strategy_for(name: str) -> Strategy:
     """The strategy called `name`."""
-    from engine.strategies import direct, plan_execute, react
+    from engine.strategies import compact, direct, plan_execute, react
 
     table: dict[str, Strategy] = {
+        "compact": compact.compact,
+        "uncompact": compact.uncompact,
         "react": react.run,
         "direct": direct.run,
         "plan_execute": plan_execute.run,

@@ -16,7 +16,7 @@ async def run(loop: TurnLoop) -> None:
         return await loop.finish(turn_lifecycle.NATURAL)
     if not await loop.before_inference():
         return await loop.finish_stopped()
-    inf = await loop.infer(loop.conversation_request(with_tools=False))
+    inf = await loop.infer(tools=False)
     assistant = inf.acc.message().model_copy(update={"tool_calls": []})
     await loop.commit_assistant(inf, assistant)
     await loop.answered(assistant)

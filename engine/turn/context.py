@@ -22,6 +22,7 @@ from engine.store import Op
 from engine.tools import ToolRegistry
 from engine.turn.output import OutputPump
 from engine.turn.plugins import Phase, Plugin
+from engine.turn.window import ContextWindow
 
 
 class Commit(Protocol):
@@ -85,6 +86,8 @@ class TurnContext:
     # Running calls' output on its way to those who watch (engine/turn/output.py); its
     # `run` is one of the runtime's tasks.
     output: OutputPump = field(default_factory=OutputPump)
+    # The model's context window, and the estimates made against it (engine/turn/window.py).
+    window: ContextWindow = field(default_factory=lambda: ContextWindow(None))
 
     def __post_init__(self) -> None:
         self._at = {  # the plugins listening at each phase, in order

@@ -32,11 +32,11 @@ from engine.domain.events import StepFinished, StepStarted, TextDelta
 from engine.domain.messages import ConvMessage
 from engine.lifecycle import CallStatus
 from engine.lifecycle import turn as turn_lifecycle
-from engine.providers.base import AssistantAccumulator, ModelRequest, ProviderError
+from engine.providers.base import AssistantAccumulator, ContextTooLong, ModelRequest, ProviderError
 from engine.providers.base import TextDelta as ModelTextDelta
 from engine.store import DiskFull, LeaseLost, Op
 from engine.store import turns as rows
-from engine.turn import endings, replay
+from engine.turn import compaction, endings, replay
 from engine.turn import gate as gates
 from engine.turn.call import ANSWERED, NO_MESSAGE, PLACEHOLDER, CallState
 from engine.turn.context import TurnContext
@@ -48,6 +48,7 @@ from engine.turn.state import (
     TurnStopped,
     calls_summary,
     message_summary,
+    one_line,
 )
 from engine.turn.view import request_messages
 
@@ -227,7 +228,7 @@ class TurnLoop:
 
     def view(self) -> list[ConvMessage]:
         """The thread's conversation as the model reads it (engine/turn/view.py)."""
-        return request_messages(self.conv.messages)
+        return request_messages(self.conv.messages, self.ctx.window.tokens)
 
     def system(self, more: str | None = None) -> str | None:
         """The system prompt: the turn's instructions, then `more` (a strategy's own)."""
@@ -238,15 +239,35 @@ class TurnLoop:
         self,
         request: ModelRequest | None = None,
         *,
+        tools: bool = True,
         kind: str = "inference",
         publish_text: bool = True,
         stop_when: Callable[[AssistantAccumulator], bool] | None = None,
     ) -> Inference:
-        """LLM_CALL, AfterInference, StepEnd. `stop_when` may close the stream early."""
+        """LLM_CALL, AfterInference, StepEnd. `stop_when` may close the stream early.
+
+        Without a `request`, the thread's conversation (`tools`: with the step's tools) is
+        sent, compacted first when it would pass the model's window (engine/turn/
+        compaction.py), and once more if the provider still says it is too long."""
         for call in self.turn.suspended():
             if call.has_message == NO_MESSAGE:
                 self.answer(call)  # a pending placeholder, so the model knows it waits
-        request = request or self.conversation_request()
+        if request is not None:
+            return await self._infer(request, kind, publish_text, stop_when)
+        await compaction.fit(self)
+        try:
+            return await self._infer(self.conversation_request(tools), kind, publish_text,
+                                     stop_when)  # fmt: skip
+        except ContextTooLong as exc:  # its count, not our estimate: compact, then once more
+            self.step_end("failed", one_line(str(exc), 200))
+            await compaction.fit(self, force=True)
+            return await self._infer(self.conversation_request(tools), kind, publish_text,
+                                     stop_when)  # fmt: skip
+
+    async def _infer(self, request: ModelRequest, kind: str, publish_text: bool,
+                     stop_when: Callable[[AssistantAccumulator], bool] | None) -> Inference:  # fmt: skip
+        window = self.ctx.window
+        estimated = window.estimate(request.messages, request.system, request.tools)
         step_id = self.step_start(kind)
         acc, closed_early = AssistantAccumulator(), False
         deadline, stop = self.deadline()
@@ -264,6 +285,7 @@ class TurnLoop:
                         break  # aclosing closes the provider's stream (and its HTTP response)
         if cut.cancelled_caught and stop is not None:
             raise TurnStopped(stop)
+        window.learn(estimated, acc.input_tokens)  # the provider's count corrects ours
         self.turn.rounds += 1
         self.turn.input_tokens += acc.input_tokens
         self.turn.output_tokens += acc.output_tokens
