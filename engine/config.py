@@ -60,6 +60,7 @@ class ModelConfig(_Section):
     # model name (engine/providers/windows.py), the offline model's OFFLINE_WINDOW.
     context_window: int | None = Field(None, ge=256, le=100_000_000)
     compact_at: float = Field(0.8, gt=0.1, le=1.0)  # of the window: a request past it compacts
+    key_env: str | None = Field(None, min_length=1, max_length=256)  # the key's variable
     # Deadlines of one HTTP request to a model (each retry gets its own), in seconds.
     connect_timeout: float = Field(10.0, gt=0, le=600)  # to open the connection
     read_timeout: float = Field(60.0, gt=0, le=3600)  # the longest gap between bytes
@@ -78,11 +79,13 @@ class GroupSettings(_Section):
     paused: bool | None = None
     strategy: Literal["react", "direct", "plan_execute"] | None = None
     instructions: str | None = Field(None, max_length=MAX_PART)  # the group's agents are told
+    model: ModelConfig | None = None  # its own model: [groups.NAME.model], over [model]
 
 
 class ThreadSettings(_Section):
     strategy: Literal["react", "direct", "plan_execute"] | None = None
     instructions: str | None = Field(None, max_length=MAX_PART)  # an operator's set ones win
+    model: ModelConfig | None = None  # its own model: [threads."ID".model], over the group's
 
 
 class AgentConfig(_Section):

@@ -119,6 +119,7 @@ def as_version(conn: Any, version: int) -> None:
         conn.execute("ALTER TABLE tool_calls DROP COLUMN awaiting")
     if version < 7:
         conn.execute("ALTER TABLE turns DROP COLUMN instructions")
+        conn.execute("ALTER TABLE turns DROP COLUMN model")
         conn.execute("ALTER TABLE threads DROP COLUMN instructions")
     conn.execute(f"PRAGMA user_version = {version}")
 

@@ -51,7 +51,7 @@ def make_provider(config: Config, env: Mapping[str, str] | None = None) -> Provi
     if kind == "offline":
         return ProviderChoice(OfflineModel(delay=m.offline_delay), "none (offline model)")
 
-    key_var = "ANTHROPIC_API_KEY" if kind == "anthropic" else "OPENAI_API_KEY"
+    key_var = m.key_env or ("ANTHROPIC_API_KEY" if kind == "anthropic" else "OPENAI_API_KEY")
     key = var(key_var)
     base_url = m.base_url or var("ANTHROPIC_BASE_URL" if kind == "anthropic" else "OPENAI_BASE_URL")
     model = m.model or DEFAULT_MODELS[kind]

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from engine.domain.decisions import Decision
     from engine.domain.events import Event
     from engine.services.supervisor import TurnSupervisor
+    from engine.turn.models import Models
     from engine.turn.output import OutputPump
 
 
@@ -44,6 +45,7 @@ class Served(Host, Protocol):
     def supervisor(self) -> TurnSupervisor: ...
 
     output: OutputPump
+    models: Models
 
     async def _start(self) -> None: ...
 
@@ -140,6 +142,7 @@ async def serving(
                     await coordinator.stop()
                     if (aclose := getattr(rt.provider, "aclose", None)) is not None:
                         await aclose()
+                    await rt.models.aclose()  # those groups and threads have of their own
         finally:
             with anyio.CancelScope(shield=True):
                 await store.close()

@@ -65,9 +65,9 @@ from engine.turn.call import CallState
 from engine.turn.context import TurnContext
 from engine.turn.conversation import Conversation
 from engine.turn.loop import TurnLoop
+from engine.turn.models import Models, model_for
 from engine.turn.plugins import Plugin
 from engine.turn.tool_runner import ToolRunner
-from engine.turn.window import ContextWindow, window_of
 
 __all__ = ["Runtime", "TurnHandle", "TurnOutcome"]
 
@@ -110,7 +110,7 @@ class Runtime:
             plugins=plugins, decisions=self.decisions, rules=self.rules, config=config,
             workspace=room.workspace, log=self.log,
         )  # fmt: skip
-        self.ctx.window = ContextWindow(window_of(config, provider), config.model.compact_at)
+        self.models = self.ctx.models = Models(config, provider, partial(model_for, config))
         self.summary_file = SummaryFile(room, partial(summary_of, self))
         self.instructions = InstructionsBook(room.path, config, store, notice=self.notice)
         self.supervisor = TurnSupervisor(

@@ -20,9 +20,9 @@ async def restore_schedule(
     for group in stored.groups:
         scheduler.groups[group.name] = group
     for name, settings in config.groups.items():
-        # (what the group's agents are told is not the scheduler's: InstructionsBook's)
+        # (what the group's agents are told and their model are not the scheduler's)
         scheduler.configure(name, **settings.model_dump(exclude_none=True,
-                                                        exclude={"instructions"}))  # fmt: skip
+                                                        exclude={"instructions", "model"}))  # fmt: skip
     for name, settings in config.groups.items():
         if settings.strategy is not None:
             scheduler.configure(name, strategy=settings.strategy)

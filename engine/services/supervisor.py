@@ -192,6 +192,7 @@ class TurnSupervisor:
         turn = TurnState(req.id, message.thread_id, TurnStatus.RUNNING, now, strategy,
                          group=req.group, record=initial_record(strategy, message.meta),
                          channel=message.channel, reply=reply_of(message.meta))  # fmt: skip
+        turn.model = self.ctx.models.choose(turn.thread_id, req.group)
         loop = TurnLoop(self.ctx, turn, conv, strategy_of_turn(strategy))
         if carried is not None:  # the request's own rows, first
             loop.ops += carried.ops
@@ -202,11 +203,11 @@ class TurnSupervisor:
                     rows.instructions_kept(told.hash, told.text, told.parts_json(), now)
                 )
         loop.ops += rows.turn_opened(turn.id, message, req.group, strategy, self.ctx.run_id, now,
-                                     turn.instructions.hash)  # fmt: skip
+                                     turn.instructions.hash, turn.model)  # fmt: skip
         loop.events.append(
             TurnStarted(at=now, thread_id=turn.thread_id, turn_id=turn.id, origin=message.origin,
                         sender=message.sender, text=message.text, strategy=strategy,
-                        group=req.group, channel=message.channel)
+                        group=req.group, channel=message.channel, model=turn.model)
         )  # fmt: skip
         await loop.run_start()
         if user_message:
@@ -302,6 +303,7 @@ class TurnSupervisor:
             row["output_tokens"], row["final_text"], group=row["group_name"],
             record=json.loads(row["record"] or "{}"),  # the strategy's data: tool_logs, …
             channel=row["channel"], reply=reply_of(json.loads(row["meta"] or "{}")),
+            model=row["model"],
         )  # fmt: skip
         turn.add_calls([CallState.from_row(r) for r in await rows.call_rows(self.store, turn_id)])
         if self.instructions is not None:  # resumed, it is told what it started with

@@ -81,9 +81,10 @@ STEPS: dict[int, list[str]] = {
     # instead of read from its suspend reason's text.
     6: ["ALTER TABLE tool_calls ADD COLUMN awaiting TEXT", *awaiting_from_reason()],
     # issue 32, instructions: what each turn was told (by hash: the instructions table,
-    # from schema.sql), and a thread's own, set by an operator.
+    # from schema.sql), and a thread's own, set by an operator; the model of each turn.
     7: [
         "ALTER TABLE turns ADD COLUMN instructions TEXT",
+        "ALTER TABLE turns ADD COLUMN model TEXT",
         "ALTER TABLE threads ADD COLUMN instructions TEXT",
     ],
 }

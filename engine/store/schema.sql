@@ -72,7 +72,8 @@ CREATE TABLE IF NOT EXISTS turns (
     created_at     REAL NOT NULL,
     updated_at     REAL NOT NULL,
     ended_at       REAL,
-    instructions   TEXT                 -- the hash of what the turn was told (instructions)
+    instructions   TEXT,                -- the hash of what the turn was told (instructions)
+    model          TEXT                 -- provider:model that answered it (None: before 7)
 );
 CREATE INDEX IF NOT EXISTS turns_thread ON turns(thread_id, created_at);
 CREATE INDEX IF NOT EXISTS turns_status ON turns(status) WHERE status != 'done';

@@ -54,9 +54,10 @@ async def last_step_id(store: Store) -> int:
 
 
 def turn_opened(turn_id: str, message: Message, group: str, strategy: str, run_id: str,
-                at: float, instructions: str | None = None) -> list[Op]:  # fmt: skip
+                at: float, instructions: str | None = None,
+                model: str | None = None) -> list[Op]:  # fmt: skip
     """A request becomes a turn: the request admitted, its thread noted, the turn row
-    (with the hash of its `instructions`, None: none)."""
+    (with the hash of its `instructions`, None: none, and its `model`)."""
     return [
         ("turns.request_admitted", (at, turn_id)),
         ("turns.thread_noted",
@@ -64,7 +65,7 @@ def turn_opened(turn_id: str, message: Message, group: str, strategy: str, run_i
         ("turns.turn_opened",
          (turn_id, message.thread_id, run_id, message.origin, message.channel,
           message.sender, message.text, json.dumps(message.meta), strategy, "running", at, at,
-          instructions or None)),
+          instructions or None, model)),
     ]  # fmt: skip
 
 

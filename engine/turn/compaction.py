@@ -27,7 +27,7 @@ import json
 from typing import Any, Protocol
 
 from engine.domain.messages import ConvMessage
-from engine.providers.base import AssistantAccumulator, ModelRequest
+from engine.providers.base import AssistantAccumulator, ModelRequest, Provider
 from engine.providers.windows import estimate_tokens
 from engine.store import Op
 from engine.turn.context import TurnContext
@@ -44,6 +44,8 @@ class Site(Protocol):
     """What compacting needs of the turn's loop (engine/turn/loop.py)."""
 
     ctx: TurnContext
+    provider: Provider
+    window: ContextWindow
     conv: Conversation
     turn: TurnState
     ops: list[Op]
@@ -68,7 +70,7 @@ SUMMARY_SYSTEM = (
 async def fit(loop: Site, *, force: bool = False) -> bool:
     """Compact the thread when its next request would pass the threshold (`force`: now,
     as far as it goes); True when a marker was made."""
-    window = loop.ctx.window
+    window = loop.window
     if window.tokens is None and not force:
         return False
     messages = loop.conv.messages
@@ -140,7 +142,7 @@ def _keep_from(messages: list[ConvMessage], window: ContextWindow, keep: int) ->
 
 async def _summarise(loop: Site, older: list[ConvMessage]) -> str:
     """The model's summary of `older`, as one step of the turn."""
-    window = loop.ctx.window
+    window = loop.window
     text = transcript(older)
     if window.tokens is not None:  # the summary's own request must fit too
         budget = int(window.tokens * 0.6)
@@ -150,7 +152,7 @@ async def _summarise(loop: Site, older: list[ConvMessage]) -> str:
                            purpose="summary")  # fmt: skip
     loop.step_start("compaction")
     acc = AssistantAccumulator()
-    async for event in loop.ctx.provider.stream(request):
+    async for event in loop.provider.stream(request):
         acc.add(event)
     loop.turn.input_tokens += acc.input_tokens
     loop.turn.output_tokens += acc.output_tokens

@@ -20,9 +20,9 @@ from engine.domain.rules import RuleBook
 from engine.providers.base import Provider
 from engine.store import Op
 from engine.tools import ToolRegistry
+from engine.turn.models import Models
 from engine.turn.output import OutputPump
 from engine.turn.plugins import Phase, Plugin
-from engine.turn.window import ContextWindow
 
 
 class Commit(Protocol):
@@ -86,10 +86,12 @@ class TurnContext:
     # Running calls' output on its way to those who watch (engine/turn/output.py); its
     # `run` is one of the runtime's tasks.
     output: OutputPump = field(default_factory=OutputPump)
-    # The model's context window, and the estimates made against it (engine/turn/window.py).
-    window: ContextWindow = field(default_factory=lambda: ContextWindow(None))
+    # The models turns are answered by (`provider` is the room's), each with its context
+    # window (engine/turn/models.py); the runtime sets its own, which can make more.
+    models: Models = field(init=False)
 
     def __post_init__(self) -> None:
+        self.models = Models(self.config, self.provider)
         self._at = {  # the plugins listening at each phase, in order
             phase: [p for p in self.plugins if p.phases is None or phase in p.phases]
             for phase in Phase

@@ -71,6 +71,8 @@ class TurnLoop:
         self.open_step: tuple[int, str, float] | None = None  # (id, kind, started) until it ends
         self.in_run = False  # between RunStart and RunEnd
         self.step_tools: list[str] | None = None  # what plugins left of the tools (None: all)
+        self.provider = ctx.models.provider(turn.model)  # the model that answers the turn
+        self.window = ctx.models.window(turn.model)  # and its context window
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -228,7 +230,7 @@ class TurnLoop:
 
     def view(self) -> list[ConvMessage]:
         """The thread's conversation as the model reads it (engine/turn/view.py)."""
-        return request_messages(self.conv.messages, self.ctx.window.tokens)
+        return request_messages(self.conv.messages, self.window.tokens)
 
     def system(self, more: str | None = None) -> str | None:
         """The system prompt: the turn's instructions, then `more` (a strategy's own)."""
@@ -266,12 +268,12 @@ class TurnLoop:
 
     async def _infer(self, request: ModelRequest, kind: str, publish_text: bool,
                      stop_when: Callable[[AssistantAccumulator], bool] | None) -> Inference:  # fmt: skip
-        window = self.ctx.window
+        window = self.window
         estimated = window.estimate(request.messages, request.system, request.tools)
         step_id = self.step_start(kind)
         acc, closed_early = AssistantAccumulator(), False
         deadline, stop = self.deadline()
-        async with aclosing(self.ctx.provider.stream(request)) as stream:
+        async with aclosing(self.provider.stream(request)) as stream:
             with anyio.CancelScope(deadline=deadline) as cut:  # the stream closes uncancelled
                 async for event in stream:
                     acc.add(event)

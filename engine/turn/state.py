@@ -39,6 +39,7 @@ class TurnState:
     reply: dict[str, Any] = field(default_factory=dict)  # its meta["reply"]: where answers go
     record: dict[str, Any] = field(default_factory=dict)  # strategy data, e.g. tool_logs
     instructions: Instructions = field(default_factory=Instructions)  # what it is told
+    model: str | None = None  # `provider:model` that answers it (None: the room's)
     calls: dict[str, CallState] = field(default_factory=dict)
     # Calls not yet seen settled, so that suspended() costs the same late in a long turn.
     _open: dict[str, CallState] = field(default_factory=dict, repr=False)

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.config import Config
+from engine.config import ModelConfig
 from engine.domain.messages import ConvMessage
 from engine.providers.base import Provider
 from engine.providers.windows import context_window, estimate_tokens
@@ -18,11 +18,11 @@ KEPT_SIZES = 200_000  # messages whose estimated size is remembered
 OFFLINE_WINDOW = 16_384  # the offline model's (it counts words): small, so compaction shows
 
 
-def window_of(config: Config, provider: Provider) -> int | None:
-    """The context window of the room's model: `[model] context_window`, else what its
-    name is documented to have (None: not known, so nothing is compacted)."""
-    if config.model.context_window is not None:
-        return config.model.context_window
+def window_of(model: ModelConfig, provider: Provider) -> int | None:
+    """The context window of a model: its `context_window` setting, else what its name is
+    documented to have (None: not known, so nothing is compacted)."""
+    if model.context_window is not None:
+        return model.context_window
     if provider.name == "offline":
         return OFFLINE_WINDOW
     return context_window(provider.model)

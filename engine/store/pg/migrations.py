@@ -31,6 +31,7 @@ STEPS: dict[int, list[str]] = {
     # issue 32, instructions (as engine/store/migrations.py's 7; the table from schema.sql)
     4: [
         "ALTER TABLE turns ADD COLUMN IF NOT EXISTS instructions TEXT",
+        "ALTER TABLE turns ADD COLUMN IF NOT EXISTS model TEXT",
         "ALTER TABLE threads ADD COLUMN IF NOT EXISTS instructions TEXT",
     ],
 }

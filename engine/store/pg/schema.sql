@@ -71,7 +71,8 @@ CREATE TABLE IF NOT EXISTS turns (
     created_at     DOUBLE PRECISION NOT NULL,
     updated_at     DOUBLE PRECISION NOT NULL,
     ended_at       DOUBLE PRECISION,
-    instructions   TEXT
+    instructions   TEXT,
+    model          TEXT
 );
 CREATE INDEX IF NOT EXISTS turns_thread ON turns(thread_id, created_at);
 CREATE INDEX IF NOT EXISTS turns_status ON turns(status) WHERE status != 'done';

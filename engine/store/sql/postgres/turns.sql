@@ -25,8 +25,8 @@ INSERT INTO threads(id, group_name, created_at, updated_at, last_turn_id, turn_c
   SET updated_at=excluded.updated_at, last_turn_id=excluded.last_turn_id, turn_count=threads.turn_count+1;
 
 -- name: turn_opened
-INSERT INTO turns(id, thread_id, run_id, origin, channel, sender, text, meta, strategy, status, created_at, updated_at, instructions)
-  VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s);
+INSERT INTO turns(id, thread_id, run_id, origin, channel, sender, text, meta, strategy, status, created_at, updated_at, instructions, model)
+  VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s);
 
 -- name: instructions_kept
 INSERT INTO instructions(hash, text, parts, created_at) VALUES (%s,%s,%s,%s) ON CONFLICT DO NOTHING;
