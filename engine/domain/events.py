@@ -45,7 +45,7 @@ class _TurnEvent(_Event):
     @model_serializer(mode="wrap")
     def _group_if_known(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
-        for name in ("group", "channel", "model"):
+        for name in ("group", "channel", "model", "window"):
             if name in data and data[name] is None:
                 del data[name]
         return data
@@ -60,6 +60,7 @@ class TurnStarted(_TurnEvent):
     group: str | None = None  # the thread's group (None in events stored before it was said)
     channel: str | None = None  # the channel a chat message came from (telegram, slack...)
     model: str | None = None  # provider:model that answers it (None: said before it was)
+    window: int | None = None  # that model's context window in tokens (None: not known)
 
 
 class TurnChanged(_TurnEvent):

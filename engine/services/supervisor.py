@@ -207,7 +207,8 @@ class TurnSupervisor:
         loop.events.append(
             TurnStarted(at=now, thread_id=turn.thread_id, turn_id=turn.id, origin=message.origin,
                         sender=message.sender, text=message.text, strategy=strategy,
-                        group=req.group, channel=message.channel, model=turn.model)
+                        group=req.group, channel=message.channel, model=turn.model,
+                        window=loop.window.tokens)
         )  # fmt: skip
         await loop.run_start()
         if user_message:

@@ -75,7 +75,7 @@ async def fit(loop: Site, *, force: bool = False) -> bool:
         return False
     messages = loop.conv.messages
     tools = loop.step_schemas()
-    before = window.estimate(request_messages(messages, window.tokens), loop.system(), tools)
+    before = loop.conv.request_tokens(window, loop.system(), tools)
     if not force and not window.over(before):
         return False
     limit = int((window.tokens or before) * window.threshold)

@@ -6,20 +6,48 @@ the same at message 800 as at message 5: one INSERT, never a rewrite.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from typing import Any
 
 from engine.domain.events import MessageAppended
 from engine.domain.messages import ConvMessage
+from engine.providers.windows import estimate_tokens
 from engine.store import Op
 from engine.store import turns as rows
+from engine.turn.view import marker_of
+from engine.turn.window import PER_MESSAGE, SHORTENED, ContextWindow, message_tokens
+
+HUGE = 2048  # tokens: an entry this large is remembered, as the view may read it cut
 
 
 @dataclass
 class Conversation:
-    """The entries of one thread, in order."""
+    """The entries of one thread, in order; and, kept as they are appended, what the
+    request's size needs without a pass over them all (engine/turn/window.py): the
+    entries' estimated sizes summed from the start (compaction markers count nothing: the
+    view never sends them), the large ones, and the newest marker in effect."""
 
     thread_id: str
     messages: list[ConvMessage] = field(default_factory=list)
+    sums: list[int] = field(default_factory=lambda: [0], repr=False)
+    huge: dict[int, int] = field(default_factory=dict, repr=False)  # index -> tokens
+    marker: tuple[int, dict[str, Any]] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        for index, msg in enumerate(self.messages):
+            self._count(index, msg)
+        self.marker = marker_of(self.messages)
+
+    def _count(self, index: int, msg: ConvMessage) -> None:
+        tokens = 0 if msg.compaction is not None else message_tokens(msg)
+        self.sums.append(self.sums[-1] + tokens)
+        if tokens > HUGE:
+            self.huge[index] = tokens
+
+    def tokens(self, start: int = 0, end: int | None = None) -> int:
+        """The estimated size of entries [start, end), markers left out."""
+        return self.sums[len(self.messages) if end is None else end] - self.sums[start]
 
     @property
     def next_seq(self) -> int:
@@ -29,12 +57,41 @@ class Conversation:
         """Append `msg`; return the INSERT to commit and the event to publish."""
         seq = self.next_seq
         self.messages.append(msg)
+        self._count(seq, msg)
+        if msg.compaction is not None:
+            self.marker = marker_of(self.messages)
         op = rows.message_appended(self.thread_id, turn_id, seq, msg.role, msg.text,
                                    msg.model_dump_json(), at)  # fmt: skip
         event = MessageAppended(
             at=at, thread_id=self.thread_id, turn_id=turn_id, role=msg.role, text=msg.text, seq=seq
         )
         return op, event
+
+    def request_tokens(self, window: ContextWindow, system: str | None,
+                       tools: list[dict[str, Any]]) -> int:  # fmt: skip
+        """The size of the request a turn sends of this conversation (as engine/turn/view.py
+        builds it), estimated from the sums kept: no pass over the entries."""
+        conv = self
+        found, start, total = conv.marker, 0, 0
+        if found is not None:
+            index, mark = found
+            start = int(mark.get("covers", 0))
+            if start > 0:
+                total += estimate_tokens(conv.messages[index].text) + PER_MESSAGE
+            for seq in mark.get("shortened", ()):  # read shortened: about 3,000 characters
+                seq = int(seq)
+                if start <= seq < len(conv.messages):
+                    total -= max(0, conv.tokens(seq, seq + 1) - SHORTENED)
+        total += conv.tokens(start)
+        if window.tokens is not None:  # an entry over half the window is read cut to it
+            for seq, size in conv.huge.items():
+                if seq >= start and size > window.tokens // 2:
+                    total -= size - window.tokens // 2
+        if system:
+            total += window.text(system)
+        if tools:
+            total += window.text(json.dumps(tools)) if len(tools) < 64 else 0
+        return int(total * window.ratio)
 
     @property
     def awaits_answer(self) -> bool:

@@ -230,7 +230,7 @@ class TurnLoop:
 
     def view(self) -> list[ConvMessage]:
         """The thread's conversation as the model reads it (engine/turn/view.py)."""
-        return request_messages(self.conv.messages, self.window.tokens)
+        return request_messages(self.conv.messages, self.window.tokens, self.conv.marker)
 
     def system(self, more: str | None = None) -> str | None:
         """The system prompt: the turn's instructions, then `more` (a strategy's own)."""
@@ -259,17 +259,23 @@ class TurnLoop:
         await compaction.fit(self)
         try:
             return await self._infer(self.conversation_request(tools), kind, publish_text,
-                                     stop_when)  # fmt: skip
+                                     stop_when, conversation=True)  # fmt: skip
         except ContextTooLong as exc:  # its count, not our estimate: compact, then once more
             self.step_end("failed", one_line(str(exc), 200))
             await compaction.fit(self, force=True)
             return await self._infer(self.conversation_request(tools), kind, publish_text,
-                                     stop_when)  # fmt: skip
+                                     stop_when, conversation=True)  # fmt: skip
 
     async def _infer(self, request: ModelRequest, kind: str, publish_text: bool,
-                     stop_when: Callable[[AssistantAccumulator], bool] | None) -> Inference:  # fmt: skip
-        window = self.window
-        estimated = window.estimate(request.messages, request.system, request.tools)
+                     stop_when: Callable[[AssistantAccumulator], bool] | None,
+                     conversation: bool = False) -> Inference:  # fmt: skip
+        window = self.window  # (no window known: nothing is measured)
+        if window.tokens is None:
+            estimated = 0
+        elif conversation:  # from the sums the conversation keeps
+            estimated = self.conv.request_tokens(window, request.system, request.tools)
+        else:
+            estimated = window.estimate(request.messages, request.system, request.tools)
         step_id = self.step_start(kind)
         acc, closed_early = AssistantAccumulator(), False
         deadline, stop = self.deadline()

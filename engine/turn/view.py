@@ -44,9 +44,15 @@ def shortened(text: str, note: str) -> str:
     return f"{text[:HEAD]}\n[… {left:,} characters {note} …]\n{text[-TAIL:]}"
 
 
-def request_messages(messages: list[ConvMessage], window: int | None = None) -> list[ConvMessage]:
-    """The entries of a thread as one request sends them."""
-    found = marker_of(messages)
+_LOOK = object()  # request_messages's marker not given: it is looked for
+
+
+def request_messages(messages: list[ConvMessage], window: int | None = None,
+                     found: Any = _LOOK) -> list[ConvMessage]:  # fmt: skip
+    """The entries of a thread as one request sends them (`found`: the marker in effect,
+    as the Conversation keeps it; else it is looked for)."""
+    if found is _LOOK:
+        found = marker_of(messages)
     if found is None:
         out = [m for m in messages if m.compaction is None]
         cut: set[int] = set()

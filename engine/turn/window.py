@@ -14,6 +14,7 @@ from engine.providers.windows import context_window, estimate_tokens
 
 THRESHOLD = 0.8  # of the window: a request past it is compacted first
 PER_MESSAGE = 4  # tokens a message costs besides its text (roles, separators)
+SHORTENED = 800  # tokens of an old result as it is read shortened (engine/turn/view.py)
 KEPT_SIZES = 200_000  # messages whose estimated size is remembered
 OFFLINE_WINDOW = 16_384  # the offline model's (it counts words): small, so compaction shows
 
@@ -41,6 +42,7 @@ class ContextWindow:
     threshold: float = THRESHOLD
     ratio: float = 1.0  # the provider's count over the estimate, as last learned
     _sizes: dict[int, tuple[ConvMessage, int]] = field(default_factory=dict, repr=False)
+    _texts: dict[str, int] = field(default_factory=dict, repr=False)
 
     def estimate(self, messages: list[ConvMessage], system: str | None,
                  tools: list[dict[str, Any]]) -> int:  # fmt: skip
@@ -59,6 +61,15 @@ class ContextWindow:
         if tools:
             total += estimate_tokens(json.dumps(tools))
         return int(total * self.ratio)
+
+    def text(self, text: str) -> int:
+        """A system prompt's or the tools' size, remembered (they repeat every request)."""
+        hit = self._texts.get(text)
+        if hit is None:
+            if len(self._texts) > 64:
+                self._texts.clear()
+            hit = self._texts[text] = estimate_tokens(text)
+        return hit
 
     def learn(self, estimated: int, reported: int) -> None:
         """The provider counted `reported` input tokens for a request estimated at

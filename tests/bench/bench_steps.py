@@ -48,7 +48,7 @@ if __package__ in (None, ""):  # run as a script: make `engine` importable
 
 import anyio
 
-from engine.config import Config, RuntimeConfig, StoreConfig
+from engine.config import Config, ModelConfig, RuntimeConfig, StoreConfig
 from engine.domain.events import Event, StepFinished
 from engine.domain.messages import Message
 from engine.providers.base import (
@@ -143,17 +143,25 @@ async def prefill(rt: Runtime, model: NoopModel, thread_id: str, length: int) ->
 
 
 async def bench_mode(
-    root: Path, synchronous: str, threads: int, layout: str
+    root: Path,
+    synchronous: str,
+    threads: int,
+    layout: str,
+    window: int | None = None,
+    name: str = "",
 ) -> dict[int, list[float]]:
-    """Per length, the step durations (seconds) measured around that length."""
+    """Per length, the step durations (seconds) measured around that length (`window`:
+    the model's context window, so every request is measured against it; None: not known,
+    nothing is counted)."""
     config = Config(
         store=StoreConfig(synchronous=synchronous),  # type: ignore[arg-type]
         runtime=RuntimeConfig(max_rounds=100_000),  # (the most a room allows)
+        model=ModelConfig(context_window=window),
     )
     model = NoopModel()
     samples: dict[int, list[float]] = {n: [] for n in LENGTHS}
     CPU[:] = [0.0, 0]
-    room = root / f"room-{synchronous.lower()}-{layout}"
+    room = root / f"room-{synchronous.lower()}-{layout}{name}"
     async with Runtime.open(room, kind="run", provider=model, tools=[noop], config=config) as rt:
         await measure_turn(rt, model, "warmup", MEASURED_STEPS)
         CPU[:] = [0.0, 0]
@@ -277,6 +285,36 @@ async def main(threads: int, layout: str) -> None:
             print("  " + line)
 
 
+TOKENS_WINDOW = 100_000_000  # a window every request is measured against and none reaches
+MAX_COUNTING = 1.05  # the step with counting on, over the step with it off (issue 32)
+
+
+async def main_tokens(threads: int, rounds: int = 2) -> None:
+    """Counting tokens, side by side: the same steps with the model's window known (each
+    request estimated against it before it is sent, and corrected from the usage after)
+    and not known (nothing counted), alternating, NORMAL."""
+    print(f"agentdeck step benchmark, token counting on and off: {threads} thread(s) per "
+          f"run, {rounds} runs of each, alternating, NORMAL")  # fmt: skip
+    means: dict[str, dict[int, list[float]]] = {"off": {}, "on": {}}
+    with tempfile.TemporaryDirectory(prefix="agentdeck-bench-") as tmp:
+        for r in range(rounds):
+            for mode in ("off", "on"):
+                window = TOKENS_WINDOW if mode == "on" else None
+                samples = await bench_mode(Path(tmp), "NORMAL", threads, "turns", window,
+                                           name=f"-{mode}-{r}")  # fmt: skip
+                for length in LENGTHS:
+                    means[mode].setdefault(length, []).extend(samples[length])
+    print(f"{'length':>7}{'off us/step':>13}{'on us/step':>12}{'ratio':>8}")
+    for length in LENGTHS:
+        off = statistics.fmean(means["off"][length]) * 1e6
+        on = statistics.fmean(means["on"][length]) * 1e6
+        print(f"{length:>7}{off:>13.0f}{on:>12.0f}{on / off:>8.3f}")
+    top = max(LENGTHS)
+    ratio = statistics.fmean(means["on"][top]) / statistics.fmean(means["off"][top])
+    print(f"\ntarget (information only): {mark(ratio <= MAX_COUNTING)}  at {top} messages "
+          f"counting costs {ratio:.3f}x <= {MAX_COUNTING}x")  # fmt: skip
+
+
 def peer_samples(root: Path, synchronous: str, threads: int) -> dict[int, list[float]]:
     """Per length, LangGraph's loop durations (seconds), laid out as agentdeck's `turns`."""
     samples: dict[int, list[float]] = {n: [] for n in LENGTHS}
@@ -362,8 +400,12 @@ if __name__ == "__main__":
         "--peer", action="store_true",
         help="also run the loop on LangGraph (SqliteSaver, durability sync) and print the ratio",
     )  # fmt: skip
+    parser.add_argument("--tokens", action="store_true",
+                        help="token counting on and off, side by side (issue 32)")  # fmt: skip
     args = parser.parse_args()
-    if args.peer:
+    if args.tokens:
+        anyio.run(main_tokens, args.threads)
+    elif args.peer:
         if not peer_langgraph.available():
             print(f"--peer needs LangGraph and its SQLite checkpointer: {peer_langgraph.INSTALL}")
             sys.exit(2)
