@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # (the client's modules load with the runtime, after the firs
     from engine.api.client import RoomClient
     from engine.api.models import (
         Submitted,
+        ThreadInstructions,
     )
     from engine.services.scheduler import GroupConfig, Statistics
 
@@ -274,3 +275,11 @@ class Bridge:
         from engine.api.models import GroupChange
 
         return await self.api.configure_group(name, GroupChange(**changes))
+
+    async def instructions(self, thread_id: str) -> ThreadInstructions:
+        """What a new turn on `thread_id` is told, part by part (the instructions view)."""
+        return await self.api.instructions(thread_id)
+
+    async def set_instructions(self, thread_id: str, text: str | None) -> ThreadInstructions:
+        """Set the thread's own instructions (None or blank: none); what it is told now."""
+        return await self.api.set_instructions(thread_id, text)

@@ -258,6 +258,23 @@ def turn_title(t: dict[str, Any]) -> str:
     return f"Turn {t['turn_id']} · {t['thread_id']} · {state.glyph} {state.word}"
 
 
+def told_cells(told: dict[str, Any] | None) -> Cells | None:
+    """What the turn was told: the hash and the sources of its instructions, and a mark when
+    that differs from what the thread's turn before it was told (None: nothing to say, a
+    room that predates them or a turn told nothing, as the one before it)."""
+    if told is None or (told["hash"] is None and not told["changed"]):
+        return None
+    if told["hash"] is None:
+        said: Cells = (("no instructions", BOLD),)
+    else:
+        sources = ", ".join(p["source"] for p in told["parts"]) or "their text is not kept"
+        said = ((told["hash"], BOLD), (f" · {sources}", ""))
+    changed: Cells = ()
+    if told["changed"]:
+        changed = ((f"  ◆ changed since turn {told['previous']['turn_id']}", "state--waiting"),)
+    return (("told   ", DIM), *said, *changed)
+
+
 def notes(detail: dict[str, Any]) -> list[Cells]:
     """The turn pane: facts, where it suspended, decisions, messages, answer."""
     t = detail["turn"]
@@ -273,6 +290,8 @@ def notes(detail: dict[str, Any]) -> list[Cells]:
           f"{plural(len(detail['calls']), 'call', 0)}", DIM)),
         (("asked  ", DIM), (t["text"] or "", "")),
     ]  # fmt: skip
+    if (told := told_cells(t.get("told"))) is not None:
+        lines.append(told)
     if t["detail"]:
         lines.append((("detail ", DIM), (t["detail"], "state--failed")))
     if (sus := detail["suspended"]) is not None:

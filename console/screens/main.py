@@ -67,6 +67,7 @@ class MainScreen(Screen[None]):
         Binding("s", "open('scheduler')", "Scheduler"),
         Binding("r", "open('rules')", "Rules", show=False),
         Binding("h", "open('history')", "History", show=False),
+        Binding("I", "open('instructions')", "Instructions", show=False),
         Binding("l", "open('channels')", "Channels", show=False),
         Binding("o", "open('rooms')", "Rooms on the bus", show=False),
         Binding("ctrl+r", "whole_output", "Tools' output whole/cut", show=False),
@@ -432,8 +433,10 @@ class MainScreen(Screen[None]):
     # -- other screens, and the timeline's filters ---------------------------------------------------------
 
     def action_open(self, name: str) -> None:
-        """Open another screen: the scheduler, rules, channels, rooms, review or history."""
-        self.app.push_screen(open_screen(name, self.bridge, self.clock, self.app.room))  # type: ignore[attr-defined]
+        """Open another screen: the scheduler, rules, channels, rooms, review, history, or
+        the instructions of the thread the chat shows."""
+        self.app.push_screen(open_screen(name, self.bridge, self.clock, self.app.room,  # type: ignore[attr-defined]
+                                         self.thread_id))  # fmt: skip
 
     def action_cycle_group(self) -> None:
         self.filters.cycle_group()

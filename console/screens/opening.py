@@ -11,8 +11,10 @@ from textual.screen import Screen
 from console.bridge import Bridge
 
 
-def open_screen(name: str, bridge: Bridge, clock: Callable[[], float], room: Any) -> Screen[Any]:
-    """The screen `name` (scheduler, rules, channels, rooms, review, history), made."""
+def open_screen(name: str, bridge: Bridge, clock: Callable[[], float], room: Any,
+                thread_id: str = "") -> Screen[Any]:  # fmt: skip
+    """The screen `name` (scheduler, rules, channels, rooms, review, history, or the
+    instructions of `thread_id`, the thread the chat shows), made."""
     if name == "scheduler":
         from console.screens.scheduler import SchedulerScreen
 
@@ -37,4 +39,8 @@ def open_screen(name: str, bridge: Bridge, clock: Callable[[], float], room: Any
         from console.screens.history import HistoryScreen
 
         return HistoryScreen(room, clock=clock)
+    if name == "instructions":
+        from console.screens.instructions import InstructionsScreen
+
+        return InstructionsScreen(bridge, thread_id)
     raise ValueError(f"no screen {name!r}")

@@ -35,6 +35,8 @@ def turn_lines(detail: dict[str, Any]) -> list[str]:
         f"turn {t['turn_id']} on {t['thread_id']} ({t['group']}, {t['origin']}): {state}",
         f"  {_clock(t['created_at'])} from {t['sender']}: {_oneline(t['text'], 200)}",
     ]
+    if (told := told_line(t.get("told"))) is not None:
+        out.append(f"  {told}")
     calls_by_step: dict[int, list[dict[str, Any]]] = {}
     for c in detail["calls"]:
         calls_by_step.setdefault(c["step_id"], []).append(c)
@@ -57,3 +59,19 @@ def turn_lines(detail: dict[str, Any]) -> list[str]:
     if t["answer"]:
         out.append(f"  answer: {_oneline(t['answer'], 200)}")
     return out
+
+
+def told_line(told: dict[str, Any] | None) -> str | None:
+    """What the turn was told: its hash and the parts' sources, and whether that changed
+    since the thread's turn before it (None: nothing to say, a room that predates them or a
+    turn told nothing, as the one before it)."""
+    if told is None or (told["hash"] is None and not told["changed"]):
+        return None
+    if told["hash"] is None:
+        line = "told no instructions"
+    else:
+        sources = ", ".join(p["source"] for p in told["parts"]) or "their text is not kept"
+        line = f"told instructions {told['hash']}: {sources}"
+    if told["changed"]:
+        line += f" (changed since turn {told['previous']['turn_id']})"
+    return line

@@ -18,7 +18,8 @@ with what it has not seen yet read beside them (`pending`), so they are exact to
 Shapes (also what `agentdeck history --json` prints; keys are only ever added):
 - a turn row: `turn_id thread_id origin status reason text answer created_at ended_at
   calls` (call count), `steps group run_id channel sender strategy detail rounds
-  input_tokens output_tokens updated_at cursor`. Times are Unix seconds.
+  input_tokens output_tokens updated_at cursor instructions` (the hash of what the turn
+  was told; None: nothing, or a room that predates it). Times are Unix seconds.
 - a search hit: `kind` (message|call) `turn_id thread_id message_id role call_id tool
   status created_at snippet` (matches in [brackets]) `cursor`.
 - a turn (`turn()`, `--turn ID`): `{"turn": <turn row>, "steps": [step_id idx kind status
@@ -29,7 +30,10 @@ Shapes (also what `agentdeck history --json` prints; keys are only ever added):
   created_at applied_at then], "suspended": null | {turn_id waiting step_id step_idx call_id
   calls: [call_id tool args reason status waiting step_id step_idx since decision_id]}}`.
   A decision's `then` (once applied): the call's `status args result error ended_at`.
-  The turn row there also has `meta`.
+  The turn row there also has `meta`, and `told`: null (a room that predates instructions)
+  or `{hash parts: [source text] changed previous: null | {turn_id hash}}`, what the turn
+  was told, part by part, and whether that differs from what the thread's turn before it
+  was told (a thread's first turn has no turn before it).
 - `runs()` rows: `run_id kind pid status started_at ended_at turns cursor`; `threads()`
   rows: `thread_id group created_at updated_at last_turn_id turns cursor`.
 - `counts()`: `turns threads runs decisions steps calls messages suspended_calls`, and
@@ -97,8 +101,20 @@ READ_ERRORS = (HistoryError, StoreError, sqlite3.Error, OSError)
 # Where a list's first page starts: above every row's key (time, id).
 _TOP = (1e300, "")
 
-# A turn's parts, each read by the turn's id: steps, messages, calls, decisions.
+# A turn's parts, each read by the turn's id: steps, messages, calls, decisions; and what
+# it was told, in a room whose turns record it.
 _TURN_PARTS = ("history.steps", "history.messages", "history.calls", "history.turn_decisions")
+_TOLD_PART = "history.turn_instructions"
+
+# Whether the room's turns record their instructions (the column, and the table of their
+# texts): a room is read as it is, and one a runtime of an earlier release made has neither
+# until a runtime opens it again.
+_SQLITE_TOLD = ("SELECT (SELECT count(*) FROM pragma_table_info('turns') WHERE name ="
+                " 'instructions') AND (SELECT count(*) FROM sqlite_master WHERE type = 'table'"
+                " AND name = 'instructions')")  # fmt: skip
+_PG_TOLD = ("SELECT to_regclass('instructions') IS NOT NULL AND EXISTS (SELECT 1 FROM"
+            " information_schema.columns WHERE table_schema = current_schema() AND"
+            " table_name = 'turns' AND column_name = 'instructions')")  # fmt: skip
 
 
 class History:
@@ -110,6 +126,7 @@ class History:
         self._pg: Any = None  # a PgReader when the room's store is on PostgreSQL
         self.indexed = False  # the room's database has the history tables
         self.batched = False  # ... and its call marks are the batch's (issue 16)
+        self.told = False  # ... and its turns record their instructions (issue 32)
         self.d: Dialect = dialect("sqlite")  # the statements of the database below
 
     async def __aenter__(self) -> History:
@@ -121,12 +138,18 @@ class History:
                 return self
             self._pg, self.indexed, self.batched = pg, True, True
             self.d = dialect("postgres")
+            try:
+                self.told = bool((await self._all(_PG_TOLD))[0][0])
+            except BaseException:
+                await self.__aexit__()
+                raise
         elif self.room.db.exists():
             self._db = await connect_readonly(self.room)
             try:
                 rows = await self._all(
                     "SELECT name FROM sqlite_master WHERE name IN ('turn_marks', 'open_calls')"
                 )
+                self.told = bool((await self._all(_SQLITE_TOLD))[0][0])
             except BaseException:
                 await self.__aexit__()  # (the connection's thread would keep us alive)
                 raise
@@ -208,8 +231,10 @@ class History:
         if driver is not None and self.batched and is_call_mark(driver):
             # Read first: a batch between the two reads moves a turn from here to the
             # marks, where the page finds it again (kept once), never out of both.
-            extra = await self._all(*pending_turns_sql(self.d, filters, driver, cursor))
-        sql, params = turns_sql(self.d, filters, driver, cursor, limit + 1, self.batched)
+            extra = await self._all(*pending_turns_sql(self.d, filters, driver, cursor,
+                                                       self.told))  # fmt: skip
+        sql, params = turns_sql(self.d, filters, driver, cursor, limit + 1, self.batched,
+                                self.told)  # fmt: skip
         rows = await self._all(sql, params)
         if extra:
             merged = {r["id"]: r for r in [*rows, *extra]}
@@ -279,6 +304,7 @@ class History:
             raise UnknownTurn(f"no turn {turn_id}: {self.room.db} does not exist")
 
         gone = threading.Event()  # the caller stopped waiting: a queued read is skipped
+        parts = self._turn_parts
 
         def read(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
             # One hop to the connection's thread: BEGIN..COMMIT run together, so no
@@ -291,7 +317,7 @@ class History:
                 if row is None:
                     return None
                 return (row, *(conn.execute(self.d.text(name), (turn_id,)).fetchall()
-                               for name in _TURN_PARTS))  # fmt: skip
+                               for name in parts))  # fmt: skip
             finally:
                 conn.execute("COMMIT")
 
@@ -307,9 +333,13 @@ class History:
             raise UnknownTurn(f"no turn {turn_id} in {self.room.db}")
         return turn_detail(*found)
 
+    @property
+    def _turn_parts(self) -> tuple[str, ...]:
+        return (*_TURN_PARTS, _TOLD_PART) if self.told else _TURN_PARTS
+
     async def _pg_turn(self, turn_id: str) -> dict[str, Any]:
         found = await self._pg.snapshot(
-            [(self.d.text(name), (turn_id,)) for name in ("history.turn", *_TURN_PARTS)]
+            [(self.d.text(name), (turn_id,)) for name in ("history.turn", *self._turn_parts)]
         )
         if not found[0]:
             raise UnknownTurn(f"no turn {turn_id} in {self.where}")

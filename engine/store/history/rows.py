@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.domain.instructions import Instructions
 from engine.store import json_or_text
 from engine.store.history.filters import search_cursor, turn_cursor
 
@@ -49,7 +50,17 @@ def turn_item(r: sqlite3.Row) -> dict[str, Any]:
         "detail": r["detail"], "rounds": r["rounds"], "input_tokens": r["input_tokens"],
         "output_tokens": r["output_tokens"], "updated_at": r["updated_at"],
         "cursor": turn_cursor(r["created_at"], r["id"]),
+        # added with instructions (issue 32): the hash of what the turn was told
+        "instructions": _told(r),
     }  # fmt: skip
+
+
+def _told(r: sqlite3.Row) -> str | None:
+    """The hash a turn row recorded (None: told nothing, or a room that predates it)."""
+    try:
+        return r["instructions"] or None
+    except IndexError:  # (the row was read without the column)
+        return None
 
 
 def run_item(r: sqlite3.Row) -> dict[str, Any]:
@@ -170,13 +181,38 @@ def merge_hits(
     return items, i < len(messages) or j < len(calls)
 
 
+def told_item(rows: list[sqlite3.Row] | None) -> dict[str, Any] | None:
+    """What a turn was told, from `history.turn_instructions`: the hash, the parts (source
+    and text, most general first; none when it was told nothing), and whether that differs
+    from what the thread's turn before it was told (`changed`; a thread's first turn has no
+    turn before it). None: the room predates instructions."""
+    if not rows:
+        return None
+    r = rows[0]
+    told = Instructions.from_stored(r["parts"]) if r["parts"] else Instructions()
+    hash_, previous = r["hash"] or None, r["previous"] or None
+    before = None if r["previous_id"] is None else {"turn_id": r["previous_id"], "hash": previous}
+    return {
+        "hash": hash_,
+        "parts": [{"source": source, "text": text} for source, text in told.parts],
+        "changed": before is not None and previous != hash_,
+        "previous": before,
+    }
+
+
 def turn_detail(
     row: sqlite3.Row, steps: list[sqlite3.Row], messages: list[sqlite3.Row],
     calls: list[sqlite3.Row], decisions: list[sqlite3.Row],
+    told: list[sqlite3.Row] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """One turn with its steps, messages, calls and decisions (the `--turn` object)."""
+    """One turn with its steps, messages, calls and decisions (the `--turn` object); its
+    row says what it was told (`told`: the rows of `history.turn_instructions`, None in a
+    room that predates them)."""
     turn = turn_item(row)
     turn["meta"] = json_or_text(row["meta"]) or {}
+    turn["told"] = told_item(told)
+    if turn["told"] is not None:
+        turn["instructions"] = turn["told"]["hash"]
     call_items = [call_item(c) for c in calls]
     by_id = {c["call_id"]: c for c in call_items}
     decision_items = [decision_item(d, by_id.get(d["call_id"])) for d in decisions]

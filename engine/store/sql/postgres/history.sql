@@ -10,6 +10,19 @@ SELECT t.meta, t.id, t.thread_id, t.run_id, t.origin, t.channel, t.sender, t.tex
   steps
   FROM turns t WHERE t.id = %s;
 
+-- name: turn_instructions
+-- What one turn was told (the hash it recorded, the parts kept under it) and what the turn
+-- before it on its thread was told: a key lookup each (turns_thread for the one before), so
+-- a turn's detail says when the instructions changed.
+SELECT t.instructions AS hash, i.parts AS parts, p.id AS previous_id,
+  p.instructions AS previous
+  FROM turns t
+  LEFT JOIN instructions i ON i.hash = t.instructions
+  LEFT JOIN turns p ON p.id = (SELECT q.id FROM turns q WHERE q.thread_id = t.thread_id
+    AND (q.created_at, q.id) < (t.created_at, t.id) ORDER BY q.created_at DESC, q.id DESC
+    LIMIT 1)
+  WHERE t.id = %s;
+
 -- name: steps
 SELECT * FROM steps WHERE turn_id = %s ORDER BY idx, id;
 

@@ -10,6 +10,20 @@ SELECT t.meta, t.id, t.thread_id, t.run_id, t.origin, t.channel, t.sender, t.tex
   steps
   FROM turns t WHERE t.id = ?;
 
+-- name: turn_instructions
+-- What one turn was told (the hash it recorded, the parts kept under it) and what the turn
+-- before it on its thread was told: a key lookup each (turns_thread for the one before,
+-- walked in its own order: two turns opened at the same time are in the order written,
+-- its rowid, so nothing is sorted), so a turn's detail says when the instructions changed.
+SELECT t.instructions AS hash, i.parts AS parts, p.id AS previous_id,
+  p.instructions AS previous
+  FROM turns t
+  LEFT JOIN instructions i ON i.hash = t.instructions
+  LEFT JOIN turns p ON p.rowid = (SELECT q.rowid FROM turns q WHERE q.thread_id = t.thread_id
+    AND (q.created_at, q.rowid) < (t.created_at, t.rowid)
+    ORDER BY q.created_at DESC, q.rowid DESC LIMIT 1)
+  WHERE t.id = ?;
+
 -- name: steps
 SELECT * FROM steps WHERE turn_id = ? ORDER BY idx, id;
 
