@@ -257,6 +257,15 @@ class Bridge:
                           thread_id=thread_id, text=text)  # fmt: skip
         return await self.api.submit(body)
 
+    async def compact(self, thread_id: str, undo: bool = False) -> Submitted:
+        """Compact the thread now (`undo`: undo its last compaction): a turn of its own."""
+        from engine.api.models import SubmitBody
+
+        body = SubmitBody(origin="invoke", sender="operator", thread_id=thread_id,
+                          text="undo the last compaction" if undo else "compact this thread",
+                          strategy="uncompact" if undo else "compact")  # fmt: skip
+        return await self.api.submit(body)
+
     def decision_id(self) -> str:
         """A decision id from the runtime's id source (fixed in tests)."""
         return self.api.new_id("d")

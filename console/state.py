@@ -81,6 +81,8 @@ class TurnRow:
     group: str | None = None  # its thread's group, as the runtime said it (None: not said)
     channel: str | None = None  # the channel its message came from (None: not a channel's)
     sender: str = ""
+    model: str | None = None  # provider:model that answers it (None: not said)
+    window: int | None = None  # that model's context window, in tokens
 
 
 @dataclass
@@ -120,6 +122,8 @@ class DeckState:
         self.turns: OrderedDict[str, TurnRow] = OrderedDict()
         self._by_status: dict[TurnStatus, int] = {}  # turns per status, so `counts` is O(1)
         self.calls: dict[str, CallRow] = {}
+        # each thread's context: its newest inference's input tokens, the window, the model
+        self.context: dict[str, tuple[int, int | None, str | None]] = {}
         # what running calls printed (the last lines of each), until they end
         self.output: OrderedDict[str, OutputTail] = OrderedDict()
         self.pending: dict[str, CallRow] = {}  # suspended calls, oldest first
@@ -282,6 +286,12 @@ class DeckState:
                         turn.input_tokens += event.input_tokens
                         turn.output_tokens += event.output_tokens
                         ch.turns.add(event.turn_id)
+                        if event.step_kind == "inference" and event.input_tokens:
+                            self.context.pop(event.thread_id, None)  # (newest last)
+                            self.context[event.thread_id] = (event.input_tokens, turn.window,
+                                                             turn.model)  # fmt: skip
+                            if len(self.context) > MAX_TURNS:
+                                del self.context[next(iter(self.context))]
                 case MessageAppended():
                     view = threads.get(event.thread_id) or self.thread(event.thread_id)
                     if view.loaded:  # otherwise it is read from history when opened
@@ -305,7 +315,7 @@ class DeckState:
                     self.add_turn(
                         TurnRow(event.turn_id, event.thread_id, TurnStatus.RUNNING, None, event.at,
                                 event.text, group=event.group, channel=event.channel,
-                                sender=event.sender)
+                                sender=event.sender, model=event.model, window=event.window)
                     )  # fmt: skip
                     changed_turns.add(event.turn_id)
                 case TurnChanged():

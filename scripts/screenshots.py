@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 from textual._doc import take_svg_screenshot  # noqa: E402
 
 from tests.console.conftest import build  # noqa: E402
+from tests.console.context_scenes import CONTEXT_PREPARE, CONTEXT_SCENES  # noqa: E402
 from tests.console.history_scenes import HISTORY_PREPARE, HISTORY_SCENES  # noqa: E402
 from tests.console.instructions_scenes import (  # noqa: E402
     INSTRUCTIONS_PREPARE,
@@ -39,12 +40,12 @@ ALL_SCENES = SCENES | SCHEDULER_SCENES | TOUR_SCENES | {"history": HISTORY_SCENE
                                           "review": (review, (160, 48), {}),
                                           "rules": (rules_scene, (160, 48), {}),
                                           "remember": (remember_scene, (160, 48), {}),
-                                          "channels": (channels_scene, (160, 48), {})} | INSTRUCTIONS_SCENES  # fmt: skip
+                                          "channels": (channels_scene, (160, 48), {})} | INSTRUCTIONS_SCENES | CONTEXT_SCENES  # fmt: skip
 PREPARE = HISTORY_PREPARE | {
     "review": prepare_review,
     "rules": with_toml,
 }  # rooms filled before the app opens
-PREPARE |= INSTRUCTIONS_PREPARE
+PREPARE |= INSTRUCTIONS_PREPARE | CONTEXT_PREPARE
 EXTRA = ("attached", "cluster", "tour_cli")  # scenes with another process or a database:
 # made here, not snapshot-tested
 

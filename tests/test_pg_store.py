@@ -266,3 +266,21 @@ async def test_a_runtime_waits_a_moment_for_one_that_just_ended(pg_url: str) -> 
         tg.start_soon(ends_soon)
         store = await PgStore.open(pg_url)
     await store.close()
+
+
+async def test_a_version_3_database_gains_what_instructions_need(pg_url: str) -> None:
+    """Issue 32 (a review's find): an upgraded database never runs schema.sql, so its step
+    makes the instructions table too, and a turn told instructions can be recorded."""
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        migrate(conn)
+        conn.execute("DROP TABLE instructions")
+        conn.execute("ALTER TABLE turns DROP COLUMN instructions, DROP COLUMN model")
+        conn.execute("ALTER TABLE threads DROP COLUMN instructions")
+        conn.execute("DELETE FROM agentdeck_schema")
+        conn.execute("INSERT INTO agentdeck_schema(version) VALUES (3)")
+        assert migrate(conn) == VERSION - 3
+        conn.execute("INSERT INTO instructions(hash, text, parts, created_at)"
+                     " VALUES ('h', 'Be kind.', '[]', 1.0)")  # fmt: skip
+        columns = {r[0] for r in conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'turns'")}  # fmt: skip
+    assert {"instructions", "model"} <= columns

@@ -23,8 +23,10 @@ from textual.widgets import Input
 from console import settings
 from console.attention import Attention
 from console.bridge import CALLS, CHAT, STATUS, TIMELINE, Bridge
+from console.context_use import nearest, thread_context
 from console.copying import copy_call
 from console.format import set_title, short_id
+from console.screens.compacting import compact
 from console.screens.confirm import ConfirmScreen
 from console.screens.decide_flow import Decider
 from console.screens.opening import open_screen
@@ -68,6 +70,8 @@ class MainScreen(Screen[None]):
         Binding("r", "open('rules')", "Rules", show=False),
         Binding("h", "open('history')", "History", show=False),
         Binding("I", "open('instructions')", "Instructions", show=False),
+        Binding("K", "compact", "Compact thread", show=False),
+        Binding("U", "compact(True)", "Undo compaction", show=False),
         Binding("l", "open('channels')", "Channels", show=False),
         Binding("o", "open('rooms')", "Rooms on the bus", show=False),
         Binding("ctrl+r", "whole_output", "Tools' output whole/cut", show=False),
@@ -213,6 +217,8 @@ class MainScreen(Screen[None]):
             self.refresh_bindings()
         status.running, status.waiting = counts
         status.calls = len(self.state.pending)
+        status.nearing = nearest(self.state)  # a thread near its context window
+        self.query_one(ChatPane).show_context(thread_context(self.state, self.thread_id))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """`c` (cancel a turn) is offered only while there is one to cancel."""
@@ -285,6 +291,7 @@ class MainScreen(Screen[None]):
         if self.thread_id != thread_id:  # another was chosen while this one loaded: it wins
             return
         self.query_one(ChatPane).show(self.state.thread(thread_id))
+        self.query_one(ChatPane).show_context(thread_context(self.state, thread_id))
         self._show_card()
 
     # -- from the widgets -------------------------------------------------------------------
@@ -365,6 +372,11 @@ class MainScreen(Screen[None]):
 
     # -- actions ----------------------------------------------------------------------------
 
+    @work(group="compact")
+    async def action_compact(self, undo: bool = False) -> None:
+        """K: compact the chat's thread now; U: undo its last compaction (both ask)."""
+        await compact(self, undo)
+
     def action_whole_output(self) -> None:
         """ctrl+r: every tool's output in the chat whole, or cut after a screenful again."""
         log = self.query_one(ChatLog)
@@ -420,7 +432,11 @@ class MainScreen(Screen[None]):
     @work(group="threads")
     async def action_switch_thread(self) -> None:
         picked = await self.app.push_screen_wait(
-            ThreadPickerScreen(self.state.recent_threads, self.thread_id)
+            ThreadPickerScreen(
+                self.state.recent_threads,
+                self.thread_id,
+                {t: thread_context(self.state, t) for t in self.state.context},
+            )
         )
         if picked:
             await self.switch_thread(picked)

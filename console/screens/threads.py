@@ -23,16 +23,27 @@ class ThreadPickerScreen(ModalScreen[str | None]):
         Binding("k", "cursor('up')", "Up", show=False),
     ]
 
-    def __init__(self, threads: list[str], current: str) -> None:
+    def __init__(self, threads: list[str], current: str,
+                 context: dict[str, str] | None = None) -> None:  # fmt: skip
         super().__init__()
         self.threads, self.current = threads, current
+        self.context = context or {}  # each thread's context gauge, where one is known
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
             yield Label("Switch thread", id="question")
             yield OptionList(
                 *(
-                    Option(Content(visible(("● " if t == self.current else "  ") + t)), id=t)
+                    Option(
+                        Content(
+                            visible(
+                                ("● " if t == self.current else "  ")
+                                + t
+                                + (f"   {self.context[t]}" if t in self.context else "")
+                            )
+                        ),
+                        id=t,
+                    )
                     for t in self.threads
                 ),
                 id="thread-list",

@@ -88,6 +88,7 @@ class ChatPane(Vertical):
         self.calls_of: Callable[[str], list[CallRow]] = lambda turn_id: []  # set by the screen
         self.stoppable: Callable[[], bool] = lambda: False  # a turn runs or waits here (screen's)
         self._view: ThreadView | None = None
+        self._told = ""  # the thread's model and context use, for the title
         self._recalled: int | None = None  # index into the sent messages, None: the draft
         self._on_draft = True  # the input holds the draft (not a message brought back)
         # Each thread's draft; the shown thread's is kept here while the input shows a
@@ -104,7 +105,16 @@ class ChatPane(Vertical):
         yield field
 
     def on_mount(self) -> None:
-        set_title(self, f"Chat · {self.thread_id}")
+        self._title()
+
+    def show_context(self, said: str) -> None:
+        """What the title says of the thread's model and context ("" nothing yet)."""
+        if said != self._told:
+            self._told = said
+            self._title()
+
+    def _title(self) -> None:
+        set_title(self, f"Chat · {self.thread_id}" + (f" · {self._told}" if self._told else ""))
 
     def show(self, view: ThreadView) -> None:
         """Draw `view`; a different thread also retitles the pane."""
@@ -115,7 +125,7 @@ class ChatPane(Vertical):
             field.value = self._drafts.get(view.thread_id, "")
             field.cursor_position = len(field.value)
         self.thread_id, self._view = view.thread_id, view
-        set_title(self, f"Chat · {self.thread_id}")
+        self._title()
         self.query_one(ChatLog).show(view)
 
     def show_call(self, call: CallRow | None, *, by_operator: bool = False) -> None:

@@ -28,6 +28,7 @@ class StatusBar(Widget):
     calls: reactive[int] = reactive(0)  # calls waiting for a decision
     follow: reactive[bool] = reactive(True)
     activity: reactive[str] = reactive("")  # the spinner and how long the oldest turn runs
+    nearing: reactive[str] = reactive("")  # a thread near its context window, and how near
 
     def render(self) -> Text:
         """The parts that fit, most needed first kept: the calls to decide and the turns,
@@ -44,6 +45,8 @@ class StatusBar(Widget):
         waiting = Text(f"{wait.glyph} {self.waiting} waiting{calls}",
                        self.get_component_rich_style("state--waiting"))  # fmt: skip
         mode = Text(self.mode, dim if self.mode == "hosted" else "") if self.mode else None
+        nearing = (Text(f"⚠ {self.nearing}", self.get_component_rich_style("state--waiting"))
+                   if self.nearing else None)  # fmt: skip
         model = Text.assemble(("model ", dim), self.model)
         short = Text.assemble(("model ", dim), short_model(self.model))
         # (priority, part): the lowest priority goes first when the line is too long
@@ -52,6 +55,7 @@ class StatusBar(Widget):
             (2, Text.assemble(("run ", dim), short_id(self.run_id))),  # whole in history (h)
             (9, running),
             (10, waiting),
+            (8, nearing),
             (5, mode),
             (7, model),
             (1, Text.assemble(("timeline ", dim), "following" if self.follow else "frozen")),

@@ -28,8 +28,11 @@ STEPS: dict[int, list[str]] = {
         "CREATE TABLE IF NOT EXISTS cancels (turn_id TEXT PRIMARY KEY, reason TEXT NOT NULL,"
         " asked_at DOUBLE PRECISION NOT NULL)"
     ],
-    # issue 32, instructions (as engine/store/migrations.py's 7; the table from schema.sql)
+    # issue 32, instructions (as engine/store/migrations.py's 7; an upgraded database
+    # never runs schema.sql, so the table is made here too)
     4: [
+        "CREATE TABLE IF NOT EXISTS instructions (hash TEXT PRIMARY KEY, text TEXT NOT NULL,"
+        " parts TEXT NOT NULL DEFAULT '[]', created_at DOUBLE PRECISION NOT NULL)",
         "ALTER TABLE turns ADD COLUMN IF NOT EXISTS instructions TEXT",
         "ALTER TABLE turns ADD COLUMN IF NOT EXISTS model TEXT",
         "ALTER TABLE threads ADD COLUMN IF NOT EXISTS instructions TEXT",
