@@ -186,11 +186,13 @@ class OfflineModel:
     name = "offline"
     model = "offline-rules-1"
 
-    def __init__(self, delay: float = 0.0, chunk_chars: int = 4) -> None:
+    def __init__(self, delay: float = 0.0, chunk_chars: int = 4, model: str | None = None) -> None:
         if chunk_chars < 1:
             raise ValueError("chunk_chars must be at least 1")
         self.delay = delay
         self.chunk_chars = chunk_chars
+        if model:  # a name of its own (a group's offline model told apart from the room's)
+            self.model = model
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         for i, event in enumerate(self.events(request)):

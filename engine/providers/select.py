@@ -49,7 +49,8 @@ def make_provider(config: Config, env: Mapping[str, str] | None = None) -> Provi
         else:
             kind = "offline"
     if kind == "offline":
-        return ProviderChoice(OfflineModel(delay=m.offline_delay), "none (offline model)")
+        return ProviderChoice(OfflineModel(delay=m.offline_delay, model=m.model),
+                              "none (offline model)")  # fmt: skip
 
     key_var = m.key_env or ("ANTHROPIC_API_KEY" if kind == "anthropic" else "OPENAI_API_KEY")
     key = var(key_var)
