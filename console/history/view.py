@@ -276,7 +276,8 @@ def told_cells(told: dict[str, Any] | None) -> Cells | None:
 
 
 def notes(detail: dict[str, Any]) -> list[Cells]:
-    """The turn pane: facts, where it suspended, decisions, messages, answer."""
+    """The turn pane: facts, the model that answered, what it was told, where it
+    suspended, decisions, messages, answer."""
     t = detail["turn"]
     took = duration(t["ended_at"] - t["created_at"]) if t["ended_at"] else "not finished"
     lines: list[Cells] = [
@@ -290,6 +291,8 @@ def notes(detail: dict[str, Any]) -> list[Cells]:
           f"{plural(len(detail['calls']), 'call', 0)}", DIM)),
         (("asked  ", DIM), (t["text"] or "", "")),
     ]  # fmt: skip
+    if t.get("model"):  # (None: a room that predates it)
+        lines.append((("model  ", DIM), (t["model"], BOLD)))
     if (told := told_cells(t.get("told"))) is not None:
         lines.append(told)
     if t["detail"]:

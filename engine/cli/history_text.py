@@ -28,11 +28,13 @@ def hit_line(h: dict[str, Any]) -> str:
 
 
 def turn_lines(detail: dict[str, Any]) -> list[str]:
-    """One turn: its steps with their calls, its decisions, where it suspended, its answer."""
+    """One turn: the model that answered it, its steps with their calls, its decisions,
+    where it suspended, its answer."""
     t = detail["turn"]
     state = t["status"] + (f"/{t['reason']}" if t["reason"] else "")
+    by = f", answered by {t['model']}" if t.get("model") else ""  # (None: an older room)
     out = [
-        f"turn {t['turn_id']} on {t['thread_id']} ({t['group']}, {t['origin']}): {state}",
+        f"turn {t['turn_id']} on {t['thread_id']} ({t['group']}, {t['origin']}): {state}{by}",
         f"  {_clock(t['created_at'])} from {t['sender']}: {_oneline(t['text'], 200)}",
     ]
     if (told := told_line(t.get("told"))) is not None:

@@ -19,7 +19,8 @@ Shapes (also what `agentdeck history --json` prints; keys are only ever added):
 - a turn row: `turn_id thread_id origin status reason text answer created_at ended_at
   calls` (call count), `steps group run_id channel sender strategy detail rounds
   input_tokens output_tokens updated_at cursor instructions` (the hash of what the turn
-  was told; None: nothing, or a room that predates it). Times are Unix seconds.
+  was told; None: nothing, or a room that predates it) `model` (`provider:model`, the model
+  that answered it; None: a room that predates it). Times are Unix seconds.
 - a search hit: `kind` (message|call) `turn_id thread_id message_id role call_id tool
   status created_at snippet` (matches in [brackets]) `cursor`.
 - a turn (`turn()`, `--turn ID`): `{"turn": <turn row>, "steps": [step_id idx kind status
@@ -50,6 +51,7 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -102,19 +104,23 @@ READ_ERRORS = (HistoryError, StoreError, sqlite3.Error, OSError)
 _TOP = (1e300, "")
 
 # A turn's parts, each read by the turn's id: steps, messages, calls, decisions; and what
-# it was told, in a room whose turns record it.
+# it was told and the model that answered it, in a room whose turns record them.
 _TURN_PARTS = ("history.steps", "history.messages", "history.calls", "history.turn_decisions")
 _TOLD_PART = "history.turn_instructions"
+_MODEL_PART = "history.turn_model"
 
 # Whether the room's turns record their instructions (the column, and the table of their
-# texts): a room is read as it is, and one a runtime of an earlier release made has neither
-# until a runtime opens it again.
-_SQLITE_TOLD = ("SELECT (SELECT count(*) FROM pragma_table_info('turns') WHERE name ="
-                " 'instructions') AND (SELECT count(*) FROM sqlite_master WHERE type = 'table'"
-                " AND name = 'instructions')")  # fmt: skip
-_PG_TOLD = ("SELECT to_regclass('instructions') IS NOT NULL AND EXISTS (SELECT 1 FROM"
-            " information_schema.columns WHERE table_schema = current_schema() AND"
-            " table_name = 'turns' AND column_name = 'instructions')")  # fmt: skip
+# texts), and the model that answered them (the column): a room is read as it is, and one a
+# runtime of an earlier release made has neither until a runtime opens it again.
+_SQLITE_RECORDS = ("SELECT (SELECT count(*) FROM pragma_table_info('turns') WHERE name ="
+                   " 'instructions') AND (SELECT count(*) FROM sqlite_master WHERE type ="
+                   " 'table' AND name = 'instructions'), (SELECT count(*) FROM"
+                   " pragma_table_info('turns') WHERE name = 'model') > 0")  # fmt: skip
+_PG_RECORDS = ("SELECT to_regclass('instructions') IS NOT NULL AND EXISTS (SELECT 1 FROM"
+               " information_schema.columns WHERE table_schema = current_schema() AND"
+               " table_name = 'turns' AND column_name = 'instructions'), EXISTS (SELECT 1"
+               " FROM information_schema.columns WHERE table_schema = current_schema() AND"
+               " table_name = 'turns' AND column_name = 'model')")  # fmt: skip
 
 
 class History:
@@ -127,6 +133,7 @@ class History:
         self.indexed = False  # the room's database has the history tables
         self.batched = False  # ... and its call marks are the batch's (issue 16)
         self.told = False  # ... and its turns record their instructions (issue 32)
+        self.modelled = False  # ... and the model that answered them (issue 32)
         self.d: Dialect = dialect("sqlite")  # the statements of the database below
 
     async def __aenter__(self) -> History:
@@ -139,7 +146,7 @@ class History:
             self._pg, self.indexed, self.batched = pg, True, True
             self.d = dialect("postgres")
             try:
-                self.told = bool((await self._all(_PG_TOLD))[0][0])
+                self.told, self.modelled = _flags(await self._all(_PG_RECORDS))
             except BaseException:
                 await self.__aexit__()
                 raise
@@ -149,7 +156,7 @@ class History:
                 rows = await self._all(
                     "SELECT name FROM sqlite_master WHERE name IN ('turn_marks', 'open_calls')"
                 )
-                self.told = bool((await self._all(_SQLITE_TOLD))[0][0])
+                self.told, self.modelled = _flags(await self._all(_SQLITE_RECORDS))
             except BaseException:
                 await self.__aexit__()  # (the connection's thread would keep us alive)
                 raise
@@ -232,9 +239,9 @@ class History:
             # Read first: a batch between the two reads moves a turn from here to the
             # marks, where the page finds it again (kept once), never out of both.
             extra = await self._all(*pending_turns_sql(self.d, filters, driver, cursor,
-                                                       self.told))  # fmt: skip
+                                                       self.told, self.modelled))  # fmt: skip
         sql, params = turns_sql(self.d, filters, driver, cursor, limit + 1, self.batched,
-                                self.told)  # fmt: skip
+                                self.told, self.modelled)  # fmt: skip
         rows = await self._all(sql, params)
         if extra:
             merged = {r["id"]: r for r in [*rows, *extra]}
@@ -331,11 +338,19 @@ class History:
             gone.set()
         if found is None:
             raise UnknownTurn(f"no turn {turn_id} in {self.room.db}")
-        return turn_detail(*found)
+        return self._detail(found[0], found[1:])
 
     @property
     def _turn_parts(self) -> tuple[str, ...]:
-        return (*_TURN_PARTS, _TOLD_PART) if self.told else _TURN_PARTS
+        return (*_TURN_PARTS, *((_TOLD_PART,) if self.told else ()),
+                *((_MODEL_PART,) if self.modelled else ()))  # fmt: skip
+
+    def _detail(self, row: sqlite3.Row, parts: Sequence[list[sqlite3.Row]]) -> dict[str, Any]:
+        """The turn's detail from its row and the rows of `_turn_parts`, in their order."""
+        by_name = dict(zip(self._turn_parts, parts, strict=True))
+        steps, messages, calls, decisions = (by_name[name] for name in _TURN_PARTS)
+        told, model = by_name.get(_TOLD_PART), by_name.get(_MODEL_PART)
+        return turn_detail(row, steps, messages, calls, decisions, told=told, model=model)
 
     async def _pg_turn(self, turn_id: str) -> dict[str, Any]:
         found = await self._pg.snapshot(
@@ -343,7 +358,7 @@ class History:
         )
         if not found[0]:
             raise UnknownTurn(f"no turn {turn_id} in {self.where}")
-        return turn_detail(found[0][0], *found[1:])
+        return self._detail(found[0][0], found[1:])
 
     async def where_suspended(self, turn_id: str) -> dict[str, Any] | None:
         """The step and calls where the turn suspended (still waiting first); None if it
@@ -399,6 +414,11 @@ class History:
         self._need_index()
         name = marks[0] if marks else "turns"
         return (await self._counter([name]))[name]
+
+
+def _flags(rows: list[sqlite3.Row]) -> tuple[bool, bool]:
+    """(told, modelled): what `_SQLITE_RECORDS` or `_PG_RECORDS` found the turns record."""
+    return bool(rows[0][0]), bool(rows[0][1])
 
 
 async def recent_turns(

@@ -34,14 +34,17 @@ TURN_COLUMNS = (
     " (SELECT count(*) FROM tool_calls c WHERE c.turn_id = t.id) AS calls,"
     " (SELECT count(*) FROM steps s WHERE s.turn_id = t.id) AS steps"
 )
-# The hash of what a turn was told, a column of its own row (no join: a list stays a walk
-# of turns); a room that predates it (read before a runtime upgrades it) has none.
+# The hash of what a turn was told and the model that answered it, columns of its own row
+# (no join: a list stays a walk of turns); a room that predates them (read before a runtime
+# upgrades it) has neither.
 TOLD_COLUMN = ", t.instructions"
+MODEL_COLUMN = ", t.model"
 
 
-def turn_columns(told: bool) -> str:
-    """The columns of a listed turn; `told`: the room's turns record their instructions."""
-    return TURN_COLUMNS + TOLD_COLUMN if told else TURN_COLUMNS
+def turn_columns(told: bool, modelled: bool = True) -> str:
+    """The columns of a listed turn; `told`: the room's turns record their instructions,
+    `modelled`: the model that answered them."""
+    return TURN_COLUMNS + (TOLD_COLUMN if told else "") + (MODEL_COLUMN if modelled else "")
 
 
 class HistoryError(ValueError):
@@ -180,11 +183,11 @@ def holds(d: Dialect, mark: str, at: str, turn_id: str, batched: bool) -> tuple[
 
 def turns_sql(
     d: Dialect, filters: Filters, driver: str | None, after: tuple[float, str] | None,
-    limit: int, batched: bool = False, told: bool = True,
+    limit: int, batched: bool = False, told: bool = True, modelled: bool = True,
 ) -> tuple[str, list[Any]]:  # fmt: skip
     """A page of turns, newest first, after the cursor. `driver` is the mark to walk (the
     rarest asked for); the other marks are checked by primary key. `told`: with the hash of
-    each turn's instructions."""
+    each turn's instructions; `modelled`: with the model that answered it."""
     p = d.param
     params: list[Any] = []
     if driver is None:
@@ -212,8 +215,8 @@ def turns_sql(
             params.extend(more)
     params.append(limit)
     sql = (
-        f"SELECT {turn_columns(told)} FROM {source} WHERE {' AND '.join(where)} ORDER BY {order}"
-        f" LIMIT {p}"
+        f"SELECT {turn_columns(told, modelled)} FROM {source} WHERE {' AND '.join(where)}"
+        f" ORDER BY {order} LIMIT {p}"
     )
     return sql, params
 
@@ -224,6 +227,7 @@ def pending_turns_sql(
     driver: str,
     after: tuple[float, str] | None,
     told: bool = True,
+    modelled: bool = True,
 ) -> tuple[str, list[Any]]:
     """The turns that only calls the batch has not seen yet may give the driver mark (a
     call mark), with every filter: a few rows, which `History.turns` merges into the page
@@ -245,7 +249,7 @@ def pending_turns_sql(
             cond, more = holds(d, mark, "t.created_at", "t.id", True)
             where.append(cond)
             params.extend(more)
-    return f"SELECT {turn_columns(told)} FROM turns t WHERE {' AND '.join(where)}", params
+    return f"SELECT {turn_columns(told, modelled)} FROM turns t WHERE {' AND '.join(where)}", params
 
 
 def legacy_thread_sql(

@@ -51,14 +51,17 @@ def turn_item(r: sqlite3.Row) -> dict[str, Any]:
         "output_tokens": r["output_tokens"], "updated_at": r["updated_at"],
         "cursor": turn_cursor(r["created_at"], r["id"]),
         # added with instructions (issue 32): the hash of what the turn was told
-        "instructions": _told(r),
+        "instructions": _column(r, "instructions"),
+        # added with a model per group and thread (issue 32): `provider:model`
+        "model": _column(r, "model"),
     }  # fmt: skip
 
 
-def _told(r: sqlite3.Row) -> str | None:
-    """The hash a turn row recorded (None: told nothing, or a room that predates it)."""
+def _column(r: sqlite3.Row, name: str) -> str | None:
+    """What a turn row recorded in a column added since the first release (None: nothing,
+    or a room that predates the column)."""
     try:
-        return r["instructions"] or None
+        return r[name] or None
     except IndexError:  # (the row was read without the column)
         return None
 
@@ -203,16 +206,19 @@ def told_item(rows: list[sqlite3.Row] | None) -> dict[str, Any] | None:
 def turn_detail(
     row: sqlite3.Row, steps: list[sqlite3.Row], messages: list[sqlite3.Row],
     calls: list[sqlite3.Row], decisions: list[sqlite3.Row],
-    told: list[sqlite3.Row] | None = None,
+    *, told: list[sqlite3.Row] | None = None, model: list[sqlite3.Row] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """One turn with its steps, messages, calls and decisions (the `--turn` object); its
-    row says what it was told (`told`: the rows of `history.turn_instructions`, None in a
-    room that predates them)."""
+    row says what it was told (`told`: the rows of `history.turn_instructions`) and which
+    model answered it (`model`: the rows of `history.turn_model`), each None in a room that
+    predates them."""
     turn = turn_item(row)
     turn["meta"] = json_or_text(row["meta"]) or {}
     turn["told"] = told_item(told)
     if turn["told"] is not None:
         turn["instructions"] = turn["told"]["hash"]
+    if model:
+        turn["model"] = _column(model[0], "model")
     call_items = [call_item(c) for c in calls]
     by_id = {c["call_id"]: c for c in call_items}
     decision_items = [decision_item(d, by_id.get(d["call_id"])) for d in decisions]

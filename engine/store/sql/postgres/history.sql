@@ -23,6 +23,11 @@ SELECT t.instructions AS hash, i.parts AS parts, p.id AS previous_id,
     LIMIT 1)
   WHERE t.id = %s;
 
+-- name: turn_model
+-- The model that answered one turn (`provider:model`), by its key; read only where
+-- the room's turns have the column (a room an earlier release made has none).
+SELECT t.model FROM turns t WHERE t.id = %s;
+
 -- name: steps
 SELECT * FROM steps WHERE turn_id = %s ORDER BY idx, id;
 

@@ -24,6 +24,11 @@ SELECT t.instructions AS hash, i.parts AS parts, p.id AS previous_id,
     ORDER BY q.created_at DESC, q.rowid DESC LIMIT 1)
   WHERE t.id = ?;
 
+-- name: turn_model
+-- The model that answered one turn (`provider:model`), by its key; read only where
+-- the room's turns have the column (a room an earlier release made has none).
+SELECT t.model FROM turns t WHERE t.id = ?;
+
 -- name: steps
 SELECT * FROM steps WHERE turn_id = ? ORDER BY idx, id;
 
