@@ -134,3 +134,18 @@ async def test_a_message_larger_than_the_window_is_cut_with_a_note(tmp_path: Any
     sent = model.sent[0][0].messages[-1].text
     assert outcome.status == "done" and len(sent) < 10_000
     assert "left out: this entry is larger than the model's context window allows" in sent
+
+
+def test_the_cli_compacts_a_thread_and_undoes_it(tmp_path: Any, capsys: Any) -> None:
+    from engine.cli import main
+
+    room = str(tmp_path / "room")
+    for n in range(4):
+        assert main(["--room", room, "invoke", "--thread", "chat:cli", f"calc {n}+1"]) == 0
+    capsys.readouterr()
+    assert main(["--room", room, "compact", "chat:cli"]) == 0
+    assert "compacted" in capsys.readouterr().out
+    assert main(["--room", room, "compact", "chat:cli", "--undo"]) == 0
+    assert "the last compaction undone" in capsys.readouterr().out
+    assert main(["--room", room, "compact", "chat:cli", "--undo"]) == 0
+    assert "no compaction to undo" in capsys.readouterr().out

@@ -107,7 +107,7 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--after", metavar="CURSOR", help="the next page: a row's `cursor`")
     command("info", "where things are and which model is in use")
     sp = command("compact", "compact a thread's conversation now (a summary of its older part)")
-    sp.add_argument("thread")
+    sp.add_argument("thread_id", metavar="THREAD")
     sp.add_argument("--undo", action="store_true", help="undo the thread's last compaction")
     sp.add_argument("--json", action="store_true")
     from engine.cli.instructions import add_parser as instructions_parser
@@ -170,7 +170,7 @@ def _exit_code(exc: Exception) -> int | None:
 
 
 _POSITIONAL = {"text": "the text", "call_id": "CALL_ID", "turn_id": "TURN_ID",
-               "rule_id": "RULE_ID", "delivery_id": "ID", "thread": "THREAD"}  # fmt: skip
+               "rule_id": "RULE_ID", "delivery_id": "ID", "thread_id": "THREAD"}  # fmt: skip
 
 
 def _undecodable(args: argparse.Namespace) -> str | None:

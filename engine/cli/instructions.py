@@ -14,7 +14,8 @@ from engine.room import Room
 
 
 def add_parser(sp: argparse.ArgumentParser) -> None:
-    sp.add_argument("thread", nargs="?", default="chat:main", help="the thread (default chat:main)")
+    sp.add_argument("thread_id", metavar="THREAD", nargs="?", default="chat:main",
+                    help="the thread (default chat:main)")  # fmt: skip
     change = sp.add_mutually_exclusive_group()
     change.add_argument("--set", metavar="TEXT", help="set the thread's own instructions")
     change.add_argument("--file", metavar="PATH", help="... from a file (- reads stdin)")
@@ -41,9 +42,9 @@ async def instructions(room: Room, args: argparse.Namespace) -> int:
     changes, text = _new_text(args)
     async with room_client(room, "cli") as client:
         if changes:
-            told = await client.set_instructions(args.thread, text)
+            told = await client.set_instructions(args.thread_id, text)
         else:
-            told = await client.instructions(args.thread)
+            told = await client.instructions(args.thread_id)
     if args.json:
         print(told.model_dump_json(indent=2))
         return EXIT_OK

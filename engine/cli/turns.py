@@ -58,7 +58,7 @@ async def compact(room: Room, args: argparse.Namespace) -> int:
     summary of its older part), or undo its last compaction; a turn of its own."""
     from engine.api.models import SubmitBody
 
-    body = SubmitBody(origin="invoke", sender="cli", thread_id=args.thread,
+    body = SubmitBody(origin="invoke", sender="cli", thread_id=args.thread_id,
                       text="undo the last compaction" if args.undo else "compact this thread",
                       strategy="uncompact" if args.undo else "compact")  # fmt: skip
     async with room_client(room, "invoke") as client:
