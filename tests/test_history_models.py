@@ -102,11 +102,14 @@ async def test_a_room_whose_turns_have_no_model_column_reads_with_none(tmp_path)
     # column alone is gone, the instructions stay; on both stores)
     ids = await answered_turns(tmp_path)
     room_write(tmp_path / "room", "ALTER TABLE turns DROP COLUMN model")
-    async with History(Room.at(tmp_path / "room")) as h:
-        assert h.told and not h.modelled
-        listed = (await h.turns()).items
-        tasks = (await h.turns(Filters(group="task"))).items
-        detail = (await h.turn(ids["task"]))["turn"]
+    try:
+        async with History(Room.at(tmp_path / "room")) as h:
+            assert h.told and not h.modelled
+            listed = (await h.turns()).items
+            tasks = (await h.turns(Filters(group="task"))).items
+            detail = (await h.turn(ids["task"]))["turn"]
+    finally:  # (on PostgreSQL the database goes back to the pool for the next tests: whole)
+        room_write(tmp_path / "room", "ALTER TABLE turns ADD COLUMN model TEXT")
     assert len(listed) == 4 and {t["model"] for t in [*listed, *tasks]} == {None}
     assert detail["model"] is None and detail["told"] is not None
 
