@@ -27,9 +27,9 @@ is another process, as an attached console or the CLI is: tests/bench/api_child.
    (`shown`); the ratio is against the mean of all the no-client phases.
 5. Output streaming (issue 31): steps as in 3, but the tool a step calls streams what it
    prints (4 KB a call, through `ToolContext.output` and its tap, as the shell does), with
-   no client and with 16 clients attached as consoles, one of them showing the thread that
-   runs (so it receives the output) and 15 showing another; the ratio is against the no-
-   client phases, which pay the tap too.
+   16 clients attached as consoles, one of them showing the thread that runs (so it
+   receives the output) and 15 showing another: `output`, against the same consoles with
+   the tool printing nothing (`quiet`: what streaming costs), and against no client.
 4. Console start on a room of 10,000 turns (gen_history.py, 200k steps): the first full
    screen (the run attached and drawn, from process start, as bench_console.py measures
    it) of a console attached to `python -m engine.cli run` in another process vs a console
@@ -471,11 +471,15 @@ async def part_fanout(root: Path, counts: list[int], readers: list[str], rate: i
 # -- 3. step cost with clients attached ------------------------------------------------------
 
 
+PRINTS = [True]  # part 5's phase: the tool prints (output) or not (quiet)
+
+
 @tool(name="noop")
 async def printing(ctx: ToolContext) -> str:
-    """Prints 4 KB as it runs, as a command does (part 5)."""
+    """Prints 4 KB as it runs, as a command does (part 5), unless the phase is quiet."""
     assert ctx.output is not None
-    ctx.output("stdout", PRINTED)
+    if PRINTS[0]:
+        ctx.output("stdout", PRINTED)
     return "ok"
 
 
@@ -505,7 +509,9 @@ async def part_steps(root: Path, turns: int, clients: int, phases: list[str], sy
             await measure_turn(rt, model, f"warm-{i}", MEASURED_STEPS)
         for k, phase in enumerate(phases):
             attached = None
-            if phase == "output":  # one console shows the thread that runs, the rest another
+            PRINTS[0] = phase != "quiet"
+            if phase in ("output", "quiet"):  # one console shows the thread that runs, the
+                # rest another; the same consoles whether the tool prints or not
                 quiet = [*WATCHED, thread("console:quiet")]
                 shown = [*quiet, *(thread(f"p{k}-{i}") for i in range(turns))]
                 one = await Clients.start(room, serving, 1, "full", 200_000, root / "out1",
@@ -555,8 +561,14 @@ async def part_steps(root: Path, turns: int, clients: int, phases: list[str], sy
                 f"  runtime CPU {cpu / elapsed:4.2f}{extra}")  # fmt: skip
     base = statistics.fmean(per_phase["none"]) * 1e6
     rows = []
+    if "quiet" in per_phase and "output" in per_phase:  # part 5: what the output costs
+        quiet = statistics.fmean(per_phase["quiet"]) * 1e6
+        out = statistics.fmean(per_phase["output"]) * 1e6
+        rows.append(Row(f"step streaming output to {clients} consoles vs not", f"{out:.0f} us",
+                        f"{quiet:.0f} us", out / quiet, f"<= {TARGET_CONSOLES_RATIO}x",
+                        out / quiet <= TARGET_CONSOLES_RATIO))  # fmt: skip
     for phase, steps in per_phase.items():
-        if phase == "none":
+        if phase in ("none", "quiet"):
             continue
         mean = statistics.fmean(steps) * 1e6
         target = (TARGET_CONSOLES_RATIO if phase in ("console", "output")
@@ -686,7 +698,7 @@ async def main(args: argparse.Namespace) -> None:
             rows += await part_steps(root, args.step_turns, args.step_clients, phases,
                                      args.synchronous, args.profile)  # fmt: skip
         if 5 in parts:
-            phases = ["none", "output"] * args.output_rounds + ["none"]
+            phases = ["none", "quiet", "output"] * args.output_rounds + ["none"]
             rows += await part_steps(root, args.step_turns, args.step_clients, phases,
                                      args.synchronous, None, part=5)  # fmt: skip
         if 4 in parts:
