@@ -149,3 +149,15 @@ def test_the_cli_compacts_a_thread_and_undoes_it(tmp_path: Any, capsys: Any) -> 
     assert "the last compaction undone" in capsys.readouterr().out
     assert main(["--room", room, "compact", "chat:cli", "--undo"]) == 0
     assert "no compaction to undo" in capsys.readouterr().out
+
+
+async def test_a_huge_message_is_cut_in_a_large_window_too(tmp_path: Any) -> None:
+    """(The view looks only at the entries the conversation knows are large, when the
+    window is large enough for that.)"""
+    model = CountingModel(window=10**9)
+    async with runtime(tmp_path, model, config=window(20_000)) as rt:
+        await rt.run_turn(chat("small first"))
+        await rt.run_turn(chat("y" * 200_000))
+    sent = [m.text for m in model.sent[-1][0].messages if m.role == "user"]
+    assert sent[0] == "small first" and len(sent[-1]) < 40_000
+    assert "larger than the model's context window allows" in sent[-1]

@@ -6,7 +6,6 @@ the same at message 800 as at message 5: one INSERT, never a rewrite.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,7 +89,7 @@ class Conversation:
         if system:
             total += window.text(system)
         if tools:
-            total += window.text(json.dumps(tools)) if len(tools) < 64 else 0
+            total += window.tools(tools)
         return int(total * window.ratio)
 
     @property

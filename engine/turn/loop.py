@@ -40,7 +40,7 @@ from engine.turn import compaction, endings, replay
 from engine.turn import gate as gates
 from engine.turn.call import ANSWERED, NO_MESSAGE, PLACEHOLDER, CallState
 from engine.turn.context import TurnContext
-from engine.turn.conversation import Conversation
+from engine.turn.conversation import HUGE, Conversation
 from engine.turn.plugins import Gate, Phase, PhaseContext, StopRequest
 from engine.turn.state import (
     Inference,
@@ -230,7 +230,9 @@ class TurnLoop:
 
     def view(self) -> list[ConvMessage]:
         """The thread's conversation as the model reads it (engine/turn/view.py)."""
-        return request_messages(self.conv.messages, self.window.tokens, self.conv.marker)
+        tokens = self.window.tokens  # (a window so small that half of it is under HUGE: every
+        large = self.conv.huge if tokens and tokens // 2 >= HUGE else None  # entry is looked at)
+        return request_messages(self.conv.messages, tokens, self.conv.marker, large)
 
     def system(self, more: str | None = None) -> str | None:
         """The system prompt: the turn's instructions, then `more` (a strategy's own)."""

@@ -48,9 +48,10 @@ _LOOK = object()  # request_messages's marker not given: it is looked for
 
 
 def request_messages(messages: list[ConvMessage], window: int | None = None,
-                     found: Any = _LOOK) -> list[ConvMessage]:  # fmt: skip
+                     found: Any = _LOOK, large: Any = None) -> list[ConvMessage]:  # fmt: skip
     """The entries of a thread as one request sends them (`found`: the marker in effect,
-    as the Conversation keeps it; else it is looked for)."""
+    and `large`: the indices of its large entries, as the Conversation keeps them; else
+    they are looked for)."""
     if found is _LOOK:
         found = marker_of(messages)
     if found is None:
@@ -73,6 +74,10 @@ def request_messages(messages: list[ConvMessage], window: int | None = None,
     if window is not None:  # one entry larger than half the window is read cut (a text no
         # longer than `limit` characters is fewer tokens: skip the estimate)
         limit = window // 2
+        if large is not None:  # only those the conversation knows are large can be
+            wanted = {id(messages[i]) for i, size in large.items() if size > limit}
+            if not wanted:
+                return out
         out = [m if len(m.text) <= limit or estimate_tokens(m.text) <= limit else
                m.model_copy(update={"text": cut_to_tokens(m.text, limit)}) for m in out]  # fmt: skip
     return out

@@ -43,6 +43,7 @@ class ContextWindow:
     ratio: float = 1.0  # the provider's count over the estimate, as last learned
     _sizes: dict[int, tuple[ConvMessage, int]] = field(default_factory=dict, repr=False)
     _texts: dict[str, int] = field(default_factory=dict, repr=False)
+    _tool_sizes: dict[tuple[Any, ...], int] = field(default_factory=dict, repr=False)
 
     def estimate(self, messages: list[ConvMessage], system: str | None,
                  tools: list[dict[str, Any]]) -> int:  # fmt: skip
@@ -61,6 +62,16 @@ class ContextWindow:
         if tools:
             total += estimate_tokens(json.dumps(tools))
         return int(total * self.ratio)
+
+    def tools(self, tools: list[dict[str, Any]]) -> int:
+        """The tools' size, remembered by their names (a step offers the same ones)."""
+        key = tuple(t.get("name") for t in tools)
+        hit = self._tool_sizes.get(key)
+        if hit is None:
+            if len(self._tool_sizes) > 64:
+                self._tool_sizes.clear()
+            hit = self._tool_sizes[key] = estimate_tokens(json.dumps(tools))
+        return hit
 
     def text(self, text: str) -> int:
         """A system prompt's or the tools' size, remembered (they repeat every request)."""
