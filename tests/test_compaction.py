@@ -149,6 +149,8 @@ def test_the_cli_compacts_a_thread_and_undoes_it(tmp_path: Any, capsys: Any) -> 
     assert "the last compaction undone" in capsys.readouterr().out
     assert main(["--room", room, "compact", "chat:cli", "--undo"]) == 0
     assert "no compaction to undo" in capsys.readouterr().out
+    assert main(["--room", room, "compact", "x" * 600]) == 2  # one line, no traceback
+    assert capsys.readouterr().err.startswith("agentdeck: THREAD: String should have at most")
 
 
 async def test_a_huge_message_is_cut_in_a_large_window_too(tmp_path: Any) -> None:

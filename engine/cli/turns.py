@@ -28,46 +28,45 @@ from engine.room import Room
 _FLAGS = {"thread_id": "--thread", "text": "the text"}  # SubmitBody's fields as invoke says them
 
 
-def _flag(loc: tuple[int | str, ...]) -> str:
+def _flag(loc: tuple[int | str, ...], thread_word: str = "--thread") -> str:
+    if loc and loc[0] == "thread_id":
+        return thread_word
     return _FLAGS.get(str(loc[0]), str(loc[0])) if loc else ""
 
 
 async def invoke(room: Room, args: argparse.Namespace) -> int:
-    from pydantic import ValidationError
-
-    from engine.api.models import SubmitBody
-
-    try:
-        body = SubmitBody(origin="invoke", sender="cli", thread_id=args.thread, text=args.text,
-                          strategy=args.strategy, refuse_if_waiting=True)  # fmt: skip
-    except ValidationError as exc:  # an empty or 600-character --thread, a byte not UTF-8
-        raise UsageError("; ".join(
-            f"{_flag(e['loc'])}: {e['msg'].removeprefix('Value error, ')}".removeprefix(": ")
-            for e in exc.errors())) from None  # fmt: skip
-    async with room_client(room, "invoke") as client:
-        try:
-            submitted = await client.submit(body)
-        except (Conflict, Invalid) as exc:
-            raise UsageError(str(exc)) from None
-        outcome = await settled(client, submitted.turn_id)
-    return report(outcome, args.json)
+    return await _one_turn(room, args.json, thread_id=args.thread, text=args.text,
+                           strategy=args.strategy, refuse_if_waiting=True)  # fmt: skip
 
 
 async def compact(room: Room, args: argparse.Namespace) -> int:
     """`agentdeck compact THREAD [--undo]`: compact the thread now (its turns after read a
     summary of its older part), or undo its last compaction; a turn of its own."""
+    return await _one_turn(room, args.json, "THREAD", thread_id=args.thread_id,
+                           text="undo the last compaction" if args.undo else "compact this thread",
+                           strategy="uncompact" if args.undo else "compact")  # fmt: skip
+
+
+async def _one_turn(room: Room, as_json: bool, thread_word: str = "--thread", **fields: Any) -> int:
+    """Submit one turn of origin invoke and report how it ended; a request that does not
+    fit (an empty or 600-character thread, a byte not UTF-8) is a usage error."""
+    from pydantic import ValidationError
+
     from engine.api.models import SubmitBody
 
-    body = SubmitBody(origin="invoke", sender="cli", thread_id=args.thread_id,
-                      text="undo the last compaction" if args.undo else "compact this thread",
-                      strategy="uncompact" if args.undo else "compact")  # fmt: skip
+    try:
+        body = SubmitBody(origin="invoke", sender="cli", **fields)
+    except ValidationError as exc:
+        raise UsageError("; ".join(
+            f"{_flag(e['loc'], thread_word)}: {e['msg'].removeprefix('Value error, ')}"
+            .removeprefix(": ") for e in exc.errors())) from None  # fmt: skip
     async with room_client(room, "invoke") as client:
         try:
             submitted = await client.submit(body)
         except (Conflict, Invalid) as exc:
             raise UsageError(str(exc)) from None
         outcome = await settled(client, submitted.turn_id)
-    return report(outcome, args.json)
+    return report(outcome, as_json)
 
 
 async def decide(room: Room, args: argparse.Namespace) -> int:
