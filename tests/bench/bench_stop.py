@@ -20,6 +20,7 @@ import statistics
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: make `engine` and `tests` importable
@@ -34,8 +35,15 @@ from engine.tools import builtin
 from engine.tools.orphans import members
 from tests.helpers import msg, room_rows, runtime
 from tests.scripted import first_then
+from tests.wait import until
 
 SHELL = dataclasses.replace(builtin.shell, approval="never")
+
+
+def recorded(room: Path, turn_id: str) -> dict | None:
+    """The process group the turn's shell call recorded (None: not yet)."""
+    rows = room_rows(room, "SELECT meta FROM tool_calls WHERE turn_id = ?", turn_id)
+    return json.loads(rows[0][0] or "{}").get("process") if rows else None
 
 
 async def main(turns: int) -> None:
@@ -47,19 +55,16 @@ async def main(turns: int) -> None:
             async with RemoteClient(Room.at(root / "room")) as client:
                 for i in range(turns):
                     turn = await rt.submit(msg("go", f"t{i}"))
-                    while True:  # until its process group is recorded (the command runs)
-                        rows = room_rows(root / "room", "SELECT meta FROM tool_calls WHERE "
-                                         "turn_id = ?", turn.turn_id)  # fmt: skip
-                        if rows and "process" in json.loads(rows[0][0] or "{}"):
-                            break
-                        await anyio.sleep(0.01)
-                    pgid = json.loads(rows[0][0])["process"]["pgid"]
+                    process = await until(  # its process group recorded: the command runs
+                        partial(recorded, root / "room", turn.turn_id), "the command runs"
+                    )
+                    pgid = process["pgid"]
                     start = time.perf_counter()
                     await client.cancel(turn.turn_id)
                     await rt.wait_turn(turn.turn_id)
                     done = time.perf_counter()
-                    while members(pgid):
-                        await anyio.sleep(0.001)
+                    await until(partial(members, pgid), "no live process left",
+                                ok=lambda left: not left)  # fmt: skip
                     took.append(((done - start) * 1000, (time.perf_counter() - start) * 1000))
     done_ms, gone_ms = [a for a, _ in took], [b for _, b in took]
     print(f"{turns} turns of `sleep 30`, cancelled over the room's socket:")
