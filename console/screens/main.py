@@ -27,7 +27,6 @@ from console.context_use import nearest, thread_context
 from console.copying import copy_call
 from console.format import set_title, short_id
 from console.screens.compacting import compact
-from console.screens.confirm import ConfirmScreen
 from console.screens.decide_flow import Decider
 from console.screens.opening import open_screen
 from console.screens.outbox import Outbox
@@ -45,7 +44,6 @@ from console.widgets.filter_bar import FilterBar
 from console.widgets.key_bar import KeyBar
 from console.widgets.status_bar import StatusBar
 from console.widgets.timeline import Timeline
-from engine.lifecycle import TurnStatus
 
 DEFAULT_THREAD = "chat:main"
 
@@ -223,7 +221,7 @@ class MainScreen(Screen[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """`c` (cancel a turn) is offered only while there is one to cancel."""
         if action == "cancel_turn":
-            return self.cancel_target() is not None
+            return self.running.cancel_target() is not None
         if action == "stop_armed":  # the key right after the Esc that left the chat
             return self.running.armed()
         return True
@@ -399,26 +397,9 @@ class MainScreen(Screen[None]):
         if self.query_one(Timeline).channel:
             self.filters.channel("")
 
-    def cancel_target(self) -> str | None:
-        """The turn `c` cancels: the selected one if unfinished, else the thread's active one."""
-        turn = self.state.turns.get(self.selected_turn)
-        if turn is not None and turn.status != TurnStatus.DONE:
-            return turn.turn_id
-        active = self.state.active_turn(self.thread_id)
-        return active.turn_id if active else None
-
     @work(group="cancel")
     async def action_cancel_turn(self) -> None:
-        turn_id = self.cancel_target()
-        if turn_id is None:
-            self.notify("No running or waiting turn is selected.", severity="warning")
-            return
-        turn = self.state.turns[turn_id]
-        ok = await self.app.push_screen_wait(ConfirmScreen(
-            f"Cancel turn {turn_id} on {turn.thread_id}? It ends done/cancelled.",
-            yes="Cancel turn", no="Keep running"))  # fmt: skip
-        if ok:
-            self.outbox.act("cancel_turn", turn_id, self.bridge.cancel_turn(turn_id))
+        await self.running.ask_cancel()  # (it asks first)
 
     async def action_new_thread(self) -> None:
         n, known = 2, set(self.state.recent_threads)

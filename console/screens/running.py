@@ -1,6 +1,6 @@
 """What runs, on the main screen: the spinner and its time (in the chat with the running
-command's last lines, the calls pane and the status bar), and the second Esc that stops
-the chat's turn.
+command's last lines, the calls pane and the status bar), and stopping it: `c`, which asks,
+and the second Esc that stops the chat's turn.
 
 The spinner is drawn FPS times a second from the console's clock while a turn runs, and
 not at all otherwise. Esc in the chat while its thread's turn runs leaves the chat and
@@ -15,10 +15,12 @@ from typing import TYPE_CHECKING
 
 from textual.timer import Timer
 
+from console.screens.confirm import ConfirmScreen
 from console.spinner import FPS, room_activity, thread_activity, thread_output
 from console.widgets.calls_table import CallsTable
 from console.widgets.chat_log import ChatLog
 from console.widgets.status_bar import StatusBar
+from engine.lifecycle import TurnStatus
 
 if TYPE_CHECKING:
     from console.screens.main import MainScreen
@@ -54,7 +56,29 @@ class Running:
         turn = screen.selected_turn
         screen.query_one(CallsTable).show(turn, state.calls_of(turn), now, frame)
 
-    # -- Esc, Esc ---------------------------------------------------------------------------
+    # -- c, and Esc Esc ---------------------------------------------------------------------------
+
+    def cancel_target(self) -> str | None:
+        """The turn `c` cancels: the selected one if unfinished, else the thread's active one."""
+        screen = self.screen
+        turn = screen.state.turns.get(screen.selected_turn)
+        if turn is not None and turn.status != TurnStatus.DONE:
+            return turn.turn_id
+        active = screen.state.active_turn(screen.thread_id)
+        return active.turn_id if active else None
+
+    async def ask_cancel(self) -> None:
+        """`c`: cancel that turn once the operator says so."""
+        screen, turn_id = self.screen, self.cancel_target()
+        if turn_id is None:
+            screen.notify("No running or waiting turn is selected.", severity="warning")
+            return
+        turn = screen.state.turns[turn_id]
+        ok = await screen.app.push_screen_wait(ConfirmScreen(
+            f"Cancel turn {turn_id} on {turn.thread_id}? It ends done/cancelled.",
+            yes="Cancel turn", no="Keep running"))  # fmt: skip
+        if ok:
+            screen.outbox.act("cancel_turn", turn_id, screen.bridge.cancel_turn(turn_id))
 
     def arm(self, thread_id: str) -> None:
         self._armed = (thread_id, self._keys())
