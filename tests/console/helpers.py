@@ -66,6 +66,15 @@ async def call_waits(pilot: Pilot, text: str) -> MainScreen:
     return main
 
 
+async def approved(pilot: Pilot, text: str) -> MainScreen:
+    """`call_waits`, then the call approved from the decision queue (the queue keeps the
+    keyboard)."""
+    main = await call_waits(pilot, text)
+    main.query_one("#decisions").focus()
+    await pilot.press("a")
+    return main
+
+
 class Recorder:
     """The `message_hook`: keeps every message of the given types."""
 

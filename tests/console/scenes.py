@@ -206,7 +206,7 @@ async def approved(pilot: Pilot, command: str) -> MainScreen:
     await send(pilot, f"run `{command}`", click=False)
     await until_pending(pilot, main)
     main.query_one("#decisions").focus()
-    await pilot.press("a")
+    await pilot.press("a")  # (the queue, as `helpers.approved`; the message sent by keys)
     await until(pilot, lambda: main.state.pending, "approved", ok=lambda p: not p)
     main.query_one("#chat-input").focus()
     return main

@@ -9,7 +9,7 @@ from console.spinner import FRAMES, ran
 from console.widgets.calls_table import CallsTable
 from console.widgets.chat_log import ChatLog
 from console.widgets.status_bar import StatusBar
-from tests.console.helpers import SIZE, call_waits, until
+from tests.console.helpers import SIZE, approved, until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.console]
 
@@ -23,9 +23,7 @@ def test_run_times_read_as_people_say_them() -> None:
 async def test_a_running_call_spins_in_the_chat_the_calls_and_the_status_bar(deck_app) -> None:
     app = deck_app()
     async with app.run_test(size=SIZE) as pilot:
-        main = await call_waits(pilot, f"run `{BUSY}`")
-        main.query_one("#decisions").focus()
-        await pilot.press("a")
+        main = await approved(pilot, f"run `{BUSY}`")
         log = main.query_one(ChatLog)
         await until(pilot, lambda: "running" in log.activity, "the chat says it runs")
         assert log.activity[0] in FRAMES and " · $ while [ ! -e go ]" in log.activity
@@ -96,9 +94,7 @@ async def test_a_running_commands_output_streams_into_the_chat_and_its_details(d
 
     app = deck_app()
     async with app.run_test(size=SIZE) as pilot:
-        main = await call_waits(pilot, f"run `{PRINTS}`")
-        main.query_one("#decisions").focus()
-        await pilot.press("a")
+        main = await approved(pilot, f"run `{PRINTS}`")
         log = main.query_one(ChatLog)
         await until(pilot, lambda: log.output, "the printed lines under the spinner",
                     ok=lambda lines: sorted(lines) == [("stderr", "oops"), ("stdout", "first")])  # fmt: skip
@@ -134,9 +130,7 @@ async def test_esc_twice_from_the_chat_stops_the_running_turn_and_its_command(de
 
     app = deck_app()
     async with app.run_test(size=SIZE) as pilot:
-        main = await call_waits(pilot, f"run `{BUSY}`")
-        main.query_one("#decisions").focus()
-        await pilot.press("a")
+        main = await approved(pilot, f"run `{BUSY}`")
         await until(pilot, lambda: "running" in main.query_one(ChatLog).activity, "it runs")
         await pilot.press("i")
         bar = main.query_one(KeyBar)
@@ -169,9 +163,7 @@ async def test_esc_twice_from_the_chat_stops_the_running_turn_and_its_command(de
 async def test_ctrl_r_shows_every_tools_output_whole_and_cuts_it_again(deck_app) -> None:
     app = deck_app()
     async with app.run_test(size=SIZE) as pilot:
-        main = await call_waits(pilot, "run `seq 200`")
-        main.query_one("#decisions").focus()
-        await pilot.press("a")
+        main = await approved(pilot, "run `seq 200`")
         await until(pilot, lambda: main.state.counts() == (0, 0), "the turn ends")
         log = main.query_one(ChatLog)
 
@@ -204,9 +196,7 @@ async def test_a_commands_control_characters_stream_as_text(deck_app) -> None:
     command = "printf '\\033[31mred\\033[0m\\n'; while [ ! -e go ]; do sleep 0.05; done"
     app = deck_app()
     async with app.run_test(size=SIZE) as pilot:
-        main = await call_waits(pilot, f"run `{command}`")
-        main.query_one("#decisions").focus()
-        await pilot.press("a")
+        main = await approved(pilot, f"run `{command}`")
         log = main.query_one(ChatLog)
         await until(pilot, lambda: log.output, "the line under the spinner",
                     ok=lambda lines: lines == [("stdout", "\x1b[31mred\x1b[0m")])  # fmt: skip

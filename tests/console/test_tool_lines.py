@@ -11,7 +11,7 @@ from console.state import CallRow
 from console.tool_lines import TOOL_LINES, find_call, outcome, tool_text, what
 from console.widgets.chat_log import ChatLog
 from engine.lifecycle import CallStatus
-from tests.console.helpers import SIZE, call_waits, until
+from tests.console.helpers import SIZE, approved, until
 
 pytestmark = pytest.mark.anyio
 STYLES = {k: "" for k in ("head", "muted", "ok", "bad")}
@@ -62,9 +62,7 @@ def test_control_characters_in_output_are_shown_escaped() -> None:
 async def test_the_chat_shows_a_finished_shell_call_as_text(deck_app) -> None:
     app = deck_app()
     async with app.run_test(size=SIZE) as pilot:
-        main = await call_waits(pilot, "run `echo chat-ok`")
-        main.query_one("#decisions").focus()
-        await pilot.press("a")
+        main = await approved(pilot, "run `echo chat-ok`")
         await until(pilot, lambda: main.state.counts() == (0, 0) and not main.state.pending,
                     "ran")  # fmt: skip
         await pilot.pause()
