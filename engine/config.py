@@ -51,6 +51,31 @@ class ClusterConfig(_Section):
     lease_seconds: float = Field(15.0, ge=0.5, le=3600.0)
 
 
+class PriceSettings(_Section):
+    """A model's price in US dollars per million tokens (`[model] price`): over the price
+    table's (engine/providers/prices.py), and the only one a model missing from it has."""
+
+    input: float = Field(ge=0, le=1_000_000)
+    output: float = Field(ge=0, le=1_000_000)
+    cached: float | None = Field(None, ge=0, le=1_000_000)  # input read from cache (None: input)
+
+
+class LimitSettings(_Section):
+    """A budget: at most `tokens` (in + out) and at most `cost` US dollars."""
+
+    tokens: int | None = Field(None, ge=0, le=10**15)
+    cost: float | None = Field(None, ge=0, le=10**9)
+
+
+class BudgetConfig(_Section):
+    """`[budget]`: what a turn may spend, and each thread and the room per (UTC) day; a
+    group's is `[groups.NAME] budget`. Raised from the console or `agentdeck budget`."""
+
+    turn: LimitSettings | None = None
+    thread: LimitSettings | None = None
+    room: LimitSettings | None = None
+
+
 class ModelConfig(_Section):
     provider: Literal["offline", "openai", "anthropic"] | None = None
     model: str | None = None
@@ -68,6 +93,7 @@ class ModelConfig(_Section):
     retry_after_max: float = Field(60.0, ge=0, le=3600)  # a longer Retry-After fails instead
     # Bytes of one server-sent event from the model, and of any line of its stream.
     max_event_bytes: int = Field(8 * 1024 * 1024, ge=1024, le=1024 * 1024 * 1024)
+    price: PriceSettings | None = None  # None: the price table's (or none)
 
 
 class GroupSettings(_Section):
@@ -80,6 +106,7 @@ class GroupSettings(_Section):
     strategy: Literal["react", "direct", "plan_execute"] | None = None
     instructions: str | None = Field(None, max_length=MAX_PART)  # the group's agents are told
     model: ModelConfig | None = None  # its own model: [groups.NAME.model], over [model]
+    budget: LimitSettings | None = None  # what the group's turns may spend per (UTC) day
 
 
 class ThreadSettings(_Section):
@@ -290,6 +317,7 @@ class Config(_Section):
     agent: AgentConfig = Field(default_factory=AgentConfig)
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
     groups: dict[str, GroupSettings] = Field(default_factory=dict)
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)
     threads: dict[str, ThreadSettings] = Field(default_factory=dict)
     pulse: PulseConfig = Field(default_factory=PulseConfig)
     server: ServerConfig = Field(default_factory=ServerConfig)

@@ -172,4 +172,5 @@ def test_stopped_builds_the_reason() -> None:
         "cancelled",
         "suspended",
         "error",
+        "budget",
     }

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         ThreadInstructions,
     )
     from engine.api.rule_models import NewRule, Revoked
+    from engine.api.usage_models import BudgetsView, By, UsageReport
     from engine.api.watch import Watch
     from engine.decisions.review import Killed, Review
     from engine.domain.cluster_view import ClusterView
@@ -49,6 +50,7 @@ operation = declarer({
                           "GroupChange", "Info", "InstructionsBody", "RoomOverview",
                           "SubmitBody", "Submitted", "ThreadInstructions"),
     "engine.api.rule_models": ("NewRule", "RevokeBody", "Revoked"),
+    "engine.api.usage_models": ("BudgetBody", "BudgetsView", "By", "UsageReport"),
     "engine.domain.cluster_view": ("ClusterView",),
     "engine.domain.decisions": ("Decision", "PendingCall"),
     "engine.domain.outcome": ("TurnOutcome",),
@@ -58,6 +60,7 @@ operation = declarer({
     "engine.domain.scheduler_stats": ("Statistics",),
 })  # fmt: skip
 GROUP_NAME = r"^[A-Za-z0-9_.:-]{1,64}$"
+DAY = r"^\d{4}-\d{2}-\d{2}$"
 DELIVERY_STATE = r"^(pending|retrying|sent|dead|dropped)$"
 Receive = Callable[["Event"], None]
 Resync = Callable[[], Awaitable[None]]
@@ -254,6 +257,39 @@ class RoomClient:
     @operation("PUT", "/v1/instructions", mutates=True, body="InstructionsBody")
     async def set_instructions(self, thread_id: str, text: str | None = None) -> ThreadInstructions:
         """Set the thread's own instructions (None or blank: none); its next turn is told."""
+        raise NotImplementedError
+
+    @operation("GET", "/v1/usage", mutates=False,
+               constraints={"since": {"pattern": DAY}, "until": {"pattern": DAY},
+                            "limit": {"ge": 1, "le": 10_000}})  # fmt: skip
+    async def usage(
+        self,
+        by: By | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        limit: int = 1000,
+    ) -> UsageReport:
+        """Tokens (in, out, cached) and cost from `since` to `until` (UTC days, both
+        included; default today), in total and per day, group, thread or model (`by`)."""
+        raise NotImplementedError
+
+    @operation("GET", "/v1/budgets", mutates=False)
+    async def budgets(self) -> BudgetsView:
+        """The budgets that apply (per turn; per thread, group and room per UTC day), what
+        today has spent against each, and what they hold."""
+        raise NotImplementedError
+
+    @operation("PUT", "/v1/budgets", mutates=True, errors=(404,), body="BudgetBody")
+    async def set_budget(
+        self,
+        scope: str,
+        tokens: int | None = None,
+        cost: float | None = None,
+        clear: bool = False,
+        by: str = "operator",
+    ) -> BudgetsView:
+        """Set or raise a budget (both limits None: none for that scope, over
+        agentdeck.toml's; `clear`: back to agentdeck.toml's). Turns it held start."""
         raise NotImplementedError
 
     async def follow(

@@ -14,6 +14,7 @@ from anyio.abc import TaskStatus
 
 from engine import __version__
 from engine.api import channelbook, rulebook
+from engine.api import usage_models as spending
 from engine.api.client import Conflict, Invalid, NotFound, Receive, Refused, Resync, RoomClient
 from engine.api.models import (
     Cancelled,
@@ -29,6 +30,7 @@ from engine.api.models import (
     ThreadInstructions,
 )
 from engine.api.rule_models import NewRule, Revoked
+from engine.api.usage_models import BudgetsView, By, UsageReport
 from engine.api.watch import Lanes, Watch
 from engine.decisions import review
 from engine.decisions.review import Killed, Review
@@ -38,6 +40,7 @@ from engine.domain.events import Event
 from engine.domain.messages import InvalidMessage, Message
 from engine.domain.outcome import TurnOutcome
 from engine.domain.rules import Rule
+from engine.domain.usage import Limit, parse_scope
 from engine.runtime import Runtime
 from engine.services.scheduler import GroupConfig, Rejected, Request, Statistics
 from engine.strategies import UnknownStrategy
@@ -210,6 +213,35 @@ class LocalClient(RoomClient):
         group, _, _ = await self.runtime.instructions.describe(thread_id)
         await self.runtime.instructions.set_thread(thread_id, group, text, self.runtime.clock())
         return await self.instructions(thread_id)
+
+    async def usage(
+        self,
+        by: By | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        limit: int = 1000,
+    ) -> UsageReport:
+        rt = self.runtime
+        return await spending.report(rt.store, by, since, until, rt.clock(), limit)
+
+    async def budgets(self) -> BudgetsView:
+        rt = self.runtime
+        return spending.view(rt.budgets, spending.holds(rt.scheduler))
+
+    async def set_budget(
+        self,
+        scope: str,
+        tokens: int | None = None,
+        cost: float | None = None,
+        clear: bool = False,
+        by: str = "operator",
+    ) -> BudgetsView:
+        where = parse_scope(scope)
+        known = sorted(self.runtime.scheduler.groups)
+        if where.kind == "group" and where.name not in known:
+            raise NotFound(f"no thread group {where.name!r} (groups: {', '.join(known)})")
+        await self.runtime.set_budget(where, None if clear else Limit(tokens, cost), by)
+        return await self.budgets()
 
     async def follow(
         self, receive: Receive, resync: Resync, *, watch: Watch | None = None,

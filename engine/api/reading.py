@@ -17,15 +17,17 @@ owner.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from engine.api.client import RoomClient
 from engine.room import Room, RoomError
 from engine.store.reader import ReadsFrom, is_current, open_reader
 
 if TYPE_CHECKING:
+    from engine.api.usage_models import BudgetsView, By, UsageReport
     from engine.domain.decisions import PendingCall
     from engine.domain.rules import Rule
+    from engine.store import Store
 
 
 class RoomReader(RoomClient):
@@ -84,6 +86,36 @@ class RoomReader(RoomClient):
         else:
             book.load(await ruled.load(self._reads, toml), await ruled.last_id(self._reads))
         return book.listed()
+
+    async def usage(
+        self,
+        by: By | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        limit: int = 1000,
+    ) -> UsageReport:
+        import time
+
+        from engine.api.usage_models import Spend, UsageReport, report
+        from engine.domain.usage import day_of
+
+        if self._reads is None:  # no database yet: nothing was spent
+            today = day_of(time.time())
+            return UsageReport(by=by, since=since or today, until=until or today, rows=[],
+                               total=Spend())  # fmt: skip
+        return await report(self._reads, by, since, until, time.time(), limit)
+
+    async def budgets(self) -> BudgetsView:
+        import time
+
+        from engine.api.usage_models import view
+        from engine.config import load_config
+        from engine.services.budgets import Budgets
+
+        book = Budgets(load_config(self.room.config), cast("Store", self._reads), time.time)
+        if self._reads is not None:
+            await book.load()
+        return view(book)
 
     async def aclose(self) -> None:
         if self._reads is not None:

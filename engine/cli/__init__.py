@@ -113,6 +113,9 @@ def _parser() -> argparse.ArgumentParser:
     from engine.cli.instructions import add_parser as instructions_parser
 
     instructions_parser(command("instructions", "what a thread's turns are told; set its own"))
+    from engine.cli.spending import add_parsers as spending_parsers
+
+    spending_parsers(command)
     return p
 
 
@@ -194,6 +197,7 @@ _COMMANDS = {  # command: (module of engine.cli, its function); only that module
     "rooms": ("channels", "rooms"), "review": ("review", "review"),
     "history": ("reading", "history"), "info": ("reading", "info"),
     "instructions": ("instructions", "instructions"), "compact": ("turns", "compact"),
+    "usage": ("spending", "usage"), "budget": ("spending", "budget"),
 }  # fmt: skip
 
 

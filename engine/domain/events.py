@@ -16,6 +16,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Discriminator,
+    Field,
     SerializerFunctionWrapHandler,
     TypeAdapter,
     model_serializer,
@@ -88,6 +89,10 @@ class StepFinished(_Event):
     duration: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
+    # Said only when there are some, so a step stored before them keeps its JSON.
+    cached_tokens: int = Field(0, exclude_if=lambda n: n == 0)  # of input_tokens, from cache
+    cost: float | None = Field(None, exclude_if=lambda c: c is None)  # US dollars (None: no
+    # tokens, or no known price)
 
 
 class TextDelta(_Event):

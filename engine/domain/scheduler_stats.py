@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engine.domain.usage import Limit, Usage
+
 
 @dataclass(frozen=True)
 class QueuedStats:
@@ -29,6 +31,9 @@ class GroupStats:
     paused: bool
     overflow_policy: str
     coalesce: str
+    held: str | None = None  # why new turns wait: a spending budget reached (None: they don't)
+    today: Usage | None = None  # what the group spent today (UTC; None: not said)
+    budget: Limit | None = None  # the group's daily budget (None: none)
 
 
 @dataclass(frozen=True)
@@ -54,3 +59,5 @@ class Statistics:
     # the worker that answered when the runtime is a cluster's (its threads then are the
     # whole cluster's, each with its worker: engine/domain/cluster_view.py); None otherwise
     worker: str | None = None
+    held: str | None = None  # why no new turn starts in the room: its daily budget reached
+    today: Usage | None = None  # what the room spent today (UTC; None: not said)

@@ -31,8 +31,9 @@ BEHAVIOR_REQUESTED = "behavior_requested"
 CANCELLED = "cancelled"
 SUSPENDED = "suspended"
 ERROR = "error"
+BUDGET = "budget"  # a spending budget would be passed (engine/services/budgets.py)
 STOPPED_PREFIX = "stopped:"
-REASONS = (NATURAL, BEHAVIOR_REQUESTED, CANCELLED, SUSPENDED, ERROR)
+REASONS = (NATURAL, BEHAVIOR_REQUESTED, CANCELLED, SUSPENDED, ERROR, BUDGET)
 
 
 def stopped(code: str) -> str:

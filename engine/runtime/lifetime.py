@@ -25,6 +25,7 @@ from engine.turn.plugins import Plugin, default_stop_policies
 if TYPE_CHECKING:
     from engine.domain.decisions import Decision
     from engine.domain.events import Event
+    from engine.services.budgets import Budgets
     from engine.services.supervisor import TurnSupervisor
     from engine.turn.models import Models
     from engine.turn.output import OutputPump
@@ -46,6 +47,7 @@ class Served(Host, Protocol):
 
     output: OutputPump
     models: Models
+    budgets: Budgets
 
     async def _start(self) -> None: ...
 
@@ -113,6 +115,7 @@ async def serving(
                     sv.tg = tg
                     tg.start_soon(store.index_forever, INDEX_EVERY)
                     tg.start_soon(rt.output.run)  # running calls' output, paced
+                    tg.start_soon(rt.budgets.watch, sv.pump)  # a new day lets held turns go
                     await coordinator.start(rt)
                     await tg.start(coordinator.run)
                     if resume == "all":

@@ -18,6 +18,7 @@ import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal
@@ -33,11 +34,13 @@ from engine.domain.events import Notice, one_line
 from engine.domain.messages import ConvMessage, InvalidMessage, Message
 from engine.domain.outcome import TurnOutcome
 from engine.domain.rules import Rule, RuleBook
+from engine.domain.usage import Limit, Scope
 from engine.lifecycle import RequestStatus
 from engine.providers.base import Provider
 from engine.room import Room
 from engine.runtime.lifetime import serving
 from engine.runtime.summary import SummaryFile, summary_of
+from engine.services.budgets import Budgets
 from engine.services.coordinator import Coordinator
 from engine.services.deadlines import pending_calls
 from engine.services.event_bus import EventBus
@@ -113,6 +116,9 @@ class Runtime:
         self.models = self.ctx.models = Models(config, provider, partial(model_for, config))
         self.summary_file = SummaryFile(room, partial(summary_of, self))
         self.instructions = InstructionsBook(room.path, config, store, notice=self.notice)
+        self.budgets = self.ctx.budgets = Budgets(config, store, clock, shared=config.cluster.enabled,
+                                                  notice=self.notice)  # fmt: skip
+        self.budgets.scheduler = self.scheduler
         self.supervisor = TurnSupervisor(
             self.ctx, coordinator, store, self.scheduler, config,
             changed=lambda: self.summary_file.changed(self.supervisor.tg), notice=self.notice,
@@ -164,6 +170,7 @@ class Runtime:
         await coordinator.restore(self.decisions)
         self._toml_rules = toml
         await self.reload_rules()
+        await self.budgets.load()
         read = await restore_schedule(self.store, self.scheduler, self.config)
         interrupted, queued = coordinator.take_up(self.scheduler, *read)
         self.supervisor.interrupted = interrupted
@@ -325,8 +332,12 @@ class Runtime:
         return self.scheduler.why_resumed(thread_id) if thread_id else None
 
     def statistics(self) -> Statistics:
-        """Groups, threads and queued requests, with why each request waits."""
-        return self.scheduler.statistics()
+        """Groups, threads and queued requests, with why each request waits, and what
+        each group and the room spent today against their budgets."""
+        stats, b = self.scheduler.statistics(), self.budgets
+        groups = tuple(replace(g, today=b.spent_in(f"group:{g.name}"),
+                               budget=b.limit(f"group:{g.name}")) for g in stats.groups)  # fmt: skip
+        return replace(stats, groups=groups, today=b.spent_in("room"))
 
     async def configure_group(self, name: str, **changes: Any) -> GroupConfig:
         """Change a thread group while running (pause, budget, priority...); it persists."""
@@ -334,6 +345,11 @@ class Runtime:
         await self.store.write([group_row(group)], urgent=True)
         self.supervisor.pump()
         return group
+
+    async def set_budget(self, scope: Scope, limit: Limit | None, by: str) -> None:
+        """Set, raise or clear a budget; turns it held start if it lets them."""
+        await self.budgets.set(scope, limit, by)
+        self.supervisor.pump()
 
     async def reload_rules(self) -> None:
         """Read the rules again: agentdeck.toml's (as read at start) and the store's."""

@@ -22,7 +22,7 @@ async def restore_schedule(
     for name, settings in config.groups.items():
         # (what the group's agents are told and their model are not the scheduler's)
         scheduler.configure(name, **settings.model_dump(exclude_none=True,
-                                                        exclude={"instructions", "model"}))  # fmt: skip
+                                                        exclude={"instructions", "model", "budget"}))  # fmt: skip
     for name, settings in config.groups.items():
         if settings.strategy is not None:
             scheduler.configure(name, strategy=settings.strategy)

@@ -1,7 +1,9 @@
 """The scheduler: which turn request starts when, and why the others wait.
 
 Rules, in order: at most one turn per thread (a `waiting` turn holds its thread but not
-its group's running budget); a paused group starts nothing; a group runs at most
+its group's running budget); a paused group starts nothing; a room, group or thread over
+its daily spending budget starts no new turn (`held`, said by engine/services/budgets.py;
+its resumed turns run, and stop at their next inference); a group runs at most
 `max_running_turns`; the runtime runs at most `max_running_turns` overall, and free slots
 go to higher-priority groups first. Coalescing and overflow are decided when a request is
 offered, so every request ends admitted, coalesced into another, or rejected with a reason.
@@ -100,6 +102,12 @@ class Scheduler:
     elsewhere: dict[str, int] = field(default_factory=dict)
     _resumed: dict[str, dict[str, None]] = field(default_factory=dict)  # group -> threads, in order
     _turns: dict[str, str] = field(default_factory=dict)  # turn -> the thread it holds
+    # Over a spending budget (engine/services/budgets.py): why new turns wait. A held
+    # thread's head request leaves its group's heap (`_parked`) until it is let go.
+    held_room: str | None = None
+    held_groups: dict[str, str] = field(default_factory=dict)
+    held_threads: dict[str, str] = field(default_factory=dict)
+    _parked: set[str] = field(default_factory=set)
 
     def group(self, name: str) -> GroupConfig:
         if name not in self.groups:
@@ -200,15 +208,39 @@ class Scheduler:
             heapq.heappush(self._ready.setdefault(head.group, []), (self._seq[head.id], thread_id))
 
     def _ready_head(self, group: str) -> Request | None:
-        """The oldest head request of a free thread in `group` (stale heap entries dropped)."""
+        """The oldest head request of a free thread in `group` (stale heap entries dropped,
+        and those of a held thread parked until it is let go)."""
         heap = self._ready.get(group)
         while heap:
             seq, thread_id = heap[0]
             queue = self._threads.get(thread_id)
             if queue and thread_id not in self.holders and self._seq.get(queue[0].id) == seq:
-                return queue[0]
+                if thread_id not in self.held_threads:
+                    return queue[0]
+                self._parked.add(thread_id)
             heapq.heappop(heap)
         return None
+
+    # -- holding (spending budgets) --------------------------------------------------------
+
+    def hold_group(self, name: str, why: str | None) -> None:
+        """Hold new turns of group `name` (why: its budget), or let them go (None)."""
+        if why is None:
+            self.held_groups.pop(name, None)
+        else:
+            self.held_groups[name] = why
+
+    def hold_thread(self, thread_id: str, why: str | None) -> None:
+        """Hold new turns of a thread (why: its budget), or let them go (None)."""
+        if why is not None:
+            self.held_threads[thread_id] = why
+        elif self.held_threads.pop(thread_id, None) is not None and thread_id in self._parked:
+            self._parked.discard(thread_id)
+            self._mark_ready(thread_id)
+
+    def _held(self, group: str) -> str | None:
+        """Why new turns of `group` do not start: the room's or the group's budget."""
+        return self.held_room or self.held_groups.get(group)
 
     # -- admitting ------------------------------------------------------------------------
 
@@ -243,6 +275,8 @@ class Scheduler:
                     self.hold(thread_id, turn_id, group.name, "running")
                     admitted.append(Resumed(turn_id, thread_id, group.name))
                     continue
+                if self._held(group.name):
+                    break
                 req = self._ready_head(group.name)
                 if req is None:
                     break
@@ -265,6 +299,8 @@ class Scheduler:
         earlier = self._threads[req.thread_id][0]
         if earlier is not req:
             return f"behind request {earlier.id} on the same thread"
+        if (held := self._held(req.group) or self.held_threads.get(req.thread_id)) is not None:
+            return held
         return self._no_slot(self.group(req.group))
 
     def why_resumed(self, thread_id: str) -> str | None:
@@ -355,6 +391,7 @@ class Scheduler:
                 waiting=sum(1 for h in self.holders.values()
                             if h.group == g.name and h.state != "running"),
                 paused=g.paused, overflow_policy=g.overflow_policy, coalesce=g.coalesce,
+                held=self._held(g.name),
             )
             for g in sorted(self.groups.values(), key=lambda g: (-g.priority, g.name))
         )  # fmt: skip
@@ -379,4 +416,6 @@ class Scheduler:
             for r in self.queue
         ]  # fmt: skip
         queued = tuple(q for _, q in sorted(lines, key=lambda line: line[0]))
-        return Statistics(groups, threads, queued, self.max_running_turns, self.running)
+        return Statistics(
+            groups, threads, queued, self.max_running_turns, self.running, held=self.held_room
+        )

@@ -304,7 +304,8 @@ class TurnSupervisor:
             row["output_tokens"], row["final_text"], group=row["group_name"],
             record=json.loads(row["record"] or "{}"),  # the strategy's data: tool_logs, …
             channel=row["channel"], reply=reply_of(json.loads(row["meta"] or "{}")),
-            model=row["model"],
+            model=row["model"], cached_tokens=row["cached_tokens"], cost=row["cost"],
+            unpriced=row["unpriced"],
         )  # fmt: skip
         turn.add_calls([CallState.from_row(r) for r in await rows.call_rows(self.store, turn_id)])
         if self.instructions is not None:  # resumed, it is told what it started with

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from engine.lifecycle.call import REVIEW_REASON
 
-VERSION = 7  # the user_version of a room this agentdeck writes
+VERSION = 8  # the user_version of a room this agentdeck writes
 
 
 def awaiting_from_reason() -> list[str]:
@@ -86,6 +86,42 @@ STEPS: dict[int, list[str]] = {
         "ALTER TABLE turns ADD COLUMN instructions TEXT",
         "ALTER TABLE turns ADD COLUMN model TEXT",
         "ALTER TABLE threads ADD COLUMN instructions TEXT",
+    ],
+    # issue 33, usage and budgets: tokens and cost per step and turn; the usage table
+    # (from schema.sql, made here too so that it can be filled) gets what the room's turns
+    # spent so far, their tokens counted unpriced (no price was known when they ran) but
+    # for the offline model's, which are free.
+    8: [
+        *(
+            f"ALTER TABLE steps ADD COLUMN {c}"
+            for c in (
+                "input_tokens INTEGER NOT NULL DEFAULT 0",
+                "output_tokens INTEGER NOT NULL DEFAULT 0",
+                "cached_tokens INTEGER NOT NULL DEFAULT 0",
+                "cost REAL",
+            )
+        ),
+        *(
+            f"ALTER TABLE turns ADD COLUMN {c}"
+            for c in (
+                "cached_tokens INTEGER NOT NULL DEFAULT 0",
+                "cost REAL NOT NULL DEFAULT 0",
+                "unpriced INTEGER NOT NULL DEFAULT 0",
+            )
+        ),
+        "UPDATE turns SET unpriced = input_tokens + output_tokens"
+        " WHERE coalesce(model, '') NOT LIKE 'offline:%'",
+        "CREATE TABLE IF NOT EXISTS usage (day TEXT NOT NULL, group_name TEXT NOT NULL,"
+        " thread_id TEXT NOT NULL, model TEXT NOT NULL, steps INTEGER NOT NULL DEFAULT 0,"
+        " input_tokens INTEGER NOT NULL DEFAULT 0, output_tokens INTEGER NOT NULL DEFAULT 0,"
+        " cached_tokens INTEGER NOT NULL DEFAULT 0, cost REAL NOT NULL DEFAULT 0,"
+        " unpriced INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (day, group_name, thread_id, model))"
+        " WITHOUT ROWID",
+        "INSERT INTO usage(day, group_name, thread_id, model, steps, input_tokens,"
+        " output_tokens, unpriced) SELECT date(t.created_at, 'unixepoch'), h.group_name,"
+        " t.thread_id, coalesce(t.model, ''), sum(t.rounds), sum(t.input_tokens),"
+        " sum(t.output_tokens), sum(t.unpriced) FROM turns t JOIN threads h ON h.id = t.thread_id"
+        " WHERE t.input_tokens + t.output_tokens > 0 GROUP BY 1, 2, 3, 4",
     ],
 }
 

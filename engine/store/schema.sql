@@ -73,7 +73,10 @@ CREATE TABLE IF NOT EXISTS turns (
     updated_at     REAL NOT NULL,
     ended_at       REAL,
     instructions   TEXT,                -- the hash of what the turn was told (instructions)
-    model          TEXT                 -- provider:model that answered it (None: before 7)
+    model          TEXT,                -- provider:model that answered it (None: before 7)
+    cached_tokens  INTEGER NOT NULL DEFAULT 0,  -- of input_tokens, read from the provider's cache
+    cost           REAL NOT NULL DEFAULT 0,     -- US dollars of its priced tokens
+    unpriced       INTEGER NOT NULL DEFAULT 0   -- its tokens whose model has no known price
 );
 CREATE INDEX IF NOT EXISTS turns_thread ON turns(thread_id, created_at);
 CREATE INDEX IF NOT EXISTS turns_status ON turns(status) WHERE status != 'done';
@@ -87,9 +90,39 @@ CREATE TABLE IF NOT EXISTS steps (
     status       TEXT NOT NULL,         -- succeeded | failed | cancelled
     summary      TEXT NOT NULL DEFAULT '',
     started_at   REAL NOT NULL,
-    ended_at     REAL
+    ended_at     REAL,
+    input_tokens   INTEGER NOT NULL DEFAULT 0,  -- an inference's (0: a tool round)
+    output_tokens  INTEGER NOT NULL DEFAULT 0,
+    cached_tokens  INTEGER NOT NULL DEFAULT 0,
+    cost           REAL                         -- US dollars (None: no tokens, or no price)
 );
 CREATE INDEX IF NOT EXISTS steps_turn ON steps(turn_id, idx);
+
+-- What turns spent, per UTC day, group, thread and model: written with each step that
+-- spent (engine/store/usage.py), so totals per thread, group, room and day, and the
+-- budgets that hold them, read a few rows instead of every step.
+CREATE TABLE IF NOT EXISTS usage (
+    day            TEXT NOT NULL,       -- YYYY-MM-DD, UTC
+    group_name     TEXT NOT NULL,
+    thread_id      TEXT NOT NULL,
+    model          TEXT NOT NULL,       -- provider:model ('' before models were recorded)
+    steps          INTEGER NOT NULL DEFAULT 0,
+    input_tokens   INTEGER NOT NULL DEFAULT 0,
+    output_tokens  INTEGER NOT NULL DEFAULT 0,
+    cached_tokens  INTEGER NOT NULL DEFAULT 0,
+    cost           REAL NOT NULL DEFAULT 0,
+    unpriced       INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (day, group_name, thread_id, model)
+) WITHOUT ROWID;
+
+-- Budgets an operator set or raised (engine/services/budgets.py), over agentdeck.toml's.
+CREATE TABLE IF NOT EXISTS budgets (
+    scope    TEXT PRIMARY KEY,          -- turn | thread | thread:ID | group:NAME | room
+    tokens   INTEGER,                   -- None: no cap on tokens
+    cost     REAL,                      -- None: no cap on cost
+    set_by   TEXT NOT NULL,
+    set_at   REAL NOT NULL
+);
 
 CREATE TABLE IF NOT EXISTS tool_calls (
     id             TEXT PRIMARY KEY,    -- agentdeck's call id (what decisions name)

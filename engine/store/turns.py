@@ -14,6 +14,7 @@ from typing import Any
 
 from engine.domain.events import Event, event_json
 from engine.domain.messages import Message
+from engine.domain.usage import Usage
 from engine.store.sqlite import Op, Store
 
 # -- runs -------------------------------------------------------------------------------------
@@ -90,8 +91,8 @@ def thread_instructions_set(thread_id: str, group: str, text: str | None, at: fl
 
 
 def turn_changed(turn_id: str, fields: Sequence[Any], at: float, done: bool) -> Op:
-    """What a turn's loop changes: status, reason, detail, rounds, tokens, final text and
-    strategy record, in that order."""
+    """What a turn's loop changes: status, reason, detail, rounds, tokens (in, out,
+    cached), cost, unpriced tokens, final text and strategy record, in that order."""
     return (
         "turns.turn_changed",
         (*fields, at, at if done else None, turn_id),
@@ -109,11 +110,17 @@ async def turn_row(store: Store, turn_id: str) -> Any:
 
 
 def step_ended(step_id: int, turn_id: str, run_id: str, idx: int, kind: str, status: str,
-               summary: str, started: float, ended: float) -> Op:  # fmt: skip
+               summary: str, started: float, ended: float,
+               usage: Usage | None = None) -> Op:  # fmt: skip
+    """A step's row, with what it spent (an inference's tokens and their cost: None, no
+    price; a step that spent nothing has no cost)."""
+    u = usage or Usage()
+    cost = u.cost if u.tokens and not u.unpriced else None
     return (
         "turns.step_ended",
-        (step_id, turn_id, run_id, idx, kind, status, summary, started, ended),
-    )
+        (step_id, turn_id, run_id, idx, kind, status, summary, started, ended,
+         u.input_tokens, u.output_tokens, u.cached_tokens, cost),
+    )  # fmt: skip
 
 
 def call_inserted(fixed: Sequence[Any], fields: Sequence[Any]) -> Op:

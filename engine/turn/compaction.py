@@ -27,6 +27,7 @@ import json
 from typing import Any, Protocol
 
 from engine.domain.messages import ConvMessage
+from engine.domain.usage import Usage
 from engine.providers.base import AssistantAccumulator, ModelRequest, Provider
 from engine.providers.windows import estimate_tokens
 from engine.store import Op
@@ -55,7 +56,9 @@ class Site(Protocol):
     def append(self, msg: ConvMessage) -> None: ...
     async def commit(self, checkpoint: str | None, touched: Any = ...) -> None: ...
     def step_start(self, kind: str) -> int: ...
-    def step_end(self, status: str, summary: str, **usage: int) -> None: ...
+    def step_end(self, status: str, summary: str) -> None: ...
+
+    async def count(self, acc: AssistantAccumulator) -> Usage: ...
 
 
 SUMMARY_SYSTEM = (
@@ -154,11 +157,9 @@ async def _summarise(loop: Site, older: list[ConvMessage]) -> str:
     acc = AssistantAccumulator()
     async for event in loop.provider.stream(request):
         acc.add(event)
-    loop.turn.input_tokens += acc.input_tokens
-    loop.turn.output_tokens += acc.output_tokens
+    await loop.count(acc)
     summary = "".join(acc.text).strip() or "(the model gave no summary)"
-    loop.step_end("succeeded", f"summarised {len(older)} messages", input_tokens=acc.input_tokens,
-                  output_tokens=acc.output_tokens)  # fmt: skip
+    loop.step_end("succeeded", f"summarised {len(older)} messages")
     return summary
 
 

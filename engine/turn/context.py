@@ -11,7 +11,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from engine.config import Config
 from engine.decisions.inbox import DecisionInbox
@@ -22,7 +22,11 @@ from engine.store import Op
 from engine.tools import ToolRegistry
 from engine.turn.models import Models
 from engine.turn.output import OutputPump
-from engine.turn.plugins import Phase, Plugin
+from engine.turn.plugins import Phase, Plugin, StopRequest
+
+if TYPE_CHECKING:
+    from engine.domain.usage import Usage
+    from engine.turn.state import TurnState
 
 
 class Commit(Protocol):
@@ -57,6 +61,25 @@ class Coordinating(Protocol):
     def rules_changed(self) -> list[Op]: ...
 
 
+class Spending(Protocol):
+    """What turns ask of the room's budgets (engine/services/budgets.py): whether a turn
+    may go on to its next inference, and what each step spent."""
+
+    async def stop_before(self, turn: TurnState, coming: Usage) -> StopRequest | None: ...
+
+    def spend(self, group: str, thread_id: str, used: Usage) -> None: ...
+
+
+class NoBudgets:
+    """No budget: turns spend as they will (a context made without the runtime's)."""
+
+    async def stop_before(self, turn: TurnState, coming: Usage) -> StopRequest | None:
+        return None
+
+    def spend(self, group: str, thread_id: str, used: Usage) -> None:
+        return None
+
+
 @dataclass
 class TurnContext:
     """The services of one run that its turns use."""
@@ -86,6 +109,8 @@ class TurnContext:
     # Running calls' output on its way to those who watch (engine/turn/output.py); its
     # `run` is one of the runtime's tasks.
     output: OutputPump = field(default_factory=OutputPump)
+    # The room's budgets: a turn stops with `budget` before an inference that would pass one.
+    budgets: Spending = field(default_factory=NoBudgets)
     # The models turns are answered by (`provider` is the room's), each with its context
     # window (engine/turn/models.py); the runtime sets its own, which can make more.
     models: Models = field(init=False)

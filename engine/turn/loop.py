@@ -30,12 +30,14 @@ from engine.decisions.deadline import stamp
 from engine.decisions.inbox import already
 from engine.domain.events import StepFinished, StepStarted, TextDelta
 from engine.domain.messages import ConvMessage
+from engine.domain.usage import Usage, day_of
 from engine.lifecycle import CallStatus
 from engine.lifecycle import turn as turn_lifecycle
 from engine.providers.base import AssistantAccumulator, ContextTooLong, ModelRequest, ProviderError
 from engine.providers.base import TextDelta as ModelTextDelta
 from engine.store import DiskFull, LeaseLost, Op
 from engine.store import turns as rows
+from engine.store import usage as spending
 from engine.turn import compaction, endings, replay
 from engine.turn import gate as gates
 from engine.turn.call import ANSWERED, NO_MESSAGE, PLACEHOLDER, CallState
@@ -69,6 +71,7 @@ class TurnLoop:
         self.decided = anyio.Event()  # set by the runtime when a decision for us arrives
         self.pending_kwargs: dict[str, dict[str, Any]] = {}  # admitted calls of this round
         self.open_step: tuple[int, str, float] | None = None  # (id, kind, started) until it ends
+        self.step_used = Usage()  # what the open step spent (its inference's tokens, cost)
         self.in_run = False  # between RunStart and RunEnd
         self.step_tools: list[str] | None = None  # what plugins left of the tools (None: all)
         self.provider = ctx.models.provider(turn.model)  # the model that answers the turn
@@ -151,23 +154,42 @@ class TurnLoop:
                 step_kind=kind,
             )
         )  # fmt: skip
-        self.open_step = (step_id, kind, at)
+        self.open_step, self.step_used = (step_id, kind, at), Usage()
         return step_id
 
-    def step_end(self, status: str, summary: str, **usage: int) -> None:
-        """Close the open step: its row goes into the next commit, its event with it."""
+    def step_end(self, status: str, summary: str) -> None:
+        """Close the open step: its row goes into the next commit, its event with it, and
+        what it spent into its day's usage."""
         if self.open_step is None:
             raise RuntimeError("step_end without an open step")
         (step_id, kind, started), self.open_step = self.open_step, None
-        now = self.ctx.clock()
-        self.ops.append(rows.step_ended(step_id, self.turn.id, self.ctx.run_id, self.turn.rounds,
-                                        kind, status, summary, started, now))  # fmt: skip
+        now, used, turn = self.ctx.clock(), self.step_used, self.turn
+        self.ops.append(rows.step_ended(step_id, turn.id, self.ctx.run_id, turn.rounds, kind,
+                                        status, summary, started, now, used))  # fmt: skip
+        if used.tokens:
+            model = turn.model or self.ctx.models.default
+            self.ops.append(spending.added(day_of(now), turn.group, turn.thread_id, model, used))
+            self.ctx.budgets.spend(turn.group, turn.thread_id, used)
         self.events.append(
             StepFinished(
-                at=now, thread_id=self.turn.thread_id, turn_id=self.turn.id, step_id=step_id,
-                step_kind=kind, status=status, summary=summary, duration=now - started, **usage,
+                at=now, thread_id=turn.thread_id, turn_id=turn.id, step_id=step_id,
+                step_kind=kind, status=status, summary=summary, duration=now - started,
+                input_tokens=used.input_tokens, output_tokens=used.output_tokens,
+                cached_tokens=used.cached_tokens,
+                cost=used.cost if used.tokens and not used.unpriced else None,
             )
         )  # fmt: skip
+
+    async def count(self, acc: AssistantAccumulator) -> Usage:
+        """What the open step's inference spent, priced by its model: the turn's totals and
+        the step's row count it."""
+        tokens = (acc.input_tokens, acc.output_tokens, acc.cached_tokens)
+        cost = await self.ctx.models.priced(self.turn.model).cost(*tokens) if any(tokens) else 0.0
+        used = Usage(*tokens, cost=cost or 0.0,
+                     unpriced=0 if cost is not None else tokens[0] + tokens[1], steps=1)  # fmt: skip
+        self.turn.count(used)
+        self.step_used = used
+        return used
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -212,6 +234,8 @@ class TurnLoop:
         self.step_tools = None  # a new step offers every tool until a plugin says otherwise
         await self.phase(Phase.STEP_START)
         await self.phase(Phase.BEFORE_INFERENCE)
+        if self.stop is None:  # a budget the next inference would pass stops the turn
+            self.stop = await self.ctx.budgets.stop_before(self.turn, self.turn.last)
         return self.stop is None
 
     def step_schemas(self) -> list[dict[str, Any]]:
@@ -297,8 +321,7 @@ class TurnLoop:
             raise TurnStopped(stop)
         window.learn(estimated, acc.input_tokens)  # the provider's count corrects ours
         self.turn.rounds += 1
-        self.turn.input_tokens += acc.input_tokens
-        self.turn.output_tokens += acc.output_tokens
+        await self.count(acc)
         await self.phase(Phase.AFTER_INFERENCE)
         await self.phase(Phase.STEP_END)
         return Inference(acc, step_id, closed_early)
@@ -332,8 +355,7 @@ class TurnLoop:
             for i, tc in enumerate(assistant.tool_calls)
         ]  # fmt: skip
         self.turn.add_calls(new_calls)
-        self.step_end("succeeded", message_summary(assistant), input_tokens=inf.acc.input_tokens,
-                      output_tokens=inf.acc.output_tokens)  # fmt: skip
+        self.step_end("succeeded", message_summary(assistant))
         admitted = []
         for call in new_calls:
             if self.stop is not None:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from engine.config import Config, ModelConfig
 from engine.providers.base import Provider
+from engine.providers.prices import Priced, priced
 from engine.turn.window import ContextWindow, window_of
 
 
@@ -38,6 +39,7 @@ class Models:
         self._windows = {self.default: ContextWindow(window_of(config.model, default),
                                                      config.model.compact_at)}  # fmt: skip
         self._chosen: dict[str, str] = {}  # settings (their JSON) -> key
+        self._prices = {self.default: priced(default, config.model.price)}
 
     def choose(self, thread_id: str, group: str) -> str:
         """The key of the model a new turn on `thread_id` (of `group`) is answered by."""
@@ -58,12 +60,17 @@ class Models:
             if key not in self._providers:
                 self._providers[key] = provider
                 self._windows[key] = ContextWindow(window_of(merged, provider), merged.compact_at)
+                self._prices[key] = priced(provider, merged.price)
         return key
 
     def provider(self, key: str | None) -> Provider:
         """The model of `key` (a turn recorded before models were chosen, or one whose model
         this run does not have: the room's)."""
         return self._providers.get(key or self.default) or self._providers[self.default]
+
+    def priced(self, key: str | None) -> Priced:
+        """How the model of `key` is priced (one this run does not have: the room's)."""
+        return self._prices.get(key or self.default) or self._prices[self.default]
 
     def window(self, key: str | None) -> ContextWindow:
         return self._windows.get(key or self.default) or self._windows[self.default]

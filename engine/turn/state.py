@@ -9,6 +9,7 @@ from typing import Any
 
 from engine.domain.instructions import Instructions
 from engine.domain.messages import ConvMessage
+from engine.domain.usage import Usage
 from engine.lifecycle import CallStatus, TurnStatus
 from engine.providers.base import AssistantAccumulator
 from engine.store import Op
@@ -35,6 +36,10 @@ class TurnState:
     output_tokens: int = 0
     final_text: str | None = None
     group: str = "chat"
+    cached_tokens: int = 0  # of input_tokens, read from the provider's cache
+    cost: float = 0.0  # US dollars of its priced tokens
+    unpriced: int = 0  # its tokens whose model has no known price
+    last: Usage = field(default_factory=Usage)  # its last inference's (the next costs as much)
     channel: str | None = None  # the request's channel (origin chat)
     reply: dict[str, Any] = field(default_factory=dict)  # its meta["reply"]: where answers go
     record: dict[str, Any] = field(default_factory=dict)  # strategy data, e.g. tool_logs
@@ -57,12 +62,27 @@ class TurnState:
             del self._open[call_id]
         return [c for c in self._open.values() if c.status is CallStatus.SUSPENDED]
 
+    @property
+    def spent(self) -> Usage:
+        return Usage(self.input_tokens, self.output_tokens, self.cached_tokens, self.cost,
+                     self.unpriced, self.rounds)  # fmt: skip
+
+    def count(self, used: Usage) -> None:
+        """An inference of the turn spent `used`."""
+        self.input_tokens += used.input_tokens
+        self.output_tokens += used.output_tokens
+        self.cached_tokens += used.cached_tokens
+        self.cost += used.cost
+        self.unpriced += used.unpriced
+        self.last = used
+
     def row_update(self, at: float) -> Op | None:
         """The turn's row, when it changed since it was last written (a tool round's
         checkpoint changes nothing in it)."""
         fields = (
             self.status.value, self.reason, self.detail, self.rounds, self.input_tokens,
-            self.output_tokens, self.final_text, json.dumps(self.record),
+            self.output_tokens, self.cached_tokens, self.cost, self.unpriced, self.final_text,
+            json.dumps(self.record),
         )  # fmt: skip
         if fields == self.written:
             return None

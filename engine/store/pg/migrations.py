@@ -16,7 +16,7 @@ from typing import Any
 
 from engine.store.migrations import awaiting_from_reason
 
-VERSION = 4  # the version of a database this agentdeck writes
+VERSION = 5  # the version of a database this agentdeck writes
 LOCK_KEY = 0x61676E7464636B  # "agntdck": the advisory lock held while migrating
 
 # version -> the statements that bring a database of version - 1 to it
@@ -36,6 +36,41 @@ STEPS: dict[int, list[str]] = {
         "ALTER TABLE turns ADD COLUMN IF NOT EXISTS instructions TEXT",
         "ALTER TABLE turns ADD COLUMN IF NOT EXISTS model TEXT",
         "ALTER TABLE threads ADD COLUMN IF NOT EXISTS instructions TEXT",
+    ],
+    # issue 33, usage and budgets (as engine/store/migrations.py's 8)
+    5: [
+        *(
+            f"ALTER TABLE steps ADD COLUMN IF NOT EXISTS {c}"
+            for c in (
+                "input_tokens BIGINT NOT NULL DEFAULT 0",
+                "output_tokens BIGINT NOT NULL DEFAULT 0",
+                "cached_tokens BIGINT NOT NULL DEFAULT 0",
+                "cost DOUBLE PRECISION",
+            )
+        ),
+        *(
+            f"ALTER TABLE turns ADD COLUMN IF NOT EXISTS {c}"
+            for c in (
+                "cached_tokens BIGINT NOT NULL DEFAULT 0",
+                "cost DOUBLE PRECISION NOT NULL DEFAULT 0",
+                "unpriced BIGINT NOT NULL DEFAULT 0",
+            )
+        ),
+        "UPDATE turns SET unpriced = input_tokens + output_tokens"
+        " WHERE coalesce(model, '') NOT LIKE 'offline:%'",
+        "CREATE TABLE IF NOT EXISTS usage (day TEXT NOT NULL, group_name TEXT NOT NULL,"
+        " thread_id TEXT NOT NULL, model TEXT NOT NULL, steps BIGINT NOT NULL DEFAULT 0,"
+        " input_tokens BIGINT NOT NULL DEFAULT 0, output_tokens BIGINT NOT NULL DEFAULT 0,"
+        " cached_tokens BIGINT NOT NULL DEFAULT 0, cost DOUBLE PRECISION NOT NULL DEFAULT 0,"
+        " unpriced BIGINT NOT NULL DEFAULT 0, PRIMARY KEY (day, group_name, thread_id, model))",
+        "INSERT INTO usage(day, group_name, thread_id, model, steps, input_tokens,"
+        " output_tokens, unpriced) SELECT to_char(to_timestamp(t.created_at) AT TIME ZONE 'UTC',"
+        " 'YYYY-MM-DD'), h.group_name, t.thread_id, coalesce(t.model, ''), sum(t.rounds),"
+        " sum(t.input_tokens), sum(t.output_tokens), sum(t.unpriced) FROM turns t"
+        " JOIN threads h ON h.id = t.thread_id WHERE t.input_tokens + t.output_tokens > 0"
+        " GROUP BY 1, 2, 3, 4",
+        "CREATE TABLE IF NOT EXISTS budgets (scope TEXT PRIMARY KEY, tokens BIGINT,"
+        " cost DOUBLE PRECISION, set_by TEXT NOT NULL, set_at DOUBLE PRECISION NOT NULL)",
     ],
 }
 

@@ -72,7 +72,10 @@ CREATE TABLE IF NOT EXISTS turns (
     updated_at     DOUBLE PRECISION NOT NULL,
     ended_at       DOUBLE PRECISION,
     instructions   TEXT,
-    model          TEXT
+    model          TEXT,
+    cached_tokens  BIGINT NOT NULL DEFAULT 0,
+    cost           DOUBLE PRECISION NOT NULL DEFAULT 0,
+    unpriced       BIGINT NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS turns_thread ON turns(thread_id, created_at);
 CREATE INDEX IF NOT EXISTS turns_status ON turns(status) WHERE status != 'done';
@@ -86,9 +89,35 @@ CREATE TABLE IF NOT EXISTS steps (
     status       TEXT NOT NULL,
     summary      TEXT NOT NULL DEFAULT '',
     started_at   DOUBLE PRECISION NOT NULL,
-    ended_at     DOUBLE PRECISION
+    ended_at     DOUBLE PRECISION,
+    input_tokens   BIGINT NOT NULL DEFAULT 0,
+    output_tokens  BIGINT NOT NULL DEFAULT 0,
+    cached_tokens  BIGINT NOT NULL DEFAULT 0,
+    cost           DOUBLE PRECISION
 );
 CREATE INDEX IF NOT EXISTS steps_turn ON steps(turn_id, idx);
+
+-- (as the SQLite schema's usage and budgets; engine/store/pg/migrations.py's 5)
+CREATE TABLE IF NOT EXISTS usage (
+    day            TEXT NOT NULL,
+    group_name     TEXT NOT NULL,
+    thread_id      TEXT NOT NULL,
+    model          TEXT NOT NULL,
+    steps          BIGINT NOT NULL DEFAULT 0,
+    input_tokens   BIGINT NOT NULL DEFAULT 0,
+    output_tokens  BIGINT NOT NULL DEFAULT 0,
+    cached_tokens  BIGINT NOT NULL DEFAULT 0,
+    cost           DOUBLE PRECISION NOT NULL DEFAULT 0,
+    unpriced       BIGINT NOT NULL DEFAULT 0,
+    PRIMARY KEY (day, group_name, thread_id, model)
+);
+CREATE TABLE IF NOT EXISTS budgets (
+    scope    TEXT PRIMARY KEY,
+    tokens   BIGINT,
+    cost     DOUBLE PRECISION,
+    set_by   TEXT NOT NULL,
+    set_at   DOUBLE PRECISION NOT NULL
+);
 
 CREATE TABLE IF NOT EXISTS tool_calls (
     id             TEXT PRIMARY KEY,

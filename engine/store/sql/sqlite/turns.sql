@@ -43,15 +43,15 @@ INSERT INTO threads(id, group_name, created_at, updated_at, turn_count, instruct
 
 -- name: turn_changed
 UPDATE turns
-  SET status=?, reason=?, detail=?, rounds=?, input_tokens=?, output_tokens=?, final_text=?, record=?, updated_at=?, ended_at=?
+  SET status=?, reason=?, detail=?, rounds=?, input_tokens=?, output_tokens=?, cached_tokens=?, cost=?, unpriced=?, final_text=?, record=?, updated_at=?, ended_at=?
   WHERE id=?;
 
 -- name: turn_row
 SELECT t.*, h.group_name FROM turns t JOIN threads h ON h.id = t.thread_id WHERE t.id=?;
 
 -- name: step_ended
-INSERT INTO steps(id, turn_id, run_id, idx, kind, status, summary, started_at, ended_at)
-  VALUES (?,?,?,?,?,?,?,?,?);
+INSERT INTO steps(id, turn_id, run_id, idx, kind, status, summary, started_at, ended_at, input_tokens, output_tokens, cached_tokens, cost)
+  VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?);
 
 -- name: call_inserted
 INSERT INTO tool_calls(id, model_call_id, turn_id, thread_id, step_id, idx, tool, meta, created_at, args, status, result, error, suspend_reason, awaiting, decision_id, has_message, updated_at, ended_at)
