@@ -53,6 +53,10 @@ def resumes(name: str, room: Path, env: dict[str, str]) -> None:
     assert cli(room, env, "pending") == []
     again = cli(room, env, "history", "--turn", call["turn_id"])
     assert [c["status"] for c in again["calls"]] == ["succeeded"]
+    # what its turns spent before usage was kept is in the usage table (the migration's)
+    spent = cli(room, env, "usage", "--by", "thread", "--since", "2000-01-01")
+    assert {r["key"] for r in spent["rows"]} == set(by_thread)
+    assert spent["total"]["input_tokens"] == sum(r["input_tokens"] for r in spent["rows"]) > 0
 
 
 def clean_env(tmp_path: Path) -> dict[str, str]:

@@ -26,6 +26,12 @@ def exit_code(outcome: TurnOutcome) -> int:
     return EXIT_WAITING if outcome.status == "waiting" else EXIT_OTHER
 
 
+def _line(text: str, limit: int = 300) -> str:
+    """A detail on one line, as text (a model's or a tool's words: no control characters)."""
+    flat = "".join(c if c.isprintable() else " " for c in " ".join(text.split()))
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
 def report(outcome: TurnOutcome, as_json: bool, extra: dict[str, Any] | None = None) -> int:
     """Print where a turn stands (the `--json` object, with `extra`'s keys, or text) and
     return its exit code."""
@@ -35,7 +41,8 @@ def report(outcome: TurnOutcome, as_json: bool, extra: dict[str, Any] | None = N
         if outcome.text:
             print(outcome.text)
         state = outcome.status + (f"/{outcome.reason}" if outcome.reason else "")
-        print(f"-- turn {outcome.turn_id} on {outcome.thread_id}: {state}", file=sys.stderr)
+        why = f" ({_line(outcome.detail)})" if outcome.detail and outcome.status == "done" else ""
+        print(f"-- turn {outcome.turn_id} on {outcome.thread_id}: {state}{why}", file=sys.stderr)
         for p in outcome.pending:
             how = ("approve|cancel" if p.get("awaiting") != "review" else  # after a crash
                    "fail|rerun (or approve --result JSON); what is known: agentdeck review")  # fmt: skip

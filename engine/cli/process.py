@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -17,6 +18,7 @@ from typing import Any
 
 from engine.api.sockets import answers
 from engine.cli.common import EXIT_BUSY, EXIT_OK, EXIT_OTHER, EXIT_WAITING
+from engine.domain.usage import spent_text
 from engine.room import Room, RoomError, ask_to_stop, describe, lock_holder, owner_of, shown
 
 START_WAIT = 30.0  # seconds a background runtime may take to answer on its socket
@@ -165,6 +167,8 @@ async def status(room: Room, args: argparse.Namespace) -> int:
             "running": running, "waiting": waiting, "queued": queued,
             "pending": len(waiting_calls),
             "paused": [g.name for g in stats.groups if g.paused],
+            "held": [why for why in (stats.held, *(g.held for g in stats.groups)) if why],
+            **({"today": dataclasses.asdict(stats.today)} if stats.today is not None else {}),
             **({"cluster": as_json(workers)} if workers is not None else {}),
         }))  # fmt: skip
         return EXIT_OK
@@ -174,10 +178,15 @@ async def status(room: Room, args: argparse.Namespace) -> int:
     print(f"{running} running, {waiting} waiting, {queued} queued; "
           f"{len(waiting_calls)} call{'s' if len(waiting_calls) != 1 else ''} "
           "waiting for a decision (`agentdeck pending`)")  # fmt: skip
+    if stats.today is not None:
+        print(f"today (UTC): {spent_text(stats.today)} (`agentdeck usage`)")
     held = [f"{g.name} paused" if g.paused else f"{g.name} has no budget (0 running turns)"
             for g in stats.groups if g.paused or g.max_running_turns == 0]  # fmt: skip
+    held += [why for why in (stats.held, *(g.held for g in stats.groups)) if why]
     if held:
-        print(f"held: {'; '.join(held)}: their requests wait until that changes")
+        print(f"held: {'; '.join(held)}: their requests wait until that changes"
+              + (" (`agentdeck budget`)" if stats.held or any(g.held for g in stats.groups)
+                 else ""))  # fmt: skip
     if workers is not None:
         print("\n".join(cluster_lines(workers)))
     return EXIT_OK

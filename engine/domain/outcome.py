@@ -28,6 +28,7 @@ class TurnOutcome:
             "thread_id": self.thread_id,
             "status": self.status,
             "reason": self.reason,
+            "detail": self.detail,
             "text": self.text,
             "pending": self.pending,
             "calls": self.calls,

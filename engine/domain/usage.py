@@ -111,9 +111,12 @@ def tokens_text(n: int) -> str:
 
 
 def cost_text(dollars: float) -> str:
-    """$0.0042, $1.20, $312: enough digits to see a small spend."""
+    """$0.0042, $1.20, $312: enough digits to see a small spend (and <$0.0001 for less:
+    never $0.0000 for something that cost)."""
     if dollars == 0:
         return "$0.00"
+    if dollars < 0.0001:
+        return "<$0.0001"
     if dollars < 0.01:
         return f"${dollars:.4f}"
     if dollars < 100:
