@@ -33,7 +33,8 @@ def via(channel: str | None, sender: str) -> str:
 
 
 QUIET_ENDS = frozenset({turn_lifecycle.NATURAL, turn_lifecycle.BEHAVIOR_REQUESTED})
-_END_WORDS = {turn_lifecycle.ERROR: "turn failed", turn_lifecycle.CANCELLED: "turn cancelled"}
+_END_WORDS = {turn_lifecycle.ERROR: "turn failed", turn_lifecycle.CANCELLED: "turn cancelled",
+              turn_lifecycle.BUDGET: "stopped by a budget"}  # fmt: skip
 
 
 def turn_note(reason: str | None, detail: str | None) -> str | None:

@@ -36,6 +36,10 @@ def test_a_done_turn_is_drawn_by_how_it_ended() -> None:
     assert look(TurnStatus.WAITING, turn_lifecycle.SUSPENDED).word == "waiting"
     assert turn_note(turn_lifecycle.ERROR, "boom") == "turn failed: boom"
     assert turn_note(turn_lifecycle.BEHAVIOR_REQUESTED, None) is None
+    assert look(TurnStatus.DONE, turn_lifecycle.BUDGET).word == "budget"
+    assert turn_note(turn_lifecycle.BUDGET, "the turn's budget: 3k of 2k tokens") == (
+        "stopped by a budget: the turn's budget: 3k of 2k tokens"
+    )
 
 
 def _call(status: CallStatus, at: float) -> CallChanged:
