@@ -22,6 +22,7 @@ from engine.domain.messages import Message
 from engine.domain.usage import Limit, Scope, Usage, over, parse_scope
 from engine.providers.base import ModelEvent, ModelRequest, UsageEvent
 from engine.providers.prices import Priced, priced
+from engine.room import Room
 from tests.helpers import rows, runtime
 from tests.scripted import Reply, ScriptedModel, after_tools
 
@@ -240,3 +241,31 @@ async def test_prices_come_from_the_table_the_rooms_own_or_none(tmp_path: Path) 
         name, model = "offline", "offline"
 
     assert priced(Offline(), None).free  # type: ignore[arg-type]
+
+
+async def test_usage_and_budgets_over_the_rooms_socket(tmp_path: Path) -> None:
+    from engine.api.client import NotFound
+    from engine.api.remote import RemoteClient
+    from tests.test_api import body, raw, served, settled
+
+    room = tmp_path / "room"
+    async with served(room), RemoteClient(Room.at(room)) as client, raw(room) as http:
+        turn = await client.submit(body("calc 2+2"))
+        assert (await settled(client, turn.turn_id)).status == "done"
+        report = await client.usage(by="model")
+        assert [r.key for r in report.rows] == ["offline:offline-rules-1"]
+        assert report.total.input_tokens > 0 and report.total.cost == 0.0  # free
+        view = await client.set_budget("group:chat", tokens=10)
+        assert [(h.scope, h.why.split(":")[0]) for h in view.held] == [
+            ("group:chat", "group chat's daily budget reached")
+        ]
+        with pytest.raises(NotFound):
+            await client.set_budget("group:nosuch", cost=1.0)
+        for bad in ({"scope": "day"}, {"scope": "room", "cost": -1}, {"scope": "room", "x": 1},
+                    {"scope": "room", "cost": "1"}, {"scope": "room", "tokens": 1.5},
+                    {"scope": "room", "tokens": 5, "clear": True}):  # fmt: skip
+            r = await http.put("/v1/budgets", json=bad)
+            assert r.status_code == 422, (bad, r.text)
+        for query in ("since=yesterday", "by=week", "limit=0"):
+            assert (await http.get(f"/v1/usage?{query}")).status_code == 422, query
+        assert [b.scope for b in (await client.budgets()).budgets] == ["group:chat"]
