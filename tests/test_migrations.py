@@ -12,7 +12,7 @@ import pytest
 from engine.store import StoreError, migrations
 from engine.store import decisions as recorded
 from engine.store.sqlite import SqliteStore
-from tests.helpers import on
+from tests.helpers import as_version, on
 
 pytestmark = pytest.mark.anyio
 
@@ -91,3 +91,38 @@ async def test_a_room_from_a_newer_agentdeck_is_refused(tmp_path: Path) -> None:
     conn.close()
     with pytest.raises(StoreError, match="upgrade agentdeck"):
         await SqliteStore.open(path)
+
+
+async def test_a_version_7_room_gains_usage_filled_from_its_turns(tmp_path: Path) -> None:
+    """Issue 33: what the room's turns spent before usage was kept is in the usage table,
+    per day, group, thread and model: unpriced (no price was known), but for the offline
+    model's tokens, which are free."""
+    path = tmp_path / "execution.db"
+    store = await SqliteStore.open(path)
+    await store.close()
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        as_version(conn, 7)
+        conn.execute("INSERT INTO runs(id, kind, pid, started_at, status) VALUES ('r', 'run', 1,"
+                     " 0, 'ended')")  # fmt: skip
+        conn.execute("INSERT INTO threads(id, group_name, created_at, updated_at) VALUES"
+                     " ('a', 'task', 0, 0)")  # fmt: skip
+        for turn, model, at in (("t1", "openai:gpt-4o", 86400.5), ("t2", None, 90000.0),
+                                ("t3", "offline:x", 3 * 86400.0)):  # fmt: skip
+            conn.execute("INSERT INTO turns(id, thread_id, run_id, origin, sender, text, status,"
+                         " rounds, input_tokens, output_tokens, created_at, updated_at, model)"
+                         " VALUES (?, 'a', 'r', 'task', 'self', 'x', 'done', 1, 100, 10, ?, ?, ?)",
+                         (turn, at, at, model))  # fmt: skip
+    finally:
+        conn.close()
+    store = await SqliteStore.open(path)
+    try:
+        usage = await on(store).fetchall("SELECT day, model, steps, input_tokens, unpriced FROM"
+                                         " usage ORDER BY day, model")  # fmt: skip
+        turns = await on(store).fetchall("SELECT id, cost, unpriced FROM turns ORDER BY id")
+    finally:
+        await store.close()
+    assert [tuple(r) for r in usage] == [("1970-01-02", "", 1, 100, 110),
+                                         ("1970-01-02", "openai:gpt-4o", 1, 100, 110),
+                                         ("1970-01-04", "offline:x", 1, 100, 0)]  # fmt: skip
+    assert [tuple(r) for r in turns] == [("t1", 0.0, 110), ("t2", 0.0, 110), ("t3", 0.0, 0)]

@@ -284,3 +284,34 @@ async def test_a_version_3_database_gains_what_instructions_need(pg_url: str) ->
         columns = {r[0] for r in conn.execute(
             "SELECT column_name FROM information_schema.columns WHERE table_name = 'turns'")}  # fmt: skip
     assert {"instructions", "model"} <= columns
+
+
+async def test_a_version_4_database_gains_usage_filled_from_its_turns(pg_url: str) -> None:
+    """Issue 33: the steps and turns gain their tokens' columns, and the usage table (made
+    by the step, as schema.sql never runs on an upgraded database) holds what the turns
+    spent, unpriced but for the offline model's."""
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        migrate(conn)
+        conn.execute("DROP TABLE usage")
+        conn.execute("DROP TABLE budgets")
+        conn.execute("ALTER TABLE steps DROP COLUMN input_tokens, DROP COLUMN output_tokens,"
+                     " DROP COLUMN cached_tokens, DROP COLUMN cost")  # fmt: skip
+        conn.execute("ALTER TABLE turns DROP COLUMN cached_tokens, DROP COLUMN cost,"
+                     " DROP COLUMN unpriced")  # fmt: skip
+        conn.execute("INSERT INTO runs(id, kind, pid, started_at, status)"
+                     " VALUES ('r', 'run', 1, 0, 'ended')")  # fmt: skip
+        conn.execute("INSERT INTO threads(id, group_name, created_at, updated_at)"
+                     " VALUES ('a', 'chat', 0, 0)")  # fmt: skip
+        for turn, model, at in (("t1", "openai:gpt-4o", 86400.0), ("t2", "offline:x", 86401.0)):
+            conn.execute("INSERT INTO turns(id, thread_id, run_id, origin, sender, text, status,"
+                         " rounds, input_tokens, output_tokens, created_at, updated_at, model)"
+                         " VALUES (%s, 'a', 'r', 'invoke', 's', 'x', 'done', 2, 100, 10, %s, %s,"
+                         " %s)", (turn, at, at, model))  # fmt: skip
+        conn.execute("DELETE FROM agentdeck_schema")
+        conn.execute("INSERT INTO agentdeck_schema(version) VALUES (4)")
+        assert migrate(conn) == VERSION - 4
+        usage = conn.execute("SELECT day, group_name, thread_id, model, steps, input_tokens,"
+                             " output_tokens, unpriced FROM usage ORDER BY model").fetchall()  # fmt: skip
+        conn.execute("SELECT scope FROM budgets").fetchall()  # the table is there
+    assert usage == [("1970-01-02", "chat", "a", "offline:x", 2, 100, 10, 0),
+                     ("1970-01-02", "chat", "a", "openai:gpt-4o", 2, 100, 10, 110)]  # fmt: skip
