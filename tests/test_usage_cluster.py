@@ -13,7 +13,10 @@ import pytest
 from engine.api.local import LocalClient
 from engine.config import GroupSettings, LimitSettings
 from engine.domain.messages import Message
+from engine.domain.usage import Usage
+from engine.lifecycle import TurnStatus
 from engine.runtime import Runtime
+from engine.turn.state import TurnState
 from tests.scripted import add
 from tests.test_cluster_runtime import cluster_config
 from tests.test_usage import Metered, adds
@@ -52,8 +55,14 @@ async def test_a_group_budget_spent_on_one_worker_holds_the_others_turns(
     async with two_workers(tmp_path, pg_url) as (a, b):
         first = await a.submit(task("t1"))
         assert (await a.wait_turn(first.turn_id)).reason == "natural"  # 2200 tokens
-        await until(lambda: b.budgets.spent_in("group:task").tokens, "w1 sees w0's spend",
-                    ok=lambda n: n == 2200)  # fmt: skip
+        for rt in (a, b):  # whichever ran it, the other reads it within its refresh
+            await until(lambda: rt.budgets.spent_in("group:task").tokens,  # noqa: B023
+                        "each worker sees the group's spend", ok=lambda n: n == 2200)  # fmt: skip
+        b.budgets.groups, b.budgets.room = {}, Usage()  # as if it had not read it yet:
+        turn = TurnState("t_x", "t9", TurnStatus.RUNNING, 0.0, group="task")
+        stop = await b.budgets.stop_before(turn, Usage())  # the check reads the store
+        assert stop is not None and stop.reason == "budget"
+        await b.budgets.refresh()
         held = await b.submit(task("t2"))
         await until(
             lambda: why_held(a, b), "t2 held by the group's budget", ok=lambda w: w == [HELD]

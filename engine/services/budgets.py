@@ -16,8 +16,8 @@ Two places enforce them:
 
 What the day has spent is kept here as steps end (`spend`), loaded from the store at
 start. On a cluster (`shared`), other workers spend too: the check before an inference
-reads the store's totals, and `load` again (every few seconds, `watch`) brings the day and
-the stored budgets so that each worker's holds follow the cluster's.
+reads the store's totals, and `refresh` (every few seconds, `watch`) brings the day's per
+group and the stored budgets, so that each worker's holds follow the cluster's.
 """
 
 from __future__ import annotations
@@ -141,14 +141,28 @@ class Budgets:
         self.day, self.room, self.groups, self.threads = day, room, groups, threads
         self.hold()
 
+    async def refresh(self) -> None:
+        """What the cluster's workers spent today per group (and so the room), and the
+        stored budgets: a few rows, whatever the number of threads. A thread runs on one
+        worker at a time, so its own spend is this worker's and the check before each
+        inference reads its total."""
+        self.stored = {b.scope: b for b in await stored.budgets(self.store)}
+        self._roll()  # a new day: the threads' spend starts again
+        groups = dict(await stored.groups_of_day(self.store, self.day))
+        room = Usage()
+        for used in groups.values():
+            room = room + used
+        self.room, self.groups = room, groups
+        self.hold()
+
     async def set(self, scope: Scope, limit: Limit | None, by: str) -> None:
         """Set `scope`'s budget (an empty Limit: none; None: back to agentdeck.toml's)."""
         key, at, store = str(scope), self.clock(), self.store
         if limit is None:
-            await store.write([stored.budget_cleared(key)])
+            await store.write([stored.budget_cleared(key)], urgent=True)
             self.stored.pop(key, None)
         else:
-            await store.write([stored.budget_set(key, limit, by, at)])
+            await store.write([stored.budget_set(key, limit, by, at)], urgent=True)
             self.stored[key] = stored.StoredBudget(key, limit, by, at)
         self.hold()
 
@@ -186,7 +200,7 @@ class Budgets:
             wait = next_day_at(now) - now + 0.01
             await anyio.sleep(min(wait, REFRESH) if self.shared else wait)
             if self.shared:
-                await self.load()
+                await self.refresh()
             else:
                 self.day_changed()
             pump()
@@ -223,8 +237,8 @@ class Budgets:
             checks.append((own[0], "the thread's", own[1], thread))
         for scope, whose, limit, spent in checks:
             if limit is not None and (why := over(spent, limit, coming)) is not None:
-                raise_with = f"agentdeck budget {scope if scope != 'thread' else 'thread'}"
-                return f"{whose} daily budget: {why} today (raise: {raise_with})"
+                this = f"thread:{thread_id}" if scope == "thread" else scope  # raise it here
+                return f"{whose} daily budget: {why} today (raise: agentdeck budget {this})"
         return None
 
     def hold(self, group: str | None = None, thread_id: str | None = None) -> None:

@@ -40,6 +40,13 @@ async def of_day(store: Reads, day: str) -> list[tuple[str, str, Usage]]:
     return [(r["group_name"], r["thread_id"], of_row(r)) for r in rows]
 
 
+async def groups_of_day(store: Reads, day: str) -> list[tuple[str, Usage]]:
+    """(group, what it spent) for every group that spent on `day` (a few rows, whatever
+    the number of threads)."""
+    rows = await store.fetchall("usage.groups_of_day", (day,))
+    return [(r["group_name"], of_row(r)) for r in rows]
+
+
 @dataclass(frozen=True)
 class Spent:
     """What the room, one group and one thread spent on one day."""

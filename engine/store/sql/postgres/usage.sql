@@ -11,6 +11,10 @@ INSERT INTO usage(day, group_name, thread_id, model, steps, input_tokens, output
 SELECT group_name, thread_id, sum(steps) AS steps, sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens, sum(cached_tokens) AS cached_tokens, sum(cost) AS cost, sum(unpriced) AS unpriced
   FROM usage WHERE day=%s GROUP BY group_name, thread_id;
 
+-- name: groups_of_day
+SELECT group_name, sum(steps) AS steps, sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens, sum(cached_tokens) AS cached_tokens, sum(cost) AS cost, sum(unpriced) AS unpriced
+  FROM usage WHERE day=%s GROUP BY group_name;
+
 -- name: spent
 SELECT 'room' AS scope, sum(steps) AS steps, sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens, sum(cached_tokens) AS cached_tokens, sum(cost) AS cost, sum(unpriced) AS unpriced FROM usage WHERE day=%s
 UNION ALL
