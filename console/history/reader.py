@@ -32,6 +32,7 @@ from console.history.view import (
     turn_cells,
 )
 from engine.api.history import READ_ERRORS, History, HistoryError
+from engine.domain.usage import Usage
 from engine.room import Room
 
 PAGE = 50  # rows a page
@@ -43,13 +44,15 @@ Spawn = Callable[[Coroutine[Any, Any, None], str, bool], object]
 @dataclass(frozen=True)
 class Listing:
     """A page of one list, drawn: rows by key and the cursor of the next page (None: the
-    last page). For turns also the items by key (a turn row or a search hit) and the
-    list's exact size when a counter holds it."""
+    last page). For turns also the items by key (a turn row or a search hit), the list's
+    exact size when a counter holds it, and on the first page of a thread's turns what
+    the thread spent (None: no thread, a later page, or a room that predates costs)."""
 
     rows: list[tuple[str, Cells]]
     next: str | None
     items: dict[str, dict[str, Any]] = field(default_factory=dict)
     total: int | None = None
+    thread_spent: Usage | None = None
 
 
 class HistoryReader:
@@ -133,16 +136,21 @@ class HistoryReader:
         return Listing([(t["thread_id"], thread_cells(t)) for t in page.items], page.next)
 
     async def turns(self, query: Criteria, after: str | None) -> Listing:
-        """Turns that pass the filters, or search hits when `query.search`."""
+        """Turns that pass the filters, or search hits when `query.search`; with a thread's,
+        on the first page, what the thread spent."""
         h = self._connection()
+        thread = query.filters.thread
+        spent = await h.thread_usage(thread) if thread is not None and after is None else None
         if query.search:
             page = await h.search(query.search, query.filters, after=after, limit=self.page_size)
             keyed = {hit_key(x): x for x in page.items}
-            return Listing([(k, hit_cells(x)) for k, x in keyed.items()], page.next, keyed)
+            return Listing([(k, hit_cells(x)) for k, x in keyed.items()], page.next, keyed,
+                           thread_spent=spent)  # fmt: skip
         page = await h.turns(query.filters, after=after, limit=self.page_size)
         keyed = {t["turn_id"]: t for t in page.items}
         total = await h.count(query.filters) if h.indexed else None
-        return Listing([(k, turn_cells(t)) for k, t in keyed.items()], page.next, keyed, total)
+        return Listing([(k, turn_cells(t)) for k, t in keyed.items()], page.next, keyed, total,
+                       spent)  # fmt: skip
 
     async def turn(self, turn_id: str) -> dict[str, Any]:
         """The turn with its steps, messages, calls and decisions (`History.turn`)."""

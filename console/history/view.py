@@ -16,9 +16,11 @@ from typing import Any
 
 from console.format import duration, one_line, short_id
 from console.glyphs import Look, look
+from console.history import spent
 from console.state import CallRow
 from console.steps import StepRow
 from engine.api.history import Filters, HistoryError, parse_time
+from engine.domain.usage import Usage
 from engine.lifecycle import CallStatus, DecisionStatus
 
 Cells = tuple[tuple[str, str], ...]  # one drawn line: (text, component class or "")
@@ -115,8 +117,10 @@ def active_filters(query: Criteria) -> list[str]:
     return used + (["search"] if query.search else [])
 
 
-def turns_title(query: Criteria, shown: int, more: bool, total: int | None) -> str:
-    """The turns pane's title: how many turns (or search hits) and the filters in use."""
+def turns_title(query: Criteria, shown: int, more: bool, total: int | None,
+                thread_spent: Usage | None = None) -> str:  # fmt: skip
+    """The turns pane's title: how many turns (or search hits), the filters in use, and
+    with a thread's, what that thread spent (`thread_spent`)."""
     plus = "+" if more else ""
     if query.search:
         title = f"Search “{query.search}” ({shown}{plus} hit{'s' if shown != 1 else ''})"
@@ -124,6 +128,8 @@ def turns_title(query: Criteria, shown: int, more: bool, total: int | None) -> s
         title = f"Turns ({total if total is not None else f'{shown}{plus}'})"
     if used := [f for f in active_filters(query) if f != "search"]:
         title += " · " + ", ".join(used)
+    if query.filters.thread is not None and (said := spent.thread_text(thread_spent)):
+        title += f" · {said}"
     return title
 
 
@@ -138,6 +144,7 @@ def turn_cells(t: dict[str, Any]) -> Cells:
         (fit(t["thread_id"], 10) + " ", ""),
         state_cells(look(t["status"], t["reason"])),
         (f"{calls:>2} call{' ' if calls == 1 else 's'} ", DIM),
+        (f"{spent.list_text(t):>{spent.LIST_WIDTH}} ", DIM),
         (one_line(t["text"], 200), ""),
     )
 
@@ -207,7 +214,7 @@ def step_rows(detail: dict[str, Any], first_seq: int) -> list[StepRow]:
         StepRow(first_seq + i, s["step_id"], s["started_at"], t["thread_id"], t["turn_id"],
                 s["kind"], s["status"],
                 s["ended_at"] - s["started_at"] if s["ended_at"] is not None else None,
-                s["summary"] or "", t["group"])
+                spent.step_summary(s), t["group"])
         for i, s in enumerate(detail["steps"])
     ]  # fmt: skip
 
@@ -276,16 +283,14 @@ def told_cells(told: dict[str, Any] | None) -> Cells | None:
 
 
 def notes(detail: dict[str, Any]) -> list[Cells]:
-    """The turn pane: facts, the model that answered, what it was told, where it
-    suspended, decisions, messages, answer."""
+    """The turn pane: facts, the model that answered, what it spent, what it was told,
+    where it suspended, decisions, messages, answer."""
     t = detail["turn"]
     took = duration(t["ended_at"] - t["created_at"]) if t["ended_at"] else "not finished"
     lines: list[Cells] = [
         (("group ", DIM), (str(t["group"]), BOLD), ("  origin ", DIM), (t["origin"], BOLD),
          ("  from ", DIM), (str(t["sender"]), ""), ("  run ", DIM), (str(t["run_id"]), ""),
-         ("  strategy ", DIM), (str(t["strategy"]), ""),
-         (f"  {t['rounds'] or 0} rounds · {t['input_tokens'] or 0} in / "
-          f"{t['output_tokens'] or 0} out tokens", DIM)),
+         ("  strategy ", DIM), (str(t["strategy"]), ""), (f"  {t['rounds'] or 0} rounds", DIM)),
         ((f"{stamp(t['created_at'])} → {stamp(t['ended_at'])} ({took})", DIM),
          (f" · {plural(len(detail['steps']), 'step', 0)} · "
           f"{plural(len(detail['calls']), 'call', 0)}", DIM)),
@@ -293,6 +298,8 @@ def notes(detail: dict[str, Any]) -> list[Cells]:
     ]  # fmt: skip
     if t.get("model"):  # (None: a room that predates it)
         lines.append((("model  ", DIM), (t["model"], BOLD)))
+    if said := spent.said(t):
+        lines.append((("spent  ", DIM), (said, BOLD), (f" · {spent.tokens_apart(t)}", DIM)))
     if (told := told_cells(t.get("told"))) is not None:
         lines.append(told)
     if t["detail"]:

@@ -45,6 +45,7 @@ from console.widgets.key_bar import KeyBar
 from console.widgets.timeline import Timeline
 from console.widgets.turn_detail import TurnDetail
 from engine.api.history import HistoryError, fts_query
+from engine.domain.usage import Usage
 from engine.room import Room
 
 CYCLED = {"origin": "origins", "group": "groups", "tool": "tools"}  # filter -> counts() key
@@ -107,6 +108,7 @@ class HistoryScreen(Screen[None]):
         self.totals: dict[str, Any] = {}
         self._next: dict[str, str | None] = {"runs": None, "threads": None, "turns": None}
         self._items: dict[str, dict[str, Any]] = {}  # turns-pane key -> turn row or hit
+        self._thread_spent: Usage | None = None  # what the listed thread spent, if one is
 
     def compose(self) -> ComposeResult:
         yield HistoryFilters(id="hist-filters")
@@ -170,11 +172,11 @@ class HistoryScreen(Screen[None]):
         if query is not self.criteria:
             return  # asked for before the filters changed: a newer read draws the pane
         if after is None:
-            self._items = {}
+            self._items, self._thread_spent = {}, listing.thread_spent
         self._items.update(listing.items)
         view = self._fill("turns", listing, after)
         shown, more = len(view.rows), listing.next is not None
-        self._title("turns", turns_title(query, shown, more, listing.total))
+        self._title("turns", turns_title(query, shown, more, listing.total, self._thread_spent))
         if not view.rows:
             self.reader.cancel("detail")
             self.query_one(TurnDetail).show(None)

@@ -6,6 +6,11 @@ import json
 import time
 from typing import Any
 
+from engine.api.history import History
+from engine.domain.usage import spent_text
+
+SPENT_WIDTH = 21  # `$0.0042 · 4.1k tokens`, `12k tokens · no price`: most fit
+
 
 def _oneline(text: Any, width: int) -> str:
     return " ".join(str(text or "").split())[:width]
@@ -15,10 +20,18 @@ def _clock(at: float | None, fmt: str = "%Y-%m-%d %H:%M:%S") -> str:
     return time.strftime(fmt, time.localtime(at)) if at else "-"
 
 
+def spent(item: dict[str, Any]) -> str:
+    """What a turn or a step spent (`$0.0042 · 12k tokens`, `15 tokens · no price`); ""
+    for one that spent nothing (a tool round, a turn that never reached its model)."""
+    usage = History.spent(item)
+    return spent_text(usage) if usage.tokens else ""
+
+
 def turn_line(t: dict[str, Any]) -> str:
     state = t["status"] + (f"/{t['reason']}" if t["reason"] else "")
     calls = f"{t['calls']:>2} call" + ("s" if t["calls"] != 1 else " ")
-    return f"{t['turn_id']}  {t['thread_id']:<20} {state:<18} {calls}  {_oneline(t['text'], 60)}"
+    return (f"{t['turn_id']}  {t['thread_id']:<20} {state:<18} {calls}  "
+            f"{spent(t):<{SPENT_WIDTH}}  {_oneline(t['text'], 60)}")  # fmt: skip
 
 
 def hit_line(h: dict[str, Any]) -> str:
@@ -39,13 +52,15 @@ def turn_lines(detail: dict[str, Any]) -> list[str]:
     ]
     if (told := told_line(t.get("told"))) is not None:
         out.append(f"  {told}")
+    if said := spent(t):
+        out.append(f"  spent {said}{tokens_line(t)}")
     calls_by_step: dict[int, list[dict[str, Any]]] = {}
     for c in detail["calls"]:
         calls_by_step.setdefault(c["step_id"], []).append(c)
     for s in detail["steps"]:
-        out.append(
-            f"  step {s['idx']} {s['kind']:<10} {s['status']:<9} {_oneline(s['summary'], 80)}"
-        )
+        cost = f" ({said})" if (said := spent(s)) else ""
+        out.append(f"  step {s['idx']} {s['kind']:<10} {s['status']:<9} "
+                   f"{_oneline(s['summary'], 80)}{cost}")  # fmt: skip
         for c in calls_by_step.get(s["step_id"], []):
             said = c["result"] if c["status"] == "succeeded" else c["error"] or c["suspend_reason"]
             out.append(f"    call {c['call_id']} {c['tool']} {_oneline(json.dumps(c['args']), 80)}"
@@ -61,6 +76,12 @@ def turn_lines(detail: dict[str, Any]) -> list[str]:
     if t["answer"]:
         out.append(f"  answer: {_oneline(t['answer'], 200)}")
     return out
+
+
+def tokens_line(t: dict[str, Any]) -> str:
+    """A turn's tokens in, out and (of the input) cached, after what it spent."""
+    cached = f", {t['cached_tokens']} cached" if t.get("cached_tokens") else ""
+    return f": {t['input_tokens'] or 0} in{cached}, {t['output_tokens'] or 0} out"
 
 
 def told_line(told: dict[str, Any] | None) -> str | None:

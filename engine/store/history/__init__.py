@@ -20,11 +20,16 @@ Shapes (also what `agentdeck history --json` prints; keys are only ever added):
   calls` (call count), `steps group run_id channel sender strategy detail rounds
   input_tokens output_tokens updated_at cursor instructions` (the hash of what the turn
   was told; None: nothing, or a room that predates it) `model` (`provider:model`, the model
-  that answered it; None: a room that predates it). Times are Unix seconds.
+  that answered it; None: a room that predates it) `cached_tokens cost unpriced` (of its
+  input tokens, those the provider's cache served; US dollars of its priced tokens; its
+  tokens whose model has no known price; each None in a room that predates them: its
+  tokens then count as unpriced, `History.spent`). Times are Unix seconds.
 - a search hit: `kind` (message|call) `turn_id thread_id message_id role call_id tool
   status created_at snippet` (matches in [brackets]) `cursor`.
 - a turn (`turn()`, `--turn ID`): `{"turn": <turn row>, "steps": [step_id idx kind status
-  summary run_id started_at ended_at], "messages": [message_id seq role text created_at
+  summary run_id started_at ended_at input_tokens output_tokens cached_tokens cost] (an
+  inference's tokens, 0 for a tool round; `cost` None: no tokens or no price; all None in
+  a room that predates them), "messages": [message_id seq role text created_at
   body], "calls": [call_id model_call_id step_id idx tool args status result error
   suspend_reason decision_id created_at updated_at ended_at], "decisions": [decision_id
   call_id tool action args result use_result reason remember decided_by status note
@@ -39,6 +44,8 @@ Shapes (also what `agentdeck history --json` prints; keys are only ever added):
   rows: `thread_id group created_at updated_at last_turn_id turns cursor`.
 - `counts()`: `turns threads runs decisions steps calls messages suspended_calls`, and
   `status` (each status filter), `groups`, `origins`, `tools` (turns per name).
+- `thread_usage(thread_id)`: what a thread spent, all days together (`Usage`; None in a
+  room that predates costs), from its turns by index.
 
 Status filters: running, waiting, done (the lifecycle's), failed (a call failed or the
 turn ended with `error`), denied (a call was cancelled by a decision), cancelled (the turn
@@ -58,7 +65,9 @@ from typing import Any
 import aiosqlite
 import anyio
 
+from engine.domain.usage import Usage
 from engine.room import Room
+from engine.store.history import records
 from engine.store.history.filters import (
     STATUSES,
     Filters,
@@ -81,6 +90,7 @@ from engine.store.history.rows import (
     merge_hits,
     page,
     run_item,
+    spent,
     thread_item,
     turn_detail,
     turn_item,
@@ -91,6 +101,7 @@ from engine.store.reader import connect_postgres, connect_readonly
 from engine.store.select import room_store_url
 from engine.store.sql import Dialect, dialect
 from engine.store.sqlite import StoreError
+from engine.store.usage import of_row
 
 __all__ = ["READ_ERRORS", "STATUSES", "Filters", "History", "HistoryError", "Page",
            "UnknownTurn", "connect_readonly", "parse_time", "recent_turns"]  # fmt: skip
@@ -104,23 +115,12 @@ READ_ERRORS = (HistoryError, StoreError, sqlite3.Error, OSError)
 _TOP = (1e300, "")
 
 # A turn's parts, each read by the turn's id: steps, messages, calls, decisions; and what
-# it was told and the model that answered it, in a room whose turns record them.
+# it was told, the model that answered it and what it spent, in a room whose turns record
+# them (engine/store/history/records.py).
 _TURN_PARTS = ("history.steps", "history.messages", "history.calls", "history.turn_decisions")
 _TOLD_PART = "history.turn_instructions"
 _MODEL_PART = "history.turn_model"
-
-# Whether the room's turns record their instructions (the column, and the table of their
-# texts), and the model that answered them (the column): a room is read as it is, and one a
-# runtime of an earlier release made has neither until a runtime opens it again.
-_SQLITE_RECORDS = ("SELECT (SELECT count(*) FROM pragma_table_info('turns') WHERE name ="
-                   " 'instructions') AND (SELECT count(*) FROM sqlite_master WHERE type ="
-                   " 'table' AND name = 'instructions'), (SELECT count(*) FROM"
-                   " pragma_table_info('turns') WHERE name = 'model') > 0")  # fmt: skip
-_PG_RECORDS = ("SELECT to_regclass('instructions') IS NOT NULL AND EXISTS (SELECT 1 FROM"
-               " information_schema.columns WHERE table_schema = current_schema() AND"
-               " table_name = 'turns' AND column_name = 'instructions'), EXISTS (SELECT 1"
-               " FROM information_schema.columns WHERE table_schema = current_schema() AND"
-               " table_name = 'turns' AND column_name = 'model')")  # fmt: skip
+_USAGE_PART = "history.turn_usage"
 
 
 class History:
@@ -134,6 +134,7 @@ class History:
         self.batched = False  # ... and its call marks are the batch's (issue 16)
         self.told = False  # ... and its turns record their instructions (issue 32)
         self.modelled = False  # ... and the model that answered them (issue 32)
+        self.priced = False  # ... and what they spent (issue 33)
         self.d: Dialect = dialect("sqlite")  # the statements of the database below
 
     async def __aenter__(self) -> History:
@@ -146,7 +147,7 @@ class History:
             self._pg, self.indexed, self.batched = pg, True, True
             self.d = dialect("postgres")
             try:
-                self.told, self.modelled = _flags(await self._all(_PG_RECORDS))
+                self._records(await self._all(records.POSTGRES))
             except BaseException:
                 await self.__aexit__()
                 raise
@@ -156,7 +157,7 @@ class History:
                 rows = await self._all(
                     "SELECT name FROM sqlite_master WHERE name IN ('turn_marks', 'open_calls')"
                 )
-                self.told, self.modelled = _flags(await self._all(_SQLITE_RECORDS))
+                self._records(await self._all(records.SQLITE))
             except BaseException:
                 await self.__aexit__()  # (the connection's thread would keep us alive)
                 raise
@@ -172,6 +173,10 @@ class History:
         if self._pg is not None:
             await self._pg.close()
             self._pg = None
+
+    def _records(self, rows: list[sqlite3.Row]) -> None:
+        found = records.records(rows)
+        self.told, self.modelled, self.priced = found.told, found.modelled, found.priced
 
     @property
     def where(self) -> str:
@@ -239,9 +244,10 @@ class History:
             # Read first: a batch between the two reads moves a turn from here to the
             # marks, where the page finds it again (kept once), never out of both.
             extra = await self._all(*pending_turns_sql(self.d, filters, driver, cursor,
-                                                       self.told, self.modelled))  # fmt: skip
+                                                       self.told, self.modelled,
+                                                       self.priced))  # fmt: skip
         sql, params = turns_sql(self.d, filters, driver, cursor, limit + 1, self.batched,
-                                self.told, self.modelled)  # fmt: skip
+                                self.told, self.modelled, self.priced)  # fmt: skip
         rows = await self._all(sql, params)
         if extra:
             merged = {r["id"]: r for r in [*rows, *extra]}
@@ -343,14 +349,16 @@ class History:
     @property
     def _turn_parts(self) -> tuple[str, ...]:
         return (*_TURN_PARTS, *((_TOLD_PART,) if self.told else ()),
-                *((_MODEL_PART,) if self.modelled else ()))  # fmt: skip
+                *((_MODEL_PART,) if self.modelled else ()),
+                *((_USAGE_PART,) if self.priced else ()))  # fmt: skip
 
     def _detail(self, row: sqlite3.Row, parts: Sequence[list[sqlite3.Row]]) -> dict[str, Any]:
         """The turn's detail from its row and the rows of `_turn_parts`, in their order."""
         by_name = dict(zip(self._turn_parts, parts, strict=True))
         steps, messages, calls, decisions = (by_name[name] for name in _TURN_PARTS)
         told, model = by_name.get(_TOLD_PART), by_name.get(_MODEL_PART)
-        return turn_detail(row, steps, messages, calls, decisions, told=told, model=model)
+        return turn_detail(row, steps, messages, calls, decisions, told=told, model=model,
+                           usage=by_name.get(_USAGE_PART))  # fmt: skip
 
     async def _pg_turn(self, turn_id: str) -> dict[str, Any]:
         found = await self._pg.snapshot(
@@ -377,6 +385,19 @@ class History:
         return target
 
     # -- totals -----------------------------------------------------------------------------
+
+    async def thread_usage(self, thread_id: str) -> Usage | None:
+        """What the thread spent, all days together: the sums of its turns, by index (None:
+        a room that predates costs, or no database)."""
+        if not self.priced:
+            return None
+        return of_row(await self._one("history.thread_usage", (thread_id,)))
+
+    @staticmethod
+    def spent(item: dict[str, Any]) -> Usage:
+        """What a listed turn or a turn's step spent, as a `Usage` (their tokens unpriced
+        where they have no cost: a step without a price, a room that predates costs)."""
+        return spent(item)
 
     async def counts(self) -> dict[str, Any]:
         """Totals, none of them a count of a big table: turns, threads, runs, decisions and
@@ -414,11 +435,6 @@ class History:
         self._need_index()
         name = marks[0] if marks else "turns"
         return (await self._counter([name]))[name]
-
-
-def _flags(rows: list[sqlite3.Row]) -> tuple[bool, bool]:
-    """(told, modelled): what `_SQLITE_RECORDS` or `_PG_RECORDS` found the turns record."""
-    return bool(rows[0][0]), bool(rows[0][1])
 
 
 async def recent_turns(

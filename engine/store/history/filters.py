@@ -39,12 +39,15 @@ TURN_COLUMNS = (
 # upgrades it) has neither.
 TOLD_COLUMN = ", t.instructions"
 MODEL_COLUMN = ", t.model"
+# What a turn spent besides its tokens in and out (issue 33), of its own row too.
+USAGE_COLUMNS = ", t.cached_tokens, t.cost, t.unpriced"
 
 
-def turn_columns(told: bool, modelled: bool = True) -> str:
+def turn_columns(told: bool, modelled: bool = True, priced: bool = True) -> str:
     """The columns of a listed turn; `told`: the room's turns record their instructions,
-    `modelled`: the model that answered them."""
-    return TURN_COLUMNS + (TOLD_COLUMN if told else "") + (MODEL_COLUMN if modelled else "")
+    `modelled`: the model that answered them, `priced`: what they spent."""
+    return (TURN_COLUMNS + (TOLD_COLUMN if told else "") + (MODEL_COLUMN if modelled else "")
+            + (USAGE_COLUMNS if priced else ""))  # fmt: skip
 
 
 class HistoryError(ValueError):
@@ -184,10 +187,12 @@ def holds(d: Dialect, mark: str, at: str, turn_id: str, batched: bool) -> tuple[
 def turns_sql(
     d: Dialect, filters: Filters, driver: str | None, after: tuple[float, str] | None,
     limit: int, batched: bool = False, told: bool = True, modelled: bool = True,
+    priced: bool = True,
 ) -> tuple[str, list[Any]]:  # fmt: skip
     """A page of turns, newest first, after the cursor. `driver` is the mark to walk (the
     rarest asked for); the other marks are checked by primary key. `told`: with the hash of
-    each turn's instructions; `modelled`: with the model that answered it."""
+    each turn's instructions; `modelled`: with the model that answered it; `priced`: with
+    what it spent (`turn_columns`)."""
     p = d.param
     params: list[Any] = []
     if driver is None:
@@ -215,7 +220,8 @@ def turns_sql(
             params.extend(more)
     params.append(limit)
     sql = (
-        f"SELECT {turn_columns(told, modelled)} FROM {source} WHERE {' AND '.join(where)}"
+        f"SELECT {turn_columns(told, modelled, priced)} FROM {source}"
+        f" WHERE {' AND '.join(where)}"
         f" ORDER BY {order} LIMIT {p}"
     )
     return sql, params
@@ -228,6 +234,7 @@ def pending_turns_sql(
     after: tuple[float, str] | None,
     told: bool = True,
     modelled: bool = True,
+    priced: bool = True,
 ) -> tuple[str, list[Any]]:
     """The turns that only calls the batch has not seen yet may give the driver mark (a
     call mark), with every filter: a few rows, which `History.turns` merges into the page
@@ -249,7 +256,8 @@ def pending_turns_sql(
             cond, more = holds(d, mark, "t.created_at", "t.id", True)
             where.append(cond)
             params.extend(more)
-    return f"SELECT {turn_columns(told, modelled)} FROM turns t WHERE {' AND '.join(where)}", params
+    columns = turn_columns(told, modelled, priced)
+    return f"SELECT {columns} FROM turns t WHERE {' AND '.join(where)}", params
 
 
 def legacy_thread_sql(

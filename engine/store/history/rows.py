@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.domain.instructions import Instructions
+from engine.domain.usage import Usage
 from engine.store import json_or_text
 from engine.store.history.filters import search_cursor, turn_cursor
 
@@ -54,6 +55,10 @@ def turn_item(r: sqlite3.Row) -> dict[str, Any]:
         "instructions": _column(r, "instructions"),
         # added with a model per group and thread (issue 32): `provider:model`
         "model": _column(r, "model"),
+        # added with usage (issue 33): of input_tokens, those the provider's cache served;
+        # US dollars of its priced tokens; its tokens whose model has no known price
+        "cached_tokens": _number(r, "cached_tokens"), "cost": _number(r, "cost"),
+        "unpriced": _number(r, "unpriced"),
     }  # fmt: skip
 
 
@@ -64,6 +69,27 @@ def _column(r: sqlite3.Row, name: str) -> str | None:
         return r[name] or None
     except IndexError:  # (the row was read without the column)
         return None
+
+
+def _number(r: sqlite3.Row, name: str) -> Any:
+    """A number a turn or step row recorded in a column added since the first release (None:
+    a room that predates the column); PostgreSQL's sums and big integers as plain numbers."""
+    try:
+        value = r[name]
+    except (IndexError, KeyError):  # (the row was read without the column)
+        return None
+    return value if value is None or isinstance(value, int | float) else float(value)
+
+
+def spent(item: dict[str, Any]) -> Usage:
+    """What a turn row or a step spent (`turn_item`, `step_item`): a row without a cost (a
+    step that had no price, or a room that predates costs) counts its tokens unpriced."""
+    tokens_in, tokens_out = item.get("input_tokens") or 0, item.get("output_tokens") or 0
+    cost = item.get("cost")
+    unpriced = tokens_in + tokens_out if cost is None else item.get("unpriced") or 0
+    return Usage(input_tokens=tokens_in, output_tokens=tokens_out,
+                 cached_tokens=item.get("cached_tokens") or 0, cost=cost or 0.0,
+                 unpriced=unpriced, steps=item.get("rounds") or 0)  # fmt: skip
 
 
 def run_item(r: sqlite3.Row) -> dict[str, Any]:
@@ -87,6 +113,10 @@ def step_item(r: sqlite3.Row) -> dict[str, Any]:
         "step_id": r["id"], "idx": r["idx"], "kind": r["kind"], "status": r["status"],
         "summary": r["summary"], "run_id": r["run_id"], "started_at": r["started_at"],
         "ended_at": r["ended_at"],
+        # added with usage (issue 33): an inference's tokens (0: a tool round) and their
+        # cost (None: no tokens, or no price); all None in a room that predates them
+        "input_tokens": _number(r, "input_tokens"), "output_tokens": _number(r, "output_tokens"),
+        "cached_tokens": _number(r, "cached_tokens"), "cost": _number(r, "cost"),
     }  # fmt: skip
 
 
@@ -207,11 +237,12 @@ def turn_detail(
     row: sqlite3.Row, steps: list[sqlite3.Row], messages: list[sqlite3.Row],
     calls: list[sqlite3.Row], decisions: list[sqlite3.Row],
     *, told: list[sqlite3.Row] | None = None, model: list[sqlite3.Row] | None = None,
+    usage: list[sqlite3.Row] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """One turn with its steps, messages, calls and decisions (the `--turn` object); its
-    row says what it was told (`told`: the rows of `history.turn_instructions`) and which
-    model answered it (`model`: the rows of `history.turn_model`), each None in a room that
-    predates them."""
+    row says what it was told (`told`: the rows of `history.turn_instructions`), which
+    model answered it (`model`: the rows of `history.turn_model`) and what it spent
+    (`usage`: the rows of `history.turn_usage`), each None in a room that predates them."""
     turn = turn_item(row)
     turn["meta"] = json_or_text(row["meta"]) or {}
     turn["told"] = told_item(told)
@@ -219,6 +250,8 @@ def turn_detail(
         turn["instructions"] = turn["told"]["hash"]
     if model:
         turn["model"] = _column(model[0], "model")
+    if usage:
+        turn.update({k: _number(usage[0], k) for k in ("cached_tokens", "cost", "unpriced")})
     call_items = [call_item(c) for c in calls]
     by_id = {c["call_id"]: c for c in call_items}
     decision_items = [decision_item(d, by_id.get(d["call_id"])) for d in decisions]

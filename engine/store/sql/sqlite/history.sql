@@ -29,6 +29,20 @@ SELECT t.instructions AS hash, i.parts AS parts, p.id AS previous_id,
 -- the room's turns have the column (a room an earlier release made has none).
 SELECT t.model FROM turns t WHERE t.id = ?;
 
+-- name: turn_usage
+-- What one turn spent besides its tokens in and out (of the input, what the provider's
+-- cache served; the cost of its priced tokens; its tokens that have no price), by its key;
+-- read only where the room's turns have the columns (a room an earlier release made has none).
+SELECT t.cached_tokens, t.cost, t.unpriced FROM turns t WHERE t.id = ?;
+
+-- name: thread_usage
+-- What a thread spent, all days together: the sums of its turns (each the sum of its
+-- steps), walked by turns_thread; steps are its inferences (rounds).
+SELECT sum(t.rounds) AS steps, sum(t.input_tokens) AS input_tokens,
+  sum(t.output_tokens) AS output_tokens, sum(t.cached_tokens) AS cached_tokens,
+  sum(t.cost) AS cost, sum(t.unpriced) AS unpriced
+  FROM turns t WHERE t.thread_id = ?;
+
 -- name: steps
 SELECT * FROM steps WHERE turn_id = ? ORDER BY idx, id;
 
