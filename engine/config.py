@@ -301,6 +301,13 @@ class ApprovalsConfig(_Section):
         return self.deadline is not None or any(s.deadline is not None for s in more)
 
 
+class SandboxConfig(_Section):
+    """`[sandbox]`: what shell commands may touch (engine/shell/sandbox.py)."""
+
+    shell: Literal["workspace-write", "read-only", "off"] = "workspace-write"
+    network: bool = False  # commands reach the network (else only per decision)
+
+
 class ConsoleConfig(_Section):
     """`[console]`: how the console asks for attention when a call starts waiting."""
 
@@ -324,6 +331,7 @@ class Config(_Section):
     rules: list[RuleSettings] = Field(default_factory=list)
     approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
     console: ConsoleConfig = Field(default_factory=ConsoleConfig)
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     bus: BusConfig = Field(default_factory=BusConfig)
     delivery: DeliveryConfig = Field(default_factory=DeliveryConfig)
 

@@ -115,6 +115,8 @@ def _on_room(room: Path, sql: str, params: tuple[Any, ...], *, write: bool) -> l
 def as_version(conn: Any, version: int) -> None:
     """Make the SQLite room on `conn` look as a room of `version` (engine/store/migrations.py)
     was: the columns added since are dropped, and its user_version says `version`."""
+    if version < 9:
+        conn.execute("ALTER TABLE decisions DROP COLUMN sandbox")
     if version < 8:
         for column in ("input_tokens", "output_tokens", "cached_tokens", "cost"):
             conn.execute(f"ALTER TABLE steps DROP COLUMN {column}")

@@ -72,8 +72,14 @@ def mark(items: list[pytest.Item]) -> None:
 
 
 def _starts_python(args: Any) -> bool:
-    first = args if isinstance(args, str | bytes | os.PathLike) else (list(args) or [""])[0]
+    """Whether `args` start a Python process. The shell sandbox's launcher does not count:
+    every shell command starts through it (engine/shell/sandbox_exec.py, run isolated,
+    -I -S, in a few milliseconds); it is the product's, not a test's Python."""
+    listed = [] if isinstance(args, str | bytes | os.PathLike) else list(args)
+    first = args if not listed and args else (listed or [""])[0]
     name = os.path.basename(os.fsdecode(first)).split()[0] if first else ""
+    if len(listed) > 3 and os.fsdecode(listed[3]).endswith("sandbox_exec.py"):
+        return False
     return name.startswith("python") or name == "agentdeck"
 
 

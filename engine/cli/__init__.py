@@ -68,6 +68,17 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--result", help="approve with this result instead of running (JSON)")
     sp.add_argument("--reason", default="", help="cancel, fail: the reason the model sees")
     sp.add_argument("--remember", choices=["thread", "room"])
+    where = sp.add_mutually_exclusive_group()
+    where.add_argument(
+        "--outside-sandbox",
+        action="store_true",
+        help="approve: run this shell call outside the sandbox (never remembered)",
+    )
+    where.add_argument(
+        "--network",
+        action="store_true",
+        help="approve: run this shell call in the sandbox with the network",
+    )
     sp.add_argument(
         "--args-hash",
         help="approve only the arguments of this hash (from "

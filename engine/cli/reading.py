@@ -57,6 +57,7 @@ def _print_turn(detail: dict[str, Any], as_json: bool) -> int:
 
 async def info(room: Room, args: argparse.Namespace) -> int:
     from engine.providers.select import make_provider
+    from engine.shell.sandbox import Sandbox
 
     config = load_config(room.config)
     choice = make_provider(config)
@@ -78,6 +79,10 @@ async def info(room: Room, args: argparse.Namespace) -> int:
     print(f"model:     {choice.provider.name}:{choice.provider.model}")
     print(f"key from:  {choice.key_source}")
     print(f"store:     synchronous={config.store.synchronous}")
+    box = Sandbox(config.sandbox.shell, config.sandbox.network, room.workspace)
+    box.start(temporary=False)
+    print(f"sandbox:   shell {box.describe()}"
+          + ("; every shell call asks" if box.missing else ""))  # fmt: skip
     owner = owner_of(room)
     print(f"owner:     {describe(owner) if owner else 'none (the room is free)'}")
     print(

@@ -88,6 +88,8 @@ async def decide(room: Room, args: argparse.Namespace) -> int:
     if args.args and args.result:
         raise UsageError("give --args or --result, not both")
     kw: dict[str, Any] = {"remember": args.remember, "decided_by": "operator"}
+    if args.outside_sandbox or args.network:
+        kw["sandbox"] = "outside" if args.outside_sandbox else "network"
     if args.args_hash is not None:
         if args.action in ("cancel", "fail") or args.result is not None:
             raise UsageError("--args-hash binds an approval (or a rerun) that runs the tool")

@@ -71,6 +71,7 @@ def carry_out(
         return refused(decision, call, why, now)
     if decision.args is not None:
         call.args = decision.args
+    call.sandbox = decision.sandbox  # outside the sandbox, or with the network: this run only
     return "run"
 
 

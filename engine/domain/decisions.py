@@ -51,6 +51,10 @@ class Decision(BaseModel):
     # The SHA-256 of the arguments approved (engine.decisions.binding): the call runs only with
     # arguments of this hash. None: bound to nothing (a deadline's, or recorded before).
     args_hash: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
+    # How a resumed shell call runs under the room's sandbox (engine/shell/sandbox.py): as
+    # the room says, in it with the network, or outside it. Decided call by call: a
+    # remembered rule never carries it.
+    sandbox: Literal["default", "network", "outside"] = "default"
 
     @model_validator(mode="after")
     def _rules(self) -> Decision:
@@ -62,6 +66,15 @@ class Decision(BaseModel):
             raise ValueError("resume with edited arguments or with a result, not both")
         if self.pattern is not None and self.remember is None:
             raise ValueError("a pattern is what a remembered decision allows: set remember")
+        if self.sandbox != "default" and self.action not in ("resume", "rerun"):
+            raise ValueError(f"a {self.action} decision runs nothing: it takes no sandbox")
+        if self.sandbox != "default" and self.remember is not None:
+            raise ValueError(
+                "running outside the sandbox (or with the network) is decided "
+                "call by call: it is never remembered"
+            )
+        if self.sandbox != "default" and self.use_result:
+            raise ValueError("a decision with a result runs nothing: it takes no sandbox")
         storable(self.args, "args")  # refused now, not after it reached the waiting call
         storable(self.result, "result")
         for name in ("call_id", "id", "reason", "decided_by", "pattern"):  # a lone surrogate

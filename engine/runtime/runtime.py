@@ -57,6 +57,7 @@ from engine.services.scheduler import (
     group_for,
 )
 from engine.services.supervisor import TurnSupervisor
+from engine.shell.sandbox import Sandbox
 from engine.store import DiskFull, Store
 from engine.store import rules as ruled
 from engine.store import turns as rows
@@ -119,6 +120,8 @@ class Runtime:
         self.budgets = self.ctx.budgets = Budgets(config, store, clock, shared=config.cluster.enabled,
                                                   notice=self.notice)  # fmt: skip
         self.budgets.scheduler = self.scheduler
+        self.sandbox = self.ctx.sandbox = Sandbox(config.sandbox.shell, config.sandbox.network,
+                                                  room.workspace)  # fmt: skip
         self.supervisor = TurnSupervisor(
             self.ctx, coordinator, store, self.scheduler, config,
             changed=lambda: self.summary_file.changed(self.supervisor.tg), notice=self.notice,
@@ -171,6 +174,10 @@ class Runtime:
         self._toml_rules = toml
         await self.reload_rules()
         await self.budgets.load()
+        self.sandbox.start()  # the kernel asked once: a missing sandbox makes shell calls ask
+        if self.sandbox.missing:
+            self.notice("warning", f"no shell sandbox: {self.sandbox.state}; every shell call "
+                        "asks ([sandbox] shell = \"off\" in agentdeck.toml says this is meant)")  # fmt: skip
         read = await restore_schedule(self.store, self.scheduler, self.config)
         interrupted, queued = coordinator.take_up(self.scheduler, *read)
         self.supervisor.interrupted = interrupted
@@ -186,6 +193,7 @@ class Runtime:
     async def _stop(self) -> None:
         await self.store.write([rows.run_ended(self.run_id, self.clock())])
         self.summary_file.write(stopped=True)
+        self.sandbox.stop()
 
     # -- ids --------------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ def recorded(decision: Decision, status: str, at: float, note: str | None = None
         json.dumps(decision.result) if decision.use_result else None,
         int(decision.use_result), decision.reason, decision.remember, decision.decided_by,
         status, note, at, decision.pattern, decision.args_hash,
+        None if decision.sandbox == "default" else decision.sandbox,
     ))  # fmt: skip
 
 
@@ -60,6 +61,7 @@ def from_row(row: Any) -> Decision:
         result=json.loads(row["result"]) if row["result"] else None,
         use_result=bool(row["use_result"]), reason=row["reason"], remember=row["remember"],
         pattern=row["pattern"], decided_by=row["decided_by"], args_hash=row["args_hash"],
+        sandbox=row["sandbox"] or "default",
     )  # fmt: skip
 
 

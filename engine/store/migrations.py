@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from engine.lifecycle.call import REVIEW_REASON
 
-VERSION = 8  # the user_version of a room this agentdeck writes
+VERSION = 9  # the user_version of a room this agentdeck writes
 
 
 def awaiting_from_reason() -> list[str]:
@@ -123,6 +123,9 @@ STEPS: dict[int, list[str]] = {
         " sum(t.output_tokens), sum(t.unpriced) FROM turns t JOIN threads h ON h.id = t.thread_id"
         " WHERE t.input_tokens + t.output_tokens > 0 GROUP BY 1, 2, 3, 4",
     ],
+    # issue 34, the shell's sandbox: a decision that ran a call outside it (or with the
+    # network) says so, for the audit.
+    9: ["ALTER TABLE decisions ADD COLUMN sandbox TEXT"],
 }
 
 

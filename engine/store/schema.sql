@@ -164,7 +164,8 @@ CREATE TABLE IF NOT EXISTS decisions (
     created_at  REAL NOT NULL,
     applied_at  REAL,
     pattern     TEXT,                   -- with remember: the rule's pattern (NULL: the narrowest)
-    args_hash   TEXT                    -- SHA-256 of the approved arguments (engine/decisions/binding.py)
+    args_hash   TEXT,                   -- SHA-256 of the approved arguments (engine/decisions/binding.py)
+    sandbox     TEXT                    -- network | outside: how a shell call ran (NULL: as the room says)
 );
 CREATE INDEX IF NOT EXISTS decisions_queued ON decisions(call_id) WHERE status = 'queued';
 

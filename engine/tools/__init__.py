@@ -11,12 +11,15 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args, get_type_hints
+from typing import TYPE_CHECKING, Any, Literal, get_args, get_type_hints
 
 import anyio
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from engine.tools.redact import Secrets
+
+if TYPE_CHECKING:
+    from engine.shell.sandbox import Choice, Sandbox
 
 Approval = Literal["never", "always"] | Callable[[dict[str, Any]], bool]
 
@@ -85,6 +88,10 @@ class ToolContext:
     # bytes), for those who watch the call (engine/turn/output.py). Sync and quick; None:
     # nobody watches (a tool called outside a turn).
     output: Callable[[Literal["stdout", "stderr"], bytes], None] | None = None
+    # The run's shell sandbox (engine/shell/sandbox.py; None: none) and how this call runs
+    # under it: as the room says, with the network, or outside it (an operator's decision).
+    sandbox: Sandbox | None = None
+    sandbox_choice: Choice = "default"
 
     def process_env(self) -> dict[str, str]:
         """The environment for a process the tool starts: `env`, or by default this

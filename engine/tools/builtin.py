@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from anyio.abc import ByteReceiveStream, Process
 
+from engine.shell.sandbox import denied
 from engine.tools import Tool, ToolContext, ToolError, ToolResult, tool
 from engine.tools.orphans import identity
 from engine.tools.workspace import Workspace
@@ -152,11 +153,17 @@ async def shell(command: str, ctx: ToolContext, timeout: float | None = None) ->
     timeout = ctx.shell_timeout if timeout is None else timeout
     if not 0 < timeout <= 3600:
         raise ToolError("timeout must be between 0 and 3600 seconds")
+    argv = ["/bin/sh", "-c", _GATE, "agentdeck-shell", command]
+    env = ctx.process_env()  # without the provider keys and [runtime] secret_env
+    box = ctx.sandbox
+    confined = box.wrap(argv, ctx.sandbox_choice) if box is not None else None
+    if box is not None and confined is not None:  # (engine/shell/sandbox.py)
+        argv, env = confined, box.env(env, ctx.sandbox_choice)
     with anyio.CancelScope(shield=True):  # a cancel mid-spawn would leak the process
         process = await anyio.open_process(
-            ["/bin/sh", "-c", _GATE, "agentdeck-shell", command],
+            argv,
             cwd=ctx.workspace,
-            env=ctx.process_env(),  # without the provider keys and [runtime] secret_env
+            env=env,
             stdin=subprocess.PIPE,
             start_new_session=True,  # its own process group, so we can kill its children too
         )
@@ -182,11 +189,20 @@ async def shell(command: str, ctx: ToolContext, timeout: float | None = None) ->
         return ToolResult.error(f"timed out after {timeout:g}s", content)
     if process.returncode != 0:
         tail = err.text()[-500:].strip()
+        if confined is not None and denied(err.text()):
+            content["sandbox"] = SANDBOX_NOTE
+            tail = f"{SANDBOX_NOTE}. {tail}"
         return ToolResult.error(f"exit code {process.returncode}: {tail}".rstrip(": "), content)
     return ToolResult.success(content)
 
 
+SANDBOX_NOTE = ("the sandbox may have refused it: it writes only the workspace, reads no home or "
+                "room files, and has no network; an operator can approve it outside the "
+                "sandbox")  # fmt: skip
+
+
 shell.meta["streams"] = True  # what it prints is shown as it prints it (engine/turn/output.py)
+shell.meta["sandboxed"] = True  # it runs in the room's sandbox (engine/shell/sandbox.py)
 
 
 _BINOPS: dict[type[ast.operator], Callable[[Any, Any], Any]] = {

@@ -16,6 +16,7 @@ from engine.domain.messages import ConvMessage
 from engine.lifecycle import CallStatus
 from engine.lifecycle import call as call_lifecycle
 from engine.lifecycle.call import Awaiting
+from engine.shell.sandbox import Choice
 from engine.store import Op, json_or_text
 from engine.store import turns as rows
 from engine.tools import ToolResult
@@ -48,6 +49,9 @@ class CallState:
     ended_at: float | None = None
     events: list[CallChanged] = field(default_factory=list)
     written: tuple[Any, ...] | None = None  # the row's changeable fields as last written
+    # How the decision that resumed it runs it under the shell's sandbox (read from the
+    # decision each time it is carried out, so not stored with the call)
+    sandbox: Choice = "default"
 
     def move(self, dst: CallStatus, at: float, **fields: Any) -> None:
         """Take one legal lifecycle step and record it as an event. A call suspends for a

@@ -18,6 +18,7 @@ from engine.decisions.inbox import DecisionInbox
 from engine.domain.events import Event
 from engine.domain.rules import RuleBook
 from engine.providers.base import Provider
+from engine.shell.sandbox import Sandbox
 from engine.store import Op
 from engine.tools import ToolRegistry
 from engine.turn.models import Models
@@ -111,6 +112,8 @@ class TurnContext:
     output: OutputPump = field(default_factory=OutputPump)
     # The room's budgets: a turn stops with `budget` before an inference that would pass one.
     budgets: Spending = field(default_factory=NoBudgets)
+    # The shell's sandbox (engine/shell/sandbox.py; None: commands run as they are)
+    sandbox: Sandbox | None = None
     # The models turns are answered by (`provider` is the room's), each with its context
     # window (engine/turn/models.py); the runtime sets its own, which can make more.
     models: Models = field(init=False)

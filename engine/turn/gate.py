@@ -70,6 +70,9 @@ async def admit(loop: Site, call: CallState, *, approved: bool = False) -> dict[
                 loop.ops += rt.coordinator.rules_changed()
         if rule is not None and rule.effect == "deny":
             gate = Gate.block(f"denied by {rule.describe()}")
+        elif tool.meta.get("sandboxed") and rt.sandbox is not None and rt.sandbox.missing:
+            gate = Gate.suspend(f"{call.tool} needs approval: no sandbox here "
+                                f"({rt.sandbox.state}), so every {call.tool} call asks")  # fmt: skip
         elif rule is not None and rule.effect == "ask":
             gate = Gate.suspend(f"{call.tool} needs approval: {rule.describe()} asks")
         elif rule is None and tool.needs_approval(call.args):
@@ -136,6 +139,7 @@ async def execute(loop: Site, call: CallState, kwargs: dict[str, Any]) -> None:
         shell_timeout=limits.shell_timeout,
         max_result_bytes=limits.max_result_bytes, env=ToolEnv(secrets),
         started=_recorder(loop, call), output=tap.write if tap else None,
+        sandbox=rt.sandbox, sandbox_choice=call.sandbox,
     )  # fmt: skip
     try:
         result = await tool.call(kwargs, ctx)

@@ -16,7 +16,7 @@ from typing import Any
 
 from engine.store.migrations import awaiting_from_reason
 
-VERSION = 5  # the version of a database this agentdeck writes
+VERSION = 6  # the version of a database this agentdeck writes
 LOCK_KEY = 0x61676E7464636B  # "agntdck": the advisory lock held while migrating
 
 # version -> the statements that bring a database of version - 1 to it
@@ -72,6 +72,8 @@ STEPS: dict[int, list[str]] = {
         "CREATE TABLE IF NOT EXISTS budgets (scope TEXT PRIMARY KEY, tokens BIGINT,"
         " cost DOUBLE PRECISION, set_by TEXT NOT NULL, set_at DOUBLE PRECISION NOT NULL)",
     ],
+    # issue 34, the shell's sandbox (as engine/store/migrations.py's 9)
+    6: ["ALTER TABLE decisions ADD COLUMN IF NOT EXISTS sandbox TEXT"],
 }
 
 

@@ -165,7 +165,8 @@ CREATE TABLE IF NOT EXISTS decisions (
     created_at  DOUBLE PRECISION NOT NULL,
     applied_at  DOUBLE PRECISION,
     pattern     TEXT,
-    args_hash   TEXT
+    args_hash   TEXT,
+    sandbox     TEXT
 );
 CREATE INDEX IF NOT EXISTS decisions_queued ON decisions(call_id) WHERE status = 'queued';
 

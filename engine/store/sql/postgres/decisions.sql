@@ -1,6 +1,6 @@
 -- name: insert
-INSERT INTO decisions(id, call_id, action, args, result, use_result, reason, remember, decided_by, status, note, created_at, pattern, args_hash)
-  VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s);
+INSERT INTO decisions(id, call_id, action, args, result, use_result, reason, remember, decided_by, status, note, created_at, pattern, args_hash, sandbox)
+  VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s);
 
 -- name: applied
 UPDATE decisions SET status='applied', applied_at=%s WHERE id=%s AND status='queued';

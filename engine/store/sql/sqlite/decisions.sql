@@ -1,6 +1,6 @@
 -- name: insert
-INSERT INTO decisions(id, call_id, action, args, result, use_result, reason, remember, decided_by, status, note, created_at, pattern, args_hash)
-  VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?);
+INSERT INTO decisions(id, call_id, action, args, result, use_result, reason, remember, decided_by, status, note, created_at, pattern, args_hash, sandbox)
+  VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?);
 
 -- name: applied
 UPDATE decisions SET status='applied', applied_at=? WHERE id=? AND status='queued';
