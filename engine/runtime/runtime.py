@@ -173,7 +173,7 @@ class Runtime:
         await coordinator.restore(self.decisions)
         self._toml_rules = toml
         await self.reload_rules()
-        await self.budgets.load()
+        await self.budgets.load(now)  # (the start's clock read: tests count them)
         self.sandbox.start()  # the kernel asked once: a missing sandbox makes shell calls ask
         if self.sandbox.missing:
             self.notice("warning", f"no shell sandbox: {self.sandbox.state}; every shell call "

@@ -22,6 +22,7 @@ group and the stored budgets, so that each worker's holds follow the cluster's.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -115,8 +116,8 @@ class Budgets:
         return out
 
     def spent_in(self, scope: str) -> Usage:
-        """What `scope` spent today (a turn budget: nothing to say, an empty Usage)."""
-        self._roll()
+        """What `scope` spent today (a turn budget: nothing to say, an empty Usage). The day
+        moves on with the steps and at midnight (`watch`), not by reading the clock here."""
         s = parse_scope(scope)
         if s.kind == "room":
             return self.room
@@ -128,18 +129,20 @@ class Budgets:
 
     # -- loading and setting ----------------------------------------------------------------
 
-    async def load(self) -> None:
-        """The day's spend and the stored budgets, as the store has them."""
+    async def load(self, at: float | None = None) -> None:
+        """The day's spend (the day of `at`, else now) and the stored budgets, as the store
+        has them."""
         store = self.store
         self.stored = {b.scope: b for b in await stored.budgets(store)}
-        day = day_of(self.clock())
+        at = self.clock() if at is None else at
+        day = day_of(at)
         room, groups, threads = Usage(), dict[str, Usage](), dict[str, Usage]()
         for group, thread_id, used in await stored.of_day(store, day):
             room = room + used
             groups[group] = groups.get(group, Usage()) + used
             threads[thread_id] = threads.get(thread_id, Usage()) + used
         self.day, self.room, self.groups, self.threads = day, room, groups, threads
-        self.hold()
+        self.hold(at=at)
 
     async def refresh(self) -> None:
         """What the cluster's workers spent today per group (and so the room), and the
@@ -168,22 +171,23 @@ class Budgets:
 
     # -- spending ---------------------------------------------------------------------------
 
-    def _roll(self) -> bool:
-        """A new day: nothing spent yet. True when the day changed."""
-        day = day_of(self.clock())
+    def _roll(self, at: float | None = None) -> bool:
+        """A new day (at `at`, else now): nothing spent yet. True when the day changed."""
+        day = day_of(self.clock() if at is None else at)
         if day == self.day:
             return False
         self.day, self.room, self.groups, self.threads = day, Usage(), {}, {}
         return True
 
-    def spend(self, group: str, thread_id: str, used: Usage) -> None:
-        """A step of `thread_id` (of `group`) spent `used` (written in its checkpoint)."""
-        self._roll()
+    def spend(self, group: str, thread_id: str, used: Usage, at: float) -> None:
+        """A step of `thread_id` (of `group`) that ended `at` spent `used` (written in its
+        checkpoint)."""
+        self._roll(at)
         self.room = self.room + used
         self.groups[group] = self.groups.get(group, Usage()) + used
         self.threads[thread_id] = self.threads.get(thread_id, Usage()) + used
         if self.scheduler is not None and self.any:
-            self.hold(group, thread_id)
+            self.hold(group, thread_id, at)
 
     def day_changed(self) -> bool:
         """Called at the start of a UTC day: holds of yesterday's spend are released."""
@@ -195,8 +199,8 @@ class Budgets:
     async def watch(self, pump: Callable[[], object]) -> None:
         """Let held turns go when a UTC day begins (`pump` starts them); on a cluster, load
         the day's spend and the stored budgets every REFRESH seconds as well."""
-        while True:
-            now = self.clock()
+        while True:  # midnight comes by the wall clock (the runtime's is read only then)
+            now = time.time()
             wait = next_day_at(now) - now + 0.01
             await anyio.sleep(min(wait, REFRESH) if self.shared else wait)
             if self.shared:
@@ -241,13 +245,14 @@ class Budgets:
                 return f"{whose} daily budget: {why} today (raise: agentdeck budget {this})"
         return None
 
-    def hold(self, group: str | None = None, thread_id: str | None = None) -> None:
+    def hold(self, group: str | None = None, thread_id: str | None = None,
+             at: float | None = None) -> None:  # fmt: skip
         """Tell the scheduler which room, groups and threads have reached a day's limit
-        (all of them, or only `group` and `thread_id` after one of its steps)."""
+        (all of them, or only `group` and `thread_id` after one of its steps, at `at`)."""
         sched = self.scheduler
         if sched is None:
             return
-        self._roll()
+        self._roll(at)
         before = (sched.held_room, dict(sched.held_groups))
         room = self.limit("room")
         sched.held_room = (

@@ -68,7 +68,7 @@ class Spending(Protocol):
 
     async def stop_before(self, turn: TurnState, coming: Usage) -> StopRequest | None: ...
 
-    def spend(self, group: str, thread_id: str, used: Usage) -> None: ...
+    def spend(self, group: str, thread_id: str, used: Usage, at: float) -> None: ...
 
 
 class NoBudgets:
@@ -77,7 +77,7 @@ class NoBudgets:
     async def stop_before(self, turn: TurnState, coming: Usage) -> StopRequest | None:
         return None
 
-    def spend(self, group: str, thread_id: str, used: Usage) -> None:
+    def spend(self, group: str, thread_id: str, used: Usage, at: float) -> None:
         return None
 
 

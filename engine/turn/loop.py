@@ -169,7 +169,7 @@ class TurnLoop:
         if used.tokens:
             model = turn.model or self.ctx.models.default
             self.ops.append(spending.added(day_of(now), turn.group, turn.thread_id, model, used))
-            self.ctx.budgets.spend(turn.group, turn.thread_id, used)
+            self.ctx.budgets.spend(turn.group, turn.thread_id, used, now)
         self.events.append(
             StepFinished(
                 at=now, thread_id=turn.thread_id, turn_id=turn.id, step_id=step_id,
