@@ -308,6 +308,41 @@ class SandboxConfig(_Section):
     network: bool = False  # commands reach the network (else only per decision)
 
 
+ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
+Env = Annotated[str, Field(pattern=ENV_NAME)]
+
+
+class McpSettings(_Section):
+    """`[[mcp]]`: an MCP server whose tools the agent gets (engine/tools/mcp.py), named
+    `NAME.TOOL`. A stdio server (`command`, `args`, `cwd`) or a streamable HTTP one
+    (`url`); what it is given of the environment is only the variables `env` names (and
+    HTTP `headers`: header name -> the variable holding its value)."""
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,31}$")
+    command: str | None = Field(None, min_length=1, max_length=4096)
+    args: list[Annotated[str, Field(max_length=4096)]] = Field(default_factory=list)
+    cwd: str | None = Field(None, max_length=4096)  # relative: to the room (default: workspace)
+    env: list[Env] = Field(default_factory=list)
+    url: str | None = Field(None, pattern=r"^https?://", max_length=4096)
+    headers: dict[str, Env] = Field(default_factory=dict)
+    # Whether its tools ask before they run (`ask`, the default) or run unasked (`allow`,
+    # for a server the operator trusts); per tool over it. Rules apply either way.
+    approval: Literal["ask", "allow"] = "ask"
+    tools: dict[str, Literal["ask", "allow"]] = Field(default_factory=dict)
+    timeout: float = Field(60.0, gt=0, le=86400)  # seconds one call may take
+    start_timeout: float = Field(20.0, gt=0, le=600)  # to start and list its tools
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpSettings:
+        if (self.command is None) == (self.url is None):
+            raise ValueError(f"[[mcp]] {self.name}: give a command (stdio) or a url (HTTP), one")
+        if self.url is not None and (self.args or self.cwd or self.env):
+            raise ValueError(f"[[mcp]] {self.name}: args, cwd and env are a stdio server's")
+        if self.command is not None and self.headers:
+            raise ValueError(f"[[mcp]] {self.name}: headers are an HTTP server's")
+        return self
+
+
 class ConsoleConfig(_Section):
     """`[console]`: how the console asks for attention when a call starts waiting."""
 
@@ -332,6 +367,16 @@ class Config(_Section):
     approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
     console: ConsoleConfig = Field(default_factory=ConsoleConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    mcp: list[McpSettings] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _mcp_names(self) -> Config:
+        names = [m.name for m in self.mcp]
+        if len(names) != len(set(names)):
+            twice = sorted({n for n in names if names.count(n) > 1})
+            raise ValueError(f"[[mcp]] names must differ: {', '.join(twice)} given twice")
+        return self
+
     bus: BusConfig = Field(default_factory=BusConfig)
     delivery: DeliveryConfig = Field(default_factory=DeliveryConfig)
 
@@ -340,8 +385,9 @@ def toml_rules(config: Config, path: Path, tools: Iterable[str]) -> list[Rule]:
     """The file's rules; ConfigError when one names a tool the runtime does not have (a
     typo would leave a deny rule that never applies)."""
     known = sorted(tools)
+    servers = tuple(f"{m.name}." for m in config.mcp)  # their tools are listed once they run
     for number, rule in enumerate(config.rules, 1):
-        if rule.tool not in known:
+        if rule.tool not in known and not rule.tool.startswith(servers):
             raise ConfigError(f"{path}: [rules.{number}] unknown tool {rule.tool!r} "
                               f"(tools: {', '.join(known)})")  # fmt: skip
     return [rule.as_rule(number) for number, rule in enumerate(config.rules, 1)]
@@ -354,7 +400,8 @@ def check_approvals(config: Config, path: Path, tools: Iterable[str],
     for what, known, named in (("tools", sorted(tools), config.approvals.tools),
                                ("groups", sorted(groups), config.approvals.groups)):  # fmt: skip
         for name in named:
-            if name not in known:
+            if name not in known and not (what == "tools" and name.startswith(
+                    tuple(f"{m.name}." for m in config.mcp))):  # fmt: skip
                 raise ConfigError(f"{path}: [approvals.{what}.{_key(name)}] unknown "
                                   f"{what[:-1]} {name!r} ({what}: {', '.join(known)})")  # fmt: skip
 

@@ -269,3 +269,23 @@ async def test_usage_and_budgets_over_the_rooms_socket(tmp_path: Path) -> None:
         for query in ("since=yesterday", "by=week", "limit=0"):
             assert (await http.get(f"/v1/usage?{query}")).status_code == 422, query
         assert [b.scope for b in (await client.budgets()).budgets] == ["group:chat"]
+
+
+def test_a_group_on_another_model_does_not_take_the_rooms_price() -> None:
+    from engine.config import GroupSettings
+    from engine.turn.models import Models
+
+    config = Config(model=ModelConfig(price=PRICE), groups={
+        "chore": GroupSettings(model=ModelConfig(provider="offline")),
+        "task": GroupSettings(model=ModelConfig(context_window=4096)),  # the same model
+    })  # fmt: skip
+    models = Models(config, OfflineFree(), make=lambda m: OfflineFree(f"w{m.context_window}"))
+    assert models.priced(models.choose("c1", "chore")).free  # the offline model: free
+    assert models.priced(models.choose("t1", "task")).rates == PRICE  # the room's, still
+
+
+class OfflineFree:
+    name = "offline"
+
+    def __init__(self, model: str = "offline-rules-1") -> None:
+        self.model = model

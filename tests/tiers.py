@@ -31,6 +31,7 @@ TESTS = Path(__file__).parent
 # Modules whose tests start agentdeck or Python processes (relative to tests/), or single
 # tests of a module that otherwise runs in this process ("module::test", parameters apart).
 PROCESS = frozenset({
+    "test_mcp.py",
     "console/test_attached.py", "console/test_console_process.py", "console/test_tmux.py", "test_public_face.py",
     "console/test_history_screen.py", "console/test_cluster_live.py",
     "console/test_cluster_scheduler.py", "console/test_review_screen.py",

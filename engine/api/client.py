@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         ThreadInstructions,
     )
     from engine.api.rule_models import NewRule, Revoked
+    from engine.api.tool_models import ToolsView
     from engine.api.usage_models import BudgetsView, By, UsageReport
     from engine.api.watch import Watch
     from engine.decisions.review import Killed, Review
@@ -51,6 +52,7 @@ operation = declarer({
                           "SubmitBody", "Submitted", "ThreadInstructions"),
     "engine.api.rule_models": ("NewRule", "RevokeBody", "Revoked"),
     "engine.api.usage_models": ("BudgetBody", "BudgetsView", "By", "UsageReport"),
+    "engine.api.tool_models": ("ToolsView",),
     "engine.domain.cluster_view": ("ClusterView",),
     "engine.domain.decisions": ("Decision", "PendingCall"),
     "engine.domain.outcome": ("TurnOutcome",),
@@ -257,6 +259,13 @@ class RoomClient:
     @operation("PUT", "/v1/instructions", mutates=True, body="InstructionsBody")
     async def set_instructions(self, thread_id: str, text: str | None = None) -> ThreadInstructions:
         """Set the thread's own instructions (None or blank: none); its next turn is told."""
+        raise NotImplementedError
+
+    @operation("GET", "/v1/tools", mutates=False)
+    async def tools(self) -> ToolsView:
+        """Every tool the agent has: built in or from which MCP server, its approval and
+        the rules that name it, its calls and errors this run; each MCP server's state;
+        the shell's sandbox."""
         raise NotImplementedError
 
     @operation("GET", "/v1/usage", mutates=False,

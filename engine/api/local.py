@@ -13,7 +13,7 @@ import anyio
 from anyio.abc import TaskStatus
 
 from engine import __version__
-from engine.api import channelbook, rulebook
+from engine.api import channelbook, rulebook, tool_models
 from engine.api import usage_models as spending
 from engine.api.client import Conflict, Invalid, NotFound, Receive, Refused, Resync, RoomClient
 from engine.api.models import (
@@ -30,6 +30,7 @@ from engine.api.models import (
     ThreadInstructions,
 )
 from engine.api.rule_models import NewRule, Revoked
+from engine.api.tool_models import ToolsView
 from engine.api.usage_models import BudgetsView, By, UsageReport
 from engine.api.watch import Lanes, Watch
 from engine.decisions import review
@@ -213,6 +214,10 @@ class LocalClient(RoomClient):
         group, _, _ = await self.runtime.instructions.describe(thread_id)
         await self.runtime.instructions.set_thread(thread_id, group, text, self.runtime.clock())
         return await self.instructions(thread_id)
+
+    async def tools(self) -> ToolsView:
+        rt = self.runtime
+        return tool_models.view(rt.tools, rt.mcp, rt.rules.listed(), rt.sandbox.describe())
 
     async def usage(
         self,

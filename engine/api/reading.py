@@ -24,6 +24,7 @@ from engine.room import Room, RoomError
 from engine.store.reader import ReadsFrom, is_current, open_reader
 
 if TYPE_CHECKING:
+    from engine.api.tool_models import ToolsView
     from engine.api.usage_models import BudgetsView, By, UsageReport
     from engine.domain.decisions import PendingCall
     from engine.domain.rules import Rule
@@ -86,6 +87,19 @@ class RoomReader(RoomClient):
         else:
             book.load(await ruled.load(self._reads, toml), await ruled.last_id(self._reads))
         return book.listed()
+
+    async def tools(self) -> ToolsView:
+        from engine.api.tool_models import view
+        from engine.config import load_config
+        from engine.shell.sandbox import Sandbox
+        from engine.tools import ToolRegistry
+        from engine.tools.builtin import builtin_tools
+
+        config = load_config(self.room.config)
+        box = Sandbox(config.sandbox.shell, config.sandbox.network, self.room.workspace)
+        box.start(temporary=False)
+        return view(ToolRegistry(builtin_tools()), None, await self.rules(), box.describe(),
+                    configured=config.mcp)  # fmt: skip
 
     async def usage(
         self,

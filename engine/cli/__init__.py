@@ -127,6 +127,8 @@ def _parser() -> argparse.ArgumentParser:
     from engine.cli.spending import add_parsers as spending_parsers
 
     spending_parsers(command)
+    sp = command("tools", "every tool: built in or from an MCP server, approval, rules, use")
+    sp.add_argument("--json", action="store_true")
     return p
 
 
@@ -209,6 +211,7 @@ _COMMANDS = {  # command: (module of engine.cli, its function); only that module
     "history": ("reading", "history"), "info": ("reading", "info"),
     "instructions": ("instructions", "instructions"), "compact": ("turns", "compact"),
     "usage": ("spending", "usage"), "budget": ("spending", "budget"),
+    "tools": ("tools", "tools"),
 }  # fmt: skip
 
 

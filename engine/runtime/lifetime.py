@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from engine.domain.events import Event
     from engine.services.budgets import Budgets
     from engine.services.supervisor import TurnSupervisor
+    from engine.tools.mcp import McpServers
     from engine.turn.models import Models
     from engine.turn.output import OutputPump
 
@@ -48,6 +49,7 @@ class Served(Host, Protocol):
     output: OutputPump
     models: Models
     budgets: Budgets
+    mcp: McpServers | None
 
     async def _start(self) -> None: ...
 
@@ -116,6 +118,8 @@ async def serving(
                     tg.start_soon(store.index_forever, INDEX_EVERY)
                     tg.start_soon(rt.output.run)  # running calls' output, paced
                     tg.start_soon(rt.budgets.watch, sv.pump)  # a new day lets held turns go
+                    if rt.mcp is not None:  # listed before a resumed turn looks for its tool
+                        await rt.mcp.start(tg)
                     await coordinator.start(rt)
                     await tg.start(coordinator.run)
                     if resume == "all":

@@ -21,7 +21,7 @@ from contextlib import asynccontextmanager
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
@@ -73,6 +73,9 @@ from engine.turn.models import Models, model_for
 from engine.turn.plugins import Plugin
 from engine.turn.tool_runner import ToolRunner
 
+if TYPE_CHECKING:
+    from engine.tools.mcp import McpServers
+
 __all__ = ["Runtime", "TurnHandle", "TurnOutcome"]
 
 _RANDOM = random.Random()  # seeded from os.urandom
@@ -120,6 +123,11 @@ class Runtime:
         self.budgets = self.ctx.budgets = Budgets(config, store, clock, shared=config.cluster.enabled,
                                                   notice=self.notice)  # fmt: skip
         self.budgets.scheduler = self.scheduler
+        self.mcp: McpServers | None = None  # [[mcp]] servers (their tools join `tools`)
+        if config.mcp:
+            from engine.tools.mcp import McpServers
+
+            self.mcp = McpServers(config.mcp, room.path, room.workspace, tools, self.notice)
         self.sandbox = self.ctx.sandbox = Sandbox(config.sandbox.shell, config.sandbox.network,
                                                   room.workspace)  # fmt: skip
         self.supervisor = TurnSupervisor(
@@ -165,7 +173,9 @@ class Runtime:
         # channels.toml, hooks.toml (a malformed one stops the start, before a write): every
         # process records what a channel's turn owes, whoever delivers it
         self.ctx.delivering = delivering(self.room.path)
-        self.ctx.secret_env = (*self.config.runtime.secret_env, *secret_names(self.room.path))
+        mcp = [v for m in self.config.mcp for v in (*m.env, *m.headers.values())]
+        self.ctx.secret_env = (*self.config.runtime.secret_env, *secret_names(self.room.path),
+                               *mcp)  # what [[mcp]] servers are given is masked too  # fmt: skip
         groups = {*self.scheduler.groups, *self.config.groups}
         check_approvals(self.config, self.room.config, self.tools.names(), groups)
         now, coordinator = self.clock(), self.coordinator

@@ -8,6 +8,7 @@ the runtime and hidden from the model.
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -255,29 +256,79 @@ def tool(
     return build(fn) if fn is not None else build
 
 
+def wire_name(name: str) -> str:
+    """A tool's name as the providers take it (`^[A-Za-z0-9_-]{1,64}$`): an MCP server's
+    `SERVER.TOOL` is `SERVER__TOOL`, and anything else outside the set becomes `_`."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", name.replace(".", "__"))[:64] or "_"
+
+
+@dataclass
+class ToolUse:
+    """What a tool did in this run: calls ended, how many failed, the last failure."""
+
+    calls: int = 0
+    errors: int = 0
+    last_error: str | None = None
+
+
 class ToolRegistry:
-    """The tools a turn may use, by name."""
+    """The tools a turn may use, by name. The model sees each under its wire name
+    (`wire_name`); a call it makes by that name is recorded under the tool's own."""
 
     def __init__(self, tools: list[Tool] | None = None) -> None:
+        self.use: dict[str, ToolUse] = {}  # by tool name, for the tools screen
         self._tools: dict[str, Tool] = {}
+        self._wire: dict[str, str] = {}  # wire name -> name, where the two differ
         self._schemas: list[dict[str, Any]] | None = None
         for t in tools or []:
             self.add(t)
 
     def add(self, t: Tool) -> None:
         self._tools[t.name] = t
+        wire = wire_name(t.name)
+        if wire != t.name:
+            while self._wire.get(wire, t.name) != t.name or (
+                wire in self._tools and wire != t.name
+            ):
+                wire = f"{wire[:60]}_{len(self._wire) % 1000}"  # two names, one wire name
+            self._wire[wire] = t.name
         self._schemas = None
 
+    def remove(self, name: str) -> None:
+        if self._tools.pop(name, None) is not None:
+            self._wire = {w: n for w, n in self._wire.items() if n != name}
+            self._schemas = None
+
     def get(self, name: str) -> Tool | None:
-        return self._tools.get(name)
+        return self._tools.get(name) or self._tools.get(self._wire.get(name, ""))
+
+    def ended(self, name: str, error: str | None) -> None:
+        """A call of `name` ended (`error`: failed, and why)."""
+        use = self.use.setdefault(name, ToolUse())
+        use.calls += 1
+        if error is not None:
+            use.errors += 1
+            use.last_error = error[:500]
+
+    def canonical(self, name: str) -> str:
+        """A tool's own name for the name the model used (its wire name, or itself)."""
+        return self._wire.get(name, name)
+
+    def tools(self) -> list[Tool]:
+        return list(self._tools.values())
 
     def names(self) -> list[str]:
         return list(self._tools)
 
     def schemas(self) -> list[dict[str, Any]]:
-        """What the model sees of every tool (built once: pydantic's schema is not cheap)."""
+        """What the model sees of every tool (built once: pydantic's schema is not cheap),
+        each under its wire name."""
         if self._schemas is None:
-            self._schemas = [t.schema() for t in self._tools.values()]
+            wires = {n: w for w, n in self._wire.items()}
+            self._schemas = [
+                {**t.schema(), "name": wires[t.name]} if t.name in wires else t.schema()
+                for t in self._tools.values()
+            ]
         return self._schemas
 
     def __contains__(self, name: str) -> bool:

@@ -147,6 +147,7 @@ async def execute(loop: Site, call: CallState, kwargs: dict[str, Any]) -> None:
         if tap is not None:
             tap.close()  # (cancelled too: what it printed last is sent, not kept)
     call.finish(result, rt.clock(), cleaner(loop, secrets))
+    rt.tools.ended(call.tool, call.error if call.status is CallStatus.FAILED else None)
     await loop.phase(
         Phase.AFTER_TOOL_EXECUTE, tool=call.tool, args=call.args, outcome=call.status.value
     )

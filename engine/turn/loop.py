@@ -244,7 +244,8 @@ class TurnLoop:
         schemas = self.ctx.tools.schemas()
         if self.step_tools is None:
             return schemas
-        return [s for s in schemas if s["name"] in self.step_tools]
+        own = self.ctx.tools.canonical  # (the model sees wire names; plugins, tools' own)
+        return [s for s in schemas if own(s["name"]) in self.step_tools]
 
     def conversation_request(self, with_tools: bool = True) -> ModelRequest:
         """The request react and direct send: the thread's conversation (and the tools),
@@ -349,7 +350,8 @@ class TurnLoop:
         new_calls = [
             CallState(
                 id=self.ctx.new_id("c"), model_call_id=tc.id or f"call_{i}", turn_id=self.turn.id,
-                thread_id=self.turn.thread_id, step_id=inf.step_id, idx=i, tool=tc.name,
+                thread_id=self.turn.thread_id, step_id=inf.step_id, idx=i,
+                tool=self.ctx.tools.canonical(tc.name),
                 args=tc.arguments, meta=metas[i] if metas else {}, created_at=now, updated_at=now,
             )
             for i, tc in enumerate(assistant.tool_calls)

@@ -51,7 +51,10 @@ class Models:
             return self.default
         merged = self.config.model
         for layer in layers:  # the group's over the room's, the thread's over both
-            merged = merged.model_copy(update=layer.model_dump(exclude_unset=True))
+            update = layer.model_dump(exclude_unset=True)
+            if ("provider" in update or "model" in update) and "price" not in update:
+                update["price"] = None  # another model: not the room's model's price
+            merged = merged.model_copy(update=update)
         said = merged.model_dump_json()
         key = self._chosen.get(said)
         if key is None:

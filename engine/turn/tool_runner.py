@@ -301,7 +301,7 @@ class ToolRunner:
         left = {s["name"]: s for s in offered}
         chosen = [left.get(t) if isinstance(t, str) else t for t in self.params.tools]
         schemas = [s for s in chosen if s is not None and s["name"] in left]
-        loop.step_tools = [s["name"] for s in schemas]
+        loop.step_tools = [loop.ctx.tools.canonical(s["name"]) for s in schemas]
         return schemas
 
     async def _end(self, stopped: str | None = None) -> None:

@@ -1,0 +1,247 @@
+"""Tools from MCP servers (issue 34): real servers, started by the runtime: the tests' own
+(tests/mcp_server.py, the official SDK's MCPServer, over stdio and streamable HTTP) and a
+published one installed from the package index (mcp-server-time). Their tools go through
+the same gate as the built-in ones: approvals, rules, time limits, the result cap; a
+server that exits is started again; one that cannot start leaves the runtime running; a
+SIGKILL during a call puts it up for review unless its server marks it idempotent."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from engine.api.local import LocalClient
+from engine.config import Config, McpSettings, RuleSettings, RuntimeConfig
+from engine.domain.decisions import Decision
+from engine.domain.messages import Message
+from engine.runtime import Runtime
+from tests.helpers import rows
+from tests.scripted import Reply, ScriptedModel, after_tools, first_then
+from tests.wait import until
+
+pytestmark = pytest.mark.anyio
+
+HERE = Path(__file__).parent
+SERVER = [sys.executable, str(HERE / "mcp_server.py")]
+TIME = str(Path(sys.executable).parent / "mcp-server-time")
+
+
+def mcp_config(runs: Path, **kw: Any) -> Config:
+    """The tests' server (its tools run unasked) as `test`, and the published time server
+    (asking) as `time`; MCP_TEST_RUNS is the only variable the test server is given."""
+    os.environ["MCP_TEST_RUNS"] = str(runs)
+    servers = [
+        McpSettings(name="test", command=SERVER[0], args=[*SERVER[1:], "stdio"],
+                    env=["MCP_TEST_RUNS"], approval="allow", timeout=kw.pop("timeout", 60.0)),
+        McpSettings(name="time", command=TIME, args=["--local-timezone", "UTC"]),
+    ]  # fmt: skip
+    return Config(mcp=servers, **kw)
+
+
+def msg_for(tool: str, thread: str = "t1") -> Message:
+    return Message(origin="invoke", sender="test", thread_id=thread, text=f"use {tool}")
+
+
+def calls(tool: str, args: dict[str, Any]) -> Any:
+    return first_then([(tool, args)])
+
+
+async def one_call(rt: Runtime, tool: str, thread: str = "t1") -> dict[str, Any]:
+    """Run a turn whose model calls `tool`; its call's row (approving it if it waits)."""
+    out = await rt.run_turn(msg_for(tool, thread))
+    if out.status == "waiting":
+        [call] = out.pending
+        assert await rt.decide(Decision.approve(call["call_id"], seen=call["args"])) == "queued"
+        out = await rt.wait_turn(out.turn_id)
+    [row] = await rows(rt, "SELECT tool, status, result, error FROM tool_calls WHERE turn_id = ?",
+                       out.turn_id)  # fmt: skip
+    return {"tool": row[0], "status": row[1], "result": row[2], "error": row[3], "text": out.text}
+
+
+async def test_a_servers_tools_run_through_the_gate_and_their_results_reach_the_model(
+    tmp_path: Path,
+) -> None:
+    script_args: dict[str, Any] = {}
+
+    def model(request: Any) -> Reply:
+        if after_tools(request.messages):
+            return Reply(text="saw: " + after_tools(request.messages)[0].text)
+        return Reply(calls=[(script_args["tool"], script_args["args"])])
+
+    config = mcp_config(tmp_path / "runs.log", runtime=RuntimeConfig(max_result_bytes=16_384),
+                        rules=[RuleSettings(tool="test.fail", effect="deny")])  # fmt: skip
+    async with Runtime.open(tmp_path / "room", kind="run", provider=ScriptedModel(model),
+                            config=config) as rt:  # fmt: skip
+        names = {s["name"] for s in rt.tools.schemas()}
+        assert {"test__echo", "time__get_current_time"} <= names  # the providers' charset
+
+        async def use(tool: str, **args: Any) -> dict[str, Any]:
+            script_args.update(tool=tool, args=args)
+            return await one_call(rt, tool)
+
+        echo = await use("test__echo", text="hello")
+        assert (echo["tool"], echo["status"], echo["text"]) == (
+            "test.echo",
+            "succeeded",
+            "saw: echo: hello",
+        )
+        now = await use("time__get_current_time", timezone="UTC")  # asks: approved above
+        assert now["status"] == "succeeded" and json.loads(now["result"])["timezone"] == "UTC"
+        denied = await use("test__fail", why="no")
+        assert denied["status"] == "failed" and "denied by" in denied["error"]
+        bad = await use("test__echo", text=5)
+        assert bad["status"] == "failed" and "invalid arguments for test.echo" in bad["error"]
+        huge = await use("test__huge", size=300_000)
+        assert huge["status"] == "succeeded" and len(huge["result"].encode()) <= 16_384
+        assert "cut by the runtime" in huge["result"]
+        view = await LocalClient(rt).tools()
+    by_name = {t.name: t for t in view.tools}
+    assert by_name["test.echo"].read_only and by_name["test.echo"].idempotent
+    assert (by_name["test.echo"].approval, by_name["time.convert_time"].approval) == (
+        "allow",
+        "ask",
+    )
+    assert by_name["test.echo"].calls == 1  # (the call with bad arguments never ran)
+    assert by_name["test.fail"].rules == [
+        "agentdeck.toml's room rule toml:1 (test.fail: (any arguments))"
+    ]
+    assert {(s.name, s.state) for s in view.servers} == {("test", "up"), ("time", "up")}
+
+
+async def test_a_hanging_tool_is_stopped_at_its_limit_and_a_failing_one_says_why(
+    tmp_path: Path,
+) -> None:
+    config = mcp_config(tmp_path / "runs.log", timeout=1.0)
+    for tool, args, expected in (("test__hang", {}, "did not finish within 1s"),
+                                 ("test__fail", {"why": "the disk is on fire"},
+                                  "the disk is on fire")):  # fmt: skip
+        async with Runtime.open(tmp_path / "room", kind="run",
+                                provider=ScriptedModel(calls(tool, args)), config=config) as rt:  # fmt: skip
+            row = await one_call(rt, tool)
+        assert row["status"] == "failed" and expected in row["error"], row
+
+
+async def test_a_server_that_exits_is_started_again_and_one_that_cannot_start_is_reported(
+    tmp_path: Path,
+) -> None:
+    config = mcp_config(tmp_path / "runs.log")
+    config.mcp.append(McpSettings(name="ghost", command=str(tmp_path / "no-such-server")))
+    tool: dict[str, Any] = {"name": "test__crash"}
+    script = lambda request: (  # noqa: E731
+        Reply(text="done")
+        if after_tools(request.messages)
+        else Reply(calls=[(tool["name"], tool.get("args", {}))])
+    )
+    async with Runtime.open(tmp_path / "room", kind="run", provider=ScriptedModel(script),
+                            config=config) as rt:  # fmt: skip
+        ghost = next(s for s in rt.mcp.servers if s.name == "ghost")
+        assert ghost.state in ("failed", "starting") and "no-such-server" in (ghost.why or "")
+        assert not any(t.startswith("ghost.") for t in rt.tools.names())
+        crashed = await one_call(rt, "test__crash")
+        assert crashed["status"] == "failed"
+        test = next(s for s in rt.mcp.servers if s.name == "test")
+        await until(lambda: test.restarts, "the server started again", ok=lambda n: n >= 1)
+        await until(lambda: test.state, "the server up again", ok=lambda s: s == "up")
+        tool["name"] = "test__echo"
+        tool["args"] = {"text": "again"}
+        assert (await one_call(rt, "test__echo", thread="t2"))["status"] == "succeeded"
+
+
+async def test_a_server_gets_only_the_variables_the_toml_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MCP_TEST_SECRET", "s3cret-of-the-room")
+    config = mcp_config(tmp_path / "runs.log")
+    async with Runtime.open(tmp_path / "room", kind="run",
+                            provider=ScriptedModel(calls("test__secret", {})), config=config) as rt:  # fmt: skip
+        row = await one_call(rt, "test__secret")
+    assert row["result"] == "unset"  # not named: not given
+    config.mcp[0] = config.mcp[0].model_copy(update={"env": ["MCP_TEST_RUNS", "MCP_TEST_SECRET"]})
+    async with Runtime.open(tmp_path / "room", kind="run",
+                            provider=ScriptedModel(calls("test__secret", {})), config=config) as rt:  # fmt: skip
+        row = await one_call(rt, "test__secret", thread="t2")
+    assert "s3cret-of-the-room" not in (row["result"] or "")  # given, but masked in the result
+    assert row["status"] == "succeeded"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_a_streamable_http_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    port = free_port()
+    monkeypatch.setenv("MCP_TEST_RUNS", str(tmp_path / "runs.log"))
+    monkeypatch.setenv("MCP_TEST_TOKEN", "Bearer t0ken")
+    server = subprocess.Popen([*SERVER, "http", str(port)], stderr=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL)  # fmt: skip
+    try:
+        config = Config(mcp=[McpSettings(name="web", url=f"http://127.0.0.1:{port}/mcp",
+                                         headers={"Authorization": "MCP_TEST_TOKEN"},
+                                         approval="allow", start_timeout=5)])  # fmt: skip
+        for attempt in range(100):  # the server takes a moment to listen
+            async with Runtime.open(tmp_path / "room", kind="run",
+                                    provider=ScriptedModel(calls("web__echo", {"text": "over http"})),
+                                    config=config) as rt:  # fmt: skip
+                if rt.mcp.servers[0].state != "up":
+                    await anyio.sleep(0.1)
+                    continue
+                row = await one_call(rt, "web__echo", thread=f"t{attempt}")
+                break
+        assert (row["tool"], row["result"]) == ("web.echo", "echo: over http")
+    finally:
+        server.kill()
+        server.wait()
+
+
+@pytest.mark.parametrize(("tool", "review"), [("test__slow_count", True),
+                                              ("test__idem_slow_count", False)])  # fmt: skip
+async def test_a_kill_during_a_call_puts_it_up_for_review_unless_it_is_idempotent(
+    tmp_path: Path, tool: str, review: bool
+) -> None:
+    room, runs = tmp_path / "room", tmp_path / "room" / "runs.log"
+    room.mkdir()
+    worker = subprocess.Popen([sys.executable, str(HERE / "mcp_worker.py"), str(room), tool],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        assert worker.stdout is not None
+        line = await anyio.to_thread.run_sync(worker.stdout.readline)
+        assert line.strip() == b"ready"
+    finally:
+        worker.send_signal(signal.SIGKILL)
+        worker.wait()
+        if worker.stdout is not None:
+            worker.stdout.close()
+    async with Runtime.open(room, kind="run", provider=ScriptedModel(calls(tool, {})),
+                            config=mcp_config(runs)) as rt:  # fmt: skip
+        if review:
+            [call] = await until(rt.pending, "the call up for review", ok=bool)
+            assert (call.tool, call.awaiting) == ("test.slow_count", "review")
+            assert runs.read_text().count("\n") == 1  # not run again
+        else:
+            await until(lambda: runs.read_text().count("\n"), "the idempotent call ran again",
+                        ok=lambda n: n == 2)  # fmt: skip
+            assert await rt.pending() == []
+
+
+async def test_a_servers_progress_shows_as_the_calls_output(tmp_path: Path) -> None:
+    from engine.domain.events import CallOutput
+
+    seen: list[str] = []
+    config = mcp_config(tmp_path / "runs.log")
+    async with Runtime.open(tmp_path / "room", kind="run", config=config,
+                            provider=ScriptedModel(calls("test__progress", {"steps": 3}))) as rt:  # fmt: skip
+        rt.subscribe(lambda e: seen.append(e.text) if isinstance(e, CallOutput) else None)
+        row = await one_call(rt, "test__progress")
+    assert row["result"] == "did 3 steps"
+    assert "progress 1/3: step 1\n" in "".join(seen)
