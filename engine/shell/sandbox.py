@@ -22,7 +22,6 @@ its own, never made by a rule) runs unconfined; "with the network", confined but
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 import tempfile
@@ -74,9 +73,9 @@ class Sandbox:
             if self.tmp is not None:
                 write.append(str(self.tmp))
             read = [*SYSTEM, *([ws] if self.mode == "read-only" else [])]
-            self._policies[network] = json.dumps(
-                {"read": read, "write": write, "devices": list(DEVICES), "net": network}
-            )
+            lines = [*(["net"] if network else []), *(f"r {p}" for p in read),
+                     *(f"w {p}" for p in write), *(f"d {p}" for p in DEVICES)]  # fmt: skip
+            self._policies[network] = "\n".join(lines)  # (sandbox_exec.py reads it)
         return self._policies[network]
 
     def wrap(self, argv: list[str], choice: Choice = "default") -> list[str] | None:

@@ -1,14 +1,14 @@
 """The shell sandbox's launcher: confine this process, then exec the command.
 
 Run as `python -I -S sandbox_exec.py POLICY -- COMMAND...` (isolated, no site: it imports
-only the standard library, and starts in a few milliseconds). `anyio.open_process` has no
+only `os`, `sys` and `ctypes`, and starts in the time Python takes to start: json, struct
+and signal would each add milliseconds to every command). `anyio.open_process` has no
 pre-exec hook, and a hook run in a forked copy of a threaded runtime is unsafe, so the
 confinement happens here, in a process of its own, which then becomes the command (`exec`
 keeps its pid, so the process group the runtime records is the command's).
 
-POLICY is JSON: `read` (directories and files to read and run), `write` (directories to
-write as well), `devices` (files such as /dev/null to read and write), `net` (whether the
-network is reachable). The confinement is Linux's Landlock, which grants access instead of
+POLICY is one argument of lines: `net` (the network is reachable), then `r PATH` (read and
+run), `w PATH` (write as well), `d PATH` (a device such as /dev/null: read and write). The confinement is Linux's Landlock, which grants access instead of
 denying it: what the policy does not name cannot be opened at all, by the command or
 anything it starts. Its network rules cover TCP only, so without `net` the process also
 enters a network namespace of its own (as root directly, else inside a user namespace),
@@ -17,14 +17,12 @@ Signals and abstract UNIX sockets are scoped to the sandbox where the kernel can
 
 Anything that cannot be applied ends the process with exit code 126 and a line on stderr
 starting `agentdeck-sandbox:`: it never runs a command unconfined. `--probe` applies the
-policy and reports what held, as JSON, instead of running anything.
+policy and reports what held instead of running anything.
 """
 
+import _signal  # (the `signal` module imports enum: milliseconds a command)
 import ctypes
-import json
 import os
-import signal
-import struct
 import sys
 
 SYS_CREATE_RULESET, SYS_ADD_RULE, SYS_RESTRICT_SELF = 444, 445, 446  # every architecture
@@ -86,17 +84,35 @@ def isolate_network() -> str:
     return "userns+netns"
 
 
+def parse(text: str) -> dict:
+    """The policy's lines (see the module)."""
+    policy: dict = {"read": [], "write": [], "devices": [], "net": False}
+    keys = {"r": "read", "w": "write", "d": "devices"}
+    for line in text.split("\n"):
+        if line == "net":
+            policy["net"] = True
+        elif line[:2] in ("r ", "w ", "d "):
+            policy[keys[line[0]]].append(line[2:])
+        elif line:
+            fail(f"bad policy line: {line!r}")
+    return policy
+
+
+def _u64(*values: int) -> bytes:
+    return b"".join(v.to_bytes(8, sys.byteorder) for v in values)
+
+
 def confine(policy: dict, version: int) -> dict:
     """Apply `policy` to this process; what held, for --probe."""
     fs = handled_fs(version)
     net = 0 if policy.get("net") or version < 4 else NET_BIND_TCP | NET_CONNECT_TCP
     scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if version >= 6 else 0
     if version >= 6:
-        attr = struct.pack("=QQQ", fs, net, scoped)
+        attr = _u64(fs, net, scoped)
     elif version >= 4:
-        attr = struct.pack("=QQ", fs, net)
+        attr = _u64(fs, net)
     else:
-        attr = struct.pack("=Q", fs)
+        attr = _u64(fs)
     buf = ctypes.create_string_buffer(attr, len(attr))
     ruleset = _libc.syscall(SYS_CREATE_RULESET, buf, ctypes.c_size_t(len(attr)), ctypes.c_uint32(0))
     if ruleset < 0:
@@ -112,7 +128,8 @@ def confine(policy: dict, version: int) -> dict:
                 continue  # not on this machine: nothing to grant
             try:
                 allowed = rights if os.path.isdir(path) else rights & file_rights
-                rule = ctypes.create_string_buffer(struct.pack("=Qi", allowed, fd), 12)
+                packed = _u64(allowed) + fd.to_bytes(4, sys.byteorder, signed=True)
+                rule = ctypes.create_string_buffer(packed, 12)
                 if _libc.syscall(SYS_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(RULE_PATH_BENEATH),
                                  rule, ctypes.c_uint32(0)) != 0:  # fmt: skip
                     fail(f"landlock_add_rule {path}: {_errno()}")
@@ -132,10 +149,7 @@ def main(argv: list) -> None:
     args = argv[2:] if probe else argv[1:]
     if not args:
         fail("usage: sandbox_exec.py [--probe] POLICY [-- COMMAND...]")
-    try:
-        policy = json.loads(args[0])
-    except ValueError as exc:
-        fail(f"bad policy: {exc}")
+    policy = parse(args[0])
     command = args[2:] if args[1:2] == ["--"] else []
     if not probe and not command:
         fail("no command to run")
@@ -148,12 +162,12 @@ def main(argv: list) -> None:
     held = confine(policy, version)
     held["network"] = network or "tcp-only"
     if probe:
-        os.write(1, json.dumps(held).encode())
+        os.write(1, repr(held).encode())
         os._exit(0)
     # Python starts with SIGPIPE and SIGXFSZ ignored, and an ignored signal stays ignored
     # across exec: the command gets them as any command does (`yes | head` ends quietly)
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+    _signal.signal(_signal.SIGPIPE, _signal.SIG_DFL)
+    _signal.signal(_signal.SIGXFSZ, _signal.SIG_DFL)
     try:
         os.execvp(command[0], command)
     except OSError as exc:

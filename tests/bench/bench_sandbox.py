@@ -59,17 +59,29 @@ async def main(runs: int) -> None:
         async def plain() -> None:
             assert (await shell.call({"command": "true"}, off)).status == "success"
 
+        online = ToolContext(workspace, sandbox=box, sandbox_choice="network")
+
+        async def networked() -> None:  # no network namespace to make
+            assert (await shell.call({"command": "true"}, online)).status == "success"
+
         async def bare() -> None:
             await anyio.run_process(["/bin/sh", "-c", "true"])
 
-        rounds = {name: [] for name in ("floor", "off", "on")}  # type: dict[str, list[float]]
-        for _ in range(4):  # interleaved, so a busy moment falls on all three
-            rounds["floor"] += await timed(runs // 4, bare)
-            rounds["off"] += await timed(runs // 4, plain)
-            rounds["on"] += await timed(runs // 4, sandboxed)
+        async def python() -> None:  # the launcher's floor: the interpreter's start alone
+            await anyio.run_process([sys.executable, "-I", "-S", "-c", "pass"])
+
+        names = ("floor", "python", "off", "net", "on")
+        rounds: dict[str, list[float]] = {name: [] for name in names}
+        runners = {"floor": bare, "python": python, "off": plain, "net": networked,
+                   "on": sandboxed}  # fmt: skip
+        for _ in range(4):  # interleaved, so a busy moment falls on all of them
+            for name in names:
+                rounds[name] += await timed(runs // 4, runners[name])
         box.stop()
     print(f"shell `true`, {runs} runs each (ms)      p50      p95      max")
-    for name, label in (("floor", "bare /bin/sh -c true"), ("off", "shell tool, sandbox off"),
+    for name, label in (("floor", "bare /bin/sh -c true"), ("python", "python -I -S -c pass"),
+                        ("off", "shell tool, sandbox off"),
+                        ("net", "sandbox on, with the network"),
                         ("on", "shell tool, sandbox on")):  # fmt: skip
         v = rounds[name]
         print(f"  {label:<30} {statistics.median(v):8.1f} {pct(v, 95):8.1f} {max(v):8.1f}")
