@@ -43,6 +43,7 @@ if TYPE_CHECKING:  # (the client's modules load with the runtime, after the firs
         Submitted,
         ThreadInstructions,
     )
+    from engine.api.usage_models import BudgetsView
     from engine.services.scheduler import GroupConfig, Statistics
 
 FPS = 20  # frames a second for runtime changes (keys repaint at once, not at this rate)
@@ -119,6 +120,7 @@ class Bridge:
         self._status_at = 0.0  # when the status bar was last due
         self._events_at = 0.0  # when a frame last folded events
         self._flood_at = float("-inf")  # when changes were last a flood
+        self._reading_budgets = False
 
     # -- runtime -> widgets -----------------------------------------------------------------
 
@@ -217,7 +219,7 @@ class Bridge:
             due.add(CHAT)
         if turn_id in ch.turns:
             due.add(CALLS)
-        if ch.turns:
+        if ch.turns or ch.spend:
             due.add(STATUS)
         now = self.clock()
         if ch.events >= BUSY_EVENTS:
@@ -292,3 +294,28 @@ class Bridge:
     async def set_instructions(self, thread_id: str, text: str | None) -> ThreadInstructions:
         """Set the thread's own instructions (None or blank: none); what it is told now."""
         return await self.api.set_instructions(thread_id, text)
+
+    async def set_budget(self, scope: str, *, tokens: int | None = None, cost: float | None = None,
+                         clear: bool = False) -> BudgetsView:  # fmt: skip
+        """Set or raise a daily budget (both None: none for `scope`; `clear`: back to
+        agentdeck.toml's); the runtime stores it and starts the turns it held. What the
+        budgets hold now goes to the status bar."""
+        view = await self.api.set_budget(scope, tokens=tokens, cost=cost, clear=clear)
+        self.state.spend.load(view, spent=False)
+        self.want(STATUS)
+        return view
+
+    async def read_budgets(self) -> None:
+        """Read what the room's budgets hold into the status bar (the room says nothing
+        when a hold ends: console/spend.py); one read at a time, none while detached."""
+        if self.client is None or self._reading_budgets:
+            return
+        self._reading_budgets = True
+        try:
+            view = await self.client.budgets()
+        except Exception:  # the owner went away: the screen hears it from the host
+            return
+        finally:
+            self._reading_budgets = False
+        self.state.spend.load(view, spent=False)
+        self.want(STATUS)

@@ -41,6 +41,7 @@ _LOOKS: dict[str, Look] = {
     # thread groups and threads in the scheduler view
     "active": Look("●", "active", "state--succeeded"),
     "paused": Look("‖", "paused", "state--waiting"),
+    "held": Look("$", "held", "state--waiting"),  # by a spending budget, until raised
     "idle": Look("○", "idle", "state--muted"),
     # rules on the rules screen (and "active")
     "expired": Look("−", "expired", "state--muted"),

@@ -76,6 +76,7 @@ SECTIONS = (
                         Keys("console.screens.instructions:InstructionsEditor", "Instructions"))),
     Section("Dialogs", (Keys("console.screens.confirm:ConfirmScreen", "Dialog"),
                         Keys("console.screens.prompt:PromptScreen", "Prompt"),
+                        Keys("console.screens.daily_budget:DailyBudgetScreen", "Budget"),
                         Keys("console.screens.threads:ThreadPickerScreen", "Threads"),
                         Keys("console.screens.help:HelpScreen", "Help"))),
 )  # fmt: skip

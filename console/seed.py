@@ -4,7 +4,9 @@ The runtime publishes only what changes from now on; threads, recent steps, unfi
 turns and their calls, and a thread's conversation come from the truth layer through the
 room's client (`recent`, `conversation`), which reads the room's store read-only
 (execution.db, or its PostgreSQL database), so it never contends with the room's writer
-and works the same hosted or attached.
+and works the same hosted or attached. Today's spend and what budgets hold come from the
+room's budgets (`budgets`), read last: a step the first read showed finished is then in
+the spend read (console/spend.py).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ async def seed(client: RoomClient, state: DeckState) -> None:
         state.add_step(StepRow(0, s.step_id, s.started_at, s.thread_id, s.turn_id, s.kind,
                                s.status.value, s.duration, s.summary, s.group,
                                s.channel))  # fmt: skip
+    state.spend.load(await client.budgets())
 
 
 async def load_thread(client: RoomClient, state: DeckState, thread_id: str,

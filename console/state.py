@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, assert_never
 
 from console.call_output import CALLS, OutputTail
+from console.spend import TodaySpend
 from console.steps import StepLog, StepRow
 from console.threads import ChatEntry, ThreadView, turn_note, via
 from engine.api import watch
@@ -32,7 +33,7 @@ from engine.domain.events import (
     TurnChanged,
     TurnStarted,
 )
-from engine.lifecycle import CallStatus, DecisionStatus, TurnStatus
+from engine.lifecycle import CallStatus, DecisionStatus, StepStatus, TurnStatus
 
 MAX_STEPS = 5_000
 MAX_TURNS = 2_000
@@ -99,10 +100,11 @@ class Changes:
     notices: list[Notice] = field(default_factory=list)
     decisions: list[DecisionRecorded] = field(default_factory=list)
     deliveries: int = 0  # DeliveryChanged events: the channels screen reads the outbox again
+    spend: bool = False  # today's spend or what budgets hold (the status bar)
 
     def __bool__(self) -> bool:
         return bool(self.steps or self.threads or self.turns or self.pending or self.notices
-                    or self.deliveries)  # fmt: skip
+                    or self.deliveries or self.spend)  # fmt: skip
 
 
 class DeckState:
@@ -132,6 +134,7 @@ class DeckState:
         self.threads: dict[str, ThreadView] = {}
         self._shown: OrderedDict[str, None] = OrderedDict()  # loaded threads, least recent first
         self._recent: OrderedDict[str, None] = OrderedDict()  # every thread, most recent first
+        self.spend = TodaySpend()  # the room's spend today, and what its budgets hold
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -226,6 +229,11 @@ class DeckState:
         if -len(steps) <= at < 0:
             steps[at] = steps[at]._replace(status=status, duration=duration, summary=summary)
 
+    def _running(self, seq: int) -> bool:
+        """Whether the step of row `seq` is still running here (or its row is gone)."""
+        steps, at = self.steps, seq - self._seq - 1
+        return not -len(steps) <= at < 0 or steps[at].status == StepStatus.RUNNING
+
     def add_turn(self, turn: TurnRow) -> None:
         by_status = self._by_status
         old = self.turns.get(turn.turn_id)
@@ -276,6 +284,11 @@ class DeckState:
                     ch.steps = True
                 case StepFinished():
                     seq = step_by_id.get(event.step_id)
+                    # (one the room's read showed finished is in today's spend as read)
+                    if (event.input_tokens or event.output_tokens) and (
+                        seq is None or self._running(seq)
+                    ):
+                        ch.spend = self.spend.step(event) or ch.spend
                     if seq is not None:
                         # the plain word: the step ring holds tuples the GC does not track
                         status = event.status.value
@@ -334,6 +347,7 @@ class DeckState:
                     self._fold_decision(event, ch)
                 case Notice():
                     ch.notices.append(event)
+                    ch.spend = self.spend.notice(event) or ch.spend
                 case DeliveryChanged():  # the channels screen reads the outbox (issue 17)
                     ch.deliveries += 1
                 case _:  # a kind the engine added and the console does not fold yet

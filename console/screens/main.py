@@ -216,6 +216,7 @@ class MainScreen(Screen[None]):
         status.running, status.waiting = counts
         status.calls = len(self.state.pending)
         status.nearing = nearest(self.state)  # a thread near its context window
+        status.spent, status.held = self.state.spend.usage, self.state.spend.held_text()
         self.query_one(ChatPane).show_context(thread_context(self.state, self.thread_id))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -268,6 +269,8 @@ class MainScreen(Screen[None]):
         set_title(pane, title)
 
     def _tick_ages(self) -> None:
+        if self.state.spend.due(self.clock()):  # a hold may have ended: the room says
+            self.run_worker(self.bridge.read_budgets(), group="budgets")
         if self.state.pending:
             self.query_one(DecisionQueue).show_pending(self.state.pending)
             self.query_one(DecisionCard).tick()

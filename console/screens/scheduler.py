@@ -4,7 +4,12 @@ It draws the scheduler's snapshot (`rt.statistics()`, through the bridge) on an 
 timer, `REFRESH` times a second, only while it is shown: the snapshot costs time in
 proportion to the queue, so it is taken for the view and never per runtime event. Keys
 on the groups table pause or resume a group and raise or lower its running budget; the
-screen applies them through the bridge and a notification confirms each one.
+screen applies them through the bridge and a notification confirms each one. `b` asks
+for the group's daily spending budget (console/screens/daily_budget.py) and sets it: the
+turns it held start.
+
+The summary line says what the room spent today and, when the room's own daily budget
+holds every new turn, why; each group's row says what it spent and against which budget.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import asyncio
 from collections.abc import Callable
 
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -24,10 +29,12 @@ from console.bridge import Bridge
 from console.format import age, set_title, short_id
 from console.glyphs import look
 from console.groups import group_of
+from console.screens.daily_budget import DailyBudgetScreen, NewBudget
 from console.widgets.groups_table import GroupsTable
 from console.widgets.key_bar import KeyBar
 from console.widgets.keyed_table import KeyedTable
 from console.widgets.text import Static
+from engine.domain.usage import cost_text, spent_text
 from engine.lifecycle import TurnStatus
 from engine.services.scheduler import GroupConfig, Statistics
 
@@ -53,6 +60,7 @@ class SchedulerScreen(Screen[None]):
         super().__init__()
         self.bridge, self.clock = bridge, clock
         self.snapshots = 0  # how many times the view read the scheduler (tests look)
+        self.stats: Statistics | None = None  # the last snapshot drawn
         self._configuring = asyncio.Lock()
 
     def compose(self) -> ComposeResult:
@@ -91,6 +99,7 @@ class SchedulerScreen(Screen[None]):
             self.query_one("#sched-summary", Static).update(" scheduler: the runtime is not open")
             return
         self.snapshots += 1
+        self.stats = stats
         self.query_one("#sched-summary", Static).update(_summary(stats))
         self.query_one(GroupsTable).show_groups(stats.groups)
         threads = self.query_one("#sched-threads", KeyedTable)
@@ -156,6 +165,51 @@ class SchedulerScreen(Screen[None]):
         self.refresh_stats()
         self.post_message(self.Configured(config))
 
+    @on(GroupsTable.SetBudget)
+    def set_budget(self, event: GroupsTable.SetBudget) -> None:
+        event.stop()
+        self._set_budget(event.group)
+
+    @work(group="budget", exclusive=True)
+    async def _set_budget(self, name: str) -> None:
+        """Ask for `name`'s daily budget and set it; say what it is now, or why not."""
+        scope = f"group:{name}"
+        group = next((g for g in self.stats.groups if g.name == name), None) if self.stats else None
+        today, limit = (group.today, group.budget) if group is not None else (None, None)
+        try:  # where the budget comes from, for the dialog to say
+            row = next((b for b in (await self.bridge.api.budgets()).budgets
+                        if b.scope == scope), None)  # fmt: skip
+        except Exception:  # (the runtime went away: the set below says so)
+            row = None
+        whose = None if row is None else (
+            "agentdeck.toml's" if row.source == "toml" else f"set by {row.set_by or 'operator'}")  # fmt: skip
+        answer = await self.app.push_screen_wait(DailyBudgetScreen(name, today, limit, whose))
+        if answer is None:
+            return
+        try:
+            view = await self.bridge.set_budget(scope, tokens=answer.tokens, cost=answer.cost,
+                                                clear=answer.clear)  # fmt: skip
+        except Exception as exc:  # shown to the operator, never a crash
+            self.notify(f"Setting the daily budget of group {name} failed: {exc}",
+                        severity="error")  # fmt: skip
+            return
+        row = next((b for b in view.budgets if b.scope == scope), None)
+        self.notify(_budget_said(name, answer, row is not None and row.source == "toml"),
+                    title="Scheduler")  # fmt: skip
+        self.refresh_stats()
+
+
+def _budget_said(name: str, answer: NewBudget, toml: bool) -> str:
+    """What the notification says a budget became."""
+    if answer.clear:
+        return (f"Group {name}'s daily budget is agentdeck.toml's again." if toml
+                else f"Group {name} has no daily budget now (agentdeck.toml gives none).")  # fmt: skip
+    caps = [cost_text(answer.cost)] if answer.cost is not None else []
+    caps += [f"{answer.tokens:,} tokens"] if answer.tokens is not None else []
+    if not caps:
+        return f"Group {name} has no daily budget now."
+    return f"Group {name}'s daily budget: at most {' and '.join(caps)} a day."
+
 
 def _summary(stats: Statistics) -> Text:
     run, wait = look(TurnStatus.RUNNING), look(TurnStatus.WAITING)
@@ -169,4 +223,8 @@ def _summary(stats: Statistics) -> Text:
     text.append(f"{len(stats.queued)} queued  ")
     pause = look("paused")
     text.append(f"{pause.glyph} paused: {', '.join(paused)}" if paused else "no group paused")
+    if stats.today is not None:
+        text.append(f"  today {spent_text(stats.today)}")
+    if stats.held:  # the room's own daily budget: no new turn starts
+        text.append(f"  ⚠ {stats.held}")
     return text

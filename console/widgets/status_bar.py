@@ -1,5 +1,6 @@
 """The status bar: room, run id, model in use, hosted or attached, how many turns run and
-wait, and how many calls wait for a decision."""
+wait, how many calls wait for a decision, what the room spent today and what its
+budgets hold."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from textual.widget import Widget
 
 from console.format import short_id
 from console.glyphs import look
+from engine.domain.usage import Usage, cost_text, spent_text, tokens_text
 from engine.lifecycle import TurnStatus
 
 
@@ -29,11 +31,14 @@ class StatusBar(Widget):
     follow: reactive[bool] = reactive(True)
     activity: reactive[str] = reactive("")  # the spinner and how long the oldest turn runs
     nearing: reactive[str] = reactive("")  # a thread near its context window, and how near
+    spent: reactive[Usage | None] = reactive(None)  # the room's today (None: not read yet)
+    held: reactive[str] = reactive("")  # what budgets hold: "group chore over budget"
 
     def render(self) -> Text:
         """The parts that fit, most needed first kept: the calls to decide and the turns,
-        then the model (its short form before it goes), hosted or attached, the room, the
-        run, the timeline's following."""
+        what budgets hold, a thread near its window, today's spend, then the model (its
+        short form before it goes), hosted or attached, the room, the run, the timeline's
+        following."""
         dim = self.get_component_rich_style("status--dim")
         run, wait = look(TurnStatus.RUNNING), look(TurnStatus.WAITING)
         calls = (
@@ -45,27 +50,38 @@ class StatusBar(Widget):
         waiting = Text(f"{wait.glyph} {self.waiting} waiting{calls}",
                        self.get_component_rich_style("state--waiting"))  # fmt: skip
         mode = Text(self.mode, dim if self.mode == "hosted" else "") if self.mode else None
-        nearing = (Text(f"⚠ {self.nearing}", self.get_component_rich_style("state--waiting"))
-                   if self.nearing else None)  # fmt: skip
+        warn = self.get_component_rich_style("state--waiting")
+        nearing = Text(f"⚠ {self.nearing}", warn) if self.nearing else None
+        held = Text(f"⚠ {self.held}", warn) if self.held else None
+        spent = self.spent
+        today = Text.assemble(("today ", dim), spent_text(spent)) if spent is not None else None
         model = Text.assemble(("model ", dim), self.model)
-        short = Text.assemble(("model ", dim), short_model(self.model))
         # (priority, part): the lowest priority goes first when the line is too long
         parts: list[tuple[int, Text | None]] = [
             (3, Text.assemble(("room ", dim), self.room)),
             (2, Text.assemble(("run ", dim), short_id(self.run_id))),  # whole in history (h)
             (9, running),
             (10, waiting),
-            (8, nearing),
-            (5, mode),
-            (7, model),
+            (8, held),
+            (7, nearing),
+            (6, today),
+            (4, mode),
+            (5, model),
             (1, Text.assemble(("timeline ", dim), "following" if self.follow else "frozen")),
         ]
+        # parts with a short form, tried in this order before a part goes
+        shorter = [(model, Text.assemble(("model ", dim), short_model(self.model)))]
+        if today is not None and spent is not None:
+            shorter.append((today, Text.assemble(("today ", dim), short_spent(spent))))
         width = self.size.width or 160
         shown = [(k, t) for k, t in parts if t is not None]
         while _line(t for _, t in shown).cell_len > width and len(shown) > 2:
-            if any(t is model for _, t in shown) and short.cell_len < model.cell_len:
-                shown = [(k, short if t is model else t) for k, t in shown]
-                model = short
+            can = [(a, b) for a, b in shorter
+                   if b.cell_len < a.cell_len and any(t is a for _, t in shown)]  # fmt: skip
+            if can:
+                long, short = can[0]
+                shown = [(k, short if t is long else t) for k, t in shown]
+                shorter.remove(can[0])
                 continue
             lowest = min(k for k, _ in shown)
             shown = [(k, t) for k, t in shown if k != lowest]
@@ -82,3 +98,10 @@ def _line(parts: Iterable[Text]) -> Text:
 def short_model(model: str) -> str:
     """A model's name without its provider ("openai:gpt-4o-mini" -> "gpt-4o-mini")."""
     return model.split(":", 1)[-1] if ":" in model else model
+
+
+def short_spent(usage: Usage) -> str:
+    """What was spent, in short: its cost (its tokens when none of them has a price)."""
+    if usage.unpriced and usage.unpriced == usage.tokens:
+        return f"{tokens_text(usage.tokens)} tokens"
+    return cost_text(usage.cost)
