@@ -117,3 +117,20 @@ async def test_where_no_sandbox_can_be_made_every_shell_call_asks_and_says_why(
     off = Config(sandbox=SandboxConfig(shell="off"))
     async with offline(tmp_path, config=off, first_id=90) as rt:
         assert not rt.sandbox.missing and rt.sandbox.describe() == "off (agentdeck.toml)"
+
+
+async def test_history_says_which_call_ran_outside_the_sandbox(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from engine.cli import main
+
+    async with offline(tmp_path) as rt:
+        await approved(rt, f"touch {tmp_path / 'x'}", sandbox="outside")
+        [turn] = await rows(rt, "SELECT id FROM turns")
+    room = str(tmp_path / "room")
+    assert await anyio.to_thread.run_sync(main, ["--room", room, "history", "--turn", turn[0]]) == 0
+    assert "OUTSIDE THE SANDBOX" in capsys.readouterr().out
+    argv = ["--room", room, "history", "--turn", turn[0], "--json"]
+    assert await anyio.to_thread.run_sync(main, argv) == 0
+    [decision] = json.loads(capsys.readouterr().out)["decisions"]
+    assert decision["sandbox"] == "outside"

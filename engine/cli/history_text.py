@@ -68,6 +68,10 @@ def turn_lines(detail: dict[str, Any]) -> list[str]:
     for d in detail["decisions"]:
         edit = f" args {json.dumps(d['args'])}" if d["args"] is not None else ""
         then = f" -> {d['then']['status']}" if d["then"] else ""
+        if d.get("sandbox") == "outside":
+            edit += " OUTSIDE THE SANDBOX"
+        elif d.get("sandbox") == "network":
+            edit += " with the network"
         out.append(f"  decision {d['decision_id']} on {d['call_id']}: {d['action']}{edit} by "
                    f"{d['decided_by']} at {_clock(d['created_at'])} ({d['status']}){then}")  # fmt: skip
     if (sus := detail["suspended"]) is not None:

@@ -33,7 +33,7 @@ Shapes (also what `agentdeck history --json` prints; keys are only ever added):
   body], "calls": [call_id model_call_id step_id idx tool args status result error
   suspend_reason decision_id created_at updated_at ended_at], "decisions": [decision_id
   call_id tool action args result use_result reason remember decided_by status note
-  created_at applied_at then], "suspended": null | {turn_id waiting step_id step_idx call_id
+  created_at applied_at then sandbox], "suspended": null | {turn_id waiting step_id step_idx call_id
   calls: [call_id tool args reason status waiting step_id step_idx since decision_id]}}`.
   A decision's `then` (once applied): the call's `status args result error ended_at`.
   The turn row there also has `meta`, and `told`: null (a room that predates instructions)

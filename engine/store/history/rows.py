@@ -153,6 +153,9 @@ def decision_item(r: sqlite3.Row, call: dict[str, Any] | None) -> dict[str, Any]
         "use_result": bool(r["use_result"]), "reason": r["reason"], "remember": r["remember"],
         "decided_by": r["decided_by"], "status": r["status"], "note": r["note"],
         "created_at": r["created_at"], "applied_at": r["applied_at"], "then": then,
+        # a shell call run outside the sandbox, or in it with the network ("default": as the
+        # room says; a room that predates the sandbox has none)
+        "sandbox": (r["sandbox"] if "sandbox" in r.keys() else None) or "default",
     }  # fmt: skip
 
 
