@@ -21,6 +21,7 @@ import anyio
 from engine.runtime import Runtime
 from tests.scripted import ScriptedModel, first_then
 from tests.test_mcp import mcp_config, msg_for
+from tests.wait import until
 
 
 async def main(room: Path, tool: str) -> None:
@@ -28,8 +29,7 @@ async def main(room: Path, tool: str) -> None:
     async with Runtime.open(room, kind="run", provider=ScriptedModel(first_then([(tool, {})])),
                             config=mcp_config(runs)) as rt:  # fmt: skip
         await rt.submit(msg_for(tool))
-        while not (runs.exists() and runs.read_text()):
-            await anyio.sleep(0.02)
+        await until(lambda: runs.exists() and runs.read_text(), "the call started on the server")
         print("ready", flush=True)
         await anyio.sleep_forever()
 

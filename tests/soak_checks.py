@@ -45,7 +45,9 @@ FAILURES = (
 )
 OPEN_CALLS = ("new", "running", "suspended", "resuming")
 MARKER = re.compile(r"\bmk_[0-9a-z_]+\b")
-SHELL_LOG = "shell.log"  # in the room; commands run in workspace/, so `>> ../shell.log`
+# in the workspace, where commands run (`>> shell.log`): the shell's sandbox lets them
+# write nothing else
+SHELL_LOG = "workspace/shell.log"
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ Everything goes through the room's API as an operator's programs would: chat sub
 some planned by `plan_execute`), a decider that approves and cancels pending calls, and
 `agentdeck decide` run as a separate process now and then, so the CLI client and the
 server loop are in the path. A dropper writes bulk task files into tasks/ for the pulse
-loop. Every shell command appends its own marker to ROOM/shell.log, so the checks can
+loop. Every shell command appends its own marker to ROOM/workspace/shell.log (the only
+folder the shell's sandbox lets it write), so the checks can
 count how often each call really ran.
 
 Whatever the runtime answered as durable is written to `Acks` (one JSON line, fsynced)
@@ -163,9 +164,9 @@ class Workload:
         """A shell command that leaves its marker in shell.log once per run."""
         m = self.marker()
         return self.rng.choice([
-            f"echo {m} >> ../shell.log",
-            f"echo {m} >> ../shell.log; sleep 0.05",  # a kill may land after it ran
-            f"sleep 0.03; echo {m} >> ../shell.log",  # ... or before, in a survivor
+            f"echo {m} >> shell.log",
+            f"echo {m} >> shell.log; sleep 0.05",  # a kill may land after it ran
+            f"sleep 0.03; echo {m} >> shell.log",  # ... or before, in a survivor
         ])  # fmt: skip
 
     def chat_text(self) -> str:

@@ -173,6 +173,11 @@ async def test_a_server_gets_only_the_variables_the_toml_names(
     assert row["status"] == "succeeded"
 
 
+def listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -189,15 +194,11 @@ async def test_a_streamable_http_server(tmp_path: Path, monkeypatch: pytest.Monk
         config = Config(mcp=[McpSettings(name="web", url=f"http://127.0.0.1:{port}/mcp",
                                          headers={"Authorization": "MCP_TEST_TOKEN"},
                                          approval="allow", start_timeout=5)])  # fmt: skip
-        for attempt in range(100):  # the server takes a moment to listen
-            async with Runtime.open(tmp_path / "room", kind="run",
-                                    provider=ScriptedModel(calls("web__echo", {"text": "over http"})),
-                                    config=config) as rt:  # fmt: skip
-                if rt.mcp.servers[0].state != "up":
-                    await anyio.sleep(0.1)
-                    continue
-                row = await one_call(rt, "web__echo", thread=f"t{attempt}")
-                break
+        await until(lambda: listening(port), "the HTTP server listening")
+        async with Runtime.open(tmp_path / "room", kind="run", config=config,
+                                provider=ScriptedModel(calls("web__echo", {"text": "over http"}))) as rt:  # fmt: skip
+            assert rt.mcp is not None and rt.mcp.servers[0].state == "up", rt.mcp.servers[0].why
+            row = await one_call(rt, "web__echo")
         assert (row["tool"], row["result"]) == ("web.echo", "echo: over http")
     finally:
         server.kill()
