@@ -217,9 +217,16 @@ class RuleSettings(_Section):
     thread: str | None = Field(None, min_length=1)  # a thread rule's thread
     expires: datetime | date | None = None  # a TOML date or time; a local one is this host's
     reason: str = ""
+    # an allow rule for shell: the commands it allows reach the network from the sandbox
+    network: bool = False
 
     @model_validator(mode="after")
     def _valid(self) -> RuleSettings:
+        if self.network and (self.effect != "allow" or self.tool != "shell"):
+            raise ValueError(
+                "network = true is for an allow rule of shell: the commands it "
+                "allows reach the network from the sandbox"
+            )
         if self.scope == "thread" and self.thread is None:
             raise ValueError('a thread rule names its thread: thread = "..."')
         if self.scope == "room" and self.thread is not None:
@@ -246,7 +253,7 @@ class RuleSettings(_Section):
         return Rule(id=f"toml:{number}", source="toml", tool=self.tool, effect=self.effect,
                     pattern=self.pattern, scope=self.scope, thread_id=self.thread,
                     made_by="agentdeck.toml", expires_at=self._expires_at(),
-                    reason=self.reason)  # fmt: skip
+                    reason=self.reason, network=self.network)  # fmt: skip
 
 
 DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}

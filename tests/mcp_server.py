@@ -37,8 +37,17 @@ def fail(why: str = "it failed") -> str:
 
 @server.tool()
 async def hang() -> str:
-    """Never answers."""
-    await anyio.sleep_forever()
+    """Never answers; says in MCP_TEST_RUNS when it started and when it was cancelled."""
+    runs = os.environ.get("MCP_TEST_RUNS")
+    if runs:
+        with open(runs, "a") as f:
+            f.write("hang started\n")
+    try:
+        await anyio.sleep_forever()
+    finally:
+        if runs:
+            with open(runs, "a") as f:
+                f.write("hang cancelled\n")
     return ""
 
 

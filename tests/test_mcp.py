@@ -246,3 +246,18 @@ async def test_a_servers_progress_shows_as_the_calls_output(tmp_path: Path) -> N
         row = await one_call(rt, "test__progress")
     assert row["result"] == "did 3 steps"
     assert "progress 1/3: step 1\n" in "".join(seen)
+
+
+async def test_a_cancelled_turn_cancels_its_call_on_the_server(tmp_path: Path) -> None:
+    runs = tmp_path / "runs.log"
+    config = mcp_config(runs)
+    async with Runtime.open(tmp_path / "room", kind="run", config=config,
+                            provider=ScriptedModel(calls("test__hang", {}))) as rt:  # fmt: skip
+        handle = await rt.submit(msg_for("test__hang"))
+        await until(lambda: runs.exists() and "hang started" in runs.read_text(),
+                    "the call running on the server")  # fmt: skip
+        await rt.cancel_turn(handle.turn_id, "enough")
+        outcome = await rt.wait_turn(handle.turn_id)
+        assert (outcome.status, outcome.reason) == ("done", "cancelled")
+        await until(lambda: "hang cancelled" in runs.read_text(),
+                    "the server told to cancel the call (the SDK's notification)")  # fmt: skip

@@ -134,3 +134,32 @@ async def test_history_says_which_call_ran_outside_the_sandbox(
     assert await anyio.to_thread.run_sync(main, argv) == 0
     [decision] = json.loads(capsys.readouterr().out)["decisions"]
     assert decision["sandbox"] == "outside"
+
+
+async def test_an_allow_rule_can_give_its_commands_the_network_and_never_more(
+    tmp_path: Path,
+) -> None:
+    from engine.config import ConfigError, load_config
+
+    async def answer(stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            await stream.receive()
+            await stream.send(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok")
+
+    async with await anyio.create_tcp_listener(local_host="127.0.0.1") as listener:
+        port = listener.extra(anyio.abc.SocketAttribute.local_port)
+        fetch = f"curl -s http://127.0.0.1:{port}/"
+        rule = RuleSettings(tool="shell", effect="allow", pattern="curl *", network=True)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(listener.serve, answer)
+            async with offline(tmp_path, config=Config(rules=[rule])) as rt:
+                out = await rt.run_turn(msg(f"run `{fetch}`"))
+                [row] = await rows(rt, "SELECT status, result FROM tool_calls")
+                outside = await rt.run_turn(msg(f"run `touch {tmp_path / 'no'}`"))
+            tg.cancel_scope.cancel()
+    assert out.pending == [] and row[0] == "succeeded" and json.loads(row[1])["stdout"] == "ok"
+    assert outside.pending  # not the rule's: it asks
+    toml = tmp_path / "agentdeck.toml"
+    toml.write_text('[[rules]]\ntool = "read_file"\neffect = "allow"\nnetwork = true\n')
+    with pytest.raises(ConfigError, match="network = true is for an allow rule of shell"):
+        load_config(toml)

@@ -101,6 +101,9 @@ class Rule(BaseModel):
     decision_id: str | None = None  # the remembered decision that made it
     uses: int = 0
     last_used: float | None = None
+    # agentdeck.toml's allow rules of shell only: what it allows reaches the network from
+    # the sandbox (engine/shell/sandbox.py). Never outside it: no rule makes that.
+    network: bool = False
 
     @model_validator(mode="after")
     def _valid(self) -> Rule:
@@ -152,7 +155,8 @@ class Rule(BaseModel):
     def describe(self) -> str:
         """The rule in a few words, as a call's error or suspension names it."""
         where = "agentdeck.toml's" if self.source == "toml" else "a remembered"
-        return f"{where} {self.scope} rule {self.id} ({self.tool}: {self.shown_pattern()})"
+        net = ", with the network" if self.network else ""
+        return f"{where} {self.scope} rule {self.id} ({self.tool}: {self.shown_pattern()}{net})"
 
 
 def check_pattern(tool: str, pattern: str | None) -> None:

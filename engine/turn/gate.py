@@ -68,6 +68,8 @@ async def admit(loop: Site, call: CallState, *, approved: bool = False) -> dict[
             loop.ops.append(ruled.used(rule, call.id))  # with the call's row
             if rule.scope == "once":  # spent: every runtime on the store reads so
                 loop.ops += rt.coordinator.rules_changed()
+        if rule is not None and rule.effect == "allow" and rule.network:
+            call.sandbox = "network"  # the rule lets what it allows reach the network
         if rule is not None and rule.effect == "deny":
             gate = Gate.block(f"denied by {rule.describe()}")
         elif tool.meta.get("sandboxed") and rt.sandbox is not None and rt.sandbox.missing:
