@@ -18,6 +18,7 @@ from engine.config import (
     ModelConfig,
     PriceSettings,
 )
+from engine.domain.events import Notice
 from engine.domain.messages import Message
 from engine.domain.usage import Limit, Scope, Usage, over, parse_scope
 from engine.providers.base import ModelEvent, ModelRequest, UsageEvent
@@ -159,12 +160,18 @@ async def test_a_group_over_its_daily_budget_holds_new_turns_says_why_and_a_rais
 
 async def test_budgets_and_the_days_spend_survive_a_restart(tmp_path: Path) -> None:
     config = Config(model=ModelConfig(price=PRICE))
+    said: list[str] = []
     async with runtime(tmp_path, Metered(adds), config=config) as rt:
+        rt.subscribe(lambda e: said.append(e.text) if isinstance(e, Notice) else None)
         await LocalClient(rt).set_budget("thread:t1", tokens=3000)
         await rt.run_turn(task("t1"))  # 2200
         await rt.run_turn(task("t1", "again"))  # the second stops at 2200 + 1100 > 3000
         ends = await rows(rt, "SELECT reason FROM turns ORDER BY created_at")
     assert ends == [("natural",), ("budget",)]
+    assert said == [
+        "the thread's daily budget reached: 3.3k of 3k tokens today: new turns of "
+        "thread t1 wait (raise: agentdeck budget thread:t1)"
+    ]
     async with runtime(tmp_path, Metered(adds), config=config, first_id=100) as rt:
         view = await LocalClient(rt).budgets()
         assert [(b.scope, b.tokens, b.source, b.set_by) for b in view.budgets] == [

@@ -254,6 +254,8 @@ class Budgets:
             return
         self._roll(at)
         before = (sched.held_room, dict(sched.held_groups))
+        threads_before = set(sched.held_threads) if thread_id is None else (
+            {thread_id} & set(sched.held_threads))  # fmt: skip
         room = self.limit("room")
         sched.held_room = (
             f"the room's daily budget reached: {why} today"
@@ -282,3 +284,8 @@ class Budgets:
             if sched.held_room and not before[0]:
                 self.notice("warning", f"{sched.held_room}: new turns wait "
                             "(raise: agentdeck budget room)")  # fmt: skip
+        if self.notice is not None:
+            for tid in sorted(set(sched.held_threads) - threads_before):
+                if thread_id is None or tid == thread_id:
+                    self.notice("warning", f"{sched.held_threads[tid]}: new turns of thread "
+                                f"{tid} wait (raise: agentdeck budget thread:{tid})")  # fmt: skip
