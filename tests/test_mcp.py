@@ -261,3 +261,35 @@ async def test_a_cancelled_turn_cancels_its_call_on_the_server(tmp_path: Path) -
         assert (outcome.status, outcome.reason) == ("done", "cancelled")
         await until(lambda: "hang cancelled" in runs.read_text(),
                     "the server told to cancel the call (the SDK's notification)")  # fmt: skip
+
+
+async def test_servers_that_are_up_stay_up_whatever_protocol_era_they_speak(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found trying the console: a liveness `ping` is gone from the 2026-07-28 protocol
+    (mcp-server-time answered it 'method not found' and was started again every five
+    seconds); the look is a listing of the tools now, and servers that answer stay up."""
+    from engine.tools import mcp
+
+    monkeypatch.setattr(mcp, "PING_EVERY", 0.05)
+    looks = {"n": 0}
+    real = mcp.McpServer._watch
+
+    async def counted(self: Any, client: Any) -> None:
+        listing = client.list_tools
+
+        async def look(**kw: Any) -> Any:
+            looks["n"] += 1
+            return await listing(**kw)
+
+        client.list_tools = look
+        await real(self, client)
+
+    monkeypatch.setattr(mcp.McpServer, "_watch", counted)
+    async with Runtime.open(tmp_path / "room", kind="run", config=mcp_config(tmp_path / "r"),
+                            provider=ScriptedModel(calls("time__get_current_time", {}))) as rt:  # fmt: skip
+        await until(lambda: looks["n"], "several looks", ok=lambda n: n >= 10)
+        assert [(s.name, s.state, s.restarts) for s in rt.mcp.servers] == [
+            ("test", "up", 0),
+            ("time", "up", 0),
+        ]

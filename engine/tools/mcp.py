@@ -37,8 +37,8 @@ from pydantic import BaseModel
 from engine.config import McpSettings
 from engine.tools import Tool, ToolArgsError, ToolContext, ToolRegistry, ToolResult
 
-PING_EVERY = 5.0  # seconds between two pings of a server that is up
-PING_TIMEOUT = 10.0  # a server that does not answer a ping this long is restarted
+PING_EVERY = 5.0  # seconds between two looks at a server that is up
+PING_TIMEOUT = 10.0  # a server that does not answer a look this long is restarted
 BACKOFF = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0)  # seconds before each restart
 PROGRESS_EVERY = 0.25  # at most this often, a call's progress is shown
 
@@ -211,13 +211,23 @@ class McpServer:
 
     async def _watch(self, client: Any) -> None:
         """Return when the server stops answering (its process exited, its URL is gone):
-        a ping every PING_EVERY seconds, or at once when a call found it gone."""
+        a look every PING_EVERY seconds, or at once when a call found it gone. The look is
+        a listing of its tools, past the SDK's cache: `ping` is gone from the protocol of
+        2026-07-28 (servers of that era answer it with an error, or the SDK refuses it)."""
+        from mcp.shared.exceptions import MCPError
+        from mcp.types import CONNECTION_CLOSED
+
         self._broken = anyio.Event()
         while True:
             with anyio.move_on_after(PING_EVERY):
                 await self._broken.wait()
-            with anyio.fail_after(PING_TIMEOUT):
-                await client.send_ping()
+            self._broken = anyio.Event()
+            try:
+                with anyio.fail_after(PING_TIMEOUT):
+                    await client.list_tools(cache_mode="bypass")
+            except MCPError as exc:  # it answered, even with an error: it is there,
+                if exc.error.code == CONNECTION_CLOSED:  # unless the connection is gone
+                    raise
 
     # -- calling ----------------------------------------------------------------------------
 
