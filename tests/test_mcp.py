@@ -35,15 +35,17 @@ SERVER = [sys.executable, str(HERE / "mcp_server.py")]
 TIME = str(Path(sys.executable).parent / "mcp-server-time")
 
 
-def mcp_config(runs: Path, **kw: Any) -> Config:
-    """The tests' server (its tools run unasked) as `test`, and the published time server
-    (asking) as `time`; MCP_TEST_RUNS is the only variable the test server is given."""
+def mcp_config(runs: Path, *, time: bool = False, **kw: Any) -> Config:
+    """The tests' server (its tools run unasked) as `test`, and with `time` the published
+    time server (asking) as `time`; MCP_TEST_RUNS is the only variable the test server is
+    given. (Each server is a Python process that takes about a second to start.)"""
     os.environ["MCP_TEST_RUNS"] = str(runs)
     servers = [
         McpSettings(name="test", command=SERVER[0], args=[*SERVER[1:], "stdio"],
                     env=["MCP_TEST_RUNS"], approval="allow", timeout=kw.pop("timeout", 60.0)),
-        McpSettings(name="time", command=TIME, args=["--local-timezone", "UTC"]),
     ]  # fmt: skip
+    if time:
+        servers.append(McpSettings(name="time", command=TIME, args=["--local-timezone", "UTC"]))
     return Config(mcp=servers, **kw)
 
 
@@ -77,7 +79,8 @@ async def test_a_servers_tools_run_through_the_gate_and_their_results_reach_the_
             return Reply(text="saw: " + after_tools(request.messages)[0].text)
         return Reply(calls=[(script_args["tool"], script_args["args"])])
 
-    config = mcp_config(tmp_path / "runs.log", runtime=RuntimeConfig(max_result_bytes=16_384),
+    config = mcp_config(tmp_path / "runs.log", time=True,
+                        runtime=RuntimeConfig(max_result_bytes=16_384),
                         rules=[RuleSettings(tool="test.fail", effect="deny")])  # fmt: skip
     async with Runtime.open(tmp_path / "room", kind="run", provider=ScriptedModel(model),
                             config=config) as rt:  # fmt: skip
@@ -286,7 +289,7 @@ async def test_servers_that_are_up_stay_up_whatever_protocol_era_they_speak(
         await real(self, client)
 
     monkeypatch.setattr(mcp.McpServer, "_watch", counted)
-    async with Runtime.open(tmp_path / "room", kind="run", config=mcp_config(tmp_path / "r"),
+    async with Runtime.open(tmp_path / "room", kind="run", config=mcp_config(tmp_path / "r", time=True),
                             provider=ScriptedModel(calls("time__get_current_time", {}))) as rt:  # fmt: skip
         await until(lambda: looks["n"], "several looks", ok=lambda n: n >= 10)
         assert [(s.name, s.state, s.restarts) for s in rt.mcp.servers] == [
