@@ -43,6 +43,7 @@ if TYPE_CHECKING:  # (the client's modules load with the runtime, after the firs
         Submitted,
         ThreadInstructions,
     )
+    from engine.api.tool_models import ToolsView
     from engine.api.usage_models import BudgetsView
     from engine.services.scheduler import GroupConfig, Statistics
 
@@ -132,6 +133,7 @@ class Bridge:
         """Carry actions to `client`; post the changes `receive` gets to `target` once per
         frame (the host hands `receive` to the client's event stream)."""
         self.client, self.target = client, target
+        self.state.tools.reread = self._reread_tools
         if self._timer is None:
             self._timer = target.set_interval(1 / self.fps, self.tick, name="bridge")
 
@@ -140,6 +142,7 @@ class Bridge:
             self._timer.stop()
             self._timer = None
         self.client = None
+        self.state.tools.reread = None
 
     def restart(self) -> None:
         """Events were missed: forget what is buffered and what the state holds, so the
@@ -319,3 +322,25 @@ class Bridge:
             self._reading_budgets = False
         self.state.spend.load(view, spent=False)
         self.want(STATUS)
+
+    async def read_tools(self) -> ToolsView:
+        """Read the room's tools, their servers and the shell's sandbox (the tools screen);
+        the decision card and the queue (and the status bar) draw from what it says."""
+        view = await self.api.tools()
+        self.state.tools.load(view)
+        if self._changes is None:
+            self._changes = Changes()
+        self._changes.pending = True  # the card's lines and keys, as the reading says
+        self.want(STATUS)
+        return view
+
+    def _reread_tools(self) -> None:
+        """A call of a tool the last reading did not list: read the room again."""
+        if self.target is not None and self.client is not None:
+            self.target.run_worker(self._read_tools_quietly(), group="tools")  # type: ignore[attr-defined]
+
+    async def _read_tools_quietly(self) -> None:
+        try:
+            await self.read_tools()
+        except Exception:  # the owner went away: the screen hears it from the host
+            return

@@ -3,7 +3,8 @@
 The style name is the component class a widget uses to colour it from the theme's
 `$state-*` variables. States are the engine's (`engine.lifecycle`: turn, call and step
 statuses, a turn's end reason) plus the scheduler view's words for groups and threads
-the rules screen's for rules and the channels screen's for loops and deliveries.
+the rules screen's for rules, the channels screen's for loops and deliveries, and the tools
+screen's for MCP servers.
 """
 
 from __future__ import annotations
@@ -56,6 +57,9 @@ _LOOKS: dict[str, Look] = {
     "sent": Look("✔", "sent", "state--succeeded"),
     "dead": Look("✖", "dead", "state--failed"),
     "dropped": Look("⊘", "dropped", "state--cancelled"),
+    # MCP servers on the tools screen (issue 34; and "starting", "up", "failed", "stopped")
+    "restarting": Look("↻", "restarting", "state--failed"),  # it stopped: its tools fail now
+    "not running": Look("○", "not running", "state--muted"),  # nobody owns the room
 }
 
 STATE_CLASSES = frozenset(look.style for look in _LOOKS.values())

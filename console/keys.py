@@ -63,6 +63,7 @@ SECTIONS = (
     Section("Channels", (Keys("console.screens.channels:ChannelsScreen", "Channels"),
                          Keys("console.widgets.channel_tables:DeliveriesTable", "Deliveries"))),
     Section("Rooms on the bus", (Keys("console.screens.channels:RoomsScreen", "Rooms"),)),
+    Section("Tools (T)", (Keys("console.screens.tools:ToolsScreen", "Tools"),)),
     Section("History", (Keys("console.screens.history:HistoryScreen", "History"),
                         Keys("console.widgets.history_list:HistoryList", "History"),
                         Keys("console.widgets.history_notes:HistoryNotes", "History"))),

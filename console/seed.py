@@ -6,7 +6,8 @@ room's client (`recent`, `conversation`), which reads the room's store read-only
 (execution.db, or its PostgreSQL database), so it never contends with the room's writer
 and works the same hosted or attached. Today's spend and what budgets hold come from the
 room's budgets (`budgets`), read last: a step the first read showed finished is then in
-the spend read (console/spend.py).
+the spend read (console/spend.py); the tools and the shell's sandbox (`tools`) after them
+(console/tool_facts.py).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ async def seed(client: RoomClient, state: DeckState) -> None:
                                s.status.value, s.duration, s.summary, s.group,
                                s.channel))  # fmt: skip
     state.spend.load(await client.budgets())
+    state.tools.load(await client.tools())
 
 
 async def load_thread(client: RoomClient, state: DeckState, thread_id: str,

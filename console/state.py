@@ -18,6 +18,7 @@ from console.call_output import CALLS, OutputTail
 from console.spend import TodaySpend
 from console.steps import StepLog, StepRow
 from console.threads import ChatEntry, ThreadView, turn_note, via
+from console.tool_facts import ToolFacts
 from engine.api import watch
 from engine.domain.events import (
     CallChanged,
@@ -112,6 +113,7 @@ class DeckState:
 
     def __init__(self) -> None:
         self.steps = StepLog(MAX_STEPS)
+        self.tools = ToolFacts()  # (read with the room's state, and kept: the panes hold it)
         self.events_folded = 0
         self.clear()
 

@@ -34,16 +34,29 @@ from tests.console.scenes import SCENES  # noqa: E402
 from tests.console.scheduler_scenes import SCHEDULER_SCENES  # noqa: E402
 from tests.console.test_channels_screen import channels_scene  # noqa: E402
 from tests.console.test_rules_screen import remember_scene, rules_scene, with_toml  # noqa: E402
+from tests.console.tool_scenes import TOOL_SCENES, VENV_BIN, with_time_server  # noqa: E402
 from tests.console.tour_scenes import TOUR_SCENES  # noqa: E402
 
 ALL_SCENES = SCENES | SCHEDULER_SCENES | TOUR_SCENES | {"history": HISTORY_SCENES["history"],
                                           "review": (review, (160, 48), {}),
                                           "rules": (rules_scene, (160, 48), {}),
                                           "remember": (remember_scene, (160, 48), {}),
-                                          "channels": (channels_scene, (160, 48), {})} | INSTRUCTIONS_SCENES | CONTEXT_SCENES  # fmt: skip
+                                          "channels": (channels_scene, (160, 48), {}),
+                                          "tools": TOOL_SCENES["tools"]} | INSTRUCTIONS_SCENES | CONTEXT_SCENES  # fmt: skip
+
+
+def tools_room(room: Path) -> None:
+    """The room of the tools screen: the published MCP time server (found on PATH by its
+    name, as the README's example names it) and two rules."""
+    if str(VENV_BIN) not in os.environ["PATH"].split(os.pathsep):
+        os.environ["PATH"] = f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}"
+    with_time_server(room)
+
+
 PREPARE = HISTORY_PREPARE | {
     "review": prepare_review,
     "rules": with_toml,
+    "tools": tools_room,
 }  # rooms filled before the app opens
 PREPARE |= INSTRUCTIONS_PREPARE | CONTEXT_PREPARE
 EXTRA = ("attached", "cluster", "tour_cli")  # scenes with another process or a database:

@@ -35,7 +35,7 @@ PROCESS = frozenset({
     "console/test_attached.py", "console/test_console_process.py", "console/test_tmux.py", "test_public_face.py",
     "console/test_history_screen.py", "console/test_cluster_live.py",
     "console/test_cluster_scheduler.py", "console/test_review_screen.py",
-    "console/test_rules_screen.py", "test_api.py", "test_channel_crash.py",
+    "console/test_rules_screen.py", "console/test_tools_screen.py", "test_api.py", "test_channel_crash.py",
     "test_channels_cli.py", "test_cli_imports.py", "test_cli_input.py", "test_cluster_processes.py",
     "test_cluster_races.py", "test_crash.py", "test_crash_found.py", "test_history_cli.py",
     "test_import_hygiene.py", "test_kept_rooms.py", "test_process_groups.py",

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from console.bridge import Bridge
 
 MARKED_SHOWN = 12  # marked calls a confirmation lists one by one (then: "and N more")
+WORDS = {"outside": "Approve, outside the sandbox,", "network": "Approve, with the network,"}
 
 
 class Decider:
@@ -67,7 +68,8 @@ class Decider:
             return
         if ask:  # the row changed under the cursor just before: No is the default
             what = f"{call.tool} {one_line(call.args, 50)} on {call.thread_id}"
-            question = f"{ask} {action.replace('_', ' ').capitalize()} {what}?"
+            word = WORDS.get(action, action.replace("_", " ").capitalize())
+            question = f"{ask} {word} {what}?"
             if not await app.push_screen_wait(ConfirmScreen(question, yes="Go on")):
                 return
         decision = await ask_decision(app, action, call, self.bridge.decision_id)

@@ -2,7 +2,8 @@
 from the answer. Approve asks nothing; the others take a reason the model will see, open
 the arguments in an editor (a diff is shown before approving), or show what a remembered
 approval will allow from now on (its pattern, editable, and its scope). An approval
-is bound to the arguments the operator was shown (`seen`), or to the edited ones."""
+is bound to the arguments the operator was shown (`seen`), or to the edited ones; one to run
+a shell call outside the sandbox (or with the network) too, and it is never remembered."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ async def ask_decision(
     """The decision `action` makes on `call`, or None when the operator backs out."""
     if action == "approve":
         return Decision.approve(call.call_id, seen=call.args, id=make_id())
+    if action in ("outside", "network"):  # O, N: this shell call runs another way, once
+        return Decision.approve(call.call_id, seen=call.args, sandbox=action, id=make_id())
     if action in ("remember", "remember_room"):  # A: for the thread, R: for the room
         from console.screens.remember import RememberScreen  # load on use
 

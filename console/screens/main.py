@@ -72,6 +72,7 @@ class MainScreen(Screen[None]):
         Binding("U", "compact(True)", "Undo compaction", show=False),
         Binding("l", "open('channels')", "Channels", show=False),
         Binding("o", "open('rooms')", "Rooms on the bus", show=False),
+        Binding("T", "open('tools')", "Tools and the sandbox", show=False),
         Binding("ctrl+r", "whole_output", "Tools' output whole/cut", show=False),
         Binding("ctrl+g", "cycle_group", "Group filter", show=False),
         Binding("ctrl+l", "cycle_channel", "Channel filter", show=False),
@@ -112,6 +113,7 @@ class MainScreen(Screen[None]):
                             room.workspace if room is not None else None, id="chat")  # fmt: skip
             chat.calls_of = self.state.calls_of
             chat.stoppable = lambda: self.state.active_turn(self.thread_id) is not None
+            chat.tools = self.state.tools  # what a card says of its call's tool, the sandbox
             yield chat
             with Vertical(id="timeline-pane", classes="pane"):
                 yield FilterBar(placeholder="filter steps", id="timeline-filter")
@@ -124,7 +126,8 @@ class MainScreen(Screen[None]):
                 yield CallsTable(id="calls")
             with Vertical(id="decisions-pane", classes="pane"):
                 yield FilterBar(placeholder="filter decisions", id="decisions-filter")
-                yield DecisionQueue(self.clock, keys_clock=self.keys_clock, id="decisions")
+                yield DecisionQueue(self.clock, keys_clock=self.keys_clock, tools=self.state.tools,
+                                    id="decisions")  # fmt: skip
         yield StatusBar(id="status")
         yield KeyBar()
 
@@ -217,6 +220,7 @@ class MainScreen(Screen[None]):
         status.calls = len(self.state.pending)
         status.nearing = nearest(self.state)  # a thread near its context window
         status.spent, status.held = self.state.spend.usage, self.state.spend.held_text()
+        status.sandbox = self.state.tools.warning()  # "no sandbox" where none can be made
         self.query_one(ChatPane).show_context(thread_context(self.state, self.thread_id))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -433,8 +437,8 @@ class MainScreen(Screen[None]):
     # -- other screens, and the timeline's filters ---------------------------------------------------------
 
     def action_open(self, name: str) -> None:
-        """Open another screen: the scheduler, rules, channels, rooms, review, history, or
-        the instructions of the thread the chat shows."""
+        """Open another screen: the scheduler, rules, channels, rooms, review, history,
+        tools, or the instructions of the thread the chat shows."""
         self.app.push_screen(open_screen(name, self.bridge, self.clock, self.app.room,  # type: ignore[attr-defined]
                                          self.thread_id))  # fmt: skip
 

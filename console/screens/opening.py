@@ -13,7 +13,7 @@ from console.bridge import Bridge
 
 def open_screen(name: str, bridge: Bridge, clock: Callable[[], float], room: Any,
                 thread_id: str = "") -> Screen[Any]:  # fmt: skip
-    """The screen `name` (scheduler, rules, channels, rooms, review, history, or the
+    """The screen `name` (scheduler, rules, channels, rooms, review, history, tools, or the
     instructions of `thread_id`, the thread the chat shows), made."""
     if name == "scheduler":
         from console.screens.scheduler import SchedulerScreen
@@ -39,6 +39,10 @@ def open_screen(name: str, bridge: Bridge, clock: Callable[[], float], room: Any
         from console.screens.history import HistoryScreen
 
         return HistoryScreen(room, clock=clock)
+    if name == "tools":
+        from console.screens.tools import ToolsScreen
+
+        return ToolsScreen(bridge)
     if name == "instructions":
         from console.screens.instructions import InstructionsScreen
 

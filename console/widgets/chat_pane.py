@@ -19,6 +19,7 @@ from textual.widgets import Input
 from console.format import set_title
 from console.state import CallRow
 from console.threads import ThreadView
+from console.tool_facts import ToolFacts
 from console.widgets.chat_log import ChatLog
 from console.widgets.decision_card import QUIET, DecisionCard
 from console.widgets.inputs import ChatInput
@@ -87,6 +88,7 @@ class ChatPane(Vertical):
         self.clock, self.keys_clock, self.workspace = clock, keys_clock, workspace
         self.calls_of: Callable[[str], list[CallRow]] = lambda turn_id: []  # set by the screen
         self.stoppable: Callable[[], bool] = lambda: False  # a turn runs or waits here (screen's)
+        self.tools = ToolFacts()  # the tools and the sandbox, for the card (set by the screen)
         self._view: ThreadView | None = None
         self._told = ""  # the thread's model and context use, for the title
         self._recalled: int | None = None  # index into the sent messages, None: the draft
@@ -97,7 +99,7 @@ class ChatPane(Vertical):
 
     def compose(self) -> ComposeResult:
         yield ChatLog(self.calls_of, id="chat-log")
-        yield DecisionCard(self.clock, self.keys_clock, self.workspace, id="card")
+        yield DecisionCard(self.clock, self.keys_clock, self.workspace, tools=self.tools, id="card")
         field = ChatInput(
             placeholder="Message the agent — Enter sends", id="chat-input", select_on_focus=False
         )  # a draft is added to, never replaced

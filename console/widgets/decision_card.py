@@ -3,11 +3,16 @@ decided from there with one key.
 
 It shows the tool, its arguments whole as people read them (console/call_args.py: a
 `shell` command wrapped and highlighted, a `write_file` as a diff, other tools as indented
-JSON), why it waits and its deadline. Its keys are the decision queue's: `a` approve once,
-`A` approve and remember, `x` deny with a reason, `e` edit then approve, `u` use a result,
-Enter the details; Tab goes back to the chat's input, Esc leaves the chat for the panes (as
-from the input); the screen's own keys (`d` the queue, `?` help) act as from any pane, and
-any other letter goes to the input, as the start of a message.
+JSON), why it waits and its deadline, and what the operator must know of the tool before
+approving (console/tool_facts.py): for a shell call the sandbox it will run in (a warning
+where there is none), for an MCP server's tool which server and whether it is read-only or
+idempotent. Its keys are the decision queue's: `a` approve once, `A` approve and remember,
+`x` deny with a reason, `e` edit then approve, `u` use a result, Enter the details; for a
+shell call in a sandbox, `O` approves it to run outside the sandbox and `N` with the
+network (said in the failure and warning colours; this call only, never remembered). Tab
+goes back to the chat's input, Esc leaves the chat for the panes (as from the input); the
+screen's own keys (`d` the queue, `?` help) act as from any pane, and any other letter goes
+to the input, as the start of a message.
 
 No keystroke meant for the chat decides a call. The card takes the keyboard by itself only
 when the operator has not typed for QUIET seconds, and its keys act only once it has
@@ -37,6 +42,7 @@ from textual.widget import Widget
 from console.call_args import shown_args
 from console.format import age, clock_time, set_title, visible
 from console.state import CallRow
+from console.tool_facts import SANDBOX_ACTIONS, ToolFacts
 from console.widgets.decision_queue import time_left
 from console.widgets.text import Static
 
@@ -46,6 +52,10 @@ KEYS_LINE = (
     "a approve · A approve+remember · x deny · e edit · u use a result · ⏎ details · tab chat"
 )
 NARROW_KEYS = "a approve · A remember · x deny · e edit · u use · ⏎ details"
+# A shell call's keys beside approve, where a sandbox confines it: (wide, narrow) words;
+# narrow, O has a line of its own and N is left to the help (the lines are the command's)
+OUTSIDE_KEY = ("O outside the sandbox", "O outside the sandbox")
+NETWORK_KEY = ("N with the network", "")
 NARROW = 56  # cells of width under which the keys are said in short
 AWAY_LINE = "tab: decide here (a approve · A approve+remember · x deny · e edit · u use a result)"
 WAIT_LINE = "keys in a moment: what you type now goes to the chat"
@@ -71,7 +81,10 @@ class DecisionCard(Widget, can_focus=True):
     DecisionCard .card--why { dock: top; color: $foreground-muted; }
     DecisionCard .card--keys { dock: bottom; color: $foreground-muted; text-style: italic; }
     DecisionCard.-armed .card--keys { color: $foreground; text-style: bold; }
+    DecisionCard > .card--outside { color: $error; text-style: bold; }
+    DecisionCard > .card--network { color: $warning; text-style: bold; }
     """
+    COMPONENT_CLASSES = {"card--outside", "card--network"}
 
     BINDINGS = [
         Binding("a", "decide('approve')", "Approve"),
@@ -80,10 +93,15 @@ class DecisionCard(Widget, can_focus=True):
         Binding("x", "decide('cancel')", "Deny"),
         Binding("e", "decide('edit')", "Edit+approve"),
         Binding("u", "decide('use')", "Use a result"),
+        Binding("O", "decide('outside')", "Approve outside the sandbox", show=False,
+                tooltip="Approve a shell call to run outside the sandbox (this call only)"),
+        Binding("N", "decide('network')", "Approve with the network", show=False,
+                tooltip="Approve a shell call to run in the sandbox, with the network"),
         Binding("enter", "decide('details')", "Details"),
         Binding("tab", "back", "Chat", show=False),
-    ]
+    ]  # fmt: skip
     DECISION_KEYS = frozenset("aARxeu")
+    SANDBOX_KEYS = {"O": "outside", "N": "network"}
 
     armed: reactive[bool] = reactive(False)
 
@@ -103,9 +121,11 @@ class DecisionCard(Widget, can_focus=True):
             self.character = character
 
     def __init__(self, clock: Callable[[], float], keys_clock: Callable[[], float] = time.monotonic,
-                 workspace: Path | None = None, **kw: object) -> None:  # fmt: skip
+                 workspace: Path | None = None, tools: ToolFacts | None = None,
+                 **kw: object) -> None:  # fmt: skip
         super().__init__(**kw)  # type: ignore[arg-type]
         self.clock = clock
+        self.tools = tools or ToolFacts()  # what is said of the call's tool, and the sandbox
         self.keys_clock = keys_clock  # for ARM (seconds, monotonic); tests pass their own
         self.workspace = workspace
         self.call: CallRow | None = None
@@ -159,7 +179,16 @@ class DecisionCard(Widget, can_focus=True):
             then = "approved" if call.on_deadline == "approve" else "cancelled"
             why.append(f"{then} at {clock_time(call.deadline_at)} "
                        f"(in {time_left(call.deadline_at - now)}) if undecided")  # fmt: skip
-        self.query_one(".card--why", Static).update(" · ".join(why))
+        shown = Content(" · ".join(why))
+        narrow = 0 < self.size.width < NARROW
+        if (about := self.tools.about(call.tool)) is not None:  # the sandbox, the server
+            line, level = about
+            style = {"error": "bold $error", "warning": "bold $warning"}.get(level, "")
+            # Narrow, the command keeps its room: the line joins the why, and a sandbox that
+            # confines the call is said by the key that runs it outside ("O outside")
+            if not (narrow and self.sandbox_keys()):
+                shown += Content(" · " if narrow else "\n") + Content.styled(visible(line), style)
+        self.query_one(".card--why", Static).update(shown)
         self._draw_keys()
 
     def _draw_keys(self) -> None:
@@ -174,12 +203,27 @@ class DecisionCard(Widget, can_focus=True):
         if call is None:
             return ""
         focused = self.app.focused is self  # read as it is drawn, not as an event said
-        keys = NARROW_KEYS if 0 < self.size.width < NARROW else KEYS_LINE
+        narrow = 0 < self.size.width < NARROW
+        keys = NARROW_KEYS if narrow else KEYS_LINE
+        if sandboxed := self.sandbox_keys():  # how else it may run: after approve (narrow:
+            extra = [key[narrow] for key in sandboxed if key[narrow]]  # on a line of its own)
+            keys = (f"{keys}\n{' · '.join(extra)}" if narrow else
+                    keys.replace("a approve", f"a approve · {' · '.join(extra)}", 1))  # fmt: skip
         return (REVIEW_LINE if call.under_review else
                 "tab: decide here" if not focused and self.size.width < NARROW else
                 AWAY_LINE if not focused else keys if self.armed else WAIT_LINE)  # fmt: skip
 
+    def sandbox_keys(self) -> list[tuple[str, str]]:
+        """The words of the sandbox keys this call offers (none but for a shell call)."""
+        call = self.call
+        if call is None:
+            return []
+        return [key for key, action in ((OUTSIDE_KEY, "outside"), (NETWORK_KEY, "network"))
+                if self.tools.offers(call.tool, action)]  # fmt: skip
+
     def on_resize(self) -> None:
+        if self.call is not None:
+            self._draw_why(self.call)  # (narrow, the line about the tool joins the why)
         self._draw_keys()
 
     def tick(self) -> None:
@@ -232,7 +276,10 @@ class DecisionCard(Widget, can_focus=True):
                 self._arm_shown()
             if event.key in ("tab", "enter") or event.character in self.DECISION_KEYS:
                 return  # the bindings act
-            if event.key in self.screen.active_bindings:
+            sandbox = self.SANDBOX_KEYS.get(event.character or "")
+            if sandbox and self.call is not None and self.tools.offers(self.call.tool, sandbox):
+                return  # (a sandbox key where there is none to leave is the chat's letter)
+            if event.key in self.screen.active_bindings and not sandbox:
                 return  # the screen's keys (d the queue, ! review, ? help, ...) act as anywhere
             if event.is_printable:  # any other letter: the operator writes to the chat
                 event.stop()
@@ -249,6 +296,8 @@ class DecisionCard(Widget, can_focus=True):
     def action_decide(self, action: str) -> None:
         if self.call is None or not self.is_armed():
             return
+        if action in SANDBOX_ACTIONS and not self.tools.offers(self.call.tool, action):
+            return  # (the palette's: only a shell call in a sandbox runs another way)
         if self.call.under_review and action != "details":
             self.notify(f"{self.call.tool} call {self.call.call_id} was running when agentdeck "
                         "stopped: its outcome is unknown, so it takes a review, not a decision. "
@@ -268,4 +317,11 @@ class _KeyLine(Widget):
 
     def render(self) -> Text:
         card = self.parent
-        return Text(card.key_line() if isinstance(card, DecisionCard) else "")
+        if not isinstance(card, DecisionCard):
+            return Text("")
+        line = Text(card.key_line())
+        narrow = 0 < card.size.width < NARROW
+        for key, style in ((OUTSIDE_KEY, "card--outside"), (NETWORK_KEY, "card--network")):
+            if key[narrow]:
+                line.highlight_words([key[narrow]], card.get_component_rich_style(style))
+        return line

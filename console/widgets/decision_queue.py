@@ -1,9 +1,11 @@
 """The decision queue: every suspended call across all threads, oldest first.
 
 Approve (`a`), cancel (`x`), edit then approve (`e`), use a given result (`u`) and
-approve-and-remember (`A` for the thread, `R` for the room) are distinct keys; Enter only opens the details. The widget
-posts what the operator asked for; the screen carries it out (with the prompts and
-confirmations).
+approve-and-remember (`A` for the thread, `R` for the room) are distinct keys; Enter only
+opens the details. A shell call where a sandbox confines it may also be approved to run
+outside the sandbox (`O`) or in it with the network (`N`): call by call, never remembered,
+never for marked calls together. The widget posts what the operator asked for; the screen
+carries it out (with the prompts and confirmations).
 
 A decision key acts only while the queue has the focus and shows it. After the
 operator's own decision the cursor goes to the next call (of the same thread first), and
@@ -45,6 +47,7 @@ from textual.widgets import DataTable
 from console.copying import copy_call
 from console.format import age, clock_time, one_line, short_id
 from console.state import CallRow
+from console.tool_facts import SANDBOX_ACTIONS, ToolFacts
 from console.widgets.keyed_table import KeyedTable, wrapped
 
 COLUMNS = ("tool", "state", "arguments", "thread", "turn", "age")
@@ -70,6 +73,22 @@ class DecisionQueue(KeyedTable):
         Binding("e", "decide('edit')", "Edit+approve", priority=True),
         Binding("u", "decide('use')", "Use a result", priority=True),
         Binding("A", "decide('remember')", "Approve+remember", priority=True),
+        Binding(
+            "O",
+            "decide('outside')",
+            "Approve outside the sandbox",
+            show=False,
+            priority=True,
+            tooltip="Approve a shell call to run outside the sandbox (this call only)",
+        ),
+        Binding(
+            "N",
+            "decide('network')",
+            "Approve with the network",
+            show=False,
+            priority=True,
+            tooltip="Approve a shell call to run in the sandbox, with the network",
+        ),
         Binding(
             "R", "decide('remember_room')", "Approve+remember room", show=False, priority=True
         ),  # fmt: skip
@@ -97,10 +116,11 @@ class DecisionQueue(KeyedTable):
             self.action, self.calls = action, calls
 
     def __init__(self, clock: Callable[[], float], keys_clock: Callable[[], float] = time.monotonic,
-                 **kw: object) -> None:  # fmt: skip
+                 tools: ToolFacts | None = None, **kw: object) -> None:  # fmt: skip
         super().__init__(COLUMNS, state_columns=("state",), give_way=("arguments", "thread"),
                          **kw)  # fmt: skip
         self.clock = clock
+        self.tools = tools or ToolFacts()  # whether a shell call may run outside the sandbox
         self.keys_clock = keys_clock  # for GUARD (seconds, monotonic); tests pass their own
         self.filter_text = ""
         self.decided: dict[str, str] = {}  # call id -> the action of its unapplied decision
@@ -249,6 +269,9 @@ class DecisionQueue(KeyedTable):
             self.notify("The decision queue does not have the focus: press d to go there first.",
                         severity="warning")  # fmt: skip
             return
+        if action in SANDBOX_ACTIONS and (refused := self._no_sandbox_choice(key, action)):
+            self.notify(refused, title="Nothing decided", severity="warning")
+            return
         if action != "details" and self.marked:
             if action not in ("approve", "cancel"):
                 self.notify("Marked calls are approved (a) or denied (x) together; the other "
@@ -271,6 +294,22 @@ class DecisionQueue(KeyedTable):
             if changed[0] == key and self.keys_clock() - changed[1] < CHANGED:
                 ask = f"This row changed just now: {changed[2]}."
         self.post_message(self.Decide(action, call, ask))
+
+    def _no_sandbox_choice(self, key: str | None, action: str) -> str:
+        """Why the call under the cursor cannot be approved outside the sandbox (or with
+        the network); "" when it can."""
+        call = self._calls.get(key) if key is not None and not self.marked else None
+        if call is None:
+            return "O and N approve one shell call (under the cursor, none marked) another way."
+        if call.tool != "shell":
+            return f"{call.tool} does not run in the sandbox: only a shell call does."
+        sandbox = self.tools.sandbox_state()
+        if sandbox != "on":
+            return ("There is no sandbox to leave: a approves it as it is." if sandbox != "unknown"
+                    else "The sandbox is not known yet: a approves it as the room runs it.")  # fmt: skip
+        if not self.tools.offers(call.tool, action):
+            return "The sandbox lets commands reach the network already: a approves it so."
+        return ""
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         """The operator's own move (a key, a click): what is under the cursor now is theirs."""

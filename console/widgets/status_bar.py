@@ -1,6 +1,6 @@
 """The status bar: room, run id, model in use, hosted or attached, how many turns run and
 wait, how many calls wait for a decision, what the room spent today and what its
-budgets hold."""
+budgets hold, and a warning when the shell has no sandbox."""
 
 from __future__ import annotations
 
@@ -33,12 +33,13 @@ class StatusBar(Widget):
     nearing: reactive[str] = reactive("")  # a thread near its context window, and how near
     spent: reactive[Usage | None] = reactive(None)  # the room's today (None: not read yet)
     held: reactive[str] = reactive("")  # what budgets hold: "group chore over budget"
+    sandbox: reactive[str] = reactive("")  # "no sandbox": the kernel cannot confine shell calls
 
     def render(self) -> Text:
         """The parts that fit, most needed first kept: the calls to decide and the turns,
-        what budgets hold, a thread near its window, today's spend, then the model (its
-        short form before it goes), hosted or attached, the room, the run, the timeline's
-        following."""
+        what budgets hold, a missing sandbox, a thread near its window, today's spend, then
+        the model (its short form before it goes), hosted or attached, the room, the run,
+        the timeline's following."""
         dim = self.get_component_rich_style("status--dim")
         run, wait = look(TurnStatus.RUNNING), look(TurnStatus.WAITING)
         calls = (
@@ -53,6 +54,7 @@ class StatusBar(Widget):
         warn = self.get_component_rich_style("state--waiting")
         nearing = Text(f"⚠ {self.nearing}", warn) if self.nearing else None
         held = Text(f"⚠ {self.held}", warn) if self.held else None
+        sandbox = Text(f"⚠ {self.sandbox}", warn) if self.sandbox else None
         spent = self.spent
         today = Text.assemble(("today ", dim), spent_text(spent)) if spent is not None else None
         model = Text.assemble(("model ", dim), self.model)
@@ -60,9 +62,10 @@ class StatusBar(Widget):
         parts: list[tuple[int, Text | None]] = [
             (3, Text.assemble(("room ", dim), self.room)),
             (2, Text.assemble(("run ", dim), short_id(self.run_id))),  # whole in history (h)
-            (9, running),
-            (10, waiting),
-            (8, held),
+            (10, running),
+            (11, waiting),
+            (9, held),
+            (8, sandbox),
             (7, nearing),
             (6, today),
             (4, mode),

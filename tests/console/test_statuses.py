@@ -12,6 +12,7 @@ from console.glyphs import look
 from console.seed import seed
 from console.state import DeckState
 from console.threads import turn_note
+from engine.api.tool_models import ToolsView
 from engine.api.usage_models import BudgetsView, Spend
 from engine.domain.events import CallChanged, StepFinished, StepStarted, TurnChanged, TurnStarted
 from engine.lifecycle import CallStatus, StepStatus, TurnStatus
@@ -108,6 +109,9 @@ async def test_seeded_rows_hold_the_enums_the_room_read_gives(tmp_path) -> None:
 
         async def budgets(self) -> BudgetsView:  # (and today's spend from these)
             return BudgetsView(day="2026-01-01", today=Spend(), budgets=[], held=[])
+
+        async def tools(self) -> ToolsView:  # (and the sandbox from these)
+            return ToolsView(tools=[], servers=[], sandbox="off (agentdeck.toml)")
 
     s = DeckState()
     await seed(Client(), s)  # type: ignore[arg-type]
