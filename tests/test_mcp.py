@@ -49,6 +49,15 @@ def mcp_config(runs: Path, *, time: bool = False, **kw: Any) -> Config:
     return Config(mcp=servers, **kw)
 
 
+def asked_tool(request: Any) -> Reply:
+    """A model that calls the tool its user names (`use TOOL`), labelled for MCP_TEST_RUNS:
+    `idem` for the idempotent counter, `plain` for the other."""
+    if after_tools(request.messages):
+        return Reply(text="done")
+    tool = request.messages[-1].text.removeprefix("use ")
+    return Reply(calls=[(tool, {"label": "idem" if "idem" in tool else "plain"})])
+
+
 def msg_for(tool: str, thread: str = "t1") -> Message:
     return Message(origin="invoke", sender="test", thread_id=thread, text=f"use {tool}")
 
@@ -123,14 +132,20 @@ async def test_a_servers_tools_run_through_the_gate_and_their_results_reach_the_
 async def test_a_hanging_tool_is_stopped_at_its_limit_and_a_failing_one_says_why(
     tmp_path: Path,
 ) -> None:
-    config = mcp_config(tmp_path / "runs.log", timeout=1.0)
-    for tool, args, expected in (("test__hang", {}, "did not finish within 1s"),
-                                 ("test__fail", {"why": "the disk is on fire"},
-                                  "the disk is on fire")):  # fmt: skip
-        async with Runtime.open(tmp_path / "room", kind="run",
-                                provider=ScriptedModel(calls(tool, args)), config=config) as rt:  # fmt: skip
-            row = await one_call(rt, tool)
-        assert row["status"] == "failed" and expected in row["error"], row
+    args = {"test__hang": {}, "test__fail": {"why": "the disk is on fire"}}
+
+    def model(request: Any) -> Reply:
+        if after_tools(request.messages):
+            return Reply(text="done")
+        tool = request.messages[-1].text.removeprefix("use ")
+        return Reply(calls=[(tool, args[tool])])
+
+    async with Runtime.open(tmp_path / "room", kind="run", provider=ScriptedModel(model),
+                            config=mcp_config(tmp_path / "runs.log", timeout=1.0)) as rt:  # fmt: skip
+        hung = await one_call(rt, "test__hang")
+        failed = await one_call(rt, "test__fail", thread="t2")
+    assert hung["status"] == "failed" and "did not finish within 1s" in hung["error"], hung
+    assert failed["status"] == "failed" and "the disk is on fire" in failed["error"], failed
 
 
 async def test_a_server_that_exits_is_started_again_and_one_that_cannot_start_is_reported(
@@ -208,14 +223,16 @@ async def test_a_streamable_http_server(tmp_path: Path, monkeypatch: pytest.Monk
         server.wait()
 
 
-@pytest.mark.parametrize(("tool", "review"), [("test__slow_count", True),
-                                              ("test__idem_slow_count", False)])  # fmt: skip
-async def test_a_kill_during_a_call_puts_it_up_for_review_unless_it_is_idempotent(
-    tmp_path: Path, tool: str, review: bool
+async def test_a_kill_during_calls_puts_them_up_for_review_unless_idempotent(
+    tmp_path: Path,
 ) -> None:
+    """Two calls running on the server when the runtime is SIGKILLed (one worker, two
+    threads): the plain one waits for a review and never runs again; the one its server
+    annotates idempotent runs again by itself."""
     room, runs = tmp_path / "room", tmp_path / "room" / "runs.log"
     room.mkdir()
-    worker = subprocess.Popen([sys.executable, str(HERE / "mcp_worker.py"), str(room), tool],
+    tools = ["test__slow_count", "test__idem_slow_count"]
+    worker = subprocess.Popen([sys.executable, str(HERE / "mcp_worker.py"), str(room), *tools],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)  # fmt: skip
     try:
         assert worker.stdout is not None
@@ -226,16 +243,13 @@ async def test_a_kill_during_a_call_puts_it_up_for_review_unless_it_is_idempoten
         worker.wait()
         if worker.stdout is not None:
             worker.stdout.close()
-    async with Runtime.open(room, kind="run", provider=ScriptedModel(calls(tool, {})),
+    async with Runtime.open(room, kind="run", provider=ScriptedModel(asked_tool),
                             config=mcp_config(runs)) as rt:  # fmt: skip
-        if review:
-            [call] = await until(rt.pending, "the call up for review", ok=bool)
-            assert (call.tool, call.awaiting) == ("test.slow_count", "review")
-            assert runs.read_text().count("\n") == 1  # not run again
-        else:
-            await until(lambda: runs.read_text().count("\n"), "the idempotent call ran again",
-                        ok=lambda n: n == 2)  # fmt: skip
-            assert await rt.pending() == []
+        await until(lambda: runs.read_text().splitlines(), "the idempotent call ran again",
+                    ok=lambda lines: sorted(lines) == ["idem", "idem", "plain"])  # fmt: skip
+        [call] = await until(rt.pending, "the plain call up for review", ok=bool)
+        assert (call.tool, call.awaiting) == ("test.slow_count", "review")
+    assert sorted(runs.read_text().splitlines()) == ["idem", "idem", "plain"]  # once more only
 
 
 async def test_a_servers_progress_shows_as_the_calls_output(tmp_path: Path) -> None:

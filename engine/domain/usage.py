@@ -34,6 +34,19 @@ class Usage:
     def tokens(self) -> int:
         return self.input_tokens + self.output_tokens
 
+    @property
+    def known_cost(self) -> float | None:
+        """The cost, or None when there is none to say: no tokens, or some had no price."""
+        return self.cost if self.tokens and not self.unpriced else None
+
+    @classmethod
+    def priced(cls, input_tokens: int, output_tokens: int, cached_tokens: int,
+               cost: float | None) -> Usage:  # fmt: skip
+        """One inference's: its tokens and their `cost` (None: its model has no price,
+        and its tokens count as unpriced)."""
+        unpriced = 0 if cost is not None else input_tokens + output_tokens
+        return cls(input_tokens, output_tokens, cached_tokens, cost or 0.0, unpriced, 1)
+
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens,

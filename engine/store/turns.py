@@ -115,11 +115,10 @@ def step_ended(step_id: int, turn_id: str, run_id: str, idx: int, kind: str, sta
     """A step's row, with what it spent (an inference's tokens and their cost: None, no
     price; a step that spent nothing has no cost)."""
     u = usage or Usage()
-    cost = u.cost if u.tokens and not u.unpriced else None
     return (
         "turns.step_ended",
         (step_id, turn_id, run_id, idx, kind, status, summary, started, ended,
-         u.input_tokens, u.output_tokens, u.cached_tokens, cost),
+         u.input_tokens, u.output_tokens, u.cached_tokens, u.known_cost),
     )  # fmt: skip
 
 

@@ -30,15 +30,14 @@ from engine.decisions.deadline import stamp
 from engine.decisions.inbox import already
 from engine.domain.events import StepFinished, StepStarted, TextDelta
 from engine.domain.messages import ConvMessage
-from engine.domain.usage import Usage, day_of
+from engine.domain.usage import Usage
 from engine.lifecycle import CallStatus
 from engine.lifecycle import turn as turn_lifecycle
 from engine.providers.base import AssistantAccumulator, ContextTooLong, ModelRequest, ProviderError
 from engine.providers.base import TextDelta as ModelTextDelta
 from engine.store import DiskFull, LeaseLost, Op
 from engine.store import turns as rows
-from engine.store import usage as spending
-from engine.turn import compaction, endings, replay
+from engine.turn import compaction, endings, replay, spent
 from engine.turn import gate as gates
 from engine.turn.call import ANSWERED, NO_MESSAGE, PLACEHOLDER, CallState
 from engine.turn.context import TurnContext
@@ -166,29 +165,21 @@ class TurnLoop:
         now, used, turn = self.ctx.clock(), self.step_used, self.turn
         self.ops.append(rows.step_ended(step_id, turn.id, self.ctx.run_id, turn.rounds, kind,
                                         status, summary, started, now, used))  # fmt: skip
-        if used.tokens:
-            model = turn.model or self.ctx.models.default
-            self.ops.append(spending.added(day_of(now), turn.group, turn.thread_id, model, used))
-            self.ctx.budgets.spend(turn.group, turn.thread_id, used, now)
+        self.ops += spent.written(self.ctx, turn, used, now)
         self.events.append(
             StepFinished(
                 at=now, thread_id=turn.thread_id, turn_id=turn.id, step_id=step_id,
                 step_kind=kind, status=status, summary=summary, duration=now - started,
                 input_tokens=used.input_tokens, output_tokens=used.output_tokens,
-                cached_tokens=used.cached_tokens,
-                cost=used.cost if used.tokens and not used.unpriced else None,
+                cached_tokens=used.cached_tokens, cost=used.known_cost,
             )
         )  # fmt: skip
 
     async def count(self, acc: AssistantAccumulator) -> Usage:
         """What the open step's inference spent, priced by its model: the turn's totals and
         the step's row count it."""
-        tokens = (acc.input_tokens, acc.output_tokens, acc.cached_tokens)
-        cost = await self.ctx.models.priced(self.turn.model).cost(*tokens) if any(tokens) else 0.0
-        used = Usage(*tokens, cost=cost or 0.0,
-                     unpriced=0 if cost is not None else tokens[0] + tokens[1], steps=1)  # fmt: skip
+        self.step_used = used = await spent.priced(self.ctx, self.turn.model, acc)
         self.turn.count(used)
-        self.step_used = used
         return used
 
     # -- the loop ---------------------------------------------------------------------------
