@@ -70,7 +70,7 @@ async def slow_count(label: str = "run") -> str:
     """Counts, then takes a long time (a runtime may die meanwhile)."""
     with open(os.environ["MCP_TEST_RUNS"], "a") as f:
         f.write(label + "\n")
-    await anyio.sleep(3600)  # the behaviour: a call that is still running when the kill lands
+    await anyio.sleep_forever()  # still running when the kill lands
     return f"counted {label}"
 
 
@@ -79,7 +79,7 @@ async def idem_slow_count(label: str = "run") -> str:
     """As slow_count, annotated idempotent: after a crash it may simply run again."""
     with open(os.environ["MCP_TEST_RUNS"], "a") as f:
         f.write(label + "\n")
-    await anyio.sleep(3600)  # the behaviour: a call that is still running when the kill lands
+    await anyio.sleep_forever()  # still running when the kill lands
     return f"counted {label}"
 
 
@@ -88,7 +88,6 @@ async def progress(steps: int, ctx: Context) -> str:
     """Reports progress `steps` times, then answers."""
     for i in range(1, steps + 1):
         await ctx.report_progress(i, steps, f"step {i}")
-        await anyio.sleep(0.3)  # the behaviour: a long call whose progress shows as it goes
     return f"did {steps} steps"
 
 
