@@ -122,7 +122,7 @@ class LocalClient(RoomClient):
             # its thread) and its loop has not yet said so in the room: read as waiting,
             # `decide` stopped there and left the decision unapplied. Until it has a slot of
             # its group, it reads queued, with why (as a request would).
-            if (why := rt.why_resumed(turn_id)) is not None:
+            if (why := rt.scheduler.why_turn_resumed(turn_id)) is not None:
                 return dataclasses.replace(outcome, status="queued", reason=why)
             return dataclasses.replace(outcome, status="running", reason=None)
         return outcome

@@ -18,10 +18,9 @@ import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import anyio
 
@@ -65,6 +64,7 @@ from engine.store.outcome import read_outcome
 from engine.store.schedule import group_row, key_row, keyed_request, request_row
 from engine.strategies import strategy_for
 from engine.tools import Tool, ToolRegistry
+from engine.tools.mcp import McpServers
 from engine.turn.call import CallState
 from engine.turn.context import TurnContext
 from engine.turn.conversation import Conversation
@@ -72,9 +72,6 @@ from engine.turn.loop import TurnLoop
 from engine.turn.models import Models, model_for
 from engine.turn.plugins import Plugin
 from engine.turn.tool_runner import ToolRunner
-
-if TYPE_CHECKING:
-    from engine.tools.mcp import McpServers
 
 __all__ = ["Runtime", "TurnHandle", "TurnOutcome"]
 
@@ -120,14 +117,10 @@ class Runtime:
         self.models = self.ctx.models = Models(config, provider, partial(model_for, config))
         self.summary_file = SummaryFile(room, partial(summary_of, self))
         self.instructions = InstructionsBook(room.path, config, store, notice=self.notice)
-        self.budgets = self.ctx.budgets = Budgets(config, store, clock, shared=config.cluster.enabled,
-                                                  notice=self.notice)  # fmt: skip
-        self.budgets.scheduler = self.scheduler
-        self.mcp: McpServers | None = None  # [[mcp]] servers (their tools join `tools`)
-        if config.mcp:
-            from engine.tools.mcp import McpServers
-
-            self.mcp = McpServers(config.mcp, room.path, room.workspace, tools, self.notice)
+        self.budgets = self.ctx.budgets = Budgets(config, store, clock, self.scheduler,
+                                                  shared=config.cluster.enabled, notice=self.notice)  # fmt: skip
+        # [[mcp]] servers, their tools joining `tools` (the SDK is imported only then)
+        self.mcp = McpServers.configured(config, room.path, room.workspace, tools, self.notice)
         self.sandbox = self.ctx.sandbox = Sandbox(config.sandbox.shell, config.sandbox.network,
                                                   room.workspace)  # fmt: skip
         self.supervisor = TurnSupervisor(
@@ -344,18 +337,10 @@ class Runtime:
             return None
         return self.scheduler.why_waiting(req)
 
-    def why_resumed(self, turn_id: str) -> str | None:
-        """Why a turn resumed here waits for a slot of its group (None: it does not)."""
-        thread_id = self.scheduler.thread_of(turn_id)
-        return self.scheduler.why_resumed(thread_id) if thread_id else None
-
     def statistics(self) -> Statistics:
         """Groups, threads and queued requests, with why each request waits, and what
         each group and the room spent today against their budgets."""
-        stats, b = self.scheduler.statistics(), self.budgets
-        groups = tuple(replace(g, today=b.spent_in(f"group:{g.name}"),
-                               budget=b.limit(f"group:{g.name}")) for g in stats.groups)  # fmt: skip
-        return replace(stats, groups=groups, today=b.spent_in("room"))
+        return self.budgets.annotate(self.scheduler.statistics())
 
     async def configure_group(self, name: str, **changes: Any) -> GroupConfig:
         """Change a thread group while running (pause, budget, priority...); it persists."""

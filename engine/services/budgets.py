@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import anyio
@@ -38,6 +38,7 @@ REFRESH = 2.0  # seconds between two loads of a cluster's spend and budgets
 
 if TYPE_CHECKING:
     from engine.config import Config, LimitSettings
+    from engine.domain.scheduler_stats import Statistics
     from engine.services.scheduler import Scheduler
     from engine.store import Store
     from engine.turn.state import TurnState
@@ -64,8 +65,8 @@ def _limit(settings: LimitSettings | None) -> Limit | None:
 class Budgets:
     """The room's budgets and what the day has spent against them."""
 
-    def __init__(self, config: Config, store: Store, clock: Callable[[], float], *,
-                 shared: bool = False,
+    def __init__(self, config: Config, store: Store, clock: Callable[[], float],
+                 scheduler: Scheduler | None = None, *, shared: bool = False,
                  notice: Callable[[str, str], None] | None = None) -> None:  # fmt: skip
         b = config.budget
         self.toml: dict[str, Limit] = {
@@ -80,7 +81,7 @@ class Budgets:
         self.room = Usage()
         self.groups: dict[str, Usage] = {}
         self.threads: dict[str, Usage] = {}
-        self.scheduler: Scheduler | None = None  # told what to hold
+        self.scheduler = scheduler  # told what to hold
 
     # -- limits -----------------------------------------------------------------------------
 
@@ -114,6 +115,13 @@ class Budgets:
             out.append(Budget(scope, limit, "set" if mine else "toml",
                               mine.set_by if mine else None, mine.set_at if mine else None))  # fmt: skip
         return out
+
+    def annotate(self, stats: Statistics) -> Statistics:
+        """The scheduler's snapshot with what each group and the room spent today, and
+        each group's daily budget."""
+        groups = tuple(replace(g, today=self.spent_in(f"group:{g.name}"),
+                               budget=self.limit(f"group:{g.name}")) for g in stats.groups)  # fmt: skip
+        return replace(stats, groups=groups, today=self.spent_in("room"))
 
     def spent_in(self, scope: str) -> Usage:
         """What `scope` spent today (a turn budget: nothing to say, an empty Usage). The day

@@ -303,6 +303,11 @@ class Scheduler:
             return held
         return self._no_slot(self.group(req.group))
 
+    def why_turn_resumed(self, turn_id: str) -> str | None:
+        """Why a turn resumed here waits for a slot (None: it does not, or is not here)."""
+        thread_id = self._turns.get(turn_id)
+        return self.why_resumed(thread_id) if thread_id else None
+
     def why_resumed(self, thread_id: str) -> str | None:
         """Why the thread's resumed turn waits for a slot of its group, or None if it does
         not (it runs, waits for a decision, or may take a slot now)."""

@@ -34,7 +34,7 @@ from typing import Any
 import anyio
 from pydantic import BaseModel
 
-from engine.config import McpSettings
+from engine.config import Config, McpSettings
 from engine.tools import Tool, ToolArgsError, ToolContext, ToolRegistry, ToolResult
 
 PING_EVERY = 5.0  # seconds between two looks at a server that is up
@@ -269,6 +269,12 @@ class McpServers:
     def __init__(self, settings: list[McpSettings], room: Path, workspace: Path,
                  registry: ToolRegistry, notice: Callable[[str, str], None]) -> None:  # fmt: skip
         self.servers = [McpServer(s, room, workspace, registry, notice) for s in settings]
+
+    @classmethod
+    def configured(cls, config: Config, room: Path, workspace: Path, registry: ToolRegistry,
+                   notice: Callable[[str, str], None]) -> McpServers | None:  # fmt: skip
+        """The room's `[[mcp]]` servers (None: it has none)."""
+        return cls(config.mcp, room, workspace, registry, notice) if config.mcp else None
 
     async def start(self, tg: Any) -> None:
         """Start every server in `tg` and wait until each has listed its tools or failed

@@ -19,7 +19,6 @@ calls is in `engine.turn.replay`.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import aclosing
 from typing import Any
@@ -42,7 +41,7 @@ from engine.turn import gate as gates
 from engine.turn.call import ANSWERED, NO_MESSAGE, PLACEHOLDER, CallState
 from engine.turn.context import TurnContext
 from engine.turn.conversation import HUGE, Conversation
-from engine.turn.plugins import Gate, Phase, PhaseContext, StopRequest
+from engine.turn.plugins import Gate, Phase, PhaseContext, StopRequest, earliest_deadline
 from engine.turn.state import (
     Inference,
     TurnState,
@@ -296,7 +295,7 @@ class TurnLoop:
             estimated = window.estimate(request.messages, request.system, request.tools)
         step_id = self.step_start(kind)
         acc, closed_early = AssistantAccumulator(), False
-        deadline, stop = self.deadline()
+        deadline, stop = earliest_deadline(self.ctx.plugins, self.turn.started_at, self.ctx.clock)
         async with aclosing(self.provider.stream(request)) as stream:
             with anyio.CancelScope(deadline=deadline) as cut:  # the stream closes uncancelled
                 async for event in stream:
@@ -317,14 +316,6 @@ class TurnLoop:
         await self.phase(Phase.AFTER_INFERENCE)
         await self.phase(Phase.STEP_END)
         return Inference(acc, step_id, closed_early)
-
-    def deadline(self) -> tuple[float, StopRequest | None]:
-        """The earliest deadline a plugin gives the turn, on anyio's clock (inf: none)."""
-        found = [d for p in self.ctx.plugins if (d := p.turn_deadline(self.turn.started_at))]
-        if not found:
-            return math.inf, None
-        at, stop = min(found, key=lambda d: d[0])
-        return anyio.current_time() + (at - self.ctx.clock()), stop
 
     async def commit_assistant(
         self, inf: Inference, assistant: ConvMessage, metas: list[dict[str, Any]] | None = None

@@ -11,9 +11,13 @@ the seed's step-local control.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar, Literal
+
+import anyio
 
 from engine.config import RuntimeConfig
 
@@ -162,3 +166,14 @@ def default_stop_policies(config: RuntimeConfig | None = None) -> list[Plugin]:
         Timeout(config.turn_timeout),
         ConsecutiveErrors(config.max_consecutive_errors),
     ]
+
+
+def earliest_deadline(plugins: list[Plugin], started_at: float,
+                      clock: Callable[[], float]) -> tuple[float, StopRequest | None]:  # fmt: skip
+    """The earliest deadline the plugins give a turn started at `started_at`, on anyio's
+    clock (inf: none), and how the turn ends then."""
+    found = [d for p in plugins if (d := p.turn_deadline(started_at))]
+    if not found:
+        return math.inf, None
+    at, stop = min(found, key=lambda d: d[0])
+    return anyio.current_time() + (at - clock()), stop
