@@ -5,12 +5,10 @@ from __future__ import annotations
 import json
 import math
 import re
-import sys
-import tomllib
 from collections.abc import Iterable
 from datetime import date, datetime
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -22,16 +20,14 @@ from pydantic import (
     model_validator,
 )
 
+from engine.config_retention import RetentionConfig
 from engine.domain.instructions import MAX_PART
 from engine.domain.rules import Rule, check_pattern
-
-
-class ConfigError(ValueError):
-    """agentdeck.toml could not be read; the text names the file and the problem."""
+from engine.tomlfile import ConfigError, read_toml
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class StoreConfig(_Section):
@@ -375,6 +371,7 @@ class Config(_Section):
     console: ConsoleConfig = Field(default_factory=ConsoleConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     mcp: list[McpSettings] = Field(default_factory=list)
+    retention: RetentionConfig = Field(default_factory=RetentionConfig)  # config_retention.py
 
     @model_validator(mode="after")
     def _mcp_names(self) -> Config:
@@ -413,26 +410,27 @@ def check_approvals(config: Config, path: Path, tools: Iterable[str],
                                   f"{what[:-1]} {name!r} ({what}: {', '.join(known)})")  # fmt: skip
 
 
+_M = TypeVar("_M", bound=BaseModel)
+
+
 def load_config(path: Path) -> Config:
     """Read `path` (a missing file means defaults) or raise ConfigError saying what is wrong."""
-    if not path.exists():
-        return Config()
+    return _validated(path, Config, read_toml(path))
+
+
+def load_section(path: Path, name: str, model: type[_M]) -> _M:
+    """Only the section `name` of `path` (its defaults when the file has none): what a
+    command that reads the room needs, without validating (and building the models of)
+    the rest of the file."""
+    return _validated(path, model, read_toml(path).get(name, {}), (name,))
+
+
+def _validated(path: Path, model: type[_M], data: object, at: tuple[str, ...] = ()) -> _M:
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    except RecursionError:  # tomllib recurses into nested arrays and tables
-        raise ConfigError(f"{path}: not valid TOML: nested too deeply") from None
-    except ValueError:  # tomllib's int() of an integer longer than Python converts
-        digits = f"a number has more than {sys.get_int_max_str_digits()} digits"
-        raise ConfigError(f"{path}: not valid TOML: {digits}") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot be read: {exc.strerror or exc}") from None
-    try:
-        return Config.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as exc:
         reasons = "; ".join(
-            f"[{'.'.join(map(_key, e['loc']))}] {e['msg'].removeprefix('Value error, ')}"
+            f"[{'.'.join(map(_key, (*at, *e['loc'])))}] {e['msg'].removeprefix('Value error, ')}"
             for e in exc.errors()
         )
         raise ConfigError(f"{path}: {reasons}") from None

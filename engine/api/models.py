@@ -20,6 +20,9 @@ TurnStrategy = Literal["react", "direct", "plan_execute", "compact", "uncompact"
 
 
 class _Body(BaseModel):
+    # Built when defined (the domain's and config's models defer it to their first use, so a
+    # command builds only those it uses): a route's body, and FastAPI refuses a deferred
+    # model's schema under the parameter's alias.
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 

@@ -66,12 +66,13 @@ class RoomReader(RoomClient):
         return False
 
     async def pending(self) -> list[PendingCall]:
-        from engine.config import load_config
+        from engine.config import ApprovalsConfig, load_section
         from engine.services.deadlines import pending_calls
 
         if self._reads is None:  # no database yet: nothing ever waited
             return []
-        return await pending_calls(self._reads, load_config(self.room.config).approvals)
+        approvals = load_section(self.room.config, "approvals", ApprovalsConfig)
+        return await pending_calls(self._reads, approvals)
 
     async def rules(self) -> list[Rule]:
         from engine.config import load_config, toml_rules

@@ -88,7 +88,7 @@ def _url(value: str) -> str:
 
 
 class _Channel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     name: str
     group: str = Field("chat", pattern=_NAME.pattern)

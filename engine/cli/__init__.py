@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None, run_console: Callable[[Room], int] | Non
 # before), so a command loads only what it runs.
 _EXITS = (
     (EXIT_USAGE, (("engine.cli.common", "UsageError"), ("engine.domain.messages", "InvalidMessage"),
-                  ("engine.config", "ConfigError"), ("engine.strategies", "UnknownStrategy"),
+                  ("engine.tomlfile", "ConfigError"), ("engine.strategies", "UnknownStrategy"),
                   ("engine.api.client", "ServerError"), ("engine.room", "RoomError"),
                   ("engine.api.client", "NotFound"))),
     (EXIT_BUSY, (("engine.room", "RoomBusy"), ("engine.api.client", "OwnerGone"))),

@@ -9,7 +9,6 @@ from typing import Any
 
 from engine import __version__
 from engine.cli.common import EXIT_OK, UsageError
-from engine.config import load_config
 from engine.room import LOOP_FOLDERS, Room, describe, owner_of, shown
 from engine.store.select import display, store_url
 
@@ -56,6 +55,7 @@ def _print_turn(detail: dict[str, Any], as_json: bool) -> int:
 
 
 async def info(room: Room, args: argparse.Namespace) -> int:
+    from engine.config import load_config
     from engine.providers.select import make_provider
     from engine.shell.sandbox import Sandbox
 

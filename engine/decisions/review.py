@@ -41,7 +41,7 @@ from engine.turn.call import CallState
 class ProcessFacts(BaseModel):
     """The process group a call's tool recorded, and whether it is alive now."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     pgid: int
     command: str = ""
@@ -53,7 +53,7 @@ class ProcessFacts(BaseModel):
 class FileFacts(BaseModel):
     """A file the call was writing, as it is now."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     path: str
     exists: bool
@@ -74,7 +74,7 @@ class Review(WaitingCall):
 class Killed(BaseModel):
     """What ending a call's surviving process group did."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     call_id: str
     pgid: int

@@ -32,6 +32,8 @@ class Decision(BaseModel):
     a call whose outcome a crash left unknown (engine.decisions.review), `fail` (it failed, for the
     reason given) or `rerun` (run it again, knowing it may then have run twice)."""
 
+    # (built when defined, unlike the other models: an API route's body, and FastAPI
+    # refuses a deferred model's schema under the parameter's alias)
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     call_id: str
@@ -149,7 +151,7 @@ def storable(value: Any, what: str) -> None:
 class WaitingCall(BaseModel):
     """A call that waits for an operator: which, of which turn, and what it would run."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     call_id: str
     turn_id: str

@@ -28,7 +28,7 @@ from engine.lifecycle.call import Awaiting
 
 
 class _Event(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     at: float
     thread_id: str = ""

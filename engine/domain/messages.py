@@ -28,7 +28,7 @@ class InvalidMessage(ValueError):
 class Message(BaseModel):
     """The input of one turn: who sent what, for which thread, through which channel."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     origin: Origin
     channel: str | None = None

@@ -85,7 +85,7 @@ class RuleError(ValueError):
 class Rule(BaseModel):
     """One rule, as stored and as listed (`uses` and `last_used` as of the listing)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     tool: str = Field(min_length=1, max_length=200)
     effect: Effect

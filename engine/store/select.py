@@ -55,10 +55,10 @@ def on_postgres(config_path: Path, env: Mapping[str, str] = os.environ) -> bool:
     (a config that cannot be read: not known to, so False; the runtime reports it)."""
     if env.get(ENV):
         return True
-    from engine.config import ConfigError, load_config
+    from engine.config import ConfigError, StoreConfig, load_section
 
     try:
-        return bool(load_config(config_path).store.url)
+        return bool(load_section(config_path, "store", StoreConfig).url)
     except ConfigError:
         return False
 
@@ -67,11 +67,17 @@ def room_store_url(config_path: Path, env: Mapping[str, str] = os.environ) -> st
     """The PostgreSQL URL of the room whose agentdeck.toml is `config_path` (None: its
     SQLite file; also when the config cannot be read, as `on_postgres`). A password in
     agentdeck.toml: StoreError, as when the runtime opens."""
-    from engine.config import ConfigError, StoreConfig, load_config
+    from engine.tomlfile import ConfigError, read_toml
 
     try:
-        config = load_config(config_path).store
+        if "store" not in read_toml(config_path) and not env.get(ENV):
+            return None  # (without loading the config's models: the common case)
+        from engine.config import StoreConfig, load_section
+
+        config = load_section(config_path, "store", StoreConfig)
     except ConfigError:
+        from engine.config import StoreConfig
+
         config = StoreConfig()
     return store_url(config, env)
 

@@ -31,7 +31,7 @@ NOTE_ROOM = 512  # bytes a tool leaves below the cap for its own note and JSON a
 class ToolResult(BaseModel):
     """What a tool returns: success, warning, error, or pending (suspend for a decision)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     status: Literal["success", "warning", "error", "pending"]
     content: Any = None
