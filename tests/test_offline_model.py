@@ -301,3 +301,57 @@ async def test_a_shell_result_is_said_in_a_few_words_not_quoted_whole() -> None:
     assert await answer(many) == "`shell` exited 0 (3 lines of output)."
     assert await answer({"exit_code": 1, "stdout": "", "stderr": "no"}) == (
         "`shell` exited 1 with no output.")  # fmt: skip
+
+
+def _grown(rng: object, n: int) -> list[ConvMessage]:
+    """A conversation of `n` messages of every kind the model reads differently."""
+    import random
+
+    assert isinstance(rng, random.Random)
+    out: list[ConvMessage] = []
+    for i in range(n):
+        kind = rng.choice(("user", "calls", "answer", "tool", "tool_error"))
+        if kind == "user":
+            out.append(user(rng.choice(("calc 1+1 and the time", "hello there", "list files"))))
+        elif kind == "calls":
+            parts = [ToolCallPart(id=f"c{i}_{j}", name="calc", arguments={"expression": f"{j} + 1"})
+                     for j in range(rng.randint(1, 3))]  # fmt: skip
+            out.append(ConvMessage(role="assistant", text=rng.choice(("", "on it")),
+                                   tool_calls=parts))  # fmt: skip
+        elif kind == "answer":
+            out.append(ConvMessage(role="assistant", text="two words"))
+        else:
+            call = next((m.tool_calls[0] for m in reversed(out) if m.tool_calls), None)
+            out.append(ConvMessage(role="tool", text=f"result {i}", is_error=kind == "tool_error",
+                                   tool_call_id=call.id if call else None,
+                                   tool_name=call.name if call else None))  # fmt: skip
+    return out
+
+
+@pytest.mark.anyio
+async def test_a_model_that_reads_only_what_is_new_answers_as_one_that_reads_all() -> None:
+    """The model carries its reading of a thread from one request to the next (its cost
+    stays the same however long the thread); its events are those a model that never saw
+    the thread before gives, also when a request is not the previous one grown: a branch
+    (plan_execute's own last message), a message changed in place of another, a shorter one,
+    another thread interleaved."""
+    import random
+
+    rng = random.Random(35)
+    warm = OfflineModel()
+    threads = [_grown(rng, 3) for _ in range(3)]
+    for step in range(150):
+        t = rng.randrange(len(threads))
+        msgs = threads[t]
+        msgs.extend(_grown(rng, rng.randint(1, 3)))
+        sent = list(msgs)
+        if step % 7 == 3:  # a branch: one more message, not kept
+            sent.append(user("what is 2 * 21"))
+        if step % 11 == 5 and len(sent) > 2:  # one message replaced by an equal copy
+            sent[1] = sent[1].model_copy()
+        if step % 13 == 6 and len(sent) > 2:  # one replaced by another
+            sent[1] = user("read notes.txt")
+        if step % 17 == 8:  # a shorter view of the thread
+            sent = sent[: len(sent) // 2]
+        request = ModelRequest(sent, ALL_TOOLS, system="be brief")
+        assert warm.events(request) == OfflineModel().events(request), step

@@ -16,7 +16,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections import OrderedDict
 from collections.abc import AsyncGenerator
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -180,6 +182,43 @@ def parse_calls(text: str) -> list[tuple[str, dict[str, Any]]]:
     return calls
 
 
+KEPT_TALLIES = 32  # conversations whose tally the model keeps (see `_Tally`)
+
+
+@dataclass
+class _Tally:
+    """What the model reads of a request's messages besides its newest: their words, how
+    many answers there were, where the newest user message and the newest call are.
+
+    A thread's requests grow by appending, so the tally of the previous one is carried
+    on and only the new messages are read: a step costs the same at message 800 as at 5
+    (the previous messages are checked unchanged by a comparison of the two lists, which
+    is of references, done in C). Anything else is read whole, with the same result."""
+
+    messages: list[ConvMessage]  # the messages read (a copy of the request's)
+    words: int = 0  # their words, tool calls' JSON arguments included
+    answers: int = 0  # assistant messages
+    user: int = -1  # the index of the newest user message (-1: none)
+    calls: int = -1  # the index of the newest assistant message with tool calls
+
+    def read(self, msgs: list[ConvMessage], start: int) -> None:
+        """Fold in msgs[start:], the messages appended since the tally was made."""
+        words = self.words
+        for i in range(start, len(msgs)):
+            m = msgs[i]
+            words += _words(m.text)
+            if m.tool_calls:
+                words += sum(_words(json.dumps(c.arguments)) for c in m.tool_calls)
+            if m.role == "assistant":
+                self.answers += 1
+                if m.tool_calls:
+                    self.calls = i
+            elif m.role == "user":
+                self.user = i
+        self.words = words
+        self.messages = list(msgs)
+
+
 class OfflineModel:
     """A Provider that needs no network and no weights: rules over the conversation."""
 
@@ -193,6 +232,27 @@ class OfflineModel:
         self.chunk_chars = chunk_chars
         if model:  # a name of its own (a group's offline model told apart from the room's)
             self.model = model
+        self._tallies: OrderedDict[int, _Tally] = OrderedDict()  # by their first message's id
+
+    def _tally(self, msgs: list[ConvMessage]) -> _Tally:
+        """The tally of `msgs`: the one of a request they extend, carried on, else new."""
+        if not msgs:
+            return _Tally([])
+        key = id(msgs[0])
+        tally = self._tallies.get(key)
+        if tally is not None:
+            self._tallies.move_to_end(key)
+            seen = len(tally.messages)
+            # (a list compares its items by identity first: the same messages cost a
+            # pointer each; others compare by value, and equal ones read alike)
+            if seen <= len(msgs) and msgs[:seen] == tally.messages:
+                tally.read(msgs, seen)
+                return tally
+        tally = self._tallies[key] = _Tally([])
+        tally.read(msgs, 0)
+        while len(self._tallies) > KEPT_TALLIES:
+            self._tallies.popitem(last=False)
+        return tally
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         for i, event in enumerate(self.events(request)):
@@ -204,6 +264,7 @@ class OfflineModel:
     def events(self, request: ModelRequest) -> list[ModelEvent]:
         """Every event the reply to `request` streams, in order."""
         msgs = request.messages
+        tally = self._tally(msgs)
         calls: list[tuple[str, dict[str, Any]]] = []
         user_text = _asked(msgs[-1].text) if msgs and msgs[-1].role == "user" else ""
         if request.purpose == "plan":
@@ -213,13 +274,13 @@ class OfflineModel:
         elif user_text.startswith(ACTION_RESULTS):
             text = self._quote_action_results(user_text)
         elif msgs and msgs[-1].role == "tool":
-            text = self._answer(msgs)
+            text = self._answer(msgs, tally.calls)
         else:
-            user = _asked(next((m.text for m in reversed(msgs) if m.role == "user"), ""))
+            user = _asked(msgs[tally.user].text if tally.user >= 0 else "")
             available = {t.get("name") for t in request.tools}
             wanted = parse_calls(user)
             if not wanted and _ASKS_INSTRUCTIONS.search(user):
-                return self._finish(request, told(request.system), [])
+                return self._finish(request, told(request.system), [], tally)
             calls = [c for c in wanted if c[0] in available]
             missing = list(dict.fromkeys(n for n, _ in wanted if n not in available))
             notes = [
@@ -229,14 +290,14 @@ class OfflineModel:
                 notes.insert(0, f"Running {len(calls)} tool{'s' if len(calls) > 1 else ''}.")
             text = " ".join(notes) if wanted else FALLBACK
 
-        return self._finish(request, text, calls)
+        return self._finish(request, text, calls, tally)
 
-    def _finish(self, request: ModelRequest, text: str,
-                calls: list[tuple[str, dict[str, Any]]]) -> list[ModelEvent]:  # fmt: skip
+    def _finish(self, request: ModelRequest, text: str, calls: list[tuple[str, dict[str, Any]]],
+                tally: _Tally) -> list[ModelEvent]:  # fmt: skip
         """The reply's events: its text in pieces, its calls, usage, the stop."""
         msgs = request.messages
         events: list[ModelEvent] = [TextDelta(text=t) for t in self._chunks(text)]
-        prefix = self._id_prefix(msgs)
+        prefix = self._id_prefix(msgs, tally)
         out_words = _words(text)
         for i, (name, args) in enumerate(calls):
             raw = json.dumps(args, ensure_ascii=False)
@@ -246,10 +307,7 @@ class OfflineModel:
                 ToolCallDelta(index=i, id=f"{prefix}_{i}", name=name, arguments=pieces[0])
             )
             events.extend(ToolCallDelta(index=i, arguments=p) for p in pieces[1:])
-        in_words = _words(request.system or "") + sum(
-            _words(m.text) + sum(_words(json.dumps(c.arguments)) for c in m.tool_calls)
-            for m in msgs
-        )
+        in_words = _words(request.system or "") + tally.words
         events.append(UsageEvent(input_tokens=in_words, output_tokens=out_words))
         events.append(StopEvent(reason="tool_use" if calls else "end_turn"))
         return events
@@ -289,11 +347,9 @@ class OfflineModel:
         return "\n".join(lines) or "Nothing was done."
 
     @staticmethod
-    def _answer(msgs: list[ConvMessage]) -> str:
-        """Quote the tool results that arrived since the last assistant message with calls."""
-        start = max(
-            (i for i, m in enumerate(msgs) if m.role == "assistant" and m.tool_calls), default=-1
-        )
+    def _answer(msgs: list[ConvMessage], start: int) -> str:
+        """Quote the tool results that arrived since the last assistant message with calls
+        (`start`: its index, -1 if none)."""
         order = [c.id for c in msgs[start].tool_calls] if start >= 0 else []
         names = {c.id: c.name for c in msgs[start].tool_calls} if start >= 0 else {}
         latest: dict[str | None, ConvMessage] = {}
@@ -319,12 +375,11 @@ class OfflineModel:
         return "\n".join(lines) or "The tools returned nothing."
 
     @staticmethod
-    def _id_prefix(msgs: list[ConvMessage]) -> str:
+    def _id_prefix(msgs: list[ConvMessage], tally: _Tally) -> str:
         """`call_<hash>_<n>`: n grows with every assistant message, so ids never repeat."""
-        user = _asked(next((m.text for m in reversed(msgs) if m.role == "user"), ""))
+        user = _asked(msgs[tally.user].text if tally.user >= 0 else "")
         digest = hashlib.sha256(user.encode()).hexdigest()[:6]
-        n = sum(m.role == "assistant" for m in msgs) + 1
-        return f"call_{digest}_{n}"
+        return f"call_{digest}_{tally.answers + 1}"
 
     def _chunks(self, text: str) -> list[str]:
         """`text` in pieces of about chunk_chars characters, cut after whitespace."""
