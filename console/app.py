@@ -156,6 +156,10 @@ class AgentDeck(App[int]):
 
     @on(Bridge.Attached)
     def _started(self) -> None:
+        # What the first screen does not show (the room's loops and API) starts once the
+        # attached run is drawn.
+        if isinstance(self.host, RuntimeHost):
+            self.call_after_refresh(self.host.first_screen_drawn)
         # Only where the process is the console's own (`run_console`, the benchmark);
         # tests share theirs with each other.
         if self.tune_process:

@@ -95,12 +95,13 @@ class RuntimeHost(Host):
         super().__init__(room)
         self.clock, self.ids, self.provider = clock, ids, provider
         self.serve_api, self.loops = serve_api, loops
+        self._drawn = asyncio.Event()  # the first full screen is drawn
 
     async def serve(self, bridge: Bridge, target: Any) -> None:
-        """Open the runtime, serve it, and follow it until `close`."""
+        """Open the runtime and follow it until `close`; once the first full screen is
+        drawn (`first_screen_drawn`), start the room's loops and serve its API."""
         self.started = True
-        from engine.api.local import LocalClient  # after the first screen: not needed to draw
-        from engine.loops.start import start_loops
+        from engine.api.local import LocalClient  # after the first paint: not needed to draw
         from engine.runtime import Runtime
 
         try:
@@ -109,18 +110,34 @@ class RuntimeHost(Host):
                 self.runtime = rt
                 info = RunInfo(shown(self.room.path), rt.run_id,
                                f"{rt.provider.name}:{rt.provider.model}", "hosted")  # fmt: skip
-                if self.loops:
-                    start_loops(rt)
                 async with anyio.create_task_group() as tg:
-                    if self.serve_api:  # beside the first full screen, not before it
-                        tg.start_soon(self._serve_api, rt)
+                    tg.start_soon(self._after_first_screen, rt)
                     await self._follow(LocalClient(rt), bridge, target, info)
+                    if not self._drawn.is_set():  # closed before its first screen was drawn
+                        tg.cancel_scope.cancel()
+        except ExceptionGroup as group:  # the one error (the loops' start, say) as itself
+            self.error = group.exceptions[0] if len(group.exceptions) == 1 else group
+            raise self.error from None
         except Exception as exc:  # the app shows it and exits with status 1
             self.error = exc
             raise
         finally:
             self.runtime = None
             self.closed.set()
+
+    def first_screen_drawn(self) -> None:
+        """The app drew the attached run: what the first screen does not need may load."""
+        self._drawn.set()
+
+    async def _after_first_screen(self, rt: Any) -> None:
+        """The room's loops and API, which the first screen does not show: their modules
+        (channels, Starlette, FastAPI, uvicorn) load once it is drawn, in a thread."""
+        await self._drawn.wait()
+        if self.loops:
+            start_loops = await anyio.to_thread.run_sync(_start_loops)
+            start_loops(rt)  # (a malformed channels.toml: the app shows it and exits)
+        if self.serve_api:
+            await self._serve_api(rt)
 
     async def _serve_api(self, rt: Any) -> None:
         """The room's API, until `close` (its modules load in a thread: ~0.3 s)."""
@@ -132,6 +149,12 @@ class RuntimeHost(Host):
                 await self._closing.wait()
         except (ServerError, OSError) as exc:  # hosting goes on; other operators cannot join
             rt.notice("error", f"The room's API is not served: {exc}")
+
+
+def _start_loops() -> Callable[[Any], None]:
+    from engine.loops.start import start_loops
+
+    return start_loops
 
 
 def _server_module() -> Any:

@@ -40,7 +40,6 @@ from engine.channels.config import (
     read_channels,
     secret_names_of,
 )
-from engine.loops.hook import serve_hooks
 from engine.loops.inbound import ChannelState
 from engine.loops.poll import poll_channel
 from engine.runtime import Runtime
@@ -186,6 +185,9 @@ async def _delivery(
 async def _hooks(
     rt: Runtime, cs: ChannelSet, hooks: dict[str, tuple[HookChannel, ChannelState]]
 ) -> None:
+    # The listener (Starlette, uvicorn) loads only in a room with hooks, after it opened.
+    from engine.loops.hook import serve_hooks
+
     try:
         async with serve_hooks(rt, hooks, cs.listen, cs.allow_remote) as address:
             cs.hook_address = address

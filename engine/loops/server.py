@@ -84,7 +84,10 @@ async def serve_api(rt: Runtime) -> AsyncIterator[Serving]:
     listeners: list[tuple[object, socket.socket]] = []
     hub = EventHub(rt.run_id, cfg.event_buffer)
     closing = anyio.Event()
-    api = make_api(LocalClient(rt, seq=lambda: hub.head), hub, closing)
+    # Building the routes takes FastAPI and pydantic a tenth of a second or more: in a
+    # thread, so the event loop (a console's keys, the turns) goes on meanwhile.
+    api = await anyio.to_thread.run_sync(make_api, LocalClient(rt, seq=lambda: hub.head), hub,
+                                         closing)  # fmt: skip
     unix, inode = bind_unix(rt.room.socket)
     listeners.append((Gate(api, max_body=cfg.max_body), unix))
     serving = Serving(rt.room.socket, hub=hub)

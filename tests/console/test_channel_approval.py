@@ -70,7 +70,9 @@ async def hook_address(pilot: Any, app: Any) -> str:
     """Where the hosted room's hook listener is bound (port 0: chosen by the system)."""
     await started(pilot)
     runtime = app.host.runtime
-    await until(pilot, lambda: runtime.channels.hook_address, "the hooks are served")
+    # (the loops start once the first screen is drawn: `channels` is None until then)
+    await until(pilot, lambda: runtime.channels and runtime.channels.hook_address,
+                "the hooks are served")  # fmt: skip
     return f"http://{runtime.channels.hook_address}"
 
 

@@ -4,6 +4,7 @@ and what `agentdeck stop` does to a console hosting the room."""
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import select
 import signal
@@ -160,3 +161,20 @@ def test_stop_refuses_a_console_hosting_the_room_unless_forced(tmp_path: Path) -
             proc.wait()
         os.close(master)
     assert run_status(room) == [("ended",)]
+
+
+def test_the_first_screen_loads_no_api_server_and_no_loops(tmp_path: Path) -> None:
+    """The console draws its first full screen (the attached run) with only what it needs:
+    FastAPI, uvicorn, Starlette, the channel loops, MCP's SDK and the prices table are not
+    loaded until it is drawn; the room's loops and API start after it."""
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-m", "tests.console.start_child", str(tmp_path / "room")],
+                         cwd=root, capture_output=True, text=True, timeout=PATIENCE * 2,
+                         stdin=subprocess.DEVNULL)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    seen = json.loads(out.stdout.splitlines()[-1])
+    assert seen["imported"] == [] and seen["mounted"] == []
+    assert seen["first screen"] == []
+    served = set(seen["served"])  # loaded afterwards, not dropped: the API does serve
+    assert {"fastapi", "uvicorn", "engine.api.app", "engine.loops.server"} <= served
+    assert "engine.loops.channels" in served  # the loops started
