@@ -26,6 +26,7 @@ from engine.store.reader import ReadsFrom, is_current, open_reader
 if TYPE_CHECKING:
     from engine.api.tool_models import ToolsView
     from engine.api.usage_models import BudgetsView, By, UsageReport
+    from engine.decisions.review import Review
     from engine.domain.decisions import PendingCall
     from engine.domain.rules import Rule
     from engine.store import Store
@@ -88,6 +89,15 @@ class RoomReader(RoomClient):
         else:
             book.load(await ruled.load(self._reads, toml), await ruled.last_id(self._reads))
         return book.listed()
+
+    async def reviews(self) -> list[Review]:
+        from engine.decisions.review import reviews
+        from engine.tools import ToolRegistry
+        from engine.tools.builtin import builtin_tools
+
+        if self._reads is None:  # no database yet: nothing ever ran
+            return []
+        return await reviews(self._reads, self.room.workspace, ToolRegistry(builtin_tools()))
 
     async def tools(self) -> ToolsView:
         from engine.api.tool_models import view

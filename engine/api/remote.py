@@ -5,7 +5,7 @@
         async with client:
             done = await client.outcome((await client.submit(body)).turn_id, wait=30)
 
-Requests go over the room's Unix socket (httpx's UDS transport). An error the owner
+Requests go over the room's Unix socket (engine/api/uds_http.py). An error the owner
 answers with becomes the matching `ApiError`; an owner that does not answer, or goes away
 mid-request, is `OwnerGone`, never a traceback.
 """
@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import anyio
-import httpx
 from anyio.abc import TaskStatus
 
 from engine.api.client import (
@@ -35,14 +34,14 @@ from engine.api.client import (
 )
 from engine.api.operations import Operation
 from engine.api.sockets import connect_path
+from engine.api.uds_http import Broken, Params, Response, TransportError, request, stream
+from engine.room import Room, owner_of
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
 
     from engine.api.models import Info
     from engine.api.watch import Watch
-from engine.io.sse import parse_sse, sse_lines
-from engine.room import Room, owner_of
 
 STREAM_READ = 45.0  # seconds of silence before an event stream is taken for dead (3 keepalives)
 RETRIES = 3  # reconnects of a broken event stream before the owner is taken for gone
@@ -56,13 +55,8 @@ class RemoteClient(RoomClient):
 
     hosted = False
 
-    def __init__(self, room: Room, *, transport: httpx.AsyncBaseTransport | None = None,
-                 base_url: str = "http://agentdeck", token: str | None = None) -> None:  # fmt: skip
+    def __init__(self, room: Room) -> None:
         self.room = room
-        transport = transport or httpx.AsyncHTTPTransport(uds=connect_path(room.socket))
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._http = httpx.AsyncClient(transport=transport, base_url=base_url, headers=headers,
-                                       timeout=httpx.Timeout(30.0, connect=3.0))  # fmt: skip
         self.owner: Info | None = None  # as the last `info()` found it
         self._ids = 0
 
@@ -73,18 +67,16 @@ class RemoteClient(RoomClient):
         await self.aclose()
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        pass  # (a connection a request: nothing stays open between them)
 
     async def _call(self, method: str, path: str, *, body: Any = None,
-                    params: dict[str, Any] | None = None, read_for: float | None = None) -> Any:  # fmt: skip
+                    params: Params = (), read_for: float | None = None) -> Any:  # fmt: skip
         try:
-            response = await self._http.request(
-                method, path, json=body, params=params,
-                timeout=read_for if read_for is not None else httpx.USE_CLIENT_DEFAULT,
-            )  # fmt: skip
-        except httpx.TransportError as exc:
+            response = await request(connect_path(self.room.socket), method, path,
+                                     params=params, body=body, read_for=read_for or 30.0)  # fmt: skip
+        except TransportError as exc:
             raise OwnerGone(self._gone(exc)) from None
-        if response.status_code >= 400:
+        if response.status >= 400:
             raise _error(response)
         try:
             return response.json()
@@ -96,7 +88,7 @@ class RemoteClient(RoomClient):
         text = str(exc)
         why = ("its socket is gone" if "No such file" in text else
                "nothing listens on its socket" if "refused" in text else
-               "it closed the connection" if isinstance(exc, httpx.RemoteProtocolError) else
+               "it closed the connection" if isinstance(exc, Broken) else
                f"{type(exc).__name__}: {text}" if text else type(exc).__name__)  # fmt: skip
         return f"{who} does not answer on {self.room.socket}: {why}"
 
@@ -105,9 +97,9 @@ class RemoteClient(RoomClient):
         its query, another verb's in its JSON body; the answer as `op`'s result type."""
         path = op.path.format(**{n: _seg(str(arguments.pop(n))) for n in op.path_names})
         body: Any = None
-        params: dict[str, Any] | None = None
+        params: Params = ()
         if op.verb == "GET":
-            params = {k: v for k, v in arguments.items() if v is not None}
+            params = [(k, v) for k, v in arguments.items() if v is not None]
         elif (name := op.model_parameter()) is not None:
             body = arguments[name].model_dump(mode="json")
         elif op.body is not None:
@@ -132,7 +124,7 @@ class RemoteClient(RoomClient):
                 stop = watch.listen(scope.cancel)
                 try:
                     await self._stream(at, watch.lanes, receive, resync, task_status)
-                except (httpx.TransportError, ValueError) as exc:
+                except (TransportError, ValueError) as exc:
                     at.failures += 1
                     if at.failures > RETRIES or owner_of(self.room) is None:
                         raise OwnerGone(self._gone(exc)) from None
@@ -144,21 +136,20 @@ class RemoteClient(RoomClient):
                       resync: Resync, task_status: TaskStatus[None]) -> None:  # fmt: skip
         """One event stream of `lanes`, from `at` (moved as events come), until it ends."""
         from engine.domain.events import parse_events
+        from engine.io.sse import parse_sse, sse_lines
 
-        params: list[tuple[str, str | int | float | bool | None]] = [
-            ("watch", name) for name in sorted(lanes)
-        ]
+        params: list[tuple[str, Any]] = [("watch", name) for name in sorted(lanes)]
         if at.run is not None:
             params += [("run", at.run), ("after", at.seq)]
             params += [("fresh", name) for name in sorted(lanes - at.lanes)]
-        async with self._http.stream(
-            "GET", "/v1/events", params=params, headers={"Accept": "text/event-stream"},
-            timeout=httpx.Timeout(10.0, read=STREAM_READ),
+        async with stream(
+            connect_path(self.room.socket), "GET", "/v1/events", params=params,
+            headers={"Accept": "text/event-stream"}, connect_for=10.0, read_for=STREAM_READ,
         ) as response:  # fmt: skip
-            if response.status_code >= 400:
-                await response.aread()
+            if response.status >= 400:
+                await response.read()
                 raise OwnerGone(f"the runtime refused its event stream: {_error(response)}")
-            lines = sse_lines(response.aiter_bytes(), EVENTS_LIMIT)
+            lines = sse_lines(response.chunks(), EVENTS_LIMIT)
             async for sse in parse_sse(lines, EVENTS_LIMIT):
                 at.failures = 0
                 if sse.event == "events":
@@ -203,13 +194,13 @@ def _seq(sse_id: str, default: int) -> int:
     return int(tail) if tail.isdigit() else default
 
 
-def _error(response: httpx.Response) -> ApiError:
+def _error(response: Response) -> ApiError:
     try:
-        detail = response.json().get("detail") or response.reason_phrase
+        detail = response.json().get("detail") or response.reason
     except (ValueError, AttributeError):
-        detail = response.text[:200] or response.reason_phrase
-    cls = _ERRORS.get(response.status_code, ApiError)
-    return cls(str(detail), response.status_code)
+        detail = response.text[:200] or response.reason
+    cls = _ERRORS.get(response.status, ApiError)
+    return cls(str(detail), response.status)
 
 
 @functools.cache

@@ -13,7 +13,7 @@ import sys
 import time
 
 from engine.api.client import NotFound
-from engine.cli.common import EXIT_OK, EXIT_OTHER, UsageError, room_client
+from engine.cli.common import EXIT_OK, EXIT_OTHER, UsageError, room_client, room_reader
 from engine.cli.turns import age
 from engine.decisions.review import Review, file_text, process_text
 from engine.room import Room
@@ -24,7 +24,7 @@ async def review(room: Room, args: argparse.Namespace) -> int:
         return await _kill(room, args)
     if args.call_id is not None:
         raise UsageError("review lists every call under review: give no CALL_ID (or: kill CALL)")
-    async with room_client(room, "review") as client:
+    async with room_reader(room, "review") as client:
         reviews = await client.reviews()
     if args.json:
         print(json.dumps([r.model_dump(mode="json") for r in reviews]))

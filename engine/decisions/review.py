@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -36,6 +36,9 @@ from engine.store import turns as rows
 from engine.tools import ToolError, ToolRegistry, orphans
 from engine.tools.workspace import Workspace
 from engine.turn.call import CallState
+
+if TYPE_CHECKING:
+    from engine.store.reader import Reads
 
 
 class ProcessFacts(BaseModel):
@@ -85,7 +88,7 @@ class OrphanRefused(Exception):
     """The call's process group may not be ended from here (the text says why)."""
 
 
-async def reviews(store: Store, workspace: Path, tools: ToolRegistry) -> list[Review]:
+async def reviews(store: Reads, workspace: Path, tools: ToolRegistry) -> list[Review]:
     """Every call waiting for a review, oldest first, with what is known of it now."""
     return [
         _review(r, workspace, tools)

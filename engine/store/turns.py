@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.domain.events import Event, event_json
 from engine.domain.messages import Message
 from engine.domain.usage import Usage
 from engine.store.sqlite import Op, Store
+
+if TYPE_CHECKING:
+    from engine.store.reader import Reads
 
 # -- runs -------------------------------------------------------------------------------------
 
@@ -153,7 +156,7 @@ async def call_rows(store: Store, turn_id: str) -> list[Any]:
     return await store.fetchall("turns.call_rows", (turn_id,))
 
 
-async def awaiting(store: Store, what: str) -> list[Any]:
+async def awaiting(store: Reads, what: str) -> list[Any]:
     """The suspended calls that wait for `what` (a decision, a review), oldest first."""
     return await store.fetchall(
         "turns.awaiting", (what,)

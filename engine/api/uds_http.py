@@ -1,0 +1,209 @@
+"""HTTP/1.1 over the room's Unix socket: the part of it the room's API needs.
+
+A command of the CLI makes a request or two, and a console attached to another process's
+room reads one event stream; httpx (with httpcore, h11, ssl, certifi and idna behind it)
+took longer to import than such a command takes to answer. This speaks the plain subset
+that the owner's server (uvicorn) answers: one request a connection (`Connection: close`),
+a body sent with its length, an answer's body by Content-Length, chunked transfer coding
+or the end of the connection. What comes back is input from another process: a head or a
+chunk line has a size limit, and an answer that breaks the protocol is `Broken`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+import anyio
+from anyio.abc import SocketStream
+
+HEAD_LIMIT = 64 * 1024  # bytes of an answer's status line and headers
+READ_SIZE = 64 * 1024
+Params = Iterable[tuple[str, Any]]
+
+
+class TransportError(Exception):
+    """The request could not be made or answered: no socket, nobody listening, silence."""
+
+
+class Broken(TransportError):
+    """The other side closed the connection early or answered with something not HTTP."""
+
+
+@dataclass
+class Response:
+    """An answer: its status, headers (names in lower case) and, once read, its body."""
+
+    status: int
+    reason: str
+    headers: dict[str, str]
+    body: bytes = b""
+    _reader: _Reader | None = field(default=None, repr=False)
+    _read_for: float = 30.0
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8", "replace")
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The body as it arrives; silence longer than the read time is TransportError."""
+        assert self._reader is not None, "a streamed answer"
+        reader, self._reader = self._reader, None
+        async for chunk in reader.body(self.headers, self._read_for):
+            yield chunk
+
+    async def read(self) -> bytes:
+        self.body = b"".join([chunk async for chunk in self.chunks()])
+        return self.body
+
+
+async def request(socket: str, method: str, path: str, *, params: Params = (),
+                  body: Any = None, headers: dict[str, str] | None = None,
+                  connect_for: float = 3.0, read_for: float = 30.0) -> Response:  # fmt: skip
+    """One request, its answer read whole."""
+    async with stream(socket, method, path, params=params, body=body, headers=headers,
+                      connect_for=connect_for, read_for=read_for) as response:  # fmt: skip
+        await response.read()
+        return response
+
+
+@asynccontextmanager
+async def stream(socket: str, method: str, path: str, *, params: Params = (),
+                 body: Any = None, headers: dict[str, str] | None = None,
+                 connect_for: float = 3.0, read_for: float = 30.0) -> AsyncIterator[Response]:  # fmt: skip
+    """A request whose answer's body is read as it comes (`Response.chunks`); `read_for`
+    is the longest silence allowed, for the head and for each read of the body. JSON
+    `body` is sent as such."""
+    try:
+        with anyio.fail_after(connect_for):
+            conn = await anyio.connect_unix(socket)
+    except TimeoutError:
+        raise TransportError("timed out connecting") from None
+    except OSError as exc:
+        raise TransportError(exc.strerror or str(exc)) from None
+    async with conn:
+        reader = _Reader(conn)
+        try:
+            await conn.send(_request_bytes(method, path, params, body, headers or {}))
+            status, reason, head = await reader.head(read_for)
+        except OSError as exc:
+            raise TransportError(exc.strerror or str(exc)) from None
+        except anyio.BrokenResourceError:
+            raise Broken("the connection broke") from None
+        yield Response(status, reason, head, _reader=reader, _read_for=read_for)
+
+
+def _request_bytes(method: str, path: str, params: Params, body: Any,
+                   headers: dict[str, str]) -> bytes:  # fmt: skip
+    query = "&".join(f"{quote(k, safe='')}={quote(_param(v), safe='')}" for k, v in params)
+    lines = [f"{method} {path}{'?' + query if query else ''} HTTP/1.1", "Host: agentdeck",
+             "Connection: close", "Accept-Encoding: identity"]  # fmt: skip
+    lines += [f"{k}: {v}" for k, v in headers.items()]
+    data = b""
+    if body is not None:
+        data = json.dumps(body, separators=(",", ":")).encode()
+        lines += ["Content-Type: application/json", f"Content-Length: {len(data)}"]
+    elif method not in ("GET", "HEAD"):
+        lines.append("Content-Length: 0")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + data
+
+
+def _param(value: Any) -> str:
+    """A query value as the API reads it (a bool is `true`/`false`, as httpx sent it)."""
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+class _Reader:
+    """Reads an answer off the connection: the head, then the body however it is framed."""
+
+    def __init__(self, conn: SocketStream) -> None:
+        self._conn = conn
+        self._buffer = bytearray()
+        self._eof = False
+
+    async def _more(self, read_for: float) -> bool:
+        if self._eof:
+            return False
+        try:
+            with anyio.fail_after(read_for):
+                self._buffer += await self._conn.receive(READ_SIZE)
+        except TimeoutError:
+            raise TransportError(f"no answer in {read_for:g} s") from None
+        except (anyio.EndOfStream, anyio.BrokenResourceError):
+            self._eof = True
+            return False
+        except OSError as exc:
+            raise TransportError(exc.strerror or str(exc)) from None
+        return True
+
+    async def _line(self, read_for: float) -> bytes:
+        while (end := self._buffer.find(b"\r\n")) < 0:
+            if len(self._buffer) > HEAD_LIMIT:
+                raise Broken("a line of the answer is too long")
+            if not await self._more(read_for):
+                raise Broken("it closed the connection")
+        line = bytes(self._buffer[:end])
+        del self._buffer[: end + 2]
+        return line
+
+    async def head(self, read_for: float) -> tuple[int, str, dict[str, str]]:
+        status_line = await self._line(read_for)
+        parts = status_line.decode("latin-1").split(" ", 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
+            raise Broken(f"not an HTTP answer: {status_line[:60]!r}")
+        headers: dict[str, str] = {}
+        size = len(status_line)
+        while line := await self._line(read_for):
+            size += len(line)
+            if size > HEAD_LIMIT:
+                raise Broken("the answer's headers are too long")
+            name, sep, value = line.decode("latin-1").partition(":")
+            if not sep:
+                raise Broken(f"not a header: {line[:60]!r}")
+            headers[name.strip().lower()] = value.strip()
+        return int(parts[1]), parts[2] if len(parts) > 2 else "", headers
+
+    async def body(self, headers: dict[str, str], read_for: float) -> AsyncIterator[bytes]:
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            while True:
+                size_line = (await self._line(read_for)).split(b";", 1)[0].strip()
+                try:
+                    size = int(size_line, 16)
+                except ValueError:
+                    raise Broken(f"not a chunk size: {size_line[:20]!r}") from None
+                if size == 0:
+                    while await self._line(read_for):  # trailers, to the blank line
+                        pass
+                    return
+                while size:
+                    if not self._buffer and not await self._more(read_for):
+                        raise Broken("it closed the connection")
+                    piece = bytes(self._buffer[:size])
+                    del self._buffer[:size]
+                    size -= len(piece)
+                    yield piece
+                if await self._line(read_for):
+                    raise Broken("a chunk longer than its size")
+        elif (length := headers.get("content-length")) is not None:
+            if not length.isdigit():
+                raise Broken(f"not a length: {length[:20]!r}")
+            left = int(length)
+            while left:
+                if not self._buffer and not await self._more(read_for):
+                    raise Broken("it closed the connection")
+                piece = bytes(self._buffer[:left])
+                del self._buffer[:left]
+                left -= len(piece)
+                yield piece
+        else:  # to the end of the connection
+            while self._buffer or await self._more(read_for):
+                piece = bytes(self._buffer)
+                self._buffer.clear()
+                yield piece
