@@ -36,6 +36,7 @@ async def version_1_room(path: Path) -> None:
     await store.close()
     conn = sqlite3.connect(path, isolation_level=None)
     try:
+        conn.execute("DROP INDEX turns_prunable")  # (it names a column added since)
         for table, name in ADDED:
             conn.execute(f"ALTER TABLE {table} DROP COLUMN {name}")
         conn.execute(

@@ -19,6 +19,7 @@ from typing import Any
 
 import anyio
 
+from engine.store.space import Space
 from engine.store.sql import Dialect
 from engine.store.writer import Op, WriterStatistics
 
@@ -108,6 +109,15 @@ class Store(Reading):
     @abstractmethod
     async def integrity_check(self) -> str:
         """'ok' when the store is whole."""
+
+    @abstractmethod
+    async def space(self) -> Space:
+        """How much disk the store takes, and how much of it its data uses."""
+
+    @abstractmethod
+    async def reclaim(self, *, full: bool = False) -> None:
+        """Give back to the disk what deletes freed, as far as the store does so by itself;
+        `full`: all of it, even where that rewrites the database (engine/store/space.py)."""
 
     # -- the same on both -------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from engine.lifecycle.call import REVIEW_REASON
 
-VERSION = 9  # the user_version of a room this agentdeck writes
+VERSION = 10  # the user_version of a room this agentdeck writes
 
 
 def awaiting_from_reason() -> list[str]:
@@ -126,6 +126,12 @@ STEPS: dict[int, list[str]] = {
     # issue 34, the shell's sandbox: a decision that ran a call outside it (or with the
     # network) says so, for the audit.
     9: ["ALTER TABLE decisions ADD COLUMN sandbox TEXT"],
+    # issue 35, retention: a turn whose steps and events were pruned says when, and how
+    # many steps it had (schema.sql then adds the index retention reads by).
+    10: [
+        "ALTER TABLE turns ADD COLUMN pruned_at REAL",
+        "ALTER TABLE turns ADD COLUMN pruned_steps INTEGER",
+    ],
 }
 
 

@@ -76,10 +76,15 @@ CREATE TABLE IF NOT EXISTS turns (
     model          TEXT,                -- provider:model that answered it (None: before 7)
     cached_tokens  INTEGER NOT NULL DEFAULT 0,  -- of input_tokens, read from the provider's cache
     cost           REAL NOT NULL DEFAULT 0,     -- US dollars of its priced tokens
-    unpriced       INTEGER NOT NULL DEFAULT 0   -- its tokens whose model has no known price
+    unpriced       INTEGER NOT NULL DEFAULT 0,  -- its tokens whose model has no known price
+    pruned_at      REAL,                -- when retention pruned its steps and events (None: not)
+    pruned_steps   INTEGER              -- how many steps it had then (engine/services/retention.py)
 );
 CREATE INDEX IF NOT EXISTS turns_thread ON turns(thread_id, created_at);
 CREATE INDEX IF NOT EXISTS turns_status ON turns(status) WHERE status != 'done';
+-- What retention may prune, oldest finished first.
+CREATE INDEX IF NOT EXISTS turns_prunable ON turns(ended_at, id)
+    WHERE status = 'done' AND pruned_at IS NULL;
 
 CREATE TABLE IF NOT EXISTS steps (
     id           INTEGER PRIMARY KEY,
@@ -229,6 +234,7 @@ CREATE TABLE IF NOT EXISTS events (
     kind        TEXT NOT NULL,
     body        TEXT NOT NULL
 );
+-- (retention's first pass adds events_turn, engine/store/retention.py)
 
 CREATE TABLE IF NOT EXISTS turn_requests (
     id              TEXT PRIMARY KEY,   -- becomes the turn's id when admitted
@@ -305,8 +311,9 @@ CREATE TABLE IF NOT EXISTS turn_marks (
 
 -- Totals for screens, kept where they are written (no count(*) on a screen path): turns,
 -- threads, runs, decisions, and one per mark. Steps, calls and messages, written several
--- times a step, are not counted here: those tables are append-only (nothing deletes), so
--- their max(rowid) is their size, read from the end of their primary key.
+-- times a step, are not counted here: those tables are append-only (only retention deletes,
+-- and only steps), so their max(rowid) is how many were ever written, read from the end of
+-- their primary key.
 CREATE TABLE IF NOT EXISTS counters (
     name   TEXT PRIMARY KEY,
     value  INTEGER NOT NULL DEFAULT 0
@@ -422,8 +429,9 @@ DROP TRIGGER IF EXISTS hist_calls_end;
 DROP TRIGGER IF EXISTS hist_calls_fts_queue;
 DROP TRIGGER IF EXISTS hist_calls_fts_unindex;
 DROP TRIGGER IF EXISTS hist_calls_fts_delete;
--- agentdeck never changes a settled call's text or status, nor deletes a call; an
--- operator's edit might. A settled call the batch has indexed (at or below the watermark,
+-- agentdeck never changes a settled call's status, nor deletes a call, and changes its
+-- text only when retention prunes its turn (engine/store/retention.py); an operator's
+-- edit might. A settled call the batch has indexed (at or below the watermark,
 -- not open) that changes leaves its old text in fts_unindex and becomes open again, for
 -- the batch to index and mark anew; one deleted leaves the text the index holds. On a
 -- step these only test their WHEN (old.status is open when a call settles). A delete

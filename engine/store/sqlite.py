@@ -31,6 +31,7 @@ import anyio
 from engine.store.base import DiskFull, LeaseLost, Store, StoreError, json_or_text
 from engine.store.index_batch import INDEX_BATCH
 from engine.store.migrations import VERSION, TooNew, script
+from engine.store.space import INCREMENTAL, SPACE, Space, files_of, sqlite_reclaim
 from engine.store.sql import dialect
 from engine.store.writer import Op, Writer, WriterStatistics
 
@@ -117,6 +118,9 @@ def _open_writer(path: Path, synchronous: Synchronous) -> sqlite3.Connection:
     except sqlite3.Error as exc:
         raise StoreError(f"cannot open {path}: {exc}") from exc
     try:
+        # A new room gives back the pages retention frees (engine/store/space.py); an older
+        # one is made so by the VACUUM an operator asks for (`agentdeck gc --vacuum`).
+        conn.execute("PRAGMA auto_vacuum=INCREMENTAL")  # (before WAL: it starts the file)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute(f"PRAGMA synchronous={synchronous}")
         conn.execute("PRAGMA foreign_keys=ON")
@@ -221,3 +225,13 @@ class SqliteStore(Store):
 
     async def integrity_check(self) -> str:
         return str(await self.scalar("PRAGMA integrity_check"))
+
+    async def space(self) -> Space:
+        pages, free, size, auto = [int(await self.scalar(f"PRAGMA {name}")) for name in SPACE]
+        return Space(files_of(self.file), (pages - free) * size, auto == INCREMENTAL)
+
+    async def reclaim(self, *, full: bool = False) -> None:
+        try:
+            await anyio.to_thread.run_sync(sqlite_reclaim, self.file, self._write_lock, full)
+        except sqlite3.Error as exc:
+            raise _failed_write(self.file, exc) from exc

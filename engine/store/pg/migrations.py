@@ -16,7 +16,7 @@ from typing import Any
 
 from engine.store.migrations import awaiting_from_reason
 
-VERSION = 6  # the version of a database this agentdeck writes
+VERSION = 7  # the version of a database this agentdeck writes
 LOCK_KEY = 0x61676E7464636B  # "agntdck": the advisory lock held while migrating
 
 # version -> the statements that bring a database of version - 1 to it
@@ -74,6 +74,13 @@ STEPS: dict[int, list[str]] = {
     ],
     # issue 34, the shell's sandbox (as engine/store/migrations.py's 9)
     6: ["ALTER TABLE decisions ADD COLUMN IF NOT EXISTS sandbox TEXT"],
+    # issue 35, retention (as engine/store/migrations.py's 10, with schema.sql's index)
+    7: [
+        "ALTER TABLE turns ADD COLUMN IF NOT EXISTS pruned_at DOUBLE PRECISION",
+        "ALTER TABLE turns ADD COLUMN IF NOT EXISTS pruned_steps BIGINT",
+        "CREATE INDEX IF NOT EXISTS turns_prunable ON turns(ended_at, id)"
+        " WHERE status = 'done' AND pruned_at IS NULL",
+    ],
 }
 
 

@@ -35,6 +35,7 @@ from engine.store.pg.claims import FENCED
 from engine.store.pg.migrations import TooNew, migrate
 from engine.store.pg.pool import Pool, open_pool
 from engine.store.pg.writer import PgWriter
+from engine.store.space import Space
 from engine.store.sql import dialect
 from engine.store.sqlite import LeaseLost, Store, StoreError
 from engine.store.writer import Op, WriterStatistics
@@ -191,6 +192,24 @@ class PgStore(Store):
                 return await cur.fetchall()
         except psycopg.Error as exc:  # (a pool that cannot lend one in time: PoolTimeout)
             raise StoreError(self._error("read", exc)) from None
+
+    async def space(self) -> Space:
+        from engine.store.pg.space import pg_space
+
+        try:
+            async with self.pool.connection() as conn:
+                return await pg_space(conn)
+        except psycopg.Error as exc:
+            raise StoreError(self._error("read", exc)) from None
+
+    async def reclaim(self, *, full: bool = False) -> None:
+        from engine.store.pg.space import pg_reclaim
+
+        try:
+            async with self.pool.connection() as conn:
+                await pg_reclaim(conn, full)
+        except psycopg.Error as exc:
+            raise StoreError(self._error("vacuum", exc)) from None
 
     async def integrity_check(self) -> str:
         """'ok' when the database answers with its schema at this agentdeck's version."""
