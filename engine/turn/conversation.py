@@ -1,11 +1,14 @@
 """A thread's conversation: append-only entries, each one row in `messages`.
 
-The runtime keeps each thread's conversation in memory once loaded, so appending costs
-the same at message 800 as at message 5: one INSERT, never a rewrite.
+The runtime keeps a thread's conversation in memory while it is in use (and others, up
+to a size: engine/services/supervisor.py), so appending costs the same at message 800 as
+at message 5: one INSERT, never a rewrite; and so does the request a step sends
+(engine/turn/view.py's `View`, extended as entries are appended).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,10 +17,24 @@ from engine.domain.messages import ConvMessage
 from engine.providers.windows import estimate_tokens
 from engine.store import Op
 from engine.store import turns as rows
-from engine.turn.view import marker_of
+from engine.turn.view import View, marker_of
 from engine.turn.window import PER_MESSAGE, SHORTENED, ContextWindow, message_tokens
 
 HUGE = 2048  # tokens: an entry this large is remembered, as the view may read it cut
+# What a conversation holds in memory, estimated (tracemalloc, CPython 3.11): a ConvMessage
+# with its fields, its size sums and its place in the view, beside its texts; a call part;
+# the conversation's own objects.
+ENTRY_BYTES, CALL_BYTES, BASE_BYTES = 800, 450, 600
+
+
+def entry_bytes(msg: ConvMessage) -> int:
+    """About the memory one entry takes, its texts included."""
+    size = ENTRY_BYTES + len(msg.text) + len(msg.context or "")
+    for call in msg.tool_calls:
+        size += CALL_BYTES + len(call.id) + len(call.name) + len(json.dumps(call.arguments))
+    if msg.compaction is not None:
+        size += len(json.dumps(msg.compaction))
+    return size
 
 
 @dataclass
@@ -25,13 +42,16 @@ class Conversation:
     """The entries of one thread, in order; and, kept as they are appended, what the
     request's size needs without a pass over them all (engine/turn/window.py): the
     entries' estimated sizes summed from the start (compaction markers count nothing: the
-    view never sends them), the large ones, and the newest marker in effect."""
+    view never sends them), the large ones, and the newest marker in effect; the
+    request's entries as last built (`view`), and about the memory all this takes."""
 
     thread_id: str
     messages: list[ConvMessage] = field(default_factory=list)
     sums: list[int] = field(default_factory=lambda: [0], repr=False)
     huge: dict[int, int] = field(default_factory=dict, repr=False)  # index -> tokens
     marker: tuple[int, dict[str, Any]] | None = field(default=None, repr=False)
+    memory: int = field(default=BASE_BYTES, repr=False)  # bytes it holds, about
+    _view: View = field(default_factory=View, repr=False)
 
     def __post_init__(self) -> None:
         for index, msg in enumerate(self.messages):
@@ -39,6 +59,7 @@ class Conversation:
         self.marker = marker_of(self.messages)
 
     def _count(self, index: int, msg: ConvMessage) -> None:
+        self.memory += entry_bytes(msg)
         tokens = 0 if msg.compaction is not None else message_tokens(msg)
         self.sums.append(self.sums[-1] + tokens)
         if tokens > HUGE:
@@ -65,6 +86,12 @@ class Conversation:
             at=at, thread_id=self.thread_id, turn_id=turn_id, role=msg.role, text=msg.text, seq=seq
         )
         return op, event
+
+    def view(self, window: int | None, large: dict[int, int] | None) -> list[ConvMessage]:
+        """The entries as a request reads them (engine/turn/view.py's `request_messages`
+        with the marker in effect; `large`: `huge`, or None for every entry to be looked
+        at), extended from the previous request's: O(new entries), not O(thread)."""
+        return self._view.of(self.messages, window, self.marker, large)
 
     def request_tokens(self, window: ContextWindow, system: str | None,
                        tools: list[dict[str, Any]]) -> int:  # fmt: skip

@@ -50,7 +50,6 @@ from engine.turn.state import (
     message_summary,
     one_line,
 )
-from engine.turn.view import request_messages
 
 Strategy = Callable[["TurnLoop"], Awaitable[None]]
 
@@ -247,7 +246,7 @@ class TurnLoop:
         """The thread's conversation as the model reads it (engine/turn/view.py)."""
         tokens = self.window.tokens  # (a window so small that half of it is under HUGE: every
         large = self.conv.huge if tokens and tokens // 2 >= HUGE else None  # entry is looked at)
-        return request_messages(self.conv.messages, tokens, self.conv.marker, large)
+        return self.conv.view(tokens, large)
 
     def system(self, more: str | None = None) -> str | None:
         """The system prompt: the turn's instructions, then `more` (a strategy's own)."""

@@ -54,33 +54,88 @@ def request_messages(messages: list[ConvMessage], window: int | None = None,
     they are looked for)."""
     if found is _LOOK:
         found = marker_of(messages)
-    if found is None:
-        out = [m for m in messages if m.compaction is None]
-        cut: set[int] = set()
-    else:
-        index, mark = found
-        covers = int(mark.get("covers", 0))
-        cut = {int(seq) for seq in mark.get("shortened", ())}
-        out = []
-        if covers > 0:  # (a marker that only shortens old results has no summary)
-            out.append(ConvMessage(role="user", text=f"{SUMMARY_NOTE}\n\n{messages[index].text}"))
-        for seq in range(covers, len(messages)):
-            m = messages[seq]
-            if m.compaction is not None:
-                continue
-            if seq in cut:
-                m = m.model_copy(update={"text": shortened(m.text, "of this old result left out")})
-            out.append(m)
-    if window is not None:  # one entry larger than half the window is read cut (a text no
-        # longer than `limit` characters is fewer tokens: skip the estimate)
-        limit = window // 2
-        if large is not None:  # only those the conversation knows are large can be
-            wanted = {id(messages[i]) for i, size in large.items() if size > limit}
-            if not wanted:
-                return out
-        out = [m if len(m.text) <= limit or estimate_tokens(m.text) <= limit else
-               m.model_copy(update={"text": cut_to_tokens(m.text, limit)}) for m in out]  # fmt: skip
+    head, start, cut = _head(messages, found)
+    limit = _limit(window, large)
+    out = [_read(m, False, limit) for m in head]
+    for seq in range(start, len(messages)):
+        m = messages[seq]
+        if m.compaction is None:
+            out.append(_read(m, seq in cut, limit))
     return out
+
+
+def _head(messages: list[ConvMessage], found: tuple[int, dict[str, Any]] | None,
+          ) -> tuple[list[ConvMessage], int, set[int]]:  # fmt: skip
+    """What a marker makes of a request: the summary that opens it (if the marker has one),
+    the first entry read after it, and the entries read shortened."""
+    if found is None:
+        return [], 0, set()
+    index, mark = found
+    covers = int(mark.get("covers", 0))
+    cut = {int(seq) for seq in mark.get("shortened", ())}
+    if covers > 0:  # (a marker that only shortens old results has no summary)
+        return (
+            [ConvMessage(role="user", text=f"{SUMMARY_NOTE}\n\n{messages[index].text}")],
+            covers,
+            cut,
+        )
+    return [], covers, cut
+
+
+def _limit(window: int | None, large: Any) -> int | None:
+    """The size past which an entry is read cut (half the window), or None when none is:
+    no window, or (`large` given: the conversation's large entries) none of them is past it."""
+    if window is None:
+        return None
+    limit = window // 2
+    if large is not None and not any(size > limit for size in large.values()):
+        return None
+    return limit
+
+
+def _read(m: ConvMessage, short: bool, limit: int | None) -> ConvMessage:
+    """One entry as a request reads it: shortened (an old result a marker names), and cut
+    when it is larger than `limit` tokens (a text no longer than `limit` characters is
+    fewer tokens: the estimate is skipped)."""
+    if short:
+        m = m.model_copy(update={"text": shortened(m.text, "of this old result left out")})
+    if limit is not None and len(m.text) > limit and estimate_tokens(m.text) > limit:
+        m = m.model_copy(update={"text": cut_to_tokens(m.text, limit)})
+    return m
+
+
+class View:
+    """`request_messages` of one append-only log, kept and extended as entries are
+    appended: a request costs what is new since the previous one (and a copy of the list),
+    not a pass over the whole thread. Built again when what it depends on changes: the
+    marker in effect, or the size past which entries are cut."""
+
+    def __init__(self) -> None:
+        self._key: tuple[int | None, int | None] | None = None
+        self._out: list[ConvMessage] = []
+        self._upto = 0  # entries read so far
+        self._cut: set[int] = set()
+        self._limit: int | None = None
+
+    def of(self, messages: list[ConvMessage], window: int | None,
+           found: tuple[int, dict[str, Any]] | None, large: Any) -> list[ConvMessage]:  # fmt: skip
+        """`request_messages(messages, window, found, large)`, as a list of its own."""
+        limit = _limit(window, large)
+        key = (found[0] if found is not None else None, limit)
+        if key != self._key:
+            head, start, self._cut = _head(messages, found)
+            if start < 0:  # (not a marker the runtime writes: read whole, as it says)
+                self._key = None
+                return request_messages(messages, window, found, large)
+            self._key, self._limit, self._upto = key, limit, start
+            self._out = [_read(m, False, limit) for m in head]
+        out, cut = self._out, self._cut
+        for seq in range(self._upto, len(messages)):
+            m = messages[seq]
+            if m.compaction is None:
+                out.append(_read(m, seq in cut, self._limit))
+        self._upto = max(self._upto, len(messages))
+        return list(out)
 
 
 def cut_to_tokens(text: str, tokens: int) -> str:
