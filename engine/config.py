@@ -135,6 +135,9 @@ class RuntimeConfig(_Section):
     tool_timeouts: dict[str, Annotated[float, Field(gt=0, le=86400)]] = Field(default_factory=dict)
     # Bytes of a tool call's result (or error) as stored and shown to the model; more is cut.
     max_result_bytes: int = Field(128_000, ge=1024, le=64 * 1024 * 1024)
+    # Bytes of idle threads' conversations kept in memory (estimated); past it the least
+    # recently used leave and are read again when a turn needs one (0: only those in use).
+    conversation_cache_bytes: int = Field(64 * 1024 * 1024, ge=0, le=1024**4)
     # Variables tool processes never get and results never show (besides the provider keys).
     secret_env: list[Annotated[str, Field(min_length=1, max_length=256)]] = Field(
         default_factory=list

@@ -38,6 +38,7 @@ from engine.lifecycle import RequestStatus
 from engine.providers.base import Provider
 from engine.room import Room
 from engine.runtime.lifetime import serving
+from engine.runtime.recent import RecentRequests
 from engine.runtime.summary import SummaryFile, summary_of
 from engine.services.budgets import Budgets
 from engine.services.coordinator import Coordinator
@@ -61,7 +62,7 @@ from engine.store import DiskFull, Store
 from engine.store import rules as ruled
 from engine.store import turns as rows
 from engine.store.outcome import read_outcome
-from engine.store.schedule import group_row, key_row, keyed_request, request_row
+from engine.store.schedule import coalesced_into, group_row, key_row, keyed_request, request_row
 from engine.strategies import strategy_for
 from engine.tools import Tool, ToolRegistry
 from engine.tools.mcp import McpServers
@@ -104,8 +105,6 @@ class Runtime:
         self.decisions = DecisionInbox(store)
         self.rules = RuleBook(workspace=room.workspace)  # agentdeck.toml's, execution.db's
         self.scheduler = Scheduler(max_running_turns=config.runtime.max_running_turns, clock=clock)
-        self._requests: dict[str, Request] = {}  # this run's requests, by id
-        self._keys: dict[str, Request] = {}  # this run's requests, by idempotency key
         self.bus = bus = EventBus(store, self.run_id, clock)
         self.subscribe, self.publish, self.commit = bus.subscribe, bus.publish, bus.commit
         self.ctx = TurnContext(  # what its turns get of this run: never the runtime itself
@@ -129,6 +128,8 @@ class Runtime:
             instructions=self.instructions,
         )  # fmt: skip
         self.live = self.supervisor.live  # turns whose loop runs (or is about to)
+        self._requests = RecentRequests(self.live)  # this run's requests, by id
+        self._keys = RecentRequests(self.live)  # this run's requests, by idempotency key
         self.output = self.ctx.output  # running calls' output, paced (its task: lifetime's)
         self.api: dict[str, str] = {}  # where the server loop serves (agent.run says so)
         self.channels: Any = None  # engine.loops.channels.ChannelSet, once its loops start
@@ -206,7 +207,8 @@ class Runtime:
         return self._ids(prefix) if self._ids else f"{prefix}_{_RANDOM.getrandbits(64):016x}"
 
     async def conversation(self, thread_id: str) -> Conversation:
-        """A thread's conversation, loaded once per run and kept current in memory."""
+        """A thread's conversation as it is now (kept current while a turn holds the thread;
+        an idle one may leave memory: ask again rather than keep it)."""
         return await self.supervisor.conversation(thread_id)
 
     # -- turns ------------------------------------------------------------------------------
@@ -415,10 +417,11 @@ class Runtime:
                 await handle.done.wait()
                 if self.live.get(turn_id) not in (None, handle):
                     continue  # it went on at once (a decision was already queued)
-            req = self._requests.get(turn_id)
-            if req is None or req.turn_id == turn_id:  # not coalesced into another
+            req = self._requests.get(turn_id)  # (not kept: an old one, or another run's)
+            into = req.turn_id if req is not None else await coalesced_into(self.store, turn_id)
+            if into is None or into == turn_id:  # not coalesced into another
                 return await self.outcome(turn_id)
-            turn_id = req.turn_id
+            turn_id = into
 
     async def cancel_turn(self, turn_id: str, reason: str = "cancelled by operator") -> bool:
         """Cancel a running or waiting turn: it ends `done/cancelled`. False if already done."""

@@ -80,6 +80,8 @@ class Budgets:
         self.day = ""
         self.room = Usage()
         self.groups: dict[str, Usage] = {}
+        # today's spend of the threads a budget applies to (the others' is not kept: a
+        # long-lived room sees more threads a day than it need hold; `set` reads it again)
         self.threads: dict[str, Usage] = {}
         self.scheduler = scheduler  # told what to hold
 
@@ -148,7 +150,8 @@ class Budgets:
         for group, thread_id, used in await stored.of_day(store, day):
             room = room + used
             groups[group] = groups.get(group, Usage()) + used
-            threads[thread_id] = threads.get(thread_id, Usage()) + used
+            if self.thread_limit(thread_id) is not None:
+                threads[thread_id] = threads.get(thread_id, Usage()) + used
         self.day, self.room, self.groups, self.threads = day, room, groups, threads
         self.hold(at=at)
 
@@ -175,6 +178,13 @@ class Budgets:
         else:
             await store.write([stored.budget_set(key, limit, by, at)], urgent=True)
             self.stored[key] = stored.StoredBudget(key, limit, by, at)
+        if scope.kind == "thread":  # the threads a budget applies to now: their spend today
+            self.threads = {t: u for t, u in self.threads.items() if self.thread_limit(t)}
+            found = dict[str, Usage]()
+            for _group, thread_id, used in await stored.of_day(store, self.day):
+                if thread_id not in self.threads and self.thread_limit(thread_id) is not None:
+                    found[thread_id] = found.get(thread_id, Usage()) + used
+            self.threads.update(found)
         self.hold()
 
     # -- spending ---------------------------------------------------------------------------
@@ -193,7 +203,8 @@ class Budgets:
         self._roll(at)
         self.room = self.room + used
         self.groups[group] = self.groups.get(group, Usage()) + used
-        self.threads[thread_id] = self.threads.get(thread_id, Usage()) + used
+        if self.thread_limit(thread_id) is not None:
+            self.threads[thread_id] = self.threads.get(thread_id, Usage()) + used
         if self.scheduler is not None and self.any:
             self.hold(group, thread_id, at)
 

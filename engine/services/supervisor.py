@@ -24,6 +24,7 @@ from engine.domain.instructions import message_context
 from engine.domain.messages import ConvMessage
 from engine.lifecycle import TurnStatus
 from engine.lifecycle import turn as turn_lifecycle
+from engine.services.conversations import Conversations
 from engine.services.coordinator import Coordinator
 from engine.services.handles import Carried, TurnHandle
 from engine.services.instructions import InstructionsBook
@@ -59,7 +60,9 @@ class TurnSupervisor:
         self.loops: dict[str, TurnLoop] = {}  # loops that take decisions now
         self.interrupted: set[str] = set()  # left `running` by a run that stopped
         self.tg: TaskGroup | None = None
-        self._conversations: dict[str, Conversation] = {}
+        # threads' conversations, idle ones within [runtime] conversation_cache_bytes
+        self.conversations = Conversations(store, config.runtime.conversation_cache_bytes,
+                                           self._in_use)  # fmt: skip
         self.coordinator = coordinator  # one room alone, or one worker of a cluster
 
     # -- starting ---------------------------------------------------------------------------
@@ -98,7 +101,14 @@ class TurnSupervisor:
 
     def forget(self, thread_id: str) -> None:
         """Another worker may run the thread's turns: its conversation is read again."""
-        self._conversations.pop(thread_id, None)
+        self.conversations.forget(thread_id)
+
+    def _in_use(self, thread_id: str) -> bool:
+        """Whether a turn holds the thread here (running, waiting for a decision or in line
+        to resume), or a loop driven outside the scheduler (a ToolRunner's) runs on it."""
+        if self.scheduler.holder(thread_id) is not None:
+            return True
+        return any(loop.turn.thread_id == thread_id for loop in self.loops.values())
 
     def spawn_resume(self, turn_id: str, thread_id: str = "") -> TurnHandle:
         """Continue a waiting or interrupted turn (in the task group) once it has a slot of
@@ -116,16 +126,12 @@ class TurnSupervisor:
         return handle
 
     async def conversation(self, thread_id: str) -> Conversation:
-        """A thread's conversation, loaded once per run and kept current in memory (on a
-        cluster, read afresh for each turn that starts or resumes here: other workers append
-        to it between, and a copy kept across a lost lease was behind)."""
-        keep = self.coordinator.keeps_conversations
-        conv = self._conversations.get(thread_id) if keep else None
-        if conv is None:
-            bodies = await rows.message_bodies(self.store, thread_id)
-            conv = Conversation(thread_id, [ConvMessage.model_validate_json(b) for b in bodies])
-            self._conversations[thread_id] = conv
-        return conv
+        """A thread's conversation, kept current in memory while a turn holds the thread and
+        after, until idle ones pass the runtime's bound (engine/services/conversations.py);
+        on a cluster, read afresh for each turn that starts or resumes here: other workers
+        append to it between, and a copy kept across a lost lease was behind."""
+        return await self.conversations.get(thread_id,
+                                            fresh=not self.coordinator.keeps_conversations)  # fmt: skip
 
     async def _start_turn(
         self, req: Request, handle: TurnHandle, carried: Carried | None = None
@@ -343,7 +349,7 @@ class TurnSupervisor:
             self._unlive(handle)
             if parked:  # its thread stays held, as by a turn a stopped run left
                 self.interrupted.add(loop.turn.id)
-                self._conversations.pop(loop.turn.thread_id, None)  # ahead of the store
+                self.conversations.forget(loop.turn.thread_id)  # ahead of the store
                 self.scheduler.hold(loop.turn.thread_id, loop.turn.id, loop.turn.group, "waiting")
                 self._changed()
             else:
@@ -366,6 +372,7 @@ class TurnSupervisor:
         ):  # a decision arrived while it was deciding to wait: first in line for the slot
             self.spawn_resume(turn.id, turn.thread_id)
         self._changed()
+        self.conversations.settled(turn.thread_id)  # (its thread may be idle now)
         if self.tg is not None and not self.tg.cancel_scope.cancel_called:
             self.pump()
 

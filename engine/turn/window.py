@@ -15,7 +15,7 @@ from engine.providers.windows import context_window, estimate_tokens
 THRESHOLD = 0.8  # of the window: a request past it is compacted first
 PER_MESSAGE = 4  # tokens a message costs besides its text (roles, separators)
 SHORTENED = 800  # tokens of an old result as it is read shortened (engine/turn/view.py)
-KEPT_SIZES = 200_000  # messages whose estimated size is remembered
+KEPT_SIZES = 16_384  # messages whose estimated size is remembered (each held: bounded memory)
 OFFLINE_WINDOW = 16_384  # the offline model's (it counts words): small, so compaction shows
 
 
