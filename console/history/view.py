@@ -146,7 +146,13 @@ def turn_cells(t: dict[str, Any]) -> Cells:
         (f"{calls:>2} call{' ' if calls == 1 else 's'} ", DIM),
         (f"{spent.list_text(t):>{spent.LIST_WIDTH}} ", DIM),
         (one_line(t["text"], 200), ""),
+        *(((f"  · {pruned_text(t)}", DIM),) if t.get("pruned_at") is not None else ()),
     )
+
+
+def pruned_text(t: dict[str, Any]) -> str:
+    """What retention left of a turn (engine/services/retention.py): its steps went."""
+    return f"steps pruned {time.strftime('%Y-%m-%d', time.localtime(t['pruned_at']))}"
 
 
 def run_cells(r: dict[str, Any]) -> Cells:
@@ -292,8 +298,9 @@ def notes(detail: dict[str, Any]) -> list[Cells]:
          ("  from ", DIM), (str(t["sender"]), ""), ("  run ", DIM), (str(t["run_id"]), ""),
          ("  strategy ", DIM), (str(t["strategy"]), ""), (f"  {t['rounds'] or 0} rounds", DIM)),
         ((f"{stamp(t['created_at'])} → {stamp(t['ended_at'])} ({took})", DIM),
-         (f" · {plural(len(detail['steps']), 'step', 0)} · "
-          f"{plural(len(detail['calls']), 'call', 0)}", DIM)),
+         (f" · {plural(len(detail['steps']), 'step', 0)} · " if t.get("pruned_at") is None else
+          f" · {pruned_text(t)} ({plural(t['steps'], 'step', 0)}: results and events went) · ",
+          DIM), (plural(len(detail["calls"]), "call", 0), DIM)),
         (("asked  ", DIM), (t["text"] or "", "")),
     ]  # fmt: skip
     if t.get("model"):  # (None: a room that predates it)

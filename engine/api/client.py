@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from engine.domain.events import Event
     from engine.domain.outcome import TurnOutcome
     from engine.domain.requests import GroupConfig
+    from engine.domain.retention import GcReport
     from engine.domain.rules import Rule
     from engine.domain.scheduler_stats import Statistics
     from engine.store.recent import Conversation, Recent
@@ -53,6 +54,8 @@ operation = declarer({
     "engine.api.rule_models": ("NewRule", "RevokeBody", "Revoked"),
     "engine.api.usage_models": ("BudgetBody", "BudgetsView", "By", "UsageReport"),
     "engine.api.tool_models": ("ToolsView",),
+    "engine.api.gc_models": ("GcBody",),
+    "engine.domain.retention": ("GcReport",),
     "engine.domain.cluster_view": ("ClusterView",),
     "engine.domain.decisions": ("Decision", "PendingCall"),
     "engine.domain.outcome": ("TurnOutcome",),
@@ -299,6 +302,14 @@ class RoomClient:
     ) -> BudgetsView:
         """Set or raise a budget (both limits None: none for that scope, over
         agentdeck.toml's; `clear`: back to agentdeck.toml's). Turns it held start."""
+        raise NotImplementedError
+
+    @operation("POST", "/v1/gc", mutates=True, body="GcBody")
+    async def gc(self, dry_run: bool = False, vacuum: bool = False, days: float | None = None,
+                 gb: float | None = None) -> GcReport:  # fmt: skip
+        """Prune finished turns as [retention] says (`days`, `gb`: these limits, this once):
+        their steps and events go, their summary, calls and decisions stay; `dry_run`: only
+        say what would go; `vacuum`: give all freed space back to the disk."""
         raise NotImplementedError
 
     async def follow(

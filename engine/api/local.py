@@ -40,6 +40,7 @@ from engine.domain.decisions import Decision, PendingCall
 from engine.domain.events import Event
 from engine.domain.messages import InvalidMessage, Message
 from engine.domain.outcome import TurnOutcome
+from engine.domain.retention import GcReport
 from engine.domain.rules import Rule
 from engine.domain.usage import Limit, parse_scope
 from engine.runtime import Runtime
@@ -228,6 +229,14 @@ class LocalClient(RoomClient):
     ) -> UsageReport:
         rt = self.runtime
         return await spending.report(rt.store, by, since, until, rt.clock(), limit)
+
+    async def gc(self, dry_run: bool = False, vacuum: bool = False, days: float | None = None,
+                 gb: float | None = None) -> GcReport:  # fmt: skip
+        from engine.services.retention import Retention
+
+        rt = self.runtime
+        retention = Retention.of(rt.store, rt.room.path, rt.config, rt.clock)
+        return await retention.gc(dry_run=dry_run, vacuum=vacuum, days=days, gb=gb)
 
     async def budgets(self) -> BudgetsView:
         rt = self.runtime

@@ -30,8 +30,14 @@ def spent(item: dict[str, Any]) -> str:
 def turn_line(t: dict[str, Any]) -> str:
     state = t["status"] + (f"/{t['reason']}" if t["reason"] else "")
     calls = f"{t['calls']:>2} call" + ("s" if t["calls"] != 1 else " ")
+    pruned = f"  · {pruned_text(t)}" if t.get("pruned_at") is not None else ""
     return (f"{t['turn_id']}  {t['thread_id']:<20} {state:<18} {calls}  "
-            f"{spent(t):<{SPENT_WIDTH}}  {_oneline(t['text'], 60)}")  # fmt: skip
+            f"{spent(t):<{SPENT_WIDTH}}  {_oneline(t['text'], 60)}{pruned}")  # fmt: skip
+
+
+def pruned_text(t: dict[str, Any]) -> str:
+    """What retention left of a pruned turn (engine/services/retention.py)."""
+    return f"steps pruned {_clock(t['pruned_at'], '%Y-%m-%d')}"
 
 
 def hit_line(h: dict[str, Any]) -> str:
@@ -57,6 +63,12 @@ def turn_lines(detail: dict[str, Any]) -> list[str]:
     calls_by_step: dict[int, list[dict[str, Any]]] = {}
     for c in detail["calls"]:
         calls_by_step.setdefault(c["step_id"], []).append(c)
+    if t.get("pruned_at") is not None:  # its steps and outputs went; its calls and decisions stay
+        calls = f"{t['calls']} call" + ("s" if t["calls"] != 1 else "")
+        out.append(f"  {pruned_text(t)} ({t['steps']} steps, {calls}: results and events went,"
+                   " calls and decisions stay)")  # fmt: skip
+        for c in detail["calls"]:
+            out.append(f"    call {c['call_id']} {c['tool']} -> {c['status']}")
     for s in detail["steps"]:
         cost = f" ({said})" if (said := spent(s)) else ""
         out.append(f"  step {s['idx']} {s['kind']:<10} {s['status']:<9} "
@@ -76,7 +88,8 @@ def turn_lines(detail: dict[str, Any]) -> list[str]:
                    f"{d['decided_by']} at {_clock(d['created_at'])} ({d['status']}){then}")  # fmt: skip
     if (sus := detail["suspended"]) is not None:
         still = " (still waiting)" if sus["waiting"] else ""
-        out.append(f"  suspended at step {sus['step_idx']}, call {sus['call_id']}{still}")
+        at = f" at step {sus['step_idx']}," if sus["step_idx"] is not None else ""  # (pruned)
+        out.append(f"  suspended{at} call {sus['call_id']}{still}")
     if t["answer"]:
         out.append(f"  answer: {_oneline(t['answer'], 200)}")
     return out

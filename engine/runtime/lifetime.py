@@ -128,6 +128,11 @@ async def serving(
                                 sleep=sleep, decide=rt.decide, queued=rt.decisions.queued_for,
                                 subscribe=rt.subscribe, notice=rt.notice).run  # fmt: skip
                             coordinator.singleton("deadlines", watch)  # on one runtime
+                        if config.retention.active:  # finished turns pruned: now, then hourly
+                            from engine.services.retention import Retention
+
+                            kept = Retention.of(store, room.path, config, clock)
+                            coordinator.singleton("retention", lambda: kept.run(sleep))
                         for turn_id in sorted(sv.interrupted):
                             sv.spawn_resume(turn_id)
                         for turn_id in await coordinator.stale_turns(rt.decisions):  # decided, not

@@ -23,7 +23,10 @@ Shapes (also what `agentdeck history --json` prints; keys are only ever added):
   that answered it; None: a room that predates it) `cached_tokens cost unpriced` (of its
   input tokens, those the provider's cache served; US dollars of its priced tokens; its
   tokens whose model has no known price; each None in a room that predates them: its
-  tokens then count as unpriced, `History.spent`). Times are Unix seconds.
+  tokens then count as unpriced, `History.spent`) `pruned_at` (when retention pruned its
+  steps and events, None: it was not, or a room that predates retention; a pruned turn's
+  `steps` is how many it had, its calls are kept without their results, its decisions
+  whole: engine/services/retention.py). Times are Unix seconds.
 - a search hit: `kind` (message|call) `turn_id thread_id message_id role call_id tool
   status created_at snippet` (matches in [brackets]) `cursor`.
 - a turn (`turn()`, `--turn ID`): `{"turn": <turn row>, "steps": [step_id idx kind status
@@ -121,6 +124,7 @@ _TURN_PARTS = ("history.steps", "history.messages", "history.calls", "history.tu
 _TOLD_PART = "history.turn_instructions"
 _MODEL_PART = "history.turn_model"
 _USAGE_PART = "history.turn_usage"
+_PRUNED_PART = "history.turn_pruned"
 
 
 class History:
@@ -135,6 +139,7 @@ class History:
         self.told = False  # ... and its turns record their instructions (issue 32)
         self.modelled = False  # ... and the model that answered them (issue 32)
         self.priced = False  # ... and what they spent (issue 33)
+        self.pruned = False  # ... and whether retention pruned them (issue 35)
         self.d: Dialect = dialect("sqlite")  # the statements of the database below
 
     async def __aenter__(self) -> History:
@@ -177,6 +182,7 @@ class History:
     def _records(self, rows: list[sqlite3.Row]) -> None:
         found = records.records(rows)
         self.told, self.modelled, self.priced = found.told, found.modelled, found.priced
+        self.pruned = found.pruned
 
     @property
     def where(self) -> str:
@@ -245,9 +251,9 @@ class History:
             # marks, where the page finds it again (kept once), never out of both.
             extra = await self._all(*pending_turns_sql(self.d, filters, driver, cursor,
                                                        self.told, self.modelled,
-                                                       self.priced))  # fmt: skip
+                                                       self.priced, self.pruned))  # fmt: skip
         sql, params = turns_sql(self.d, filters, driver, cursor, limit + 1, self.batched,
-                                self.told, self.modelled, self.priced)  # fmt: skip
+                                self.told, self.modelled, self.priced, self.pruned)  # fmt: skip
         rows = await self._all(sql, params)
         if extra:
             merged = {r["id"]: r for r in [*rows, *extra]}
@@ -350,7 +356,8 @@ class History:
     def _turn_parts(self) -> tuple[str, ...]:
         return (*_TURN_PARTS, *((_TOLD_PART,) if self.told else ()),
                 *((_MODEL_PART,) if self.modelled else ()),
-                *((_USAGE_PART,) if self.priced else ()))  # fmt: skip
+                *((_USAGE_PART,) if self.priced else ()),
+                *((_PRUNED_PART,) if self.pruned else ()))  # fmt: skip
 
     def _detail(self, row: sqlite3.Row, parts: Sequence[list[sqlite3.Row]]) -> dict[str, Any]:
         """The turn's detail from its row and the rows of `_turn_parts`, in their order."""
@@ -358,7 +365,8 @@ class History:
         steps, messages, calls, decisions = (by_name[name] for name in _TURN_PARTS)
         told, model = by_name.get(_TOLD_PART), by_name.get(_MODEL_PART)
         return turn_detail(row, steps, messages, calls, decisions, told=told, model=model,
-                           usage=by_name.get(_USAGE_PART))  # fmt: skip
+                           usage=by_name.get(_USAGE_PART),
+                           pruned=by_name.get(_PRUNED_PART))  # fmt: skip
 
     async def _pg_turn(self, turn_id: str) -> dict[str, Any]:
         found = await self._pg.snapshot(

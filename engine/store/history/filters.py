@@ -41,13 +41,17 @@ TOLD_COLUMN = ", t.instructions"
 MODEL_COLUMN = ", t.model"
 # What a turn spent besides its tokens in and out (issue 33), of its own row too.
 USAGE_COLUMNS = ", t.cached_tokens, t.cost, t.unpriced"
+# When retention pruned a turn's steps, and how many it had (issue 35).
+PRUNED_COLUMNS = ", t.pruned_at, t.pruned_steps"
 
 
-def turn_columns(told: bool, modelled: bool = True, priced: bool = True) -> str:
+def turn_columns(told: bool, modelled: bool = True, priced: bool = True,
+                 pruned: bool = True) -> str:  # fmt: skip
     """The columns of a listed turn; `told`: the room's turns record their instructions,
-    `modelled`: the model that answered them, `priced`: what they spent."""
+    `modelled`: the model that answered them, `priced`: what they spent, `pruned`: whether
+    retention pruned them."""
     return (TURN_COLUMNS + (TOLD_COLUMN if told else "") + (MODEL_COLUMN if modelled else "")
-            + (USAGE_COLUMNS if priced else ""))  # fmt: skip
+            + (USAGE_COLUMNS if priced else "") + (PRUNED_COLUMNS if pruned else ""))  # fmt: skip
 
 
 class HistoryError(ValueError):
@@ -187,7 +191,7 @@ def holds(d: Dialect, mark: str, at: str, turn_id: str, batched: bool) -> tuple[
 def turns_sql(
     d: Dialect, filters: Filters, driver: str | None, after: tuple[float, str] | None,
     limit: int, batched: bool = False, told: bool = True, modelled: bool = True,
-    priced: bool = True,
+    priced: bool = True, pruned: bool = True,
 ) -> tuple[str, list[Any]]:  # fmt: skip
     """A page of turns, newest first, after the cursor. `driver` is the mark to walk (the
     rarest asked for); the other marks are checked by primary key. `told`: with the hash of
@@ -220,7 +224,7 @@ def turns_sql(
             params.extend(more)
     params.append(limit)
     sql = (
-        f"SELECT {turn_columns(told, modelled, priced)} FROM {source}"
+        f"SELECT {turn_columns(told, modelled, priced, pruned)} FROM {source}"
         f" WHERE {' AND '.join(where)}"
         f" ORDER BY {order} LIMIT {p}"
     )
@@ -235,6 +239,7 @@ def pending_turns_sql(
     told: bool = True,
     modelled: bool = True,
     priced: bool = True,
+    pruned: bool = True,
 ) -> tuple[str, list[Any]]:
     """The turns that only calls the batch has not seen yet may give the driver mark (a
     call mark), with every filter: a few rows, which `History.turns` merges into the page
@@ -256,7 +261,7 @@ def pending_turns_sql(
             cond, more = holds(d, mark, "t.created_at", "t.id", True)
             where.append(cond)
             params.extend(more)
-    columns = turn_columns(told, modelled, priced)
+    columns = turn_columns(told, modelled, priced, pruned)
     return f"SELECT {columns} FROM turns t WHERE {' AND '.join(where)}", params
 
 

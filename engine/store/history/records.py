@@ -2,7 +2,8 @@
 
 A room is read as it is: one a runtime of an earlier release made lacks what was added
 since (the hash of a turn's instructions and their table, issue 32; the model that
-answered it, issue 32; what it spent, issue 33) until a runtime opens it again, and its
+answered it, issue 32; what it spent, issue 33; whether retention pruned it, issue
+35) until a runtime opens it again, and its
 history then reads without them instead of failing on a missing column. Each check is a
 look at the schema, never at the rows.
 """
@@ -24,16 +25,17 @@ def _sqlite_column(name: str) -> str:
     return f"(SELECT count(*) FROM pragma_table_info('turns') WHERE name = '{name}') > 0"
 
 
-# One row: (told, modelled, priced); the cost column stands for the others issue 33 added
-# with it (turns' cached_tokens and unpriced, the steps' tokens and cost).
+# One row: (told, modelled, priced, pruned); the cost column stands for the others issue 33
+# added with it (turns' cached_tokens and unpriced, the steps' tokens and cost), pruned_at
+# for pruned_steps (issue 35).
 SQLITE = (
     "SELECT (SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name ="
     f" 'instructions') > 0 AND {_sqlite_column('instructions')},"
-    f" {_sqlite_column('model')}, {_sqlite_column('cost')}"
+    f" {_sqlite_column('model')}, {_sqlite_column('cost')}, {_sqlite_column('pruned_at')}"
 )
 POSTGRES = (
     f"SELECT to_regclass('instructions') IS NOT NULL AND {_pg_column('instructions')},"
-    f" {_pg_column('model')}, {_pg_column('cost')}"
+    f" {_pg_column('model')}, {_pg_column('cost')}, {_pg_column('pruned_at')}"
 )
 
 
@@ -44,8 +46,9 @@ class Records:
     told: bool = False  # the hash of their instructions, and the texts under it
     modelled: bool = False  # the model that answered them
     priced: bool = False  # what they and their steps spent
+    pruned: bool = False  # whether retention pruned them, and when (issue 35)
 
 
 def records(rows: list[Any]) -> Records:
     """The answer of `SQLITE` or `POSTGRES`."""
-    return Records(bool(rows[0][0]), bool(rows[0][1]), bool(rows[0][2]))
+    return Records(bool(rows[0][0]), bool(rows[0][1]), bool(rows[0][2]), bool(rows[0][3]))

@@ -40,7 +40,7 @@ def write_json(target: Path, doc: dict[str, Any]) -> None:
 
 
 def turn_item(r: sqlite3.Row) -> dict[str, Any]:
-    return {
+    item = {
         "turn_id": r["id"], "thread_id": r["thread_id"], "origin": r["origin"],
         "status": r["status"], "reason": r["reason"], "text": r["text"],
         "answer": r["final_text"] or "", "created_at": r["created_at"],
@@ -60,6 +60,16 @@ def turn_item(r: sqlite3.Row) -> dict[str, Any]:
         "cached_tokens": _number(r, "cached_tokens"), "cost": _number(r, "cost"),
         "unpriced": _number(r, "unpriced"),
     }  # fmt: skip
+    return _pruned(item, r)
+
+
+def _pruned(item: dict[str, Any], r: sqlite3.Row) -> dict[str, Any]:
+    """A turn as retention left it (issue 35): when it was pruned (None: it was not), and
+    the steps it had then as its `steps`."""
+    item["pruned_at"] = _number(r, "pruned_at")
+    if item["pruned_at"] is not None:
+        item["steps"] = _number(r, "pruned_steps") or 0
+    return item
 
 
 def _column(r: sqlite3.Row, name: str) -> str | None:
@@ -240,12 +250,13 @@ def turn_detail(
     row: sqlite3.Row, steps: list[sqlite3.Row], messages: list[sqlite3.Row],
     calls: list[sqlite3.Row], decisions: list[sqlite3.Row],
     *, told: list[sqlite3.Row] | None = None, model: list[sqlite3.Row] | None = None,
-    usage: list[sqlite3.Row] | None = None,
+    usage: list[sqlite3.Row] | None = None, pruned: list[sqlite3.Row] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """One turn with its steps, messages, calls and decisions (the `--turn` object); its
     row says what it was told (`told`: the rows of `history.turn_instructions`), which
     model answered it (`model`: the rows of `history.turn_model`) and what it spent
-    (`usage`: the rows of `history.turn_usage`), each None in a room that predates them."""
+    (`usage`: the rows of `history.turn_usage`) and whether retention pruned it (`pruned`:
+    the rows of `history.turn_pruned`), each None in a room that predates them."""
     turn = turn_item(row)
     turn["meta"] = json_or_text(row["meta"]) or {}
     turn["told"] = told_item(told)
@@ -255,10 +266,13 @@ def turn_detail(
         turn["model"] = _column(model[0], "model")
     if usage:
         turn.update({k: _number(usage[0], k) for k in ("cached_tokens", "cost", "unpriced")})
+    if pruned:
+        _pruned(turn, pruned[0])
     call_items = [call_item(c) for c in calls]
     by_id = {c["call_id"]: c for c in call_items}
     decision_items = [decision_item(d, by_id.get(d["call_id"])) for d in decisions]
-    step_items = [step_item(s) for s in steps]
+    # (a pruned turn may keep the room's newest step row, engine/store/retention.py: not its)
+    step_items = [] if turn["pruned_at"] is not None else [step_item(s) for s in steps]
     return {
         "turn": turn,
         "steps": step_items,

@@ -82,3 +82,8 @@ SELECT count(*) FROM tool_calls WHERE status = 'suspended'
 
 -- name: counter_range
 SELECT name, value FROM counters WHERE name >= ? AND name < ?;
+
+-- name: turn_pruned
+-- When retention pruned one turn and how many steps it had (issue 35), by its key; read
+-- only where the room's turns have the columns (a room an earlier release made has none).
+SELECT t.pruned_at, t.pruned_steps FROM turns t WHERE t.id = ?;
