@@ -167,6 +167,7 @@ class _Pass:
                 break
             await anyio.lowlevel.checkpoint()
         if not report.dry_run and (report.turns or vacuum):
+            await self.store.index()  # the full-text index lets the old text go first
             await self.store.reclaim(full=vacuum)
             report.vacuumed = vacuum
         if not report.dry_run:
