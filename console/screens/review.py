@@ -38,7 +38,7 @@ from console.widgets.keyed_table import KeyedTable
 from console.widgets.text import Static
 
 if TYPE_CHECKING:
-    from engine.decisions.review import Review
+    from engine.domain.review import Review
 
 REFRESH = 2.0  # seconds between reads of the reviews while the screen is shown
 COLUMNS = ("tool", "state", "arguments", "thread", "started", "process")
@@ -267,7 +267,7 @@ def _process_cell(review: Review) -> str:
 
 
 def _detail(review: Review) -> Group:
-    from engine.decisions.review import file_text, process_text
+    from engine.domain.review import file_text, process_text
 
     known = facts((
         ("call", review.call_id), ("tool", review.tool), ("thread", review.thread_id),

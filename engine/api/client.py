@@ -34,13 +34,13 @@ if TYPE_CHECKING:
     from engine.api.tool_models import ToolsView
     from engine.api.usage_models import BudgetsView, By, UsageReport
     from engine.api.watch import Watch
-    from engine.decisions.review import Killed, Review
     from engine.domain.cluster_view import ClusterView
     from engine.domain.decisions import Decision, PendingCall
     from engine.domain.events import Event
     from engine.domain.outcome import TurnOutcome
     from engine.domain.requests import GroupConfig
     from engine.domain.retention import GcReport
+    from engine.domain.review import Killed, Review
     from engine.domain.rules import Rule
     from engine.domain.scheduler_stats import Statistics
     from engine.store.recent import Conversation, Recent
@@ -59,7 +59,7 @@ operation = declarer({
     "engine.domain.cluster_view": ("ClusterView",),
     "engine.domain.decisions": ("Decision", "PendingCall"),
     "engine.domain.outcome": ("TurnOutcome",),
-    "engine.decisions.review": ("Killed", "Review"),
+    "engine.domain.review": ("Killed", "Review"),
     "engine.domain.rules": ("Rule",),
     "engine.domain.requests": ("GroupConfig",),
     "engine.domain.scheduler_stats": ("Statistics",),

@@ -34,13 +34,13 @@ from engine.api.tool_models import ToolsView
 from engine.api.usage_models import BudgetsView, By, UsageReport
 from engine.api.watch import Lanes, Watch
 from engine.decisions import review
-from engine.decisions.review import Killed, Review
 from engine.domain.cluster_view import ClusterView, across
 from engine.domain.decisions import Decision, PendingCall
 from engine.domain.events import Event
 from engine.domain.messages import InvalidMessage, Message
 from engine.domain.outcome import TurnOutcome
 from engine.domain.retention import GcReport
+from engine.domain.review import Killed, Review
 from engine.domain.rules import Rule
 from engine.domain.usage import Limit, parse_scope
 from engine.runtime import Runtime

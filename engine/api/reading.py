@@ -26,8 +26,8 @@ from engine.store.reader import ReadsFrom, is_current, open_reader
 if TYPE_CHECKING:
     from engine.api.tool_models import ToolsView
     from engine.api.usage_models import BudgetsView, By, UsageReport
-    from engine.decisions.review import Review
     from engine.domain.decisions import PendingCall
+    from engine.domain.review import Review
     from engine.domain.rules import Rule
     from engine.store import Store
 

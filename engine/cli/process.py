@@ -152,7 +152,7 @@ async def status(room: Room, args: argparse.Namespace) -> int:
     if client is None:  # it stopped meanwhile
         return await status(room, args)
     async with client:
-        info = await client.info()
+        info = client.owner or await client.info()  # (connect asked it)
         stats = await client.statistics()
         waiting_calls = await client.pending()
         workers = await client.cluster()  # several workers serve the room

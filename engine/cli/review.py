@@ -15,7 +15,7 @@ import time
 from engine.api.client import NotFound
 from engine.cli.common import EXIT_OK, EXIT_OTHER, UsageError, room_client, room_reader
 from engine.cli.turns import age
-from engine.decisions.review import Review, file_text, process_text
+from engine.domain.review import Review, file_text, process_text
 from engine.room import Room
 
 

@@ -26,62 +26,17 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict
-
-from engine.domain.decisions import WaitingCall
+from engine.domain.review import FileFacts, Killed, ProcessFacts, Review
 from engine.lifecycle import CallStatus
 from engine.lifecycle.call import REVIEW_REASON
 from engine.store import Op, Store, json_or_text
 from engine.store import turns as rows
 from engine.tools import ToolError, ToolRegistry, orphans
 from engine.tools.workspace import Workspace
-from engine.turn.call import CallState
 
 if TYPE_CHECKING:
     from engine.store.reader import Reads
-
-
-class ProcessFacts(BaseModel):
-    """The process group a call's tool recorded, and whether it is alive now."""
-
-    model_config = ConfigDict(frozen=True, defer_build=True)
-
-    pgid: int
-    command: str = ""
-    started_at: float = 0.0
-    alive: bool = False
-    killed: str | None = None  # what an operator's kill did: terminated, killed, ...
-
-
-class FileFacts(BaseModel):
-    """A file the call was writing, as it is now."""
-
-    model_config = ConfigDict(frozen=True, defer_build=True)
-
-    path: str
-    exists: bool
-    size: int | None = None
-    matches: bool | None = None  # holds exactly what the call was to write (None: unknown)
-    note: str = ""  # why it could not be read
-
-
-class Review(WaitingCall):
-    """A call waiting for a review, with what is known of it."""
-
-    started_at: float  # when it was committed `running`
-    since: float  # when it was put up for review
-    process: ProcessFacts | None = None
-    files: list[FileFacts] = []
-
-
-class Killed(BaseModel):
-    """What ending a call's surviving process group did."""
-
-    model_config = ConfigDict(frozen=True, defer_build=True)
-
-    call_id: str
-    pgid: int
-    result: orphans.Ended  # gone (nothing was alive), terminated, killed, survived
+    from engine.turn.call import CallState
 
 
 class OrphanRefused(Exception):
@@ -162,24 +117,6 @@ async def kill_orphan(store: Store, call_id: str, run_id: str, at: float) -> Kil
     done = {"result": result, "at": at, "run_id": run_id}
     await store.write([rows.call_meta_set(call_id, "killed", done)])
     return Killed(call_id=call_id, pgid=record["pgid"], result=result)
-
-
-def process_text(process: ProcessFacts) -> str:
-    """What is known of a call's process group, in words (the CLI's and the console's)."""
-    state = (f"killed by an operator ({process.killed})" if process.killed and not process.alive
-             else "still running" if process.alive else "gone")  # fmt: skip
-    return f"process group {process.pgid} `{process.command}`: {state}"
-
-
-def file_text(found: FileFacts) -> str:
-    """What is known of a file a call was writing, in words."""
-    if not found.exists:
-        return f"{found.path}: missing"
-    if found.size is None:
-        return f"{found.path}: exists ({found.note or 'unreadable'})"
-    what = {True: "holds what the call was to write", False: "differs from what the call "
-            "was to write", None: "its content was not to be known"}[found.matches]  # fmt: skip
-    return f"{found.path}: {found.size:,} bytes, {what}"
 
 
 def put_up_for_review(call: CallState, now: float) -> Op:

@@ -16,17 +16,17 @@ import os
 import signal
 from contextlib import suppress
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import anyio
+
+from engine.domain.review import Ended
 
 PROC = Path("/proc")
 BOOT_ID = PROC / "sys/kernel/random/boot_id"
 TERM_GRACE = 3.0  # seconds a group gets to end after SIGTERM, before SIGKILL
 KILL_WAIT = 2.0  # seconds to wait for the group to be gone after SIGKILL
 POLL = 0.05
-
-Ended = Literal["gone", "terminated", "killed", "survived"]
 
 
 def _boot_id() -> str | None:
