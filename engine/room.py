@@ -11,9 +11,7 @@ import contextlib
 import fcntl
 import json
 import os
-import socket
 import stat
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,6 +149,8 @@ class Room:
         """RoomError unless a file can be made in the room (a read-only filesystem, a
         folder another user owns)."""
         try:
+            import tempfile
+
             with tempfile.TemporaryFile(dir=self.path):
                 pass
         except OSError as exc:
@@ -183,6 +183,9 @@ def describe(owner: dict[str, Any]) -> str:
     """`pid 12 (agentdeck run, since 2026-11-26T10:00:00)`."""
     since = f", since {owner['since']}" if owner.get("since") else ""
     return f"pid {owner.get('pid')} (agentdeck {owner.get('kind', 'unknown')}{since})"
+
+
+SERVING = ("console", "run", "start")  # the kinds of owner that serve the room's API
 
 
 def owner_of(room: Room) -> dict[str, Any] | None:
@@ -291,6 +294,8 @@ class Ownership:
                 who = "another process"
             raise RoomBusy(f"room {self.room.path} is owned by {who}") from None
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+        import socket
+
         info = {"pid": os.getpid(), "host": socket.gethostname(), "kind": self.kind, "since": stamp}
         try:
             _write(self.room.owner_file, json.dumps(info))

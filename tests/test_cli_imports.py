@@ -42,6 +42,8 @@ NOT_USED_FREE = {
     "review": ("engine.services.scheduler", "engine.domain.rules"),
     "history --limit 1": ("engine.config", "engine.api.models", "engine.services.scheduler"),
 }  # fmt: skip
+# Answered off the owner's socket (engine/cli/light.py): no event loop, no pydantic.
+QUICK = ("status", "pending", "pending --json", "status --json")
 BUILT = "engine.config:Config (schema built)"
 LOADED = (
     "import json, sys\nfrom engine.cli import main\ncode = main(sys.argv[1:])\n"
@@ -93,3 +95,10 @@ def test_a_room_nobody_owns_is_read_without_a_run_or_the_configs_schema(
     built = () if command == "rules" else (BUILT,)
     heavy = [m for m in (*NEVER, *built, *NOT_USED_FREE[command]) if m in loaded]
     assert heavy == [], f"`agentdeck {command}` on a free room loaded {heavy}"
+
+
+@pytest.mark.parametrize("command", QUICK)
+def test_a_quick_read_loads_no_event_loop_and_no_pydantic(owned_room: Path, command: str) -> None:
+    loaded = loaded_by(owned_room, command)
+    heavy = [m for m in (*NEVER, "asyncio", "anyio", "pydantic", "engine.config") if m in loaded]
+    assert heavy == [], f"`agentdeck {command}` loaded {heavy}"

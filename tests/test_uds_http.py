@@ -11,7 +11,7 @@ import anyio
 import pytest
 from anyio.abc import SocketStream
 
-from engine.api.uds_http import HEAD_LIMIT, Broken, TransportError, request, stream
+from engine.api.uds_http import HEAD_LIMIT, Broken, TransportError, request, request_now, stream
 
 pytestmark = pytest.mark.anyio
 
@@ -97,3 +97,23 @@ async def test_a_stream_yields_what_arrives(tmp_path: Path) -> None:
         async with stream(str(tmp_path / "s.sock"), "GET", "/v1/events") as r:
             got = [c async for c in r.chunks()]
     assert b"".join(got) == b"event: a\n\n"
+
+
+async def test_the_same_request_without_an_event_loop(tmp_path: Path) -> None:
+    """`request_now` (a blocking socket, for the CLI's quick path) reads what `request` reads
+    and fails as it does; the test's peer runs on this loop, so it is called from a thread."""
+    chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n[1\r\n1\r\n]\r\n0\r\n\r\n"
+    async with peer(tmp_path, chunked) as seen:
+        r = await anyio.to_thread.run_sync(
+            lambda: request_now(str(tmp_path / "s.sock"), "GET", "/v1/p", params=[("a", 1)])
+        )
+    assert (r.status, r.json()) == (200, [1])
+    assert seen[0].startswith(b"GET /v1/p?a=1 HTTP/1.1\r\n")
+    (tmp_path / "b").mkdir()
+    async with peer(tmp_path / "b", b"HTTP/1.1 200 OK\r\ncontent-length: 9\r\n\r\nshort"):
+        with pytest.raises(Broken):
+            await anyio.to_thread.run_sync(
+                lambda: request_now(str(tmp_path / "b" / "s.sock"), "GET", "/")
+            )
+    with pytest.raises(TransportError, match="No such file"):
+        request_now(str(tmp_path / "none.sock"), "GET", "/")

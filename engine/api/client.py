@@ -7,17 +7,15 @@ so a caller cannot tell them apart except by `hosted`.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
-
-import anyio
-from anyio.abc import TaskStatus
 
 from engine.api.operations import Operation, declarer
 from engine.room import Room
 
 if TYPE_CHECKING:
+    from anyio.abc import TaskStatus
+
     from engine.api.models import (
         Cancelled,
         ChannelsView,
@@ -64,6 +62,16 @@ operation = declarer({
     "engine.domain.requests": ("GroupConfig",),
     "engine.domain.scheduler_stats": ("Statistics",),
 })  # fmt: skip
+
+
+class _Ignored:
+    """anyio's TASK_STATUS_IGNORED, without importing anyio for a client that never follows."""
+
+    def started(self, value: object = None) -> None:
+        pass
+
+
+IGNORED: Any = _Ignored()
 GROUP_NAME = r"^[A-Za-z0-9_.:-]{1,64}$"
 DAY = r"^\d{4}-\d{2}-\d{2}$"
 DELIVERY_STATE = r"^(pending|retrying|sent|dead|dropped)$"
@@ -314,7 +322,7 @@ class RoomClient:
 
     async def follow(
         self, receive: Receive, resync: Resync, *, watch: Watch | None = None,
-        task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+        task_status: TaskStatus[None] = IGNORED,
     ) -> None:  # fmt: skip
         """Hand every event of the lanes `watch` names (engine/api/watch.py; default: all
         of them) to `receive`, in order, until cancelled; a change of `watch` applies from
@@ -339,6 +347,8 @@ class RoomClient:
 
     def new_id(self, prefix: str) -> str:
         """A fresh id (decisions name themselves, so a retry is recognised)."""
+        import uuid
+
         return f"{prefix}_{uuid.uuid4().hex[:16]}"
 
     async def aclose(self) -> None:

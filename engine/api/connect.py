@@ -16,9 +16,8 @@ import anyio
 
 from engine.api.client import OwnerGone
 from engine.api.remote import RemoteClient
-from engine.room import Room, describe, owner_of
+from engine.room import SERVING, Room, describe, owner_of
 
-SERVING = ("console", "run", "start")  # the kinds of owner that serve the room's API
 SOCKET_WAIT = 10.0  # seconds a serving owner may take to answer on its socket
 ONE_OFF_WAIT = 60.0  # seconds to wait for a one-off owner to let go of the room
 

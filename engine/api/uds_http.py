@@ -7,21 +7,31 @@ that the owner's server (uvicorn) answers: one request a connection (`Connection
 a body sent with its length, an answer's body by Content-Length, chunked transfer coding
 or the end of the connection. What comes back is input from another process: a head or a
 chunk line has a size limit, and an answer that breaks the protocol is `Broken`.
+
+`request` and `stream` run on the event loop (anyio); `request_now` is the same request
+made with a blocking socket, for a command that answers without starting an event loop
+(engine/cli/light.py). It reads the answer to the end (the server closes: one request a
+connection), then reads it with the same `_Reader`, whose reads then never wait, so its
+coroutines finish at their first step without a loop.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterable
+import socket as sockets
+from collections.abc import AsyncIterator, Coroutine, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
-import anyio
-from anyio.abc import SocketStream
+if TYPE_CHECKING:
+    from anyio.abc import SocketStream
+
+T = TypeVar("T")
 
 HEAD_LIMIT = 64 * 1024  # bytes of an answer's status line and headers
+ANSWER_LIMIT = 64 * 1024 * 1024  # bytes of a whole answer read by `request_now`
 READ_SIZE = 64 * 1024
 Params = Iterable[tuple[str, Any]]
 
@@ -81,6 +91,8 @@ async def stream(socket: str, method: str, path: str, *, params: Params = (),
     """A request whose answer's body is read as it comes (`Response.chunks`); `read_for`
     is the longest silence allowed, for the head and for each read of the body. JSON
     `body` is sent as such."""
+    import anyio
+
     try:
         with anyio.fail_after(connect_for):
             conn = await anyio.connect_unix(socket)
@@ -98,6 +110,42 @@ async def stream(socket: str, method: str, path: str, *, params: Params = (),
         except anyio.BrokenResourceError:
             raise Broken("the connection broke") from None
         yield Response(status, reason, head, _reader=reader, _read_for=read_for)
+
+
+def request_now(socket: str, method: str, path: str, *, params: Params = (), body: Any = None,
+                timeout: float = 30.0) -> Response:  # fmt: skip
+    """`request` with a blocking socket: no event loop (see the module)."""
+    conn = sockets.socket(sockets.AF_UNIX, sockets.SOCK_STREAM)
+    conn.settimeout(timeout)
+    data = bytearray()
+    try:
+        conn.connect(socket)
+        conn.sendall(_request_bytes(method, path, params, body, {}))
+        while chunk := conn.recv(READ_SIZE):
+            data += chunk
+            if len(data) > ANSWER_LIMIT:
+                raise Broken("the answer is too long")
+    except TimeoutError:
+        raise TransportError(f"no answer in {timeout:g} s") from None
+    except OSError as exc:
+        raise TransportError(exc.strerror or str(exc)) from None
+    finally:
+        conn.close()
+    reader = _Reader(None, data)
+    status, reason, head = _now(reader.head(timeout))
+    response = Response(status, reason, head, _reader=reader, _read_for=timeout)
+    _now(response.read())
+    return response
+
+
+def _now(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never waits (a `_Reader` over a whole answer) to its end."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    coro.close()
+    raise AssertionError("a read of a whole answer waited")
 
 
 def _request_bytes(method: str, path: str, params: Params, body: Any,
@@ -123,14 +171,16 @@ def _param(value: Any) -> str:
 class _Reader:
     """Reads an answer off the connection: the head, then the body however it is framed."""
 
-    def __init__(self, conn: SocketStream) -> None:
-        self._conn = conn
-        self._buffer = bytearray()
-        self._eof = False
+    def __init__(self, conn: SocketStream | None, whole: bytearray | None = None) -> None:
+        self._conn = conn  # None: `whole` is the answer, to its end
+        self._buffer = whole if whole is not None else bytearray()
+        self._eof = conn is None
 
     async def _more(self, read_for: float) -> bool:
-        if self._eof:
+        if self._eof or self._conn is None:
             return False
+        import anyio
+
         try:
             with anyio.fail_after(read_for):
                 self._buffer += await self._conn.receive(READ_SIZE)

@@ -15,8 +15,6 @@ import importlib
 import sys
 from collections.abc import Awaitable, Callable
 
-import anyio
-
 from engine import __version__
 from engine.cli.common import EXIT_BUSY, EXIT_OTHER, EXIT_USAGE, UsageError
 from engine.room import Room
@@ -154,6 +152,10 @@ def main(argv: list[str] | None = None, run_console: Callable[[Room], int] | Non
             if command == "start":
                 return process.start(room)
             return process.stop(room, args.timeout, args.force)
+        if (now := _quick(command)) is not None and (code := now(room, args)) is not None:
+            return code  # the owner answered off its socket (engine/cli/light.py)
+        import anyio
+
         return anyio.run(_handler(command), room, args)
     except KeyboardInterrupt:
         return 130
@@ -216,6 +218,12 @@ _COMMANDS = {  # command: (module of engine.cli, its function); only that module
     "usage": ("spending", "usage"), "budget": ("spending", "budget"),
     "tools": ("tools", "tools"), "gc": ("gc", "gc"),
 }  # fmt: skip
+
+
+def _quick(command: str) -> Callable[[Room, argparse.Namespace], int | None] | None:
+    """The command's quick path (its function's `_now`, engine/cli/light.py), if it has one."""
+    module, function = _COMMANDS[command]
+    return getattr(importlib.import_module(f"engine.cli.{module}"), f"{function}_now", None)
 
 
 def _handler(command: str) -> Callable[[Room, argparse.Namespace], Awaitable[int]]:

@@ -128,13 +128,27 @@ def _kind(room: Room, owner: dict[str, Any], pid: int) -> str:
     return "unknown"
 
 
+def status_now(room: Room, args: argparse.Namespace) -> int | None:
+    """The quick path (engine/cli/light.py): a runtime serving the room answers off its
+    socket; None for anything else (the full way says who holds the room, or waits)."""
+    from engine.cli.light import owner_json
+
+    room.check()
+    owner = owner_of(room)
+    if owner is None:
+        return None
+    answers = [owner_json(room, name) for name in ("info", "statistics", "pending", "cluster")]
+    info, stats, waiting_calls, workers = answers
+    if info is None or stats is None or waiting_calls is None:
+        return None
+    return _status(room, args, owner, info, stats, waiting_calls, workers)
+
+
 async def status(room: Room, args: argparse.Namespace) -> int:
     """Exit 0 when a runtime serves the room, 3 when nobody owns it, 4 when its owner
     does not answer; 2 (RoomError) when there is no room folder at the path."""
     from engine.api.client import OwnerGone
     from engine.api.connect import connect
-    from engine.cli.workers import as_json
-    from engine.cli.workers import lines as cluster_lines
 
     room.check()
     owner = owner_of(room)
@@ -156,39 +170,55 @@ async def status(room: Room, args: argparse.Namespace) -> int:
         stats = await client.statistics()
         waiting_calls = await client.pending()
         workers = await client.cluster()  # several workers serve the room
-    waiting = sum(1 for t in stats.threads if t.state == "waiting")
-    running, queued = stats.running, len(stats.queued)
-    if workers is not None:  # the threads are the whole cluster's; the queue is this worker's
-        running = sum(1 for t in stats.threads if t.state == "running")
-        queued = sum(t.queued for t in stats.threads)
+    return _status(room, args, owner, info.model_dump(mode="json"), dataclasses.asdict(stats),
+                   [c.model_dump(mode="json") for c in waiting_calls],
+                   dataclasses.asdict(workers) if workers is not None else None)  # fmt: skip
+
+
+def _status(room: Room, args: argparse.Namespace, owner: dict[str, Any], info: dict[str, Any],
+            stats: dict[str, Any], waiting_calls: list[Any],
+            workers: dict[str, Any] | None) -> int:  # fmt: skip
+    """Print the owner's status (the API's JSON of info, statistics, pending, cluster)."""
+    from engine.cli.workers import as_json, from_json
+    from engine.cli.workers import lines as cluster_lines
+    from engine.domain.usage import Usage
+
+    threads, groups = stats["threads"], stats["groups"]
+    waiting = sum(1 for t in threads if t["state"] == "waiting")
+    running, queued = stats["running"], len(stats["queued"])
+    view = from_json(workers) if workers is not None else None
+    if view is not None:  # the threads are the whole cluster's; the queue is this worker's
+        running = sum(1 for t in threads if t["state"] == "running")
+        queued = sum(t["queued"] for t in threads)
+    held_why = [why for why in (stats.get("held"), *(g.get("held") for g in groups)) if why]
+    today = Usage(**stats["today"]) if stats.get("today") is not None else None
     if args.json:
         print(json.dumps({
-            "room": str(room.path), "owner": owner, "info": info.model_dump(mode="json"),
+            "room": str(room.path), "owner": owner, "info": info,
             "running": running, "waiting": waiting, "queued": queued,
             "pending": len(waiting_calls),
-            "paused": [g.name for g in stats.groups if g.paused],
-            "held": [why for why in (stats.held, *(g.held for g in stats.groups)) if why],
-            **({"today": dataclasses.asdict(stats.today)} if stats.today is not None else {}),
-            **({"cluster": as_json(workers)} if workers is not None else {}),
+            "paused": [g["name"] for g in groups if g["paused"]],
+            "held": held_why,
+            **({"today": dataclasses.asdict(today)} if today is not None else {}),
+            **({"cluster": as_json(view)} if view is not None else {}),
         }))  # fmt: skip
         return EXIT_OK
     print(f"room {shown(room.path)}: owned by {describe(owner)}")
-    print(f"run {info.run_id}, model {info.model}, up {_duration(info.uptime)}; "
+    print(f"run {info['run_id']}, model {info['model']}, up {_duration(info['uptime'])}; "
           f"API on {room.socket.name}")  # fmt: skip
     print(f"{running} running, {waiting} waiting, {queued} queued; "
           f"{len(waiting_calls)} call{'s' if len(waiting_calls) != 1 else ''} "
           "waiting for a decision (`agentdeck pending`)")  # fmt: skip
-    if stats.today is not None:
-        print(f"today (UTC): {spent_text(stats.today)} (`agentdeck usage`)")
-    held = [f"{g.name} paused" if g.paused else f"{g.name} has no budget (0 running turns)"
-            for g in stats.groups if g.paused or g.max_running_turns == 0]  # fmt: skip
-    held += [why for why in (stats.held, *(g.held for g in stats.groups)) if why]
+    if today is not None:
+        print(f"today (UTC): {spent_text(today)} (`agentdeck usage`)")
+    held = [f"{g['name']} paused" if g["paused"] else f"{g['name']} has no budget (0 running turns)"
+            for g in groups if g["paused"] or g["max_running_turns"] == 0]  # fmt: skip
+    held += held_why
     if held:
         print(f"held: {'; '.join(held)}: their requests wait until that changes"
-              + (" (`agentdeck budget`)" if stats.held or any(g.held for g in stats.groups)
-                 else ""))  # fmt: skip
-    if workers is not None:
-        print("\n".join(cluster_lines(workers)))
+              + (" (`agentdeck budget`)" if held_why else ""))  # fmt: skip
+    if view is not None:
+        print("\n".join(cluster_lines(view)))
     return EXIT_OK
 
 

@@ -23,6 +23,7 @@ from engine.cli.common import (
     room_reader,
     settled,
 )
+from engine.cli.light import owner_json
 from engine.room import Room
 
 _FLAGS = {"thread_id": "--thread", "text": "the text"}  # SubmitBody's fields as invoke says them
@@ -153,23 +154,34 @@ async def cancel(room: Room, args: argparse.Namespace) -> int:
     return EXIT_OK if cancelled.cancelled else EXIT_OTHER
 
 
+def pending_now(room: Room, args: argparse.Namespace) -> int | None:
+    calls = owner_json(room, "pending")
+    return None if calls is None else _pending(calls, args)
+
+
 async def pending(room: Room, args: argparse.Namespace) -> int:
     async with room_reader(room, "pending") as client:
-        calls = await client.pending()
+        calls = [c.model_dump(mode="json") for c in await client.pending()]
+    return _pending(calls, args)
+
+
+def _pending(calls: list[dict[str, Any]], args: argparse.Namespace) -> int:
+    """Print the waiting calls (the API's JSON)."""
     if args.json:
-        print(json.dumps([c.model_dump(mode="json") for c in calls]))
+        print(json.dumps(calls))
         return EXIT_OK
     if args.quiet:  # for a shell: agentdeck decide "$(agentdeck pending -q | head -n 1)" ...
         for c in calls:
-            print(c.call_id)
+            print(c["call_id"])
         return EXIT_OK
     now = time.time()
     for c in calls:
-        args_text = json.dumps(c.args)
+        args_text = json.dumps(c["args"])
         args_text = args_text if len(args_text) <= 80 else args_text[:79] + "…"
-        print(f"{c.call_id}  {c.tool} {args_text}  on {c.thread_id} (turn {c.turn_id}), "
-              f"waiting {age(now - c.since)}"
-              + ("" if c.deadline_at is None else f", deadline in {age(c.deadline_at - now)}"))  # fmt: skip
+        deadline = c.get("deadline_at")
+        print(f"{c['call_id']}  {c['tool']} {args_text}  on {c['thread_id']} "
+              f"(turn {c['turn_id']}), waiting {age(now - c['since'])}"
+              + ("" if deadline is None else f", deadline in {age(deadline - now)}"))  # fmt: skip
     if not calls:
         print("agentdeck: no call waits for a decision", file=sys.stderr)
     return EXIT_OK

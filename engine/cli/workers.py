@@ -23,6 +23,14 @@ def as_json(view: ClusterView) -> dict[str, Any]:
             "workers": [dataclasses.asdict(w) for w in view.workers]}  # fmt: skip
 
 
+def from_json(data: dict[str, Any]) -> ClusterView:
+    """The view again from its JSON (the API's, or `dataclasses.asdict`'s); its threads are
+    not read back (nothing here shows them)."""
+    workers = tuple(WorkerView(**{**w, "threads": tuple(w["threads"])}) for w in data["workers"])
+    return ClusterView(worker=data["worker"], lease_seconds=data["lease_seconds"],
+                       workers=workers, threads=())  # fmt: skip
+
+
 def lines(view: ClusterView) -> list[str]:
     """The cluster as a few lines: a summary, then a table of its workers."""
     alive = sum(1 for w in view.workers if w.alive)
