@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import os
 import signal
 import sys
@@ -30,35 +29,20 @@ import themes
 from console import settings
 from console.attention import Attention
 from console.bridge import FPS, Bridge
+from console.collector import Collector
 from console.format import visible
 from console.host import AttachedHost, Host, RuntimeHost, console_provider
+from console.key_path import passes_through
 from console.screens.confirm import ConfirmScreen
 from console.screens.help import HelpScreen
 from console.screens.main import MainScreen
 from console.widgets.text import NoControls
 from engine.room import Room, stop_asked
 
-# Interpreter settings for a process that is the console's own, applied once started.
-GC_THRESHOLDS = (10_000, 10, 100)  # Python's default is (700, 10, 10)
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 STOP_GRACE = 3.0  # seconds the exit may take after a stop signal, once the room is closed
 CLOSE_WAIT = 10.0  # seconds the app waits at exit for the runtime to close the room
-SWITCH_INTERVAL = 0.001  # seconds; Python's default is 0.005
 MAX_TOASTS = 3  # notifications shown at once (the oldest gives way): see themes/app.tcss
-
-
-def _tune_process() -> None:
-    """Tune the interpreter for key latency once startup is over.
-
-    The heap built so far (modules, widgets, the runtime) is moved out of the cyclic
-    collector's reach and its collections are made rarer: a full collection over it is a
-    30-100 ms stall. The thread switch interval is shortened so the terminal's input
-    thread gets the interpreter within a millisecond of a key press, not five.
-    """
-    gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
-    gc.enable()  # console.cli.main disables it for the start: nothing of it is garbage
-    sys.setswitchinterval(SWITCH_INTERVAL)
 
 
 def _deck_commands() -> Any:
@@ -102,6 +86,7 @@ class AgentDeck(App[int]):
         self.closed_why: str | None = None  # said on the terminal once the screen is given back
         self._conditions: dict[str, Notification] = {}  # condition -> its toast
         self.keys_pressed = 0  # keys the terminal sent, counted before any binding runs
+        self.collector = Collector(lambda: self.keys_pressed)  # (started by `tune_process`)
         settings.use_themes(self)
         self._filters.append(NoControls())
 
@@ -109,7 +94,22 @@ class AgentDeck(App[int]):
         if isinstance(event, events.Key) and not event.is_forwarded:
             self.keys_pressed += 1  # (a key that must follow another at once asks this)
             self.main.key_pressed(self.keys_pressed)
+            if await self._bound_at_once(event):
+                return
         await super().on_event(event)
+
+    async def _bound_at_once(self, event: events.Key) -> bool:
+        """Run the key's binding now when it would reach the bindings untouched anyway
+        (console/key_path.py): on the main screen (whose own `on_key` takes only keys
+        typed before the input had the focus), from a pane that lets keys pass."""
+        screen = self.screen
+        if (screen is not self.main or not self.app_focus or screen.maximized is not None
+                or not passes_through(self.focused, screen)):  # fmt: skip
+            return False
+        screen._clear_tooltip()  # as Textual's own path does for a key
+        return await self._check_bindings(event.key, priority=True) or await self._check_bindings(
+            event.key
+        )
 
     def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
                timeout: float | None = None, markup: bool = False,
@@ -157,13 +157,19 @@ class AgentDeck(App[int]):
     @on(Bridge.Attached)
     def _started(self) -> None:
         # What the first screen does not show (the room's loops and API) starts once the
-        # attached run is drawn.
+        # attached run is drawn; the process is tuned once that has started too (hosted:
+        # `RuntimeHost.Settled`), so the heap it freezes holds the API's modules as well.
         if isinstance(self.host, RuntimeHost):
             self.call_after_refresh(self.host.first_screen_drawn)
+        else:
+            self._settled()
+
+    @on(RuntimeHost.Settled)
+    def _settled(self) -> None:
         # Only where the process is the console's own (`run_console`, the benchmark);
         # tests share theirs with each other.
         if self.tune_process:
-            self.call_after_refresh(_tune_process)
+            self.call_after_refresh(self.collector.start, self)
 
     def on_notify(self, event: Notify) -> None:
         """Before Textual's own handler shows the new notification, the oldest shown beyond

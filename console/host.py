@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
+from textual.message import Message as TextualMessage
 
 from console.bridge import Bridge, RunInfo
 from console.seed import seed
@@ -90,6 +91,9 @@ class Host:
 class RuntimeHost(Host):
     """Owns the room: the runtime, its loops and its API, for the app's lifetime."""
 
+    class Settled(TextualMessage):
+        """What starts after the first screen (the room's loops and API) has started."""
+
     def __init__(self, room: Room, *, clock: Callable[[], float], ids: Callable[[str], str] | None,
                  provider: Any, serve_api: bool = True, loops: bool = True) -> None:  # fmt: skip
         super().__init__(room)
@@ -111,7 +115,7 @@ class RuntimeHost(Host):
                 info = RunInfo(shown(self.room.path), rt.run_id,
                                f"{rt.provider.name}:{rt.provider.model}", "hosted")  # fmt: skip
                 async with anyio.create_task_group() as tg:
-                    tg.start_soon(self._after_first_screen, rt)
+                    tg.start_soon(self._after_first_screen, rt, target)
                     await self._follow(LocalClient(rt), bridge, target, info)
                     if not self._drawn.is_set():  # closed before its first screen was drawn
                         tg.cancel_scope.cancel()
@@ -129,26 +133,31 @@ class RuntimeHost(Host):
         """The app drew the attached run: what the first screen does not need may load."""
         self._drawn.set()
 
-    async def _after_first_screen(self, rt: Any) -> None:
+    async def _after_first_screen(self, rt: Any, target: Any) -> None:
         """The room's loops and API, which the first screen does not show: their modules
-        (channels, Starlette, FastAPI, uvicorn) load once it is drawn, in a thread."""
+        (channels, Starlette, FastAPI, uvicorn) load once it is drawn, in a thread; then
+        `Settled` tells the app."""
         await self._drawn.wait()
         if self.loops:
             start_loops = await anyio.to_thread.run_sync(_start_loops)
             start_loops(rt)  # (a malformed channels.toml: the app shows it and exits)
         if self.serve_api:
-            await self._serve_api(rt)
+            await self._serve_api(rt, target)
+        else:
+            target.post_message(self.Settled())
 
-    async def _serve_api(self, rt: Any) -> None:
+    async def _serve_api(self, rt: Any, target: Any) -> None:
         """The room's API, until `close` (its modules load in a thread: ~0.3 s)."""
         from engine.api.client import ServerError
 
         server = await anyio.to_thread.run_sync(_server_module)
         try:
             async with server.serve_api(rt):
+                target.post_message(self.Settled())
                 await self._closing.wait()
         except (ServerError, OSError) as exc:  # hosting goes on; other operators cannot join
             rt.notice("error", f"The room's API is not served: {exc}")
+            target.post_message(self.Settled())
 
 
 def _start_loops() -> Callable[[Any], None]:

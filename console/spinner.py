@@ -61,5 +61,5 @@ def thread_output(state: DeckState, thread_id: str, lines: int) -> list[tuple[st
 
 def room_activity(state: DeckState, now: float, frame: int) -> str:
     """The spinner and how long the oldest running turn has run, for the status bar."""
-    oldest = next((t for t in state.turns.values() if t.status == TurnStatus.RUNNING), None)
+    oldest = state.oldest_running()
     return f"{spin(frame)} {ran(now - oldest.started_at)}" if oldest is not None else ""

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any, assert_never
+from typing import assert_never
 
 from console.call_output import CALLS, OutputTail
+from console.rows import CallRow, Changes, TurnRow
 from console.spend import TodaySpend
 from console.steps import StepLog, StepRow
 from console.threads import ChatEntry, ThreadView, turn_note, via
@@ -42,72 +42,6 @@ WATCHED = (watch.QUEUE, watch.COUNTS, watch.NOTICES, watch.ACTIVITY)  # and the 
 MAX_LOADED_THREADS = 16  # threads whose conversation is kept in memory
 
 
-@dataclass
-class CallRow:
-    """One tool call as the calls pane and the decision queue show it."""
-
-    call_id: str
-    turn_id: str
-    thread_id: str
-    tool: str
-    args: Any
-    status: CallStatus
-    result: str | None = None
-    error: str | None = None
-    created_at: float = 0.0
-    updated_at: float = 0.0
-    ended_at: float | None = None
-    deadline_at: float | None = None  # suspended: when its deadline decides it
-    on_deadline: str | None = None  # what it decides then: cancel or approve
-    awaiting: str | None = None  # suspended: a `decision`, or a `review` after a crash
-
-    @property
-    def under_review(self) -> bool:
-        """It waits for a review: its outcome a crash left unknown (engine.decisions.review)."""
-        return self.status == CallStatus.SUSPENDED and self.awaiting == "review"
-
-
-@dataclass
-class TurnRow:
-    """A turn's lifecycle and its calls, in order."""
-
-    turn_id: str
-    thread_id: str
-    status: TurnStatus = TurnStatus.RUNNING
-    reason: str | None = None
-    started_at: float = 0.0
-    text: str = ""
-    calls: list[str] = field(default_factory=list)
-    input_tokens: int = 0  # summed over the turn's inference steps
-    output_tokens: int = 0
-    group: str | None = None  # its thread's group, as the runtime said it (None: not said)
-    channel: str | None = None  # the channel its message came from (None: not a channel's)
-    sender: str = ""
-    model: str | None = None  # provider:model that answers it (None: not said)
-    window: int | None = None  # that model's context window, in tokens
-
-
-@dataclass
-class Changes:
-    """What one fold touched; the screen redraws only these."""
-
-    events: int = 0  # how many events were folded into these changes
-    steps: bool = False
-    threads: set[str] = field(default_factory=set)
-    turns: set[str] = field(default_factory=set)
-    pending: bool = False
-    new_pending: int = 0
-    new_pending_threads: list[str] = field(default_factory=list)  # the thread of each
-    notices: list[Notice] = field(default_factory=list)
-    decisions: list[DecisionRecorded] = field(default_factory=list)
-    deliveries: int = 0  # DeliveryChanged events: the channels screen reads the outbox again
-    spend: bool = False  # today's spend or what budgets hold (the status bar)
-
-    def __bool__(self) -> bool:
-        return bool(self.steps or self.threads or self.turns or self.pending or self.notices
-                    or self.deliveries or self.spend)  # fmt: skip
-
-
 class DeckState:
     """Everything the panes draw, kept current by `fold`."""
 
@@ -125,6 +59,9 @@ class DeckState:
         self._seq = 0
         self.turns: OrderedDict[str, TurnRow] = OrderedDict()
         self._by_status: dict[TurnStatus, int] = {}  # turns per status, so `counts` is O(1)
+        # the turns not done, in the order of `turns`: what runs is found without a scan
+        # of the thousands that are done (the spinner and the status bar ask every frame)
+        self._open: dict[str, TurnRow] = {}
         self.calls: dict[str, CallRow] = {}
         # each thread's context: its newest inference's input tokens, the window, the model
         self.context: dict[str, tuple[int, int | None, str | None]] = {}
@@ -194,10 +131,14 @@ class DeckState:
 
     def active_turn(self, thread_id: str) -> TurnRow | None:
         """The thread's newest turn that is not done."""
-        for turn in reversed(self.turns.values()):
-            if turn.thread_id == thread_id and turn.status != TurnStatus.DONE:
+        for turn in reversed(self._open.values()):
+            if turn.thread_id == thread_id:
                 return turn
         return None
+
+    def oldest_running(self) -> TurnRow | None:
+        """The turn that has run longest of those running now."""
+        return next((t for t in self._open.values() if t.status == TurnStatus.RUNNING), None)
 
     def sizes(self) -> dict[str, int]:
         """How much is held, for the benchmark and for tests of the bounds."""
@@ -243,6 +184,15 @@ class DeckState:
             by_status[old.status] -= 1
         self.turns[turn.turn_id] = turn
         by_status[turn.status] = by_status.get(turn.status, 0) + 1
+        if turn.status == TurnStatus.DONE:
+            self._open.pop(turn.turn_id, None)
+        elif old is None or turn.turn_id in self._open:
+            self._open[turn.turn_id] = turn  # (at the end, as in `turns`; or where it was)
+        else:  # a done turn read as open again (a read older than an event): in order
+            self._reopen()
+
+    def _reopen(self) -> None:
+        self._open = {k: t for k, t in self.turns.items() if t.status != TurnStatus.DONE}
 
     def add_call(self, call: CallRow) -> None:
         """A call read from the room; one an event folded since the read is newer, and
@@ -380,7 +330,11 @@ class DeckState:
             by_status = self._by_status
             by_status[turn.status] -= 1
             by_status[status] = by_status.get(status, 0) + 1
-            turn.status = status
+            was_done, turn.status = turn.status == TurnStatus.DONE, status
+            if status == TurnStatus.DONE:
+                self._open.pop(turn.turn_id, None)
+            elif was_done:
+                self._reopen()
 
     def _turn(self, turn_id: str, thread_id: str, at: float) -> TurnRow:
         turn = self.turns.get(turn_id)

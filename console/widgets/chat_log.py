@@ -15,6 +15,7 @@ from collections.abc import Callable
 from rich.style import Style
 from rich.text import Text
 from textual.cache import LRUCache
+from textual.geometry import Region
 from textual.strip import Strip
 
 from console.format import visible
@@ -84,7 +85,8 @@ class ChatLog(LineView, can_focus=False):
             self._drawn.clear()
         view = self.view
         version = view.version if view is not None else 0
-        if version != self._version:
+        same_entries, top = version == self._version, int(self.scroll_y)
+        if not same_entries:
             entries = list(view.entries) if view is not None else []
             counts: dict[int, tuple[ChatEntry, int]] = {}
             starts = [0]
@@ -116,7 +118,15 @@ class ChatLog(LineView, can_focus=False):
         self.set_rows(self._starts[-1] + len(self._tail), width)
         if self._stick:
             self.scroll_quietly(self.max_scroll_y)
-        self.refresh()
+        tail_at = self._starts[-1] - top  # the screen line where the tail begins
+        if same_entries and int(self.scroll_y) == top and tail_at > 0:
+            # Only the tail changed (the spinner's frame, an answer streaming on its line):
+            # repaint its lines, not the chat's whole height (a far-apart repaint costs a key).
+            height = self.size.height
+            if tail_at < height:
+                self.refresh(Region(0, tail_at, self.size.width, height - tail_at))
+        else:
+            self.refresh()
 
     def _cut_at(self) -> int | None:
         """Lines of a tool's output drawn before "… +N lines": a screenful, less the lines

@@ -52,7 +52,8 @@ class NoControls(LineFilter):
     no cells, so the layout is unchanged); the terminal's own sequences are not text."""
 
     def apply(self, segments: list[Segment], background: Color) -> list[Segment]:
-        if not any(s.control is None and _CONTROL.search(s.text) for s in segments):
+        # (every line drawn passes here: one search over the line's text, not one a segment)
+        if not _CONTROL.search("".join([s.text for s in segments])):
             return segments
         return [Segment(_CONTROL.sub("", s.text), s.style) if s.control is None else s
                 for s in segments]  # fmt: skip

@@ -18,15 +18,17 @@ the terminal's input thread does. A key's time starts when it is due (so waiting
 GIL counts) and ends when the binding's action has run ("key -> action", the target) and
 when the next frame after that was written ("key -> painted").
 
-Prints RSS and Python's allocated blocks every second, then events absorbed per second
-(folded into the console's state while the producer ran), key latency p50/p95/max, peak
-memory, and the time from process start to the first full screen (the run attached and
-drawn; when the empty panes were first painted too). A single start says little on a
-machine whose speed drifts, so `--starts` fresh processes (`--start-only`) are measured
-after the run, each followed by the start floor (a minimal app on the same stack: Textual
-with the same kinds of widget, a pydantic model, an SQLite file opened through aiosqlite;
-`textual_floor.py`), and the target is judged on their median. Then a table of the targets
-of issue 3 with PASS or MISS. The run is a fresh process started from compiled bytecode, as
+Prints RSS and Python's allocated blocks every second, then events absorbed (folded into
+the console's state while the producer ran, of those that reached it: the console watches
+the queue, the counts, every thread's steps and calls and the chat's thread, so the other
+threads' streamed text never reaches it), key latency p50/p95/max, peak memory, and the
+time from process start to the first full screen (the run attached and drawn; when the
+empty panes were first painted too). A single start says little on a machine whose speed
+drifts, so `--starts` fresh processes (`--start-only`) are measured after the run, each
+followed by the start floor (a minimal app on the same stack: Textual with the same kinds
+of widget, a pydantic model, an SQLite file opened through aiosqlite; `textual_floor.py`),
+and the start is judged by the ratio of their medians (issue 35: at most 1.25x). Then a
+table of the targets (issues 3 and 35) with PASS or MISS. The run is a fresh process started from compiled bytecode, as
 an installed console starts. `--profile FILE` profiles the firehose with pyinstrument. It
 measures; it never fails on time (the exit status is 0 whatever the numbers).
 """
@@ -92,9 +94,10 @@ from engine.services.event_bus import EventBus  # noqa: E402
 from tests.bench.started import process_age  # noqa: E402
 
 TARGET_RATE = 20_000
-TARGET_P95_MS = 10.0
+TARGET_P95_MS = 10.0  # key -> action
+TARGET_PAINT_P95_MS = 33.0  # key -> painted: within two frames of a 60 Hz terminal
 TARGET_MAX_MS = 50.0
-TARGET_FIRST_MS = 500.0
+TARGET_START_RATIO = 1.25  # first full screen, against the start floor's, medians
 KEY_INTERVAL = 0.02
 BURST = 64  # events published per loop callback, as many runtime tasks would
 
@@ -231,6 +234,17 @@ async def bench(room: Path, rate: int, seconds: float, profile: str | None, star
         return undo
 
     EventBus.subscribe = kept_subscribe  # type: ignore[method-assign]
+    # What reaches the console's bridge: the events of what it watches (engine/api/watch.py:
+    # the queue, counts, steps and calls of every thread, the chat's thread), not the text of
+    # the other threads' answers, which the runtime does not send it.
+    received = [0]
+    real_receive = app.bridge.receive
+
+    def counted_receive(event: Event) -> None:
+        received[0] += 1
+        real_receive(event)
+
+    app.bridge.receive = counted_receive  # type: ignore[method-assign]
     Timeline.action_cursor = timed_cursor  # type: ignore[method-assign]
     app.post_display_hook = after_display  # type: ignore[method-assign]
     async with app.run_test(size=(160, 48)) as pilot:
@@ -278,6 +292,7 @@ async def bench(room: Path, rate: int, seconds: float, profile: str | None, star
         samples: list[tuple[float, float, int]] = []
         keys = threading.Thread(target=press_keys, daemon=True)
         frames0 = app.bridge.frames
+        folded0, received0 = app.bridge.state.events_folded, received[0]
         began = time.perf_counter()
         keys.start()
         sent = 0
@@ -294,14 +309,16 @@ async def bench(room: Path, rate: int, seconds: float, profile: str | None, star
                 next_sample += 1
             await asyncio.sleep(0.002 if due <= BURST else 0)
         elapsed = time.perf_counter() - began
-        folded_in_time = app.bridge.state.events_folded
+        folded_in_time = app.bridge.state.events_folded - folded0
+        received_in_time = received[0] - received0
         frames = app.bridge.frames - frames0
         stop.set()
         keys.join()
         if profiler is not None:
             profiler.stop()
         await pilot.pause(0.1)
-        folded = app.bridge.state.events_folded
+        folded = app.bridge.state.events_folded - folded0
+        collections = list(app.collector.collections)
         sizes = app.bridge.state.sizes() if hasattr(app.bridge.state, "sizes") else {}
         await app.shutdown()
     Timeline.action_cursor = original  # type: ignore[method-assign]
@@ -312,6 +329,7 @@ async def bench(room: Path, rate: int, seconds: float, profile: str | None, star
         profiler.last_session.save(str(Path(profile).with_suffix(".pyisession")))
 
     absorbed = folded_in_time / elapsed
+    share = folded_in_time / received_in_time if received_in_time else 1.0
     a50, a95, amax = pct(handled)
     p50, p95, pmax = pct(painted)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -319,21 +337,26 @@ async def bench(room: Path, rate: int, seconds: float, profile: str | None, star
     growth = (half[-1][1] - half[0][1]) if len(half) > 1 else 0.0
     first_ms = first_screen[0] * 1000
     ours, floor = fresh_starts(starts)
+    ratio = None
     if ours:
         first_ms = statistics.median(ours)
+        ratio = first_ms / statistics.median(floor)
         fresh = (
             f"fresh starts          median {first_ms:.0f} ms, min {min(ours):.0f} over "
             f"{len(ours)} fresh processes; start floor median {statistics.median(floor):.0f} ms, "
             f"min {min(floor):.0f}, interleaved with them: a minimal app on the same stack "
             "(Textual, the same kinds of widget, a pydantic model, an SQLite file opened "
-            "through aiosqlite) to the frame that shows it open (tests/bench/textual_floor.py)"
+            "through aiosqlite) to the frame that shows it open (tests/bench/textual_floor.py)\n"
+            f"start vs floor        {ratio:.2f}x (medians; each pair: "
+            f"{statistics.median(c / f for c, f in zip(ours, floor, strict=True)):.2f}x median)"
         )
     else:
-        fresh = "fresh starts          none (--starts 0): the start is judged on this run's own"
+        fresh = "fresh starts          none (--starts 0): the start is judged against no floor"
     out = [
         f"events sent           {sent:,} in {elapsed:.1f}s ({sent / elapsed:,.0f}/s, asked {rate:,}/s)",
-        f"events absorbed       {folded_in_time:,} in time ({absorbed:,.0f}/s), {folded:,} after "
-        f"0.1 s drain; {frames} frames ({frames / elapsed:.0f}/s)",
+        f"events absorbed       {folded_in_time:,} in time ({absorbed:,.0f}/s) of the "
+        f"{received_in_time:,} the console watches ({share:.1%}), {folded:,} after 0.1 s drain; "
+        f"{frames} frames ({frames / elapsed:.0f}/s)",
         f"keys                  {keys_sent} injected, {len(handled)} handled",
         f"key -> action         p50 {a50:.1f} ms  p95 {a95:.1f} ms  max {amax:.1f} ms",
         f"key -> painted        p50 {p50:.1f} ms  p95 {p95:.1f} ms  max {pmax:.1f} ms",
@@ -343,6 +366,8 @@ async def bench(room: Path, rate: int, seconds: float, profile: str | None, star
         f"{(ready - t_app) * 1000:.0f} ms); panes first painted at {first_paint[0] * 1000:.0f} ms",
         fresh,
         f"terminal output       {NullTerminalDriver.bytes_written / 2**20:.1f} MB written",
+        f"garbage collections   {collections[1]:,} young+middle, {collections[2]} full "
+        "(console/collector.py)",
     ]
     if sizes:
         out.append("state sizes           " + ", ".join(f"{k} {v:,}" for k, v in sizes.items()))
@@ -352,17 +377,20 @@ async def bench(room: Path, rate: int, seconds: float, profile: str | None, star
         return "PASS" if ok else "MISS"
 
     rows = [
-        ("events absorbed/s", f">= {TARGET_RATE:,}", f"{absorbed:,.0f}", absorbed >= 0.99 * rate
-         and rate >= TARGET_RATE),
+        ("events absorbed", f">= 99% at {TARGET_RATE:,}/s", f"{share:.1%}", share >= 0.99
+         and sent / elapsed >= 0.99 * TARGET_RATE),
         ("key -> action p95", f"< {TARGET_P95_MS:.0f} ms", f"{a95:.1f} ms", a95 < TARGET_P95_MS),
         ("key -> action max", f"< {TARGET_MAX_MS:.0f} ms", f"{amax:.1f} ms", amax < TARGET_MAX_MS),
+        ("key -> painted p95", f"< {TARGET_PAINT_P95_MS:.0f} ms", f"{p95:.1f} ms",
+         p95 < TARGET_PAINT_P95_MS),
         ("memory bounded", "flat RSS 2nd half", f"{growth:+.1f} MB", abs(growth) < 2.0),
-        ("first full screen", f"< {TARGET_FIRST_MS:.0f} ms", f"{first_ms:.0f} ms",
-         first_ms < TARGET_FIRST_MS),
+        ("first full screen", f"<= {TARGET_START_RATIO}x floor",
+         "n/a" if ratio is None else f"{ratio:.2f}x", ratio is not None
+         and ratio <= TARGET_START_RATIO),
     ]  # fmt: skip
-    print("\ntarget               goal               measured     verdict")
+    print("\ntarget               goal                  measured     verdict")
     for name, goal, got, ok in rows:
-        print(f"{name:<20} {goal:<18} {got:>10}   {verdict(ok)}")
+        print(f"{name:<20} {goal:<21} {got:>10}   {verdict(ok)}")
     print("(information only: the exit status does not depend on these)")
 
 

@@ -137,6 +137,37 @@ def test_state_is_bounded(monkeypatch) -> None:
     assert len(s.turns) <= 50 and len(s.calls) <= 50 + 1
 
 
+def test_what_runs_is_known_without_looking_through_the_turns_that_are_done() -> None:
+    """The thread's active turn and the oldest running one come from the turns that are
+    not done (kept as their statuses change), and agree with a look through all of them."""
+    from console.state import TurnRow
+    from engine.lifecycle import TurnStatus
+
+    s = DeckState()
+    for i in range(1, 7):
+        s.fold([TurnStarted(at=i, thread_id=f"chat:{i % 2}", turn_id=f"t_{i}", origin="chat",
+                            sender="operator", text="x")])  # fmt: skip
+    assert s.active_turn("chat:0").turn_id == "t_6" and s.active_turn("chat:1").turn_id == "t_5"
+    s.fold([TurnChanged(at=7, thread_id="chat:0", turn_id="t_6", status="done"),
+            TurnChanged(at=7, thread_id="chat:1", turn_id="t_1", status="waiting")])  # fmt: skip
+    assert s.active_turn("chat:0").turn_id == "t_4"
+    assert s.oldest_running().turn_id == "t_2"  # t_1 waits
+    for i in (2, 4):
+        s.fold([TurnChanged(at=8, thread_id="chat:0", turn_id=f"t_{i}", status="done")])
+    assert s.active_turn("chat:0") is None and s.active_turn("nobody") is None
+    # a read from the room older than an event says a done turn is running: in its place
+    s.add_turn(TurnRow("t_2", "chat:0", TurnStatus.RUNNING, started_at=2))
+    assert s.active_turn("chat:0").turn_id == "t_2" and s.oldest_running().turn_id == "t_2"
+
+    def scanned(thread_id: str) -> TurnRow | None:
+        done = TurnStatus.DONE
+        return next((t for t in reversed(s.turns.values())
+                     if t.thread_id == thread_id and t.status != done), None)  # fmt: skip
+
+    for thread_id in ("chat:0", "chat:1"):
+        assert s.active_turn(thread_id) is scanned(thread_id)
+
+
 class _Target:
     def __init__(self) -> None:
         self.posted: list = []
