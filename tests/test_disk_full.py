@@ -7,10 +7,14 @@ run twice). The room lives on a small tmpfs, so the disk is really full."""
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
+import sqlite3
 import subprocess
+import threading
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -21,6 +25,7 @@ from engine.lifecycle.call import REVIEW_REASON
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime
 from engine.store import DiskFull
+from engine.store.sqlite import SqliteStore
 from engine.tools.builtin import builtin_tools
 from tests.helpers import msg
 from tests.wait import until
@@ -52,6 +57,24 @@ def fill(disk: Path, leave: int) -> Path:
     st = os.statvfs(disk)
     with open(ballast, "wb") as f:
         f.write(b"\0" * max(0, st.f_bavail * st.f_frsize - leave))
+    return ballast
+
+
+def fill_all(disk: Path, db: Path, write_lock: threading.Lock) -> Path:
+    """No byte left free, and execution.db's WAL emptied first, so that the next write of
+    the room's truth finds the disk full (a WAL that SQLite starts over is written again in
+    place, which a full tmpfs allows: `fill` leaves which write fails first to chance)."""
+    with write_lock:  # (the store's writer and its WAL checkpointer wait meanwhile)
+        with closing(sqlite3.connect(db, timeout=60)) as conn:
+            busy, frames, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        assert (busy, frames) == (0, 0), "the WAL was not emptied"
+        ballast = disk / "ballast"
+        with open(ballast, "wb", buffering=0) as f:
+            try:
+                while f.write(b"\0" * 65536):
+                    pass
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC, exc
     return ballast
 
 
@@ -91,3 +114,42 @@ async def test_a_full_disk_stops_one_turn_refuses_new_work_and_loses_nothing(dis
         assert (await rt.run_turn(msg("calc 6*7", "other"))).status == "done"
     ran = (disk / "room" / "workspace" / "ran.log").read_text()
     assert ran in ("x\n", "")  # once at most (its echo may not have fit on the full disk)
+
+
+async def test_a_full_disk_when_a_resumed_turn_reopens_stops_it_until_space_returns(
+    disk: Path,
+) -> None:
+    """The decision is recorded, then the disk is full before its turn runs again: the
+    turn's first write (waiting -> running) fails. The turn stops where it was, as a
+    `_drive` stopped by a full disk leaves one, and the runtime goes on."""
+    notices: list[str] = []
+
+    def heard(event: Event) -> None:
+        if isinstance(event, Notice) and event.level == "error":
+            notices.append(event.text)
+
+    async with Runtime.open(disk / "room", kind="run", provider=OfflineModel(delay=0),
+                            tools=builtin_tools()) as rt:  # fmt: skip
+        rt.subscribe(heard)
+        out = await rt.run_turn(msg("run `echo x >> ran.log`", "big"))
+        assert out.status == "waiting"
+        [call] = await rt.pending()
+        assert await rt.decide(Decision.approve(call.call_id, args=call.args)) == "queued"
+        # its resumption is spawned, not yet run: nothing awaits between here and the fill
+        assert isinstance(rt.store, SqliteStore)
+        ballast = fill_all(disk, rt.store.file, rt.store._write_lock)
+        await until(lambda: rt.scheduler.holder("big"), "the turn stops where it was",
+                    ok=lambda held: held == (out.turn_id, "waiting") and not rt.live)  # fmt: skip
+        assert any(out.turn_id in n and "disk holding the room is full" in n for n in notices), (
+            notices
+        )
+        # nothing of it changed: still waiting, its call still suspended, never run
+        assert (await rt.outcome(out.turn_id)).status == "waiting"
+        assert [p.call_id for p in await rt.pending()] == [call.call_id]
+        assert not (disk / "room" / "workspace" / "ran.log").exists()
+        ballast.unlink()  # space again: the turn goes on, and takes its decision
+        await rt.settle_thread("big")
+        after = await rt.outcome(out.turn_id)
+        assert (after.status, after.reason) == ("done", "natural")
+        assert (await rt.run_turn(msg("calc 6*7", "other"))).status == "done"
+    assert (disk / "room" / "workspace" / "ran.log").read_text() == "x\n"

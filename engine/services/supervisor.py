@@ -247,13 +247,11 @@ class TurnSupervisor:
             return
         if not await self._slot(loop, handle):
             return
-        if loop.turn.status is TurnStatus.WAITING:
-            await loop.reopen()
         # turn_timeout bounds a stretch of running: the time the turn waited for a decision
         # (or for a runtime, after a crash) does not count, or an approval given after
         # turn_timeout would run its call and then stop the turn before it could answer
         loop.turn.started_at = self.ctx.clock()
-        await self._drive(loop, handle)
+        await self._drive(loop, handle, reopen=loop.turn.status is TurnStatus.WAITING)
 
     async def _slot(self, loop: TurnLoop, handle: TurnHandle) -> bool:
         """Wait for a slot of the turn's group, as a new turn would (the scheduler's, ahead
@@ -321,13 +319,17 @@ class TurnSupervisor:
 
     # -- driving ----------------------------------------------------------------------------
 
-    async def _drive(self, loop: TurnLoop, handle: TurnHandle) -> None:
-        """Run the loop; an operator's cancel ends the turn `done/cancelled`."""
+    async def _drive(self, loop: TurnLoop, handle: TurnHandle, *, reopen: bool = False) -> None:
+        """Run the loop (`reopen`: a waiting turn's, which runs again first); an operator's
+        cancel ends the turn `done/cancelled`, a full disk or a lost lease stops it at its
+        last checkpoint, whichever of its writes met it (the reopening one too)."""
         self.loops[handle.turn_id] = loop
         self.scheduler.hold(loop.turn.thread_id, loop.turn.id, loop.turn.group, "running")
         self._changed()
         parked = False
         try:
+            if reopen:  # `waiting -> running`, committed
+                await loop.reopen()
             with anyio.CancelScope() as scope:
                 handle.scope = scope
                 if handle.cancel_reason is not None:
