@@ -153,3 +153,32 @@ async def test_a_full_disk_when_a_resumed_turn_reopens_stops_it_until_space_retu
         assert (after.status, after.reason) == ("done", "natural")
         assert (await rt.run_turn(msg("calc 6*7", "other"))).status == "done"
     assert (disk / "room" / "workspace" / "ran.log").read_text() == "x\n"
+
+
+async def test_a_cancel_on_a_full_disk_is_refused_and_the_turn_waits_for_a_slot_as_it_did(
+    disk: Path,
+) -> None:
+    """A decided turn waits for a slot (its group runs none); the operator's cancel cannot be
+    recorded on a full disk: it is refused (the API answers 507), the turn stays as it was
+    (never run), the runtime goes on, and a cancel once there is space ends it. (The cancel
+    written and the turn's end not, a narrower race, parks the turn as `_drive` does:
+    supervisor `_unslotted`.)"""
+    async with Runtime.open(disk / "room", kind="run", provider=OfflineModel(delay=0),
+                            tools=builtin_tools()) as rt:  # fmt: skip
+        out = await rt.run_turn(msg("run `echo x >> ran.log`", "big"))
+        [call] = await rt.pending()
+        await rt.configure_group("chat", max_running_turns=0)  # no slot for it to resume in
+        assert await rt.decide(Decision.approve(call.call_id, args=call.args)) == "queued"
+        await until(lambda: rt.scheduler.holder("big"), "the turn waits for a slot",
+                    ok=lambda held: held == (out.turn_id, "resumed"))  # fmt: skip
+        assert isinstance(rt.store, SqliteStore)
+        ballast = fill_all(disk, rt.store.file, rt.store._write_lock)
+        with pytest.raises(DiskFull):
+            await rt.cancel_turn(out.turn_id)
+        assert rt.scheduler.holder("big") == (out.turn_id, "resumed")
+        assert (await rt.outcome(out.turn_id)).status == "waiting"
+        ballast.unlink()
+        assert await rt.cancel_turn(out.turn_id)
+        done = await rt.wait_turn(out.turn_id)
+        assert (done.status, done.reason) == ("done", "cancelled")
+    assert not (disk / "room" / "workspace" / "ran.log").exists()

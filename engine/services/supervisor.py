@@ -286,16 +286,31 @@ class TurnSupervisor:
     async def _unslotted(self, loop: TurnLoop, handle: TurnHandle) -> None:
         """A turn that waited for a slot does not run: cancelled, it ends so (its thread is
         free); on a cluster that lost the thread, nothing is written."""
+        parked = False
         try:
             if not handle.lost:
                 with anyio.CancelScope(shield=True):
                     await loop.finish(turn_lifecycle.CANCELLED, handle.cancel_reason)
         except LeaseLost:
             handle.lost = True
+        except DiskFull:  # the cancel was not written: it stays waiting, as a crash leaves it
+            parked = True
+            self.disk_full(f"turn {handle.turn_id} could not be cancelled: it still waits "
+                           "as it did; cancel it again once there is space")  # fmt: skip
         finally:
             self._unlive(handle)
-            self._settle(loop.turn, lost=handle.lost)
+            if parked:
+                self._park(loop)
+            else:
+                self._settle(loop.turn, lost=handle.lost)
             handle.done.set()
+
+    def _park(self, loop: TurnLoop) -> None:
+        """A turn a full disk stopped: its thread stays held, as by a turn a stopped run left."""
+        self.interrupted.add(loop.turn.id)
+        self.conversations.forget(loop.turn.thread_id)  # ahead of the store
+        self.scheduler.hold(loop.turn.thread_id, loop.turn.id, loop.turn.group, "waiting")
+        self._changed()
 
     async def load(self, turn_id: str) -> TurnLoop:
         """A turn's loop as execution.db has it (LookupError: no such turn)."""
@@ -349,11 +364,8 @@ class TurnSupervisor:
             if self.loops.get(handle.turn_id) is loop:
                 del self.loops[handle.turn_id]
             self._unlive(handle)
-            if parked:  # its thread stays held, as by a turn a stopped run left
-                self.interrupted.add(loop.turn.id)
-                self.conversations.forget(loop.turn.thread_id)  # ahead of the store
-                self.scheduler.hold(loop.turn.thread_id, loop.turn.id, loop.turn.group, "waiting")
-                self._changed()
+            if parked:
+                self._park(loop)
             else:
                 self._settle(loop.turn, lost=handle.lost)
             handle.done.set()
