@@ -36,8 +36,11 @@ from console.key_path import passes_through
 from console.screens.confirm import ConfirmScreen
 from console.screens.help import HelpScreen
 from console.screens.main import MainScreen
+from console.strips import patch as uncycle_strips
 from console.widgets.text import NoControls
 from engine.room import Room, stop_asked
+
+uncycle_strips()  # Textual's drawn lines would each be a reference cycle (console/strips.py)
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 STOP_GRACE = 3.0  # seconds the exit may take after a stop signal, once the room is closed
