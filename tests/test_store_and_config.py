@@ -486,13 +486,13 @@ async def test_the_wal_is_checkpointed_in_the_background(tmp_path: Path) -> None
     wal = tmp_path / "execution.db-wal"
     try:
         assert await s.scalar("PRAGMA wal_autocheckpoint") == 0
-        for i in range(2000):  # unchecked, about 8 MB of WAL
-            await s.write([(RUN, (f"r{i}", "run", 1, 1.0, "active"))])
+        for i in range(4000):  # unchecked, about 16 MB of WAL (a pass every 256 writes
+            await s.write([(RUN, (f"r{i}", "run", 1, 1.0, "active"))])  # keeps about 5)
         await until(lambda: wal.stat().st_size, "the checkpoint thread (beside us) shrank the WAL",
-                    ok=lambda size: size < 2_000_000)  # fmt: skip
+                    ok=lambda size: size < 8_000_000)  # fmt: skip
         await s.write([(RUN, ("last", "run", 1, 1.0, "active"))])  # restarts a checkpointed WAL
-        assert wal.stat().st_size < 2_000_000
-        assert await s.scalar("SELECT count(*) FROM runs") == 2001
+        assert wal.stat().st_size < 8_000_000
+        assert await s.scalar("SELECT count(*) FROM runs") == 4001
     finally:
         await s.close()
     assert not wal.exists()  # the last connection out checkpoints the rest
