@@ -1,7 +1,9 @@
 """Where a turn's instructions come from (engine/domain/instructions.py says the order):
 the room's file, agentdeck.toml, and each thread's own as an operator set it.
 
-The file is read again only when it changed (its modification time and size); a thread's
+The file is read again only when it changed (its modification time and size, looked at
+once per pass of the event loop: a stat took 20-40 us a turn on a busy runtime, the thread
+waiting for the interpreter after the system call); a thread's
 own are read from execution.db once per run and kept (an operator's change goes through
 `set_thread`, which writes and keeps it). A file that cannot be read is said once and left
 out, never a failed turn.
@@ -9,6 +11,7 @@ out, never a failed turn.
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
@@ -32,9 +35,26 @@ class InstructionsBook:
         self._file: tuple[tuple[int, int], str | None] | None = None  # (mtime, size), text
         self._threads: OrderedDict[str, str | None] = OrderedDict()
         self._said: str | None = None  # the last problem with the file told
+        self._looked: object = None  # the loop in whose pass the file was looked at
+        self._seen: str | None = None  # and what it said then
 
     def file_text(self) -> str | None:
-        """The room's instructions file, read again only when it changed (None: none)."""
+        """The room's instructions file, read again only when it changed (None: none);
+        looked at once per pass of the event loop, whatever the turns that open in it."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # (no loop: looked at each time)
+            return self._read()
+        if self._looked is loop:
+            return self._seen
+        self._seen, self._looked = self._read(), loop
+        loop.call_soon(self._look_again)
+        return self._seen
+
+    def _look_again(self) -> None:
+        self._looked = None
+
+    def _read(self) -> str | None:
         try:
             stat = self.path.stat()
         except FileNotFoundError:
