@@ -155,6 +155,13 @@ class Tool:
         """Whether the tool hands what it prints to `ToolContext.output` as it runs."""
         return bool(self.meta.get("streams"))
 
+    @property
+    def quick(self) -> bool:
+        """Whether the tool, though sync, runs on the event loop: it never blocks and its
+        work is bounded to microseconds (the calculator), so a worker thread would cost
+        more than the call (two thread switches, each waiting for the interpreter)."""
+        return bool(self.meta.get("quick"))
+
     def schema(self) -> dict[str, Any]:
         """The tool as the model sees it: name, description, JSON schema of parameters."""
         params = self.params.model_json_schema()
@@ -185,8 +192,9 @@ class Tool:
     async def call(self, kwargs: dict[str, Any], ctx: ToolContext) -> ToolResult:
         """Run the tool within `ctx.time_limit`; exceptions and the limit become errors.
 
-        Sync functions run in a worker thread. A thread cannot be killed: past the limit it
-        is abandoned (it finishes, or not, on its own) and the call ends anyway.
+        Sync functions run in a worker thread (but `quick` ones). A thread cannot be killed:
+        past the limit it is abandoned (it finishes, or not, on its own) and the call ends
+        anyway.
         """
         if self.context_param:
             kwargs = {**kwargs, self.context_param: ctx}
@@ -194,6 +202,9 @@ class Tool:
             if inspect.iscoroutinefunction(self.fn):
                 with anyio.move_on_after(ctx.time_limit) as limit:
                     value = await self.fn(**kwargs)
+            elif self.quick:  # (bounded: no limit to keep)
+                limit = None
+                value = self.fn(**kwargs)
             else:
                 # Shielded: a cancelled turn still waits for a thread that started (its work
                 # happens anyway, so its result is recorded), but not past the time limit.
@@ -205,7 +216,7 @@ class Tool:
             return ToolResult.error(str(exc))
         except Exception as exc:  # a tool that raises is a failed call, not a failed turn
             return ToolResult.error(f"{self.name} raised {type(exc).__name__}: {exc}")
-        if limit.cancelled_caught:
+        if limit is not None and limit.cancelled_caught:
             return ToolResult.error(
                 f"{self.name} did not finish within its time limit ({ctx.time_limit:g}s) and"
                 " was stopped"

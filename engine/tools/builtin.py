@@ -293,6 +293,11 @@ def calc(expression: str) -> int | float:
     return value
 
 
+# Bounded work (an expression of 1,000 characters, exponents and integers capped): run on
+# the event loop, not in a worker thread
+calc.meta["quick"] = True
+
+
 @tool(approval="always")
 async def http_get(url: str, ctx: ToolContext, timeout: float = 10.0) -> Any:  # noqa: ASYNC109
     """Fetch a URL over http(s) with GET; returns status, content type, text, and the location of a redirect (not followed: fetch it in a call of its own)."""
