@@ -112,6 +112,9 @@ async def test_fifty_megabytes_stream_within_a_bound_and_the_result_stays_capped
             try:
                 turn = await rt.submit(msg("flood", "t1"))
                 await rt.wait_turn(turn.turn_id)
+                await until(lambda: [e for e in watching.events if e.kind == "turn_changed"
+                                     and e.status == "done"],  # type: ignore[union-attr]
+                            "the turn's end, at the watcher")  # fmt: skip
                 for event in watching.output():
                     tail.add(event.stream, event.text, event.skipped)
                 _, peak = tracemalloc.get_traced_memory()

@@ -420,6 +420,8 @@ class Runtime:
             req = self._requests.get(turn_id)  # (not kept: an old one, or another run's)
             into = req.turn_id if req is not None else await coalesced_into(self.store, turn_id)
             if into is None or into == turn_id:  # not coalesced into another
+                if handle is not None and handle.outcome is not None:
+                    return handle.outcome  # done here: as its last commit wrote it
                 return await self.outcome(turn_id)
             turn_id = into
 

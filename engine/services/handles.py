@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import anyio
 
+from engine.domain.outcome import TurnOutcome
 from engine.store import Op, StoreError
 
 
@@ -23,6 +24,9 @@ class TurnHandle:
     lost: bool = False  # a cluster's worker lost the thread's lease: stop, write nothing
     token: int | None = None  # a cluster's: the lease token its checkpoints are fenced with
     admitted: anyio.Event = field(default_factory=anyio.Event)  # a resumed turn got a slot
+    # A turn done here: where it stands, as its last commit wrote it (no read to answer
+    # its waiters; a done turn changes no more)
+    outcome: TurnOutcome | None = None
 
 
 class Carried:

@@ -368,6 +368,8 @@ class TurnSupervisor:
                 self._park(loop)
             else:
                 self._settle(loop.turn, lost=handle.lost)
+                if not handle.lost:
+                    handle.outcome = loop.turn.outcome()
             handle.done.set()
 
     def _settle(self, turn: TurnState, *, lost: bool = False) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from engine.domain.instructions import Instructions
 from engine.domain.messages import ConvMessage
+from engine.domain.outcome import TurnOutcome
 from engine.domain.usage import Usage
 from engine.lifecycle import CallStatus, TurnStatus
 from engine.providers.base import AssistantAccumulator
@@ -75,6 +76,24 @@ class TurnState:
         self.cost += used.cost
         self.unpriced += used.unpriced
         self.last = used
+
+    def outcome(self) -> TurnOutcome | None:
+        """Where a done turn stands, as its commits wrote its row and its calls' (what
+        `engine.store.outcome.read_outcome` reads back); None when the store must answer:
+        not done, its row not written by this loop, a call suspended."""
+        if self.written is None or self.written[0] != TurnStatus.DONE.value:
+            return None
+        written = [(c, c.written) for c in self.calls.values() if c.written is not None]
+        if any(w[1] == CallStatus.SUSPENDED.value or c.step_id is None for c, w in written):
+            return None
+        written.sort(key=lambda cw: (cw[0].step_id, cw[0].idx))  # as the store orders them
+        status, reason, detail, _, input_tokens, output_tokens, *_, final_text, _ = self.written
+        return TurnOutcome(
+            turn_id=self.id, thread_id=self.thread_id, status=status, reason=reason,
+            detail=detail, text=final_text or "", pending=[],
+            calls=[{"call_id": c.id, "tool": c.tool, "status": w[1]} for c, w in written],
+            input_tokens=input_tokens, output_tokens=output_tokens,
+        )  # fmt: skip
 
     def row_update(self, at: float) -> Op | None:
         """The turn's row, when it changed since it was last written (a tool round's
