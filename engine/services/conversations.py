@@ -51,7 +51,15 @@ class Conversations:
         if conv is not None:
             self._kept.move_to_end(thread_id)
             return conv
-        bodies = await rows.message_bodies(self.store, thread_id)
+        return self.adopt(thread_id, await rows.message_bodies(self.store, thread_id))
+
+    def kept(self, thread_id: str, *, fresh: bool = False) -> bool:
+        """Whether `get` answers without reading the store."""
+        return not fresh and thread_id in self._kept
+
+    def adopt(self, thread_id: str, bodies: list[str]) -> Conversation:
+        """The thread's conversation from its messages as the store has them (`bodies`,
+        rows.message_bodies' answer), kept from now on."""
         conv = Conversation(thread_id, [ConvMessage.model_validate_json(b) for b in bodies])
         self._loaded += 1
         self.forget(thread_id)

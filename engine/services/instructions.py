@@ -76,6 +76,14 @@ class InstructionsBook:
         self._file, self._said = (key, text), None
         return text
 
+    def knows(self, thread_id: str) -> bool:
+        """Whether the thread's own are kept (`for_thread` then reads nothing)."""
+        return thread_id in self._threads
+
+    def adopt(self, thread_id: str, text: str | None) -> None:
+        """The thread's own as the store has them (read with its conversation), kept."""
+        self._keep(thread_id, text)
+
     async def thread_text(self, thread_id: str) -> str | None:
         """The thread's own: an operator's (execution.db), else agentdeck.toml's."""
         if thread_id in self._threads:

@@ -24,6 +24,7 @@ from engine.domain.instructions import message_context
 from engine.domain.messages import ConvMessage
 from engine.lifecycle import TurnStatus
 from engine.lifecycle import turn as turn_lifecycle
+from engine.services import opening
 from engine.services.conversations import Conversations
 from engine.services.coordinator import Coordinator
 from engine.services.handles import Carried, TurnHandle
@@ -194,7 +195,9 @@ class TurnSupervisor:
         """Record a new turn (RunStart, then checkpoint user_message, the seed's order) and
         return its loop, not yet run."""
         now, message = self.ctx.clock(), req.message
-        conv = await self.conversation(message.thread_id)
+        conv = await opening.conversation(self.store, self.conversations, self.instructions,
+                                          message.thread_id,
+                                          fresh=not self.coordinator.keeps_conversations)  # fmt: skip
         turn = TurnState(req.id, message.thread_id, TurnStatus.RUNNING, now, strategy,
                          group=req.group, record=initial_record(strategy, message.meta),
                          channel=message.channel, reply=reply_of(message.meta))  # fmt: skip

@@ -181,6 +181,15 @@ async def message_bodies(store: Store, thread_id: str) -> list[str]:
     return [row[0] for row in rows]
 
 
+async def thread_opening(store: Store, thread_id: str) -> tuple[list[str], str | None]:
+    """`message_bodies` and the thread's own instructions (`thread_instructions`' first
+    column) in one read."""
+    rows = await store.fetchall("turns.thread_opening", (thread_id, thread_id))
+    bodies = [row[2] for row in rows if row[0] == 0]
+    own = [row[2] for row in rows if row[0] == 1]
+    return bodies, own[0] if own else None
+
+
 # -- checkpoints and events -------------------------------------------------------------------
 
 

@@ -84,6 +84,13 @@ INSERT INTO messages(thread_id, turn_id, seq, role, text, body, created_at)
 -- name: message_bodies
 SELECT body FROM messages WHERE thread_id=%s ORDER BY seq;
 
+-- name: thread_opening
+-- message_bodies and thread_instructions in one read: (0, seq, body, NULL) per message,
+-- then (1, 0, instructions, group_name) if the thread has a row
+SELECT 0 AS part, seq, body AS text, NULL AS grp FROM messages WHERE thread_id=%s
+UNION ALL SELECT 1, 0, instructions, group_name FROM threads WHERE id=%s
+ORDER BY part, seq;
+
 -- name: checkpoint
 INSERT INTO checkpoints(turn_id, run_id, kind, created_at) VALUES (%s,%s,%s,%s);
 
