@@ -134,6 +134,8 @@ def storable(value: Any, what: str) -> None:
     nested at most MAX_DEPTH deep, every number printable (Python refuses integers of more
     than 4,300 digits), every string UTF-8 text (JSON's "\\ud800" is a lone surrogate, which
     the conversation and SQLite cannot encode)."""
+    if value is None or value == {} or (type(value) is str and value.isascii()):
+        return  # (a message's fields, at each offer: nothing nested, nothing but UTF-8)
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()

@@ -13,6 +13,7 @@ bill them.
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from dataclasses import dataclass
@@ -147,9 +148,19 @@ def spent_text(usage: Usage) -> str:
     return f"{cost_text(usage.cost)} · {tokens}"
 
 
+_said = (math.nan, "")  # the last day named: (its number since 1970, its name)
+
+
 def day_of(at: float) -> str:
-    """The UTC day of a Unix time: `2026-11-28`."""
-    return time.strftime("%Y-%m-%d", time.gmtime(at))
+    """The UTC day of a Unix time: `2026-11-28` (the last one named again without
+    strftime: every step's usage row and the budgets ask for it)."""
+    global _said
+    number, name = _said
+    if at // 86400 == number:  # (a UTC day is 86,400 s: its number decides its name)
+        return name
+    name = time.strftime("%Y-%m-%d", time.gmtime(at))
+    _said = (at // 86400, name)
+    return name
 
 
 def next_day_at(at: float) -> float:

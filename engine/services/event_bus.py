@@ -30,21 +30,23 @@ class EventBus:
 
     def __init__(self, store: Store, run_id: str, clock: Callable[[], float]) -> None:
         self.store, self.run_id, self.clock = store, run_id, clock
-        self._subscribers: list[Subscriber] = []
-        self._relayed: list[Subscriber] = []  # those also handed other workers' events
+        # (tuples, replaced when one comes or goes: an event is handed to those there when
+        # it was published, without a copy of the list per event)
+        self._subscribers: tuple[Subscriber, ...] = ()
+        self._relayed: tuple[Subscriber, ...] = ()  # those also handed other workers' events
         self._unstored: list[Event] = []
 
     def subscribe(self, callback: Subscriber, *, relayed: bool = True) -> Callable[[], None]:
         """Call `callback` (sync, quick) with every event, and (`relayed`) with those other
         workers of a cluster stored; returns the unsubscribe function."""
-        self._subscribers.append(callback)
+        self._subscribers += (callback,)
         if relayed:
-            self._relayed.append(callback)
+            self._relayed += (callback,)
 
         def unsubscribe() -> None:
-            self._subscribers.remove(callback)
+            self._subscribers = _without(self._subscribers, callback)
             if relayed:
-                self._relayed.remove(callback)
+                self._relayed = _without(self._relayed, callback)
 
         return unsubscribe
 
@@ -53,7 +55,7 @@ class EventBus:
         table already holds it or nothing needs to (EPHEMERAL)."""
         if not isinstance(event, EPHEMERAL):
             self._unstored.append(event)
-        for callback in list(self._subscribers):
+        for callback in self._subscribers:
             callback(event)
 
     async def commit(
@@ -82,10 +84,16 @@ class EventBus:
         """Hand events another worker stored to the subscribers that take them (nothing is
         stored: the truth has them)."""
         for event in events:
-            for callback in list(self._relayed):
+            for callback in self._relayed:
                 callback(event)
 
     def _hand(self, events: list[Event]) -> None:
         for event in events:
-            for callback in list(self._subscribers):
+            for callback in self._subscribers:
                 callback(event)
+
+
+def _without(callbacks: tuple[Subscriber, ...], callback: Subscriber) -> tuple[Subscriber, ...]:
+    """`callbacks` without the first `callback` (ValueError: not there, as list.remove)."""
+    i = callbacks.index(callback)
+    return callbacks[:i] + callbacks[i + 1 :]

@@ -361,7 +361,7 @@ class TurnLoop:
     async def tool_round(self, new_calls: list[CallState]) -> None:
         """Run the round's admitted calls concurrently; apply decisions as they arrive."""
         self.step_start("tool_round")
-        limiter = anyio.CapacityLimiter(self.ctx.config.runtime.tool_concurrency)
+        limiter: anyio.CapacityLimiter | None = None  # (made only where calls run side by side)
         touched: list[CallState] = list(new_calls)
         outstanding = 0
 
@@ -375,6 +375,7 @@ class TurnLoop:
                     self.decided.set()  # wake the watcher so it sees the round is over
 
         async def run_one(call: CallState, kwargs: dict[str, Any]) -> None:
+            assert limiter is not None
             async with limiter:
                 await gates.execute(self, call, kwargs)
             if call.status is CallStatus.SUSPENDED:
@@ -402,6 +403,7 @@ class TurnLoop:
             # it, so it runs here, without a task group, a limiter or a decision watcher.
             await gates.execute(self, *runnable[0])
         elif runnable:
+            limiter = anyio.CapacityLimiter(self.ctx.config.runtime.tool_concurrency)
             async with anyio.create_task_group() as tg:
                 for call, kwargs in runnable:
                     outstanding += 1

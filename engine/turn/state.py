@@ -101,7 +101,7 @@ class TurnState:
         fields = (
             self.status.value, self.reason, self.detail, self.rounds, self.input_tokens,
             self.output_tokens, self.cached_tokens, self.cost, self.unpriced, self.final_text,
-            json.dumps(self.record),
+            json.dumps(self.record) if self.record else "{}",  # (react's: none, each commit)
         )  # fmt: skip
         if fields == self.written:
             return None
