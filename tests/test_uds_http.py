@@ -3,6 +3,7 @@ test tells it to: every framing uvicorn uses, and what a broken or silent peer d
 
 from __future__ import annotations
 
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -117,3 +118,35 @@ async def test_the_same_request_without_an_event_loop(tmp_path: Path) -> None:
             )
     with pytest.raises(TransportError, match="No such file"):
         request_now(str(tmp_path / "none.sock"), "GET", "/")
+
+
+async def test_a_request_cancelled_while_the_listener_is_full_leaves_no_failed_callback(
+    tmp_path: Path,
+) -> None:
+    """A listener that accepts nothing and whose backlog is full: a connect waits, and its
+    cancel (a console's new watch cancels its stream) must leave nothing behind (anyio's
+    connect_unix then set a result on its cancelled future from a loop callback: the test's
+    runner raises what a loop callback raised)."""
+    path = str(tmp_path / "full.sock")
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(path)
+        listener.listen(0)
+        fillers = []
+        try:
+            while len(fillers) < 64:
+                s = socket.socket(socket.AF_UNIX)
+                s.setblocking(False)
+                try:
+                    s.connect(path)
+                except BlockingIOError:
+                    s.close()
+                    break
+                fillers.append(s)
+            for _ in range(5):
+                with anyio.move_on_after(0.05) as scope:
+                    await request(path, "GET", "/")
+                assert scope.cancelled_caught
+                await anyio.sleep(0)  # a loop pass for a stray callback to run
+        finally:
+            for s in fillers:
+                s.close()

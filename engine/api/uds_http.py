@@ -95,7 +95,7 @@ async def stream(socket: str, method: str, path: str, *, params: Params = (),
 
     try:
         with anyio.fail_after(connect_for):
-            conn = await anyio.connect_unix(socket)
+            conn = await _connect(socket)
     except TimeoutError:
         raise TransportError("timed out connecting") from None
     except OSError as exc:
@@ -110,6 +110,28 @@ async def stream(socket: str, method: str, path: str, *, params: Params = (),
         except anyio.BrokenResourceError:
             raise Broken("the connection broke") from None
         yield Response(status, reason, head, _reader=reader, _read_for=read_for)
+
+
+async def _connect(path: str) -> SocketStream:
+    """A connection to the Unix socket at `path`. (Not anyio.connect_unix: cancelled while
+    the listener's backlog is full, it can set a result on its cancelled future from a
+    loop callback, a traceback in the loop's log; found by a test under load.)"""
+    import anyio
+    from anyio.abc import UNIXSocketStream
+
+    raw = sockets.socket(sockets.AF_UNIX, sockets.SOCK_STREAM)
+    raw.setblocking(False)
+    try:
+        while True:
+            try:
+                raw.connect(path)
+                break
+            except BlockingIOError:  # the backlog is full: the listener catches up soon
+                await anyio.sleep(0.005)  # (a retry: nothing to wait on for a Unix socket)
+        return await UNIXSocketStream.from_socket(raw)
+    except BaseException:
+        raw.close()
+        raise
 
 
 def request_now(socket: str, method: str, path: str, *, params: Params = (), body: Any = None,
