@@ -93,7 +93,8 @@ def main() -> None:
     try:
         for i in range(20):  # some history to read
             subprocess.run([*cli(room, "invoke"), "--thread", f"t:{i % 4}", f"hello {i}"],
-                           env=env, stdout=subprocess.DEVNULL, check=True)  # fmt: skip
+                           env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           check=True)  # fmt: skip
         floor = floor_argv(room)
         reads = {c: cli(room, c) for c in READS}
         medians, f = measure(reads, floor, rounds, env)
