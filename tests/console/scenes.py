@@ -16,6 +16,7 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, Input
 
 from console.screens.main import MainScreen
+from console.widgets.lines import LineView
 from engine.providers.base import ModelRequest, TextDelta
 from engine.providers.offline import OfflineModel
 from tests.console.helpers import send, started, until, until_pending
@@ -42,14 +43,17 @@ class StalledModel(OfflineModel):
 
 def undrawn(app: Any) -> dict[str, object]:
     """What the console has yet to draw: the runtime's events the bridge has not folded,
-    a `Changed` the main screen has not handled (a toast may come with it), panes due, and
-    the tables whose columns are not sized yet (they are on the table's next idle)."""
+    a `Changed` the main screen has not handled (a toast may come with it), panes due, the
+    tables whose columns are not sized yet (they are on the table's next idle), and the
+    line views whose scrollbar waits for its next sync (a few times a second)."""
     bridge = app.bridge
     left: dict[str, object] = {"events": bridge.backlog, "changed": bridge._posted,
                                "panes": sorted(bridge._due)}  # fmt: skip
     left["tables"] = [t.id or type(t).__name__ for screen in app.screen_stack
                       for t in screen.query(DataTable)
                       if t._require_update_dimensions or t._updated_cells]  # fmt: skip
+    left["scrollbars"] = [v.id or type(v).__name__ for screen in app.screen_stack
+                          for v in screen.query(LineView) if v._bar_stale]  # fmt: skip
     return {k: v for k, v in left.items() if v}
 
 
