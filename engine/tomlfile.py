@@ -16,18 +16,18 @@ class ConfigError(ValueError):
     """agentdeck.toml could not be read; the text names the file and the problem."""
 
 
-def read_toml(path: Path) -> dict[str, Any]:
-    """`path` as data (a missing file: {}), or ConfigError saying why it cannot be read."""
+def read_toml(path: Path, error: type[ValueError] = ConfigError) -> dict[str, Any]:
+    """`path` as data (a missing file: {}), or `error` saying why it cannot be read."""
     if not path.exists():
         return {}
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        raise error(f"{path}: not valid TOML: {exc}") from None
     except RecursionError:  # tomllib recurses into nested arrays and tables
-        raise ConfigError(f"{path}: not valid TOML: nested too deeply") from None
+        raise error(f"{path}: not valid TOML: nested too deeply") from None
     except ValueError:  # tomllib's int() of an integer longer than Python converts
         digits = f"a number has more than {sys.get_int_max_str_digits()} digits"
-        raise ConfigError(f"{path}: not valid TOML: {digits}") from None
+        raise error(f"{path}: not valid TOML: {digits}") from None
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+        raise error(f"{path}: cannot be read: {exc.strerror or exc}") from None

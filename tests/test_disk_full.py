@@ -78,16 +78,22 @@ def fill_all(disk: Path, db: Path, write_lock: threading.Lock) -> Path:
     return ballast
 
 
-async def test_a_full_disk_stops_one_turn_refuses_new_work_and_loses_nothing(disk: Path) -> None:
+def error_notices(rt: Runtime) -> list[str]:
+    """The texts of the error notices `rt` gives from now on."""
     notices: list[str] = []
 
     def heard(event: Event) -> None:
         if isinstance(event, Notice) and event.level == "error":
             notices.append(event.text)
 
+    rt.subscribe(heard)
+    return notices
+
+
+async def test_a_full_disk_stops_one_turn_refuses_new_work_and_loses_nothing(disk: Path) -> None:
     async with Runtime.open(disk / "room", kind="run", provider=OfflineModel(delay=0),
                             tools=builtin_tools()) as rt:  # fmt: skip
-        rt.subscribe(heard)
+        notices = error_notices(rt)
         out = await rt.run_turn(msg(f"run `{COMMAND}`", "big"))
         assert out.status == "waiting"
         [call] = await rt.pending()
@@ -122,15 +128,9 @@ async def test_a_full_disk_when_a_resumed_turn_reopens_stops_it_until_space_retu
     """The decision is recorded, then the disk is full before its turn runs again: the
     turn's first write (waiting -> running) fails. The turn stops where it was, as a
     `_drive` stopped by a full disk leaves one, and the runtime goes on."""
-    notices: list[str] = []
-
-    def heard(event: Event) -> None:
-        if isinstance(event, Notice) and event.level == "error":
-            notices.append(event.text)
-
     async with Runtime.open(disk / "room", kind="run", provider=OfflineModel(delay=0),
                             tools=builtin_tools()) as rt:  # fmt: skip
-        rt.subscribe(heard)
+        notices = error_notices(rt)
         out = await rt.run_turn(msg("run `echo x >> ran.log`", "big"))
         assert out.status == "waiting"
         [call] = await rt.pending()

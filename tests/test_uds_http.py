@@ -146,7 +146,7 @@ async def test_a_request_cancelled_while_the_listener_is_full_leaves_no_failed_c
                 with anyio.move_on_after(0.05) as scope:
                     await request(path, "GET", "/")
                 assert scope.cancelled_caught
-                await anyio.sleep(0)  # a loop pass for a stray callback to run
+                await anyio.lowlevel.checkpoint()  # a loop pass: a stray callback runs
         finally:
             for s in fillers:
                 s.close()

@@ -254,28 +254,27 @@ class _Reader:
                     while await self._line(read_for):  # trailers, to the blank line
                         pass
                     return
-                while size:
-                    if not self._buffer and not await self._more(read_for):
-                        raise Broken("it closed the connection")
-                    piece = bytes(self._buffer[:size])
-                    del self._buffer[:size]
-                    size -= len(piece)
+                async for piece in self._exactly(size, read_for):
                     yield piece
                 if await self._line(read_for):
                     raise Broken("a chunk longer than its size")
         elif (length := headers.get("content-length")) is not None:
             if not length.isdigit():
                 raise Broken(f"not a length: {length[:20]!r}")
-            left = int(length)
-            while left:
-                if not self._buffer and not await self._more(read_for):
-                    raise Broken("it closed the connection")
-                piece = bytes(self._buffer[:left])
-                del self._buffer[:left]
-                left -= len(piece)
+            async for piece in self._exactly(int(length), read_for):
                 yield piece
         else:  # to the end of the connection
             while self._buffer or await self._more(read_for):
                 piece = bytes(self._buffer)
                 self._buffer.clear()
                 yield piece
+
+    async def _exactly(self, size: int, read_for: float) -> AsyncIterator[bytes]:
+        """The next `size` bytes, as they arrive (Broken if the connection ends first)."""
+        while size:
+            if not self._buffer and not await self._more(read_for):
+                raise Broken("it closed the connection")
+            piece = bytes(self._buffer[:size])
+            del self._buffer[:size]
+            size -= len(piece)
+            yield piece

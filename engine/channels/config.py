@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
-import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -34,6 +32,8 @@ from pydantic import (
     ValidationError,
     field_validator,
 )
+
+from engine.tomlfile import read_toml
 
 CHANNELS_FILE = "channels.toml"
 HOOKS_FILE = "hooks.toml"
@@ -229,19 +229,7 @@ def hook_listener(room_dir: Path) -> tuple[str, str | None]:
 
 
 def _read(path: Path) -> dict[str, Any]:
-    if not path.exists():
-        return {}
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ChannelConfigError(f"{path}: not valid TOML: {exc}") from None
-    except RecursionError:
-        raise ChannelConfigError(f"{path}: not valid TOML: nested too deeply") from None
-    except ValueError:
-        digits = f"a number has more than {sys.get_int_max_str_digits()} digits"
-        raise ChannelConfigError(f"{path}: not valid TOML: {digits}") from None
-    except OSError as exc:
-        raise ChannelConfigError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+    return read_toml(path, ChannelConfigError)
 
 
 def _channel(

@@ -15,7 +15,7 @@ import anyio
 from engine.config import Config, load_config
 from engine.providers.base import Provider
 from engine.room import Ownership, Room
-from engine.runtime import heap
+from engine.runtime.heap import settle as settle_heap
 from engine.services.coordinator import Coordinator, Host, OneRoom
 from engine.services.deadlines import DeadlineWatch
 from engine.store import Store, StoreError
@@ -109,7 +109,7 @@ async def serving(
                      clock, ids, coordinator)  # fmt: skip
             rt.serves_queue = resume == "all"
             await rt._start()
-            heap.settle()  # what exists now lives as long as the process (heap.py)
+            settle_heap()  # what exists now lives as long as the process (heap.py)
             if opened and had_history:  # (a folder made by hand for a new room: no word)
                 rt.notice("warning", f"room {room.path} was readable by other users "
                           f"({', '.join(opened)}): made private to its owner")  # fmt: skip

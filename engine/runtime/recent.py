@@ -14,6 +14,10 @@ from typing import Any
 
 from engine.domain.requests import Request
 from engine.lifecycle import RequestStatus
+from engine.services.handles import TurnHandle
+from engine.services.scheduler import Rejected
+from engine.store import Store
+from engine.store.schedule import keyed_request
 
 LIMIT = 4096  # requests kept besides those still in line or running (oldest leave first)
 
@@ -48,3 +52,20 @@ class RecentRequests(dict[str, Request]):
                 excess -= 1
         for key in gone:
             del self[key]
+
+    async def offered(self, key: str, store: Store,
+                      by_id: RecentRequests) -> tuple[Request, TurnHandle] | None:  # fmt: skip
+        """(Of the requests by idempotency key.) The request an earlier offer of `key` made,
+        in this run or an earlier one, with a handle on its turn; `Rejected` if it was
+        refused; None if `key` is new."""
+        first = self.get(key) or await keyed_request(store, key)
+        first = self.get(key) or first  # an offer of the same key may have won meanwhile
+        if first is None:
+            return None
+        first = by_id.get(first.id, first)
+        if first.status is RequestStatus.REJECTED:
+            raise Rejected(first.reason or "rejected")
+        if (handle := self._live.get(first.turn_id)) is None:  # it ran, or waits: see outcome
+            handle = TurnHandle(first.turn_id, first.thread_id)
+            handle.done.set()
+        return first, handle

@@ -62,7 +62,7 @@ from engine.store import DiskFull, Store
 from engine.store import rules as ruled
 from engine.store import turns as rows
 from engine.store.outcome import read_outcome
-from engine.store.schedule import coalesced_into, group_row, key_row, keyed_request, request_row
+from engine.store.schedule import coalesced_into, group_row, key_row, request_row
 from engine.strategies import strategy_for
 from engine.tools import Tool, ToolRegistry
 from engine.tools.mcp import McpServers
@@ -254,18 +254,9 @@ class Runtime:
         strategy = strategy or message.meta.get("strategy")
         if strategy is not None:
             strategy_for(strategy)  # an unknown name is refused now, not when the turn runs
-        if key is not None:
-            first = self._keys.get(key) or await keyed_request(self.store, key)
-            first = self._keys.get(key) or first  # an offer of the same key may have won
-            if first is not None:
-                first = self._requests.get(first.id, first)
-                if first.status is RequestStatus.REJECTED:
-                    raise Rejected(first.reason or "rejected")
-                turn_id = first.turn_id
-                if (handle := self.live.get(turn_id)) is None:  # it ran, or waits: see outcome
-                    handle = TurnHandle(turn_id, first.thread_id)
-                    handle.done.set()
-                return first, handle
+        if key is not None and (first := await self._keys.offered(key, self.store,
+                                                                  self._requests)):  # fmt: skip
+            return first
         group = group_for(message)
         if not overflow:
             queued = self.scheduler.queued_in(group)

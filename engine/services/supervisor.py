@@ -37,13 +37,7 @@ from engine.turn.call import CallState
 from engine.turn.context import TurnContext
 from engine.turn.conversation import Conversation
 from engine.turn.loop import TurnLoop
-from engine.turn.state import TurnState
-
-
-def reply_of(meta: dict[str, Any]) -> dict[str, Any]:
-    """Where a channel's answer goes: the request's `meta["reply"]` ({} if it has none)."""
-    reply = meta.get("reply") if isinstance(meta, dict) else None
-    return reply if isinstance(reply, dict) else {}
+from engine.turn.state import TurnState, reply_of
 
 
 class TurnSupervisor:
@@ -320,15 +314,7 @@ class TurnSupervisor:
         row = await rows.turn_row(self.store, turn_id)
         if row is None:
             raise LookupError(f"no turn {turn_id} in {self.store.path}")
-        turn = TurnState(
-            row["id"], row["thread_id"], TurnStatus(row["status"]), row["created_at"],
-            row["strategy"], row["reason"], row["detail"], row["rounds"], row["input_tokens"],
-            row["output_tokens"], row["final_text"], group=row["group_name"],
-            record=json.loads(row["record"] or "{}"),  # the strategy's data: tool_logs, …
-            channel=row["channel"], reply=reply_of(json.loads(row["meta"] or "{}")),
-            model=row["model"], cached_tokens=row["cached_tokens"], cost=row["cost"],
-            unpriced=row["unpriced"],
-        )  # fmt: skip
+        turn = TurnState.from_row(row, reply_of(json.loads(row["meta"] or "{}")))
         turn.add_calls([CallState.from_row(r) for r in await rows.call_rows(self.store, turn_id)])
         if self.instructions is not None:  # resumed, it is told what it started with
             turn.instructions = await self.instructions.of_turn(row["instructions"])

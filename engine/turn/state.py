@@ -21,6 +21,12 @@ from engine.turn.plugins import StopRequest
 SUMMARY_NAMES = 3  # calls a round's step summary names one by one; more are counted
 
 
+def reply_of(meta: dict[str, Any]) -> dict[str, Any]:
+    """Where a channel's answer goes: the request's `meta["reply"]` ({} if it has none)."""
+    reply = meta.get("reply") if isinstance(meta, dict) else None
+    return reply if isinstance(reply, dict) else {}
+
+
 @dataclass
 class TurnState:
     """One turn as the loop drives it."""
@@ -50,6 +56,18 @@ class TurnState:
     # Calls not yet seen settled, so that suspended() costs the same late in a long turn.
     _open: dict[str, CallState] = field(default_factory=dict, repr=False)
     written: tuple[Any, ...] | None = field(default=None, repr=False)  # the row as last written
+
+    @classmethod
+    def from_row(cls, row: Any, reply: dict[str, Any]) -> TurnState:
+        """The turn as its execution.db row has it (its calls are added apart)."""
+        return cls(
+            row["id"], row["thread_id"], TurnStatus(row["status"]), row["created_at"],
+            row["strategy"], row["reason"], row["detail"], row["rounds"], row["input_tokens"],
+            row["output_tokens"], row["final_text"], group=row["group_name"],
+            record=json.loads(row["record"] or "{}"),  # the strategy's data: tool_logs, …
+            channel=row["channel"], reply=reply, model=row["model"],
+            cached_tokens=row["cached_tokens"], cost=row["cost"], unpriced=row["unpriced"],
+        )  # fmt: skip
 
     def add_calls(self, calls: list[CallState]) -> None:
         for call in calls:

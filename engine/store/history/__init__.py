@@ -107,7 +107,7 @@ from engine.store.sqlite import StoreError
 from engine.store.usage import of_row
 
 __all__ = ["READ_ERRORS", "STATUSES", "Filters", "History", "HistoryError", "Page",
-           "UnknownTurn", "connect_readonly", "parse_time", "recent_turns"]  # fmt: skip
+           "UnknownTurn", "connect_readonly", "parse_time"]  # fmt: skip
 
 # What reading a room's history can raise: bad input, a database that cannot be read
 # (locked past the timeout, damaged; a PostgreSQL store that cannot be reached: StoreError),
@@ -443,11 +443,3 @@ class History:
         self._need_index()
         name = marks[0] if marks else "turns"
         return (await self._counter([name]))[name]
-
-
-async def recent_turns(
-    room: Room, *, thread: str | None = None, limit: int = 20
-) -> list[dict[str, Any]]:
-    """Turns, newest first, with their call counts (the first page of `History.turns`)."""
-    async with History(room) as h:
-        return (await h.turns(Filters(thread=thread), limit=limit)).items
