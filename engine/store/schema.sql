@@ -204,6 +204,31 @@ CREATE TABLE IF NOT EXISTS rule_calls (
 );
 CREATE INDEX IF NOT EXISTS rule_calls_rule ON rule_calls(rule, at);
 
+-- Breakpoints (issue 36; engine/domain/breakpoints.py): where a turn pauses for an operator,
+-- before an inference, before a tool call or after its result. A removed one stays, marked.
+CREATE TABLE IF NOT EXISTS breakpoints (
+    id          TEXT PRIMARY KEY,
+    kind        TEXT NOT NULL,          -- inference | call | result
+    tool        TEXT,                   -- call, result: the tool (NULL: any)
+    pattern     TEXT,                   -- the rules' argument pattern for that tool
+    scope       TEXT NOT NULL,          -- once | thread | group | room
+    thread_id   TEXT,
+    group_name  TEXT,
+    made_by     TEXT NOT NULL,
+    made_at     REAL NOT NULL,
+    reason      TEXT NOT NULL DEFAULT '',
+    removed_at  REAL,
+    removed_by  TEXT
+);
+
+-- The pauses a breakpoint made: one row per `breakpoint` call, written with it.
+CREATE TABLE IF NOT EXISTS breakpoint_hits (
+    call_id     TEXT NOT NULL,
+    breakpoint  TEXT NOT NULL,
+    at          REAL NOT NULL,
+    PRIMARY KEY (call_id, breakpoint)
+);
+
 CREATE TABLE IF NOT EXISTS checkpoints (
     id          INTEGER PRIMARY KEY,
     turn_id     TEXT NOT NULL,

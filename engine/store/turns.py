@@ -175,6 +175,12 @@ def message_appended(thread_id: str, turn_id: str, seq: int, role: str, text: st
     )
 
 
+def message_edited(thread_id: str, seq: int, text: str, body: str) -> Op:
+    """An operator edited entry `seq` before any request read it (a breakpoint's edit:
+    engine/turn/breaks.py); the log is otherwise append-only."""
+    return ("turns.message_edited", (text, body, thread_id, seq))
+
+
 async def message_bodies(store: Store, thread_id: str) -> list[str]:
     """A thread's conversation as stored, in order (each a ConvMessage's JSON)."""
     rows = await store.fetchall("turns.message_bodies", (thread_id,))

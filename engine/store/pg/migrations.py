@@ -16,7 +16,7 @@ from typing import Any
 
 from engine.store.migrations import awaiting_from_reason
 
-VERSION = 7  # the version of a database this agentdeck writes
+VERSION = 8  # the version of a database this agentdeck writes
 LOCK_KEY = 0x61676E7464636B  # "agntdck": the advisory lock held while migrating
 
 # version -> the statements that bring a database of version - 1 to it
@@ -80,6 +80,16 @@ STEPS: dict[int, list[str]] = {
         "ALTER TABLE turns ADD COLUMN IF NOT EXISTS pruned_steps BIGINT",
         "CREATE INDEX IF NOT EXISTS turns_prunable ON turns(ended_at, id)"
         " WHERE status = 'done' AND pruned_at IS NULL",
+    ],
+    # issue 36, breakpoints (SQLite's room gets the tables from schema.sql)
+    8: [
+        "CREATE TABLE IF NOT EXISTS breakpoints (id TEXT PRIMARY KEY, kind TEXT NOT NULL,"
+        " tool TEXT, pattern TEXT, scope TEXT NOT NULL, thread_id TEXT, group_name TEXT,"
+        " made_by TEXT NOT NULL, made_at DOUBLE PRECISION NOT NULL,"
+        " reason TEXT NOT NULL DEFAULT '', removed_at DOUBLE PRECISION, removed_by TEXT)",
+        "CREATE TABLE IF NOT EXISTS breakpoint_hits (call_id TEXT NOT NULL,"
+        " breakpoint TEXT NOT NULL, at DOUBLE PRECISION NOT NULL,"
+        " PRIMARY KEY (call_id, breakpoint))",
     ],
 }
 

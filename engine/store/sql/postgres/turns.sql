@@ -81,6 +81,9 @@ SELECT * FROM tool_calls WHERE id=%s;
 INSERT INTO messages(thread_id, turn_id, seq, role, text, body, created_at)
   VALUES (%s, %s, %s, %s, %s, %s, %s);
 
+-- name: message_edited
+UPDATE messages SET text=%s, body=%s WHERE thread_id=%s AND seq=%s;
+
 -- name: message_bodies
 SELECT body FROM messages WHERE thread_id=%s ORDER BY seq;
 

@@ -78,6 +78,9 @@ SELECT * FROM tool_calls WHERE id=?;
 INSERT INTO messages(thread_id, turn_id, seq, role, text, body, created_at)
   VALUES (?, ?, ?, ?, ?, ?, ?);
 
+-- name: message_edited
+UPDATE messages SET text=?, body=? WHERE thread_id=? AND seq=?;
+
 -- name: message_bodies
 SELECT body FROM messages WHERE thread_id=? ORDER BY seq;
 
