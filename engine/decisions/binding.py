@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.domain.breakpoints import changes
 from engine.domain.decisions import Decision, args_digest
 from engine.lifecycle.call import Awaiting
 
@@ -26,7 +27,9 @@ __all__ = ["args_digest", "fits", "refusal", "runs_tool", "why_not"]
 def runs_tool(decision: Decision) -> bool:
     """Whether `decision` would run its call's tool (an approval that uses no result, or a
     rerun after a crash)."""
-    return decision.action == "rerun" or (decision.action == "resume" and not decision.use_result)
+    return decision.action in ("rerun", "step") or (
+        decision.action == "resume" and not decision.use_result
+    )
 
 
 def why_not(
@@ -35,7 +38,19 @@ def why_not(
     """Why `decision` may not apply to a call with `call_args` that awaits a decision or a
     review after a crash (engine.decisions.review), or None: it fits the call and is bound
     to what it would run."""
-    return fits(decision, awaiting) or refusal(decision, call_args, need_hash=need_hash)
+    return (fits(decision, awaiting) or refusal(decision, call_args, need_hash=need_hash)
+            or _edit(decision, call_args, awaiting))  # fmt: skip
+
+
+def _edit(decision: Decision, call_args: Any, awaiting: Awaiting | None) -> str | None:
+    """Why an edit of a breakpoint's pause cannot apply (engine/domain/breakpoints.py)."""
+    if awaiting != "breakpoint" or decision.args is None:
+        return None
+    try:
+        changes(call_args, decision.args)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 def fits(decision: Decision, awaiting: Awaiting | None) -> str | None:
@@ -44,6 +59,13 @@ def fits(decision: Decision, awaiting: Awaiting | None) -> str | None:
     could hide that, so it takes only `rerun` (run it again, knowingly), a result (it
     succeeded) or `fail`."""
     action, reviewed = decision.action, awaiting == "review"
+    if awaiting == "breakpoint":
+        if action in ("fail", "rerun") or decision.use_result or decision.remember:
+            return ("a breakpoint's pause takes continue (resume, maybe with what it paused "
+                    "on edited), step, or cancel (the turn ends)")  # fmt: skip
+        return None
+    if action == "step":
+        return "`step` is for a breakpoint's pause; this call waits for an approval"
     if reviewed and action == "resume" and not decision.use_result:
         return ("its outcome is unknown after a crash and it may have run already: run it "
                 "again explicitly (rerun), or mark it succeeded (a result) or failed")  # fmt: skip

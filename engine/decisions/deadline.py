@@ -52,8 +52,10 @@ def deadline_of(
     approvals: ApprovalsConfig, tool: str, group: str | None, awaiting: Awaiting | None
 ) -> Deadline | None:
     """The deadline of a suspended call (None: it may wait for ever; a call under review
-    after a crash always may)."""
-    return None if awaiting == "review" else deadline_for(approvals, tool, group)
+    after a crash always may, and so may a breakpoint's pause)."""
+    if awaiting in ("review", "breakpoint"):
+        return None
+    return deadline_for(approvals, tool, group)
 
 
 def stamp(event: Event, approvals: ApprovalsConfig, group: str | None) -> Event:

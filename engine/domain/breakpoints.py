@@ -115,6 +115,40 @@ class Breakpoint(BaseModel):
         return f"breakpoint {self.id} ({self.where()})"
 
 
+def changes(shown: Any, edited: Any) -> list[tuple[str | int, str, Any]]:
+    """What an operator's edit of a pause's arguments changes: (an entry's seq, "text",
+    its text) for a pending message, (a held call's id, "args" or "result", the value) for
+    a call; ValueError says why it cannot apply (only what a pause offers may change)."""
+    shown = shown if isinstance(shown, dict) else {}
+    at = shown.get("at")
+    part = EDITABLE.get(str(at), "")
+    if not isinstance(edited, dict) or _without(edited, part) != _without(shown, part):
+        raise ValueError(
+            f"only `{part}` of a breakpoint's pause can be edited; nothing was changed"
+        )
+    before, after = shown.get(part) or [], edited.get(part)
+    if not isinstance(after, list) or len(after) != len(before):
+        raise ValueError(f"`{part}` must keep its {len(before)} entries, in order")
+    field = "text" if at == "inference" else "args" if at == "call" else "result"
+    out: list[tuple[str | int, str, Any]] = []
+    for old, new in zip(before, after, strict=True):
+        if not isinstance(new, dict) or _without(new, field) != _without(old, field):
+            what = "a pending message's text" if at == "inference" else f"a held call's {field}"
+            raise ValueError(f"{what} can change, nothing else of it")
+        if at == "inference" and not isinstance(new.get("text"), str):
+            raise ValueError("a message's text is a string")
+        if at == "call" and not isinstance(new.get("args"), dict):
+            raise ValueError("a call's arguments are a JSON object")
+        if new.get(field) != old.get(field):
+            key = int(old["seq"]) if at == "inference" else str(old["call_id"])
+            out.append((key, field, new.get(field)))
+    return out
+
+
+def _without(entry: dict[str, Any], key: str) -> dict[str, Any]:
+    return {k: v for k, v in entry.items() if k != key}
+
+
 class BreakBook:
     """The breakpoints a runtime pauses at, with their hits; changes are written by the
     caller (engine/api/breakbook.py), hits with the pause's call."""

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
+from engine.domain.messages import InvalidMessage
 from engine.lifecycle.call import Awaiting
 
 _UNSEEN: Any = object()  # `approve` was not told what the operator saw
@@ -30,14 +31,17 @@ def args_digest(args: Any) -> str:
 class Decision(BaseModel):
     """Resume (approve; maybe with edited args, or a result to use instead) or cancel; for
     a call whose outcome a crash left unknown (engine.decisions.review), `fail` (it failed, for the
-    reason given) or `rerun` (run it again, knowing it may then have run twice)."""
+    reason given) or `rerun` (run it again, knowing it may then have run twice); for a
+    breakpoint's pause (engine/domain/breakpoints.py), `resume` goes on, `step` goes one
+    inference or tool round and pauses again (either with edited `args`: what it paused
+    on), `cancel` ends the turn."""
 
     # (built when defined, unlike the other models: an API route's body, and FastAPI
     # refuses a deferred model's schema under the parameter's alias)
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     call_id: str
-    action: Literal["resume", "cancel", "fail", "rerun"]
+    action: Literal["resume", "cancel", "fail", "rerun", "step"]
     id: str = Field(default_factory=lambda: f"d_{uuid.uuid4().hex[:12]}")
     args: dict[str, Any] | None = None  # resume with edited arguments
     result: Any = None  # resume with this result instead of running the tool
@@ -60,9 +64,11 @@ class Decision(BaseModel):
 
     @model_validator(mode="after")
     def _rules(self) -> Decision:
-        if self.action != "resume" and (self.args is not None or self.use_result):
+        if self.action not in ("resume", "step") and (self.args is not None or self.use_result):
             raise ValueError(f"a {self.action} decision takes no arguments or result")
-        if self.remember is not None and self.action in ("fail", "rerun"):
+        if self.action == "step" and self.use_result:
+            raise ValueError("a step goes on from a breakpoint: it takes no result")
+        if self.remember is not None and self.action in ("fail", "rerun", "step"):
             raise ValueError(f"a {self.action} decision makes no rule")
         if self.args is not None and self.use_result:
             raise ValueError("resume with edited arguments or with a result, not both")
@@ -109,6 +115,15 @@ class Decision(BaseModel):
         return cls(call_id=call_id, action="rerun", **kw)
 
     @classmethod
+    def step(cls, call_id: str, *, seen: Any = _UNSEEN, **kw: Any) -> Decision:
+        """Go one inference or tool round on from a breakpoint's pause, then pause again
+        (bound to `seen`, its arguments as shown, or to the edited `args`)."""
+        if seen is not _UNSEEN and kw.get("args_hash") is None:
+            edited = kw.get("args")
+            kw["args_hash"] = args_digest(seen if edited is None else edited)
+        return cls(call_id=call_id, action="step", **kw)
+
+    @classmethod
     def with_result(cls, call_id: str, result: Any, **kw: Any) -> Decision:
         return cls(call_id=call_id, action="resume", result=result, use_result=True, **kw)
 
@@ -148,6 +163,16 @@ def storable(value: Any, what: str) -> None:
         json.dumps(value, ensure_ascii=False).encode("utf-8")
     except (ValueError, TypeError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError
         raise ValueError(f"{what} cannot be stored: {exc}") from None
+
+
+def storable_message(message: Any) -> None:
+    """Raise InvalidMessage unless a message's fields are what execution.db takes (a lone
+    surrogate: a task file named with a byte that is not UTF-8)."""
+    for name in ("thread_id", "text", "sender", "channel", "meta"):
+        try:
+            storable(getattr(message, name), name)
+        except ValueError as exc:
+            raise InvalidMessage(f"invalid message: {exc}") from None
 
 
 class WaitingCall(BaseModel):

@@ -54,9 +54,11 @@ TRANSITIONS: dict[CallStatus, frozenset[CallStatus]] = {
 }
 
 
-# What a suspended call waits for: a `decision` (approve or cancel) or, when a crash left
-# its outcome unknown, a `review` (rerun, a result, or fail). None when not suspended.
-Awaiting = Literal["decision", "review"]
+# What a suspended call waits for: a `decision` (approve or cancel), when a crash left its
+# outcome unknown a `review` (rerun, a result, or fail), or, a breakpoint's pause (the
+# pseudo-tool `breakpoint`: engine/domain/breakpoints.py), the operator going on from it
+# (continue, step, or cancel the turn). None when not suspended.
+Awaiting = Literal["decision", "review", "breakpoint"]
 
 # The suspend reason (what the operator and the model read) of a call a crash left to review.
 REVIEW_REASON = (

@@ -28,9 +28,10 @@ from engine.channels.config import delivering, secret_names
 from engine.config import Config, check_approvals, toml_rules
 from engine.decisions.inbox import DecisionInbox
 from engine.decisions.record import Recorded
-from engine.domain.decisions import Decision, PendingCall, storable
+from engine.domain.breakpoints import BreakBook
+from engine.domain.decisions import Decision, PendingCall, storable_message
 from engine.domain.events import Notice, one_line
-from engine.domain.messages import ConvMessage, InvalidMessage, Message
+from engine.domain.messages import ConvMessage, Message
 from engine.domain.outcome import TurnOutcome
 from engine.domain.rules import Rule, RuleBook
 from engine.domain.usage import Limit, Scope
@@ -59,6 +60,7 @@ from engine.services.scheduler import (
 from engine.services.supervisor import TurnSupervisor
 from engine.shell.sandbox import Sandbox
 from engine.store import DiskFull, Store
+from engine.store import breakpoints as pointed
 from engine.store import rules as ruled
 from engine.store import turns as rows
 from engine.store.outcome import read_outcome
@@ -104,6 +106,7 @@ class Runtime:
         self.run_id = self.new_id("r")
         self.decisions = DecisionInbox(store)
         self.rules = RuleBook(workspace=room.workspace)  # agentdeck.toml's, execution.db's
+        self.breakpoints = BreakBook(workspace=room.workspace)
         self.scheduler = Scheduler(max_running_turns=config.runtime.max_running_turns, clock=clock)
         self.bus = bus = EventBus(store, self.run_id, clock)
         self.subscribe, self.publish, self.commit = bus.subscribe, bus.publish, bus.commit
@@ -111,7 +114,7 @@ class Runtime:
             run_id=self.run_id, clock=clock, new_id=self.new_id, coordinator=coordinator,
             publish=self.publish, commit=self.commit, provider=provider, tools=tools,
             plugins=plugins, decisions=self.decisions, rules=self.rules, config=config,
-            workspace=room.workspace, log=self.log,
+            breakpoints=self.breakpoints, workspace=room.workspace, log=self.log,
         )  # fmt: skip
         self.models = self.ctx.models = Models(config, provider, partial(model_for, config))
         self.summary_file = SummaryFile(room, partial(summary_of, self))
@@ -246,11 +249,7 @@ class Runtime:
         `QueueFull` and changes nothing, where the group's overflow policy would refuse
         the request or drop one already queued.
         """
-        for name in ("thread_id", "text", "sender", "channel", "meta"):
-            try:  # before the scheduler sees it: a request it holds must be one SQLite takes
-                storable(getattr(message, name), name)
-            except ValueError as exc:  # a lone surrogate (a task file named with a byte
-                raise InvalidMessage(f"invalid message: {exc}") from None  # not UTF-8)
+        storable_message(message)  # before the scheduler sees it: one SQLite takes
         strategy = strategy or message.meta.get("strategy")
         if strategy is not None:
             strategy_for(strategy)  # an unknown name is refused now, not when the turn runs
@@ -348,9 +347,11 @@ class Runtime:
         self.supervisor.pump()
 
     async def reload_rules(self) -> None:
-        """Read the rules again: agentdeck.toml's (as read at start) and the store's."""
+        """Read the rules again (agentdeck.toml's as read at start, the store's), and the
+        breakpoints (whose changes are announced as the rules' are)."""
         self.rules.load(await ruled.load(self.store, self._toml_rules),
                         await ruled.last_id(self.store))  # fmt: skip
+        self.breakpoints.load(await pointed.load(self.store))
 
     def notice(self, level: str, text: str) -> None:
         """Tell the operator something that is not a state change (a bad file, a retry)."""

@@ -136,6 +136,18 @@ class CallState:
                                    self.created_at), fields)  # fmt: skip
 
     @classmethod
+    def made(cls, assistant: ConvMessage, turn_id: str, thread_id: str, step_id: int,
+             new_id: Callable[[str], str], canonical: Callable[[str], str],
+             metas: list[dict[str, Any]] | None, now: float) -> list[CallState]:  # fmt: skip
+        """The calls the model made in `assistant` (its step `step_id`), `new`."""
+        return [
+            cls(id=new_id("c"), model_call_id=tc.id or f"call_{i}", turn_id=turn_id,
+                thread_id=thread_id, step_id=step_id, idx=i, tool=canonical(tc.name),
+                args=tc.arguments, meta=metas[i] if metas else {}, created_at=now, updated_at=now)
+            for i, tc in enumerate(assistant.tool_calls)
+        ]  # fmt: skip
+
+    @classmethod
     def from_row(cls, row: Any) -> CallState:
         args = json_or_text(row["args"])
         call = cls(

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from engine.config import Config
 from engine.decisions.inbox import DecisionInbox
+from engine.domain.breakpoints import BreakBook
 from engine.domain.events import Event
 from engine.domain.rules import RuleBook
 from engine.providers.base import Provider
@@ -117,6 +118,8 @@ class TurnContext:
     # The models turns are answered by (`provider` is the room's), each with its context
     # window (engine/turn/models.py); the runtime sets its own, which can make more.
     models: Models = field(init=False)
+    # Where turns pause for an operator (engine/turn/breaks.py); the runtime loads them.
+    breakpoints: BreakBook = field(default_factory=BreakBook)
 
     def __post_init__(self) -> None:
         self.models = Models(self.config, self.provider)

@@ -87,6 +87,34 @@ class Conversation:
         )
         return op, event
 
+    def unread(self) -> list[int]:
+        """The entries after the model's last answer: what its next request reads first."""
+        seqs: list[int] = []
+        for seq in range(len(self.messages) - 1, -1, -1):
+            msg = self.messages[seq]
+            if msg.role == "assistant":
+                break
+            if msg.compaction is None:
+                seqs.append(seq)
+        return seqs[::-1]
+
+    def edit_unread(self, seq: int, text: str) -> Op:
+        """An operator's new text for entry `seq`, one no request has read yet (a
+        breakpoint's edit: engine/turn/breaks.py); returns the UPDATE to commit. The sizes
+        kept from `seq` on are counted again, and the view built again if it read it."""
+        if seq not in self.unread():
+            raise ValueError(f"entry {seq} was read by the model already: it cannot change")
+        msg = self.messages[seq].model_copy(update={"text": text})
+        tail = self.messages[seq:]
+        self.memory -= sum(entry_bytes(m) for m in tail)
+        del self.sums[seq + 1 :]
+        self.huge = {i: n for i, n in self.huge.items() if i < seq}
+        self.messages[seq] = msg
+        for index in range(seq, len(self.messages)):
+            self._count(index, self.messages[index])
+        self._view = View()  # (rebuilt at the next request: O(thread) once)
+        return rows.message_edited(self.thread_id, seq, text, msg.model_dump_json())
+
     def view(self, window: int | None, large: dict[int, int] | None) -> list[ConvMessage]:
         """The entries as a request reads them (engine/turn/view.py's `request_messages`
         with the marker in effect; `large`: `huge`, or None for every entry to be looked

@@ -34,8 +34,10 @@ async def reopen(loop: Site) -> None:
 
 
 async def finish_stopped(loop: Site) -> None:
-    """End the turn as the plugin that asked it to stop said (`loop.stop`)."""
-    assert loop.stop is not None, "no plugin asked the turn to stop"
+    """End the turn as the plugin that asked it to stop said (`loop.stop`); none did: it
+    paused at a breakpoint, and waits."""
+    if loop.stop is None:
+        return await finish_waiting(loop)
     await finish(loop, loop.stop.reason, loop.stop.detail)
 
 

@@ -36,7 +36,7 @@ from engine.providers.base import AssistantAccumulator, ContextTooLong, ModelReq
 from engine.providers.base import TextDelta as ModelTextDelta
 from engine.store import DiskFull, LeaseLost, Op
 from engine.store import turns as rows
-from engine.turn import compaction, endings, replay, spent
+from engine.turn import breaks, compaction, endings, replay, spent
 from engine.turn import gate as gates
 from engine.turn.call import ANSWERED, NO_MESSAGE, PLACEHOLDER, CallState
 from engine.turn.context import TurnContext
@@ -71,6 +71,7 @@ class TurnLoop:
         self.step_used = Usage()  # what the open step spent (its inference's tokens, cost)
         self.in_run = False  # between RunStart and RunEnd
         self.step_tools: list[str] | None = None  # what plugins left of the tools (None: all)
+        self.breakable = True  # breakpoints pause it (not an embedding program's ToolRunner)
         self.provider = ctx.models.provider(turn.model)  # the model that answers the turn
         self.window = ctx.models.window(turn.model)  # and its context window
 
@@ -109,7 +110,8 @@ class TurnLoop:
         self.events.append(event)
 
     def answer(self, call: CallState) -> None:
-        """Put a call's outcome (or its pending placeholder) into the conversation."""
+        """Put a call's outcome (or its pending placeholder) into the conversation (a
+        breakpoint's pause never goes there: it is made answered, engine/turn/breaks.py)."""
         self.append(call.message())
         call.has_message = PLACEHOLDER if call.status is CallStatus.SUSPENDED else ANSWERED
 
@@ -219,7 +221,10 @@ class TurnLoop:
 
     async def before_inference(self) -> bool:
         """StepStart and BeforeInference, where plugins may narrow the step's tools; False
-        when a plugin asked the turn to stop."""
+        when a plugin asked the turn to stop, or it pauses at a breakpoint (engine/turn/
+        breaks.py: `finish_stopped` then makes it wait)."""
+        if await breaks.before_inference(self):
+            return False
         self.step_tools = None  # a new step offers every tool until a plugin says otherwise
         await self.phase(Phase.STEP_START)
         await self.phase(Phase.BEFORE_INFERENCE)
@@ -328,27 +333,24 @@ class TurnLoop:
         """
         self.append(assistant)
         now = self.ctx.clock()
-        new_calls = [
-            CallState(
-                id=self.ctx.new_id("c"), model_call_id=tc.id or f"call_{i}", turn_id=self.turn.id,
-                thread_id=self.turn.thread_id, step_id=inf.step_id, idx=i,
-                tool=self.ctx.tools.canonical(tc.name),
-                args=tc.arguments, meta=metas[i] if metas else {}, created_at=now, updated_at=now,
-            )
-            for i, tc in enumerate(assistant.tool_calls)
-        ]  # fmt: skip
+        new_calls = CallState.made(assistant, self.turn.id, self.turn.thread_id, inf.step_id,
+                                   self.ctx.new_id, self.ctx.tools.canonical, metas, now)  # fmt: skip
         self.turn.add_calls(new_calls)
         self.step_end("succeeded", message_summary(assistant))
+        pause = breaks.hold_calls(self, new_calls, inf.step_id)  # those held wait, ungated
+        holds = {e["call_id"] for e in pause.args["calls"]} if pause is not None else set()
         admitted = []
         for call in new_calls:
             if self.stop is not None:
                 break
+            if call.id in holds:
+                continue
             if (kwargs := await gates.admit(self, call)) is not None:
                 admitted.append((call, kwargs))
         for call, kwargs in admitted if self.stop is None else ():
             call.move(CallStatus.RUNNING, self.ctx.clock())  # committed before the tool starts
             self.pending_kwargs[call.id] = kwargs
-        await self.commit("assistant_turn_committed", new_calls)
+        await self.commit("assistant_turn_committed", [*new_calls, *([pause] if pause else [])])
         return new_calls
 
     async def answered(self, assistant: ConvMessage) -> None:
@@ -409,9 +411,8 @@ class TurnLoop:
                     outstanding += 1
                     tg.start_soon(track, run_one, call, kwargs)
                 tg.start_soon(watch_decisions, tg)
-        for call in touched:
-            if call.status.terminal and call.has_message != ANSWERED:
-                self.answer(call)
+        if (pause := breaks.answer(self, touched)) is not None:
+            touched.append(pause)
         self.count_errors(touched)
         self.step_end("succeeded", calls_summary(new_calls))
         await self.commit("tool_results_committed", touched)
@@ -424,8 +425,11 @@ class TurnLoop:
                 self.consecutive_errors = 0
 
     async def resume_tool_calls(self) -> None:
-        """RESUME_TOOL_CALL, at the top of every strategy's loop (engine/turn/replay.py)."""
+        """RESUME_TOOL_CALL, at the top of every strategy's loop (engine/turn/replay.py);
+        a breakpoint's pause cancelled there ends the turn."""
         await replay.resume_tool_calls(self)
+        if self.stop is not None and self.stop.reason == turn_lifecycle.CANCELLED:
+            raise TurnStopped(self.stop)
 
     async def review_left(self) -> int:
         """What a one-off runtime does of a crash's leftovers (engine/turn/replay.py)."""

@@ -15,18 +15,20 @@ from typing import Any, Protocol
 import anyio
 
 from engine.decisions import apply
+from engine.decisions.binding import refusal
 from engine.decisions.review import notice_text, put_up_for_review
 from engine.domain.decisions import Decision
 from engine.domain.events import Notice
 from engine.lifecycle import CallStatus
 from engine.store import rules as ruled
+from engine.turn import breaks
 from engine.turn import gate as gates
-from engine.turn.call import ANSWERED, CallState
+from engine.turn.call import CallState
 from engine.turn.plugins import Phase
 from engine.turn.state import TurnState, calls_summary
 
 
-class Site(gates.Site, Protocol):
+class Site(gates.Site, breaks.Site, Protocol):
     """What the replay needs of the turn's loop (engine/turn/loop.py): a gate's site, and
     the turn, its events, its conversation, its commits and its steps."""
 
@@ -50,9 +52,9 @@ async def resume_tool_calls(loop: Site) -> None:
         for decision, call in taken:
             tg.start_soon(replay_call, loop, decision, call)
     calls = [call for _, call in taken]
-    for call in calls:
-        if call.status.terminal:
-            loop.answer(call)
+    calls += breaks.released(loop.turn, calls)  # what a breakpoint's pause held, gone on
+    if (pause := breaks.answer(loop, calls)) is not None:
+        calls.append(pause)
     loop.count_errors(calls)
     loop.step_end("succeeded", calls_summary(calls))
     await loop.commit("tool_results_committed", calls)
@@ -89,6 +91,8 @@ def duplicates(loop: Site, call: CallState, late: list[Decision], note: str, now
 
 async def replay_call(loop: Site, decision: Decision, call: CallState) -> None:
     """Carry out a committed decision on a `resuming` call."""
+    if breaks.is_pause(call):
+        return await _go_on(loop, decision, call)
     carried = apply.carry_out(decision, call, loop.ctx.clock(), gates.cleaner(loop))
     if carried != "run":
         if carried != "ended":  # refused: nothing ran, the call waits again
@@ -101,6 +105,31 @@ async def replay_call(loop: Site, decision: Decision, call: CallState) -> None:
         await gates.execute(loop, call, kwargs)
 
 
+async def _go_on(loop: Site, decision: Decision, pause: CallState) -> None:
+    """Carry out a committed decision on a breakpoint's pause (engine/turn/breaks.py): the
+    calls it held pass the gate now, as any new call does, and run; refused (not bound to
+    what was shown, or an edit of what cannot change), it waits again."""
+    now = loop.ctx.clock()
+    why = refusal(decision, pause.args) or breaks.carry_out(
+        loop, decision, pause, gates.cleaner(loop)
+    )
+    if why is not None:
+        pause.move(CallStatus.SUSPENDED, now, decision_id=None, awaiting="breakpoint")
+        _record(loop, [apply.refused(decision, pause, why, now)])
+        return
+    held = [c for c in breaks.released(loop.turn, [pause]) if c.status is CallStatus.NEW]
+    if not held or pause.status is CallStatus.CANCELLED:  # (a cancel: the turn's end cancels them)
+        return
+    loop.step_tools = None  # (the step that offered them is over: every tool is offered)
+    runs = [(c, kwargs) for c in held if (kwargs := await gates.admit(loop, c)) is not None]
+    for call, _ in runs:
+        call.move(CallStatus.RUNNING, now)
+    await loop.commit(None, [pause, *held])  # durably `running` first: never run twice
+    async with anyio.create_task_group() as tg:
+        for call, kwargs in runs:
+            tg.start_soon(gates.execute, loop, call, kwargs)
+
+
 async def recover(loop: Site) -> None:
     """After a crash: settle calls the last run left `new`, `running` or `resuming`.
 
@@ -110,9 +139,11 @@ async def recover(loop: Site) -> None:
     suspended for an operator's review (engine.decisions.review): never run again unasked. A
     `resuming` one has a committed decision: replayed.
     """
+    holds = breaks.held(loop.turn)  # a breakpoint's pause holds these: they wait for it
     orphans = [
         c for c in loop.turn.calls.values()
         if c.status in (CallStatus.NEW, CallStatus.RUNNING, CallStatus.RESUMING)
+        and c.id not in holds
     ]  # fmt: skip
     if not orphans:
         return
@@ -142,9 +173,9 @@ async def recover(loop: Site) -> None:
                 tg.start_soon(replay_call, loop, decision, call)
         for call, kwargs in runs:
             tg.start_soon(gates.execute, loop, call, kwargs)
-    for call in orphans:
-        if call.status.terminal and call.has_message != ANSWERED:
-            loop.answer(call)
+    orphans += [c for c in breaks.released(loop.turn, orphans) if c not in orphans]
+    if (pause := breaks.answer(loop, orphans)) is not None:
+        orphans.append(pause)
     loop.step_end("succeeded", "recovered " + calls_summary(orphans))
     await loop.commit("tool_results_committed", orphans)
 

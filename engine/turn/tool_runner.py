@@ -265,6 +265,7 @@ class ToolRunner:
             ctx = self.rt.ctx
             req = Request(ctx.new_id("t"), message, "chat", ctx.clock(), "runner")
             self._loop = await self.rt.open_turn(req, "runner", user_message=False)
+            self._loop.breakable = False  # the program iterating it is where it pauses
             self.rt.listen(self._loop)  # decisions for our calls reach us
             for msg in self.messages:
                 self._loop.append(msg)  # what the runner starts from is recorded too
