@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from engine.api.tool_models import ToolsView
     from engine.api.usage_models import BudgetsView, By, UsageReport
     from engine.api.watch import Watch
+    from engine.domain.audit import AuditPage
     from engine.domain.cluster_view import ClusterView
     from engine.domain.decisions import Decision, PendingCall
     from engine.domain.events import Event
@@ -54,6 +55,7 @@ operation = declarer({
     "engine.api.tool_models": ("ToolsView",),
     "engine.api.gc_models": ("GcBody",),
     "engine.domain.retention": ("GcReport",),
+    "engine.domain.audit": ("AuditPage",),
     "engine.domain.cluster_view": ("ClusterView",),
     "engine.domain.decisions": ("Decision", "PendingCall"),
     "engine.domain.outcome": ("TurnOutcome",),
@@ -318,6 +320,26 @@ class RoomClient:
         """Prune finished turns as [retention] says (`days`, `gb`: these limits, this once):
         their steps and events go, their summary, calls and decisions stay; `dry_run`: only
         say what would go; `vacuum`: give all freed space back to the disk."""
+        raise NotImplementedError
+
+    @operation("GET", "/v1/audit", mutates=False,
+               constraints={"limit": {"ge": 1, "le": 1000}, "kind": {"pattern": "^(decision|rule)$"},
+                            "thread": {"max_length": 4096}, "decided_by": {"max_length": 4096},
+                            "after": {"max_length": 8192}})  # fmt: skip
+    async def audit(
+        self,
+        since: float | None = None,
+        thread: str | None = None,
+        decided_by: str | None = None,
+        kind: str | None = None,
+        limit: int = 1000,
+        after: str | None = None,
+    ) -> AuditPage:
+        """Every decision of the room, oldest first: operators', the deadline's (each a row
+        of the decisions table, kind `decision`) and rules' verdicts at the gate (kind
+        `rule`); recorded at `since` (Unix seconds) or later, of `thread`, decided by
+        `decided_by` (as an entry names it), of one `kind`; a page of `limit`, the next
+        one from `after` (a page's `next`)."""
         raise NotImplementedError
 
     async def follow(

@@ -15,6 +15,7 @@ from anyio.abc import TaskStatus
 from engine import __version__
 from engine.api import channelbook, rulebook, tool_models
 from engine.api import usage_models as spending
+from engine.api.audit import read_page
 from engine.api.client import Conflict, Invalid, NotFound, Receive, Refused, Resync, RoomClient
 from engine.api.models import (
     Cancelled,
@@ -34,6 +35,7 @@ from engine.api.tool_models import ToolsView
 from engine.api.usage_models import BudgetsView, By, UsageReport
 from engine.api.watch import Lanes, Watch
 from engine.decisions import review
+from engine.domain.audit import AuditPage
 from engine.domain.cluster_view import ClusterView, across
 from engine.domain.decisions import Decision, PendingCall
 from engine.domain.events import Event
@@ -237,6 +239,18 @@ class LocalClient(RoomClient):
         rt = self.runtime
         retention = Retention.of(rt.store, rt.room.path, rt.config, rt.clock)
         return await retention.gc(dry_run=dry_run, vacuum=vacuum, days=days, gb=gb)
+
+    async def audit(
+        self,
+        since: float | None = None,
+        thread: str | None = None,
+        decided_by: str | None = None,
+        kind: str | None = None,
+        limit: int = 1000,
+        after: str | None = None,
+    ) -> AuditPage:
+        return await read_page(self.runtime.store, since=since, thread=thread,
+                               decided_by=decided_by, kind=kind, limit=limit, after=after)  # fmt: skip
 
     async def budgets(self) -> BudgetsView:
         rt = self.runtime

@@ -26,6 +26,7 @@ from engine.store.reader import ReadsFrom, is_current, open_reader
 if TYPE_CHECKING:
     from engine.api.tool_models import ToolsView
     from engine.api.usage_models import BudgetsView, By, UsageReport
+    from engine.domain.audit import AuditPage
     from engine.domain.decisions import PendingCall
     from engine.domain.review import Review
     from engine.domain.rules import Rule
@@ -141,6 +142,20 @@ class RoomReader(RoomClient):
         if self._reads is not None:
             await book.load()
         return view(book)
+
+    async def audit(
+        self,
+        since: float | None = None,
+        thread: str | None = None,
+        decided_by: str | None = None,
+        kind: str | None = None,
+        limit: int = 1000,
+        after: str | None = None,
+    ) -> AuditPage:
+        from engine.api.audit import read_page
+
+        return await read_page(self._reads, since=since, thread=thread, decided_by=decided_by,
+                               kind=kind, limit=limit, after=after)  # fmt: skip
 
     async def aclose(self) -> None:
         if self._reads is not None:

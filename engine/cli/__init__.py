@@ -4,7 +4,7 @@ decisions and history.
 `--json` output and exit codes are a contract: 0 done/natural, 3 waiting, 1 any other end,
 2 bad usage or input, 4 the room is held by another process that cannot take this now (a
 one-off that serves no API, an owner that stopped answering): try again. Commands that act on turns (`invoke`, `decide`, `cancel`, `pending`,
-`review`), `rules`, `channels`, `deliveries`, `rooms` and `gc` go through the owner's API when the room is owned, and open the room themselves only when
+`review`), `rules`, `channels`, `deliveries`, `rooms`, `gc` and `audit` go through the owner's API when the room is owned, and open the room themselves only when
 nobody owns it; their output is the same either way.
 """
 
@@ -128,6 +128,9 @@ def _parser() -> argparse.ArgumentParser:
     from engine.cli.gc import add_parser as gc_parser
 
     gc_parser(command)
+    from engine.cli.audit import add_parser as audit_parser
+
+    audit_parser(command)
     sp = command("tools", "every tool: built in or from an MCP server, approval, rules, use")
     sp.add_argument("--json", action="store_true")
     return p
@@ -217,6 +220,7 @@ _COMMANDS = {  # command: (module of engine.cli, its function); only that module
     "instructions": ("instructions", "instructions"), "compact": ("turns", "compact"),
     "usage": ("spending", "usage"), "budget": ("spending", "budget"),
     "tools": ("tools", "tools"), "gc": ("gc", "gc"),
+    "audit": ("audit", "audit"),
 }  # fmt: skip
 
 

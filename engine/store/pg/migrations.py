@@ -16,7 +16,7 @@ from typing import Any
 
 from engine.store.migrations import awaiting_from_reason
 
-VERSION = 8  # the version of a database this agentdeck writes
+VERSION = 9  # the version of a database this agentdeck writes
 LOCK_KEY = 0x61676E7464636B  # "agntdck": the advisory lock held while migrating
 
 # version -> the statements that bring a database of version - 1 to it
@@ -90,6 +90,13 @@ STEPS: dict[int, list[str]] = {
         "CREATE TABLE IF NOT EXISTS breakpoint_hits (call_id TEXT NOT NULL,"
         " breakpoint TEXT NOT NULL, at DOUBLE PRECISION NOT NULL,"
         " PRIMARY KEY (call_id, breakpoint))",
+    ],
+    # issue 36, the decision audit (engine/store/audit.py): decisions and rules' verdicts
+    # in the order they were recorded, each table paged by its own index (SQLite's room
+    # gets them from schema.sql)
+    9: [
+        "CREATE INDEX IF NOT EXISTS decisions_time ON decisions(created_at, id)",
+        "CREATE INDEX IF NOT EXISTS rule_calls_time ON rule_calls(at, call_id)",
     ],
 }
 

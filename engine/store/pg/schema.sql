@@ -303,6 +303,10 @@ CREATE INDEX IF NOT EXISTS runs_started ON runs(started_at, id);
 CREATE INDEX IF NOT EXISTS threads_recent ON threads(updated_at, id);
 CREATE INDEX IF NOT EXISTS messages_turn ON messages(turn_id, seq);
 CREATE INDEX IF NOT EXISTS decisions_call ON decisions(call_id, created_at);
+-- The decision audit (issue 36, engine/store/audit.py): decisions and rules' verdicts in
+-- the order they were recorded, each table paged by its own index.
+CREATE INDEX IF NOT EXISTS decisions_time ON decisions(created_at, id);
+CREATE INDEX IF NOT EXISTS rule_calls_time ON rule_calls(at, call_id);
 
 CREATE TABLE IF NOT EXISTS turn_marks (
     mark        TEXT NOT NULL,
