@@ -5,6 +5,7 @@ each is a recorded decision bound to what was shown."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -250,3 +251,39 @@ async def test_scopes_once_thread_and_group(tmp_path: Path) -> None:
             await set_point(rt, kind="call", tool="nope")
         with pytest.raises(Invalid, match="names no tool"):
             await set_point(rt, kind="inference", tool="add")
+
+
+async def test_every_strategy_pauses_plan_execute_at_its_commands_and_direct_before_it_answers(
+    tmp_path: Path,
+) -> None:
+    def plans(request: ModelRequest) -> Reply:
+        if request.purpose != "plan":
+            return Reply(text="answer: " + request.messages[-1].text[-40:])
+        state = json.loads(request.messages[0].text)
+        if state["done_plans"]:
+            return Reply(text=json.dumps({"next_action": "response"}))
+        command = {"purpose": "sum", "tool_name": "add", "tool_kwargs": {"a": 1, "b": 2}}
+        return Reply(text=json.dumps({"next_action": "execute", "execution_commands": [command]}))
+
+    async with runtime(tmp_path, plans, tools=[add]) as rt:
+        await set_point(rt, kind="call", tool="add", scope="room")
+        handle = await rt.submit(msg("go"), strategy="plan_execute")
+        with anyio.fail_after(PATIENCE):
+            out = await rt.wait_turn(handle.turn_id)
+        assert out.status == "waiting" and len(requests(rt)) == 1
+        pause = await paused(rt)
+        assert pause.args["calls"][0]["args"] == {"a": 1, "b": 2}
+        edited = {**pause.args, "calls": [{**pause.args["calls"][0], "args": {"a": 40, "b": 2}}]}
+        out = await go(rt, Decision.approve(pause.call_id, args=edited, seen=pause.args),
+                       out.turn_id)  # fmt: skip
+        assert out.status == "done" and '"result": "42"' in requests(rt)[-1].messages[-1].text
+
+        await set_point(rt, kind="inference", scope="once")
+        handle = await rt.submit(msg("hi", "t9"), strategy="direct")
+        with anyio.fail_after(PATIENCE):
+            out = await rt.wait_turn(handle.turn_id)
+        asked = len(requests(rt))
+        assert out.status == "waiting"
+        pause = await paused(rt)
+        out = await go(rt, Decision.step(pause.call_id, seen=pause.args), out.turn_id)
+    assert out.status == "done" and len(requests(rt)) == asked + 1  # no calls: no pause after

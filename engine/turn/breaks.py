@@ -53,12 +53,12 @@ class Site(Protocol):
 
 
 def is_pause(call: CallState) -> bool:
-    return call.tool == BREAKPOINT and "pause" in call.meta
+    return call.tool == BREAKPOINT and "pause" in call.meta  # (as TurnState.add_calls keeps)
 
 
 def pauses(turn: TurnState) -> list[CallState]:
     """The turn's pauses, oldest first."""
-    return sorted((c for c in turn.calls.values() if is_pause(c)), key=lambda c: c.idx)
+    return turn.pauses
 
 
 def open_pause(turn: TurnState) -> CallState | None:
@@ -84,9 +84,7 @@ def _entries(pause: CallState) -> list[dict[str, Any]]:
 
 def _watching(loop: Site) -> bool:
     """Whether this turn can pause: a breakpoint is set, or it paused before."""
-    return loop.breakable and (
-        bool(loop.ctx.breakpoints) or any(map(is_pause, loop.turn.calls.values()))
-    )
+    return loop.breakable and (bool(loop.ctx.breakpoints) or bool(loop.turn.pauses))
 
 
 def _step_due(turn: TurnState, at: Kind) -> bool:
@@ -125,6 +123,8 @@ def _pause(loop: Site, at: Kind, points: list[Breakpoint], what: dict[str, Any],
               awaiting="breakpoint")  # fmt: skip
     turn.add_calls([call])
     loop.ops += [pointed.hit(p, call.id) for p in points]
+    if any(p.scope == "once" for p in points):  # spent: every runtime on the store reads so
+        loop.ops += loop.ctx.coordinator.rules_changed()
     return call
 
 

@@ -55,6 +55,8 @@ class TurnState:
     calls: dict[str, CallState] = field(default_factory=dict)
     # Calls not yet seen settled, so that suspended() costs the same late in a long turn.
     _open: dict[str, CallState] = field(default_factory=dict, repr=False)
+    # its breakpoints' pauses (engine/turn/breaks.py), oldest first: few, looked at often
+    pauses: list[CallState] = field(default_factory=list, repr=False)
     written: tuple[Any, ...] | None = field(default=None, repr=False)  # the row as last written
 
     @classmethod
@@ -74,6 +76,9 @@ class TurnState:
             self.calls[call.id] = call
             if not call.status.terminal:
                 self._open[call.id] = call
+            if call.tool == "breakpoint" and "pause" in call.meta:
+                self.pauses.append(call)
+                self.pauses.sort(key=lambda c: c.idx)
 
     def suspended(self) -> list[CallState]:
         settled = [i for i, c in self._open.items() if c.status.terminal]
