@@ -77,9 +77,16 @@ class ThreadView:
 
     def append(self, entry: ChatEntry) -> None:
         """Add an entry; a message it has already (read from the room and also streamed
-        while the read ran) is not added twice."""
+        while the read ran) is not added twice, but takes its new text if it has one (an
+        operator edited it at a breakpoint before the model read it)."""
         if entry.seq >= 0:
             if entry.seq <= self.upto:
+                for index in range(len(self.entries) - 1, -1, -1):
+                    if self.entries[index].seq == entry.seq:
+                        if self.entries[index].text != entry.text:
+                            self.entries[index] = entry
+                            self.version += 1
+                        break
                 return
             self.upto = entry.seq
         self.entries.append(entry)

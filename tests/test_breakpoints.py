@@ -16,6 +16,7 @@ from engine.api.break_models import NewBreakpoint
 from engine.api.client import Invalid
 from engine.api.local import LocalClient
 from engine.domain.decisions import Decision, PendingCall
+from engine.domain.events import MessageAppended
 from engine.domain.outcome import TurnOutcome
 from engine.providers.base import ModelRequest
 from engine.runtime import Runtime
@@ -92,6 +93,8 @@ async def test_an_inference_breakpoint_pauses_before_the_model_is_asked(tmp_path
 async def test_the_pending_message_is_edited_before_the_model_reads_it(tmp_path: Path) -> None:
     async with runtime(tmp_path, lambda r: Reply(text=f"read: {r.messages[-1].text}"),
                        tools=[add]) as rt:  # fmt: skip
+        told: list[MessageAppended] = []
+        rt.subscribe(lambda e: told.append(e) if isinstance(e, MessageAppended) else None)
         await set_point(rt, kind="inference", scope="once")
         out = await rt.run_turn(msg("delete everything"))
         pause = await paused(rt)
@@ -100,6 +103,8 @@ async def test_the_pending_message_is_edited_before_the_model_reads_it(tmp_path:
                        out.turn_id)  # fmt: skip
         [(text,)] = await on(rt.store).fetchall("SELECT text FROM messages WHERE seq = 0")
     assert out.text == "read: list files" and text == "list files"
+    # the entry again, with its place: a console showing the thread shows the new text
+    assert [e.text for e in told if e.seq == 0] == ["delete everything", "list files"]
 
 
 async def test_a_call_breakpoint_holds_the_matching_call_and_lets_the_others_run(

@@ -42,6 +42,7 @@ class Site(Protocol):
     turn: TurnState
     conv: Conversation
     ops: list[Op]
+    events: list[Any]
     stop: StopRequest | None
     open_step: tuple[int, str, float] | None
     breakable: bool
@@ -223,7 +224,9 @@ def carry_out(loop: Site, decision: Decision, pause: CallState,
     for where, field, value in edits:
         target = loop.turn.calls.get(str(where))
         if field == "text":
-            loop.ops.append(loop.conv.edit_unread(int(where), value))
+            op, event = loop.conv.edit_unread(int(where), value, loop.turn.id, now)
+            loop.ops.append(op)
+            loop.events.append(event)
         elif target is None:
             return f"call {where} is not this turn's"
         elif field == "args":

@@ -98,10 +98,12 @@ class Conversation:
                 seqs.append(seq)
         return seqs[::-1]
 
-    def edit_unread(self, seq: int, text: str) -> Op:
+    def edit_unread(self, seq: int, text: str, turn_id: str,
+                    at: float) -> tuple[Op, MessageAppended]:  # fmt: skip
         """An operator's new text for entry `seq`, one no request has read yet (a
-        breakpoint's edit: engine/turn/breaks.py); returns the UPDATE to commit. The sizes
-        kept from `seq` on are counted again, and the view built again if it read it."""
+        breakpoint's edit: engine/turn/breaks.py); returns the UPDATE to commit and the
+        event that says it (the entry again, with its seq). The sizes kept from `seq` on
+        are counted again, and the view built again if it read it."""
         if seq not in self.unread():
             raise ValueError(f"entry {seq} was read by the model already: it cannot change")
         msg = self.messages[seq].model_copy(update={"text": text})
@@ -113,7 +115,9 @@ class Conversation:
         for index in range(seq, len(self.messages)):
             self._count(index, self.messages[index])
         self._view = View()  # (rebuilt at the next request: O(thread) once)
-        return rows.message_edited(self.thread_id, seq, text, msg.model_dump_json())
+        event = MessageAppended(at=at, thread_id=self.thread_id, turn_id=turn_id,
+                                role=msg.role, text=text, seq=seq)  # fmt: skip
+        return rows.message_edited(self.thread_id, seq, text, msg.model_dump_json()), event
 
     def view(self, window: int | None, large: dict[int, int] | None) -> list[ConvMessage]:
         """The entries as a request reads them (engine/turn/view.py's `request_messages`
