@@ -127,6 +127,7 @@ async def test_a_call_breakpoint_holds_the_matching_call_and_lets_the_others_run
         assert out.status == "waiting"
         [ask] = await LocalClient(rt).pending()
         assert (ask.tool, ask.args, ask.awaiting) == ("shell", {"command": "ls -la"}, "decision")
+        assert await rt.decide(Decision.step(ask.call_id, seen=ask.args)) == "refused"  # no pause
         out = await go(rt, Decision.approve(ask.call_id, seen=ask.args), out.turn_id)
     assert out.text == "shell: ran ls -la"  # (the model read add's result while shell waited)
 
