@@ -221,15 +221,20 @@ def carry_out(loop: Site, decision: Decision, pause: CallState,
         edits = [] if decision.args is None else changes(pause.args, decision.args)
     except ValueError as exc:  # (checked when it was recorded: a room from elsewhere)
         return str(exc)
+    unread = set(loop.conv.unread())
+    for where, field, _ in edits:  # all or nothing: each is checked before any applies
+        if field == "text" and where not in unread:
+            return f"message {where} was read by the model already: it cannot change"
+        if field != "text" and str(where) not in loop.turn.calls:
+            return f"call {where} is not this turn's"
     for where, field, value in edits:
-        target = loop.turn.calls.get(str(where))
         if field == "text":
             op, event = loop.conv.edit_unread(int(where), value, loop.turn.id, now)
             loop.ops.append(op)
             loop.events.append(event)
-        elif target is None:
-            return f"call {where} is not this turn's"
-        elif field == "args":
+            continue
+        target = loop.turn.calls[str(where)]
+        if field == "args":
             target.args = value
         else:  # a held result, as a tool's text is kept: masked, cut (a failed call's error)
             text = clean(value if isinstance(value, str) else as_json(value))
