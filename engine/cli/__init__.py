@@ -57,12 +57,15 @@ def _parser() -> argparse.ArgumentParser:
     sp = command("decide", "decide a suspended call and continue its turn")
     sp.add_argument("call_id")
     sp.add_argument(
-        "action", choices=["approve", "cancel", "fail", "rerun"],
+        "action", choices=["approve", "cancel", "fail", "rerun", "continue", "step"],
         help="fail and rerun answer a call under review after a crash (`agentdeck review`): "
         "it failed, or run it again (it may then have run twice); mark it succeeded with "
-        "approve --result",
+        "approve --result. continue and step answer a breakpoint's pause: go on, or go one "
+        "inference or tool round and pause again (cancel ends its turn)",
     )  # fmt: skip
-    sp.add_argument("--args", help="approve with these arguments (a JSON object)")
+    sp.add_argument("--args", help="approve with these arguments (a JSON object); on a "
+                    "pause, its whole arguments as `pending --json` shows them, edited")  # fmt: skip
+    sp.add_argument("--args-file", metavar="FILE", help="--args read from FILE (- for stdin)")
     sp.add_argument("--result", help="approve with this result instead of running (JSON)")
     sp.add_argument("--reason", default="", help="cancel, fail: the reason the model sees")
     sp.add_argument("--remember", choices=["thread", "room"])
@@ -128,6 +131,9 @@ def _parser() -> argparse.ArgumentParser:
     from engine.cli.gc import add_parser as gc_parser
 
     gc_parser(command)
+    from engine.cli.breakpoints import add_parser as break_parser
+
+    break_parser(command)
     from engine.cli.audit import add_parser as audit_parser
 
     audit_parser(command)
@@ -194,7 +200,8 @@ def _exit_code(exc: Exception) -> int | None:
 
 
 _POSITIONAL = {"text": "the text", "call_id": "CALL_ID", "turn_id": "TURN_ID",
-               "rule_id": "RULE_ID", "delivery_id": "ID", "thread_id": "THREAD"}  # fmt: skip
+               "rule_id": "RULE_ID", "delivery_id": "ID", "thread_id": "THREAD",
+               "point_id": "ID"}  # fmt: skip
 
 
 def _undecodable(args: argparse.Namespace) -> str | None:
@@ -219,7 +226,7 @@ _COMMANDS = {  # command: (module of engine.cli, its function); only that module
     "history": ("reading", "history"), "info": ("reading", "info"),
     "instructions": ("instructions", "instructions"), "compact": ("turns", "compact"),
     "usage": ("spending", "usage"), "budget": ("spending", "budget"),
-    "tools": ("tools", "tools"), "gc": ("gc", "gc"),
+    "tools": ("tools", "tools"), "gc": ("gc", "gc"), "break": ("breakpoints", "breakpoints"),
     "audit": ("audit", "audit"),
 }  # fmt: skip
 

@@ -9,6 +9,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 from engine.api.client import RoomClient
+from engine.cli import pause_text
 from engine.domain.outcome import TurnOutcome
 from engine.room import Room, RoomBusy
 
@@ -44,6 +45,12 @@ def report(outcome: TurnOutcome, as_json: bool, extra: dict[str, Any] | None = N
         why = f" ({_line(outcome.detail)})" if outcome.detail and outcome.status == "done" else ""
         print(f"-- turn {outcome.turn_id} on {outcome.thread_id}: {state}{why}", file=sys.stderr)
         for p in outcome.pending:
+            if pause_text.is_pause(p):  # a breakpoint's pause
+                head = pause_text.headline(p, outcome.turn_id, outcome.thread_id)
+                print(f"   pending {p['call_id']}: {head}", file=sys.stderr)
+                for line in pause_text.details(p):
+                    print(f"     {line}", file=sys.stderr)
+                continue
             how = ("approve|cancel" if p.get("awaiting") != "review" else  # after a crash
                    "fail|rerun (or approve --result JSON); what is known: agentdeck review")  # fmt: skip
             print(

@@ -1,7 +1,10 @@
 """`invoke`, `decide`, `cancel` and `pending`: through the owner's API, or the room itself.
 
 `decide CALL fail|rerun` answer a call under review after a crash (engine/decisions/review.py); a
-rerun is bound to the arguments' hash as an approval is (engine/decisions/binding.py)."""
+rerun is bound to the arguments' hash as an approval is (engine/decisions/binding.py).
+`decide CALL continue|step` answer a breakpoint's pause (engine/turn/breaks.py; `approve`
+works as continue, `cancel` ends the turn), bound the same way to the pause's arguments as
+`pending` shows them, or to the edited ones `--args`/`--args-file` give."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import time
 from typing import Any
 
 from engine.api.client import Conflict, Invalid, NotFound
+from engine.cli import pause_text
 from engine.cli.common import (
     EXIT_OK,
     EXIT_OTHER,
@@ -76,17 +80,22 @@ async def decide(room: Room, args: argparse.Namespace) -> int:
     from engine.decisions.binding import args_digest, runs_tool
     from engine.domain.decisions import Decision
 
-    edited = json_arg(args.args, "--args")
+    raw_args, flag = _args_text(args)
+    edited = json_arg(raw_args, flag)
     result = json_arg(args.result, "--result")
     if edited is not None and not isinstance(edited, dict):
-        raise UsageError("--args must be a JSON object")
-    if args.action in ("cancel", "fail", "rerun") and (args.args or args.result):
+        raise UsageError(f"{flag} must be a JSON object")
+    if args.action in ("cancel", "fail", "rerun") and (raw_args or args.result):
         raise UsageError(f"{args.action} takes no --args or --result")
+    pause_word = args.action in PAUSE_WORDS
+    if pause_word and (args.result or args.remember or args.outside_sandbox or args.network):
+        raise UsageError(f"{args.action} goes on from a breakpoint's pause: it takes no "
+                         "--result, --remember, --outside-sandbox or --network")  # fmt: skip
     if args.action in ("fail", "rerun") and args.remember:
         raise UsageError(f"{args.action} makes no rule: --remember is for approve and cancel")
     if args.action == "rerun" and args.reason:
         raise UsageError("rerun takes no --reason")
-    if args.args and args.result:
+    if raw_args and args.result:
         raise UsageError("give --args or --result, not both")
     kw: dict[str, Any] = {"remember": args.remember, "decided_by": "operator"}
     if args.outside_sandbox or args.network:
@@ -106,6 +115,8 @@ async def decide(room: Room, args: argparse.Namespace) -> int:
             decision = Decision.fail(args.call_id, args.reason, **kw)
         elif args.action == "rerun":
             decision = Decision.rerun(args.call_id, **kw)
+        elif args.action == "step":
+            decision = Decision.step(args.call_id, args=edited, **kw)
         elif args.result is not None:
             decision = Decision.with_result(args.call_id, result, **kw)
         else:
@@ -114,10 +125,14 @@ async def decide(room: Room, args: argparse.Namespace) -> int:
         raise UsageError("; ".join(e["msg"].removeprefix("Value error, ")
                                    for e in exc.errors())) from None  # fmt: skip
     async with room_client(room, "decide") as client:
-        if runs_tool(decision) and decision.args_hash is None:
+        if pause_word or (runs_tool(decision) and decision.args_hash is None):
             # bound to the arguments as the room shows them now (engine/decisions/binding.py)
             shown = [c for c in await client.pending() if c.call_id == args.call_id]
-            if shown:
+            if shown and pause_word and shown[0].awaiting != "breakpoint":
+                raise UsageError(_not_a_pause(args.action, args.call_id, shown[0].awaiting))
+            if shown and shown[0].awaiting == "breakpoint" and edited is not None:
+                _check_edit(shown[0].args, edited, flag)
+            if shown and decision.args_hash is None:
                 decision = decision.model_copy(update={"args_hash": shown[0].args_hash})
         try:
             decided = await client.decide(decision)
@@ -138,6 +153,47 @@ async def decide(room: Room, args: argparse.Namespace) -> int:
     if decided.status == "duplicate":  # another decision won: this one changed nothing
         return EXIT_OTHER
     return code
+
+
+PAUSE_WORDS = ("continue", "step")  # a breakpoint's pause's own (approve works as continue)
+MAX_ARGS_FILE = 64 * 1024 * 1024  # bytes: the API takes no bigger body
+
+
+def _args_text(args: argparse.Namespace) -> tuple[str | None, str]:
+    """The edited arguments' JSON text, from --args or --args-file, and which one gave it."""
+    if args.args_file is None:
+        return args.args, "--args"
+    if args.args is not None:
+        raise UsageError("give --args or --args-file, not both")
+    what = f"--args-file {args.args_file}"
+    try:
+        if args.args_file == "-":
+            text = sys.stdin.read(MAX_ARGS_FILE + 1)
+        else:
+            with open(args.args_file, encoding="utf-8") as f:
+                text = f.read(MAX_ARGS_FILE + 1)
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise UsageError(f"{what}: cannot be read ({why})") from None
+    if len(text) > MAX_ARGS_FILE:
+        raise UsageError(f"{what}: more than {MAX_ARGS_FILE // 2**20} MiB")
+    return text, what
+
+
+def _check_edit(shown: Any, edited: Any, flag: str) -> None:
+    """An edit of a pause that cannot apply is bad input: refused here, nothing recorded."""
+    from engine.domain.breakpoints import changes
+
+    try:
+        changes(shown, edited)
+    except ValueError as exc:
+        raise UsageError(f"{flag}: {exc}") from None
+
+
+def _not_a_pause(action: str, call_id: str, awaiting: str) -> str:
+    waits = ("its review after a crash: fail or rerun it (or approve --result)"
+             if awaiting == "review" else "an approval: approve or cancel it")  # fmt: skip
+    return f"{action} is for a breakpoint's pause; call {call_id} waits for {waits}"
 
 
 async def cancel(room: Room, args: argparse.Namespace) -> int:
@@ -176,12 +232,19 @@ def _pending(calls: list[dict[str, Any]], args: argparse.Namespace) -> int:
         return EXIT_OK
     now = time.time()
     for c in calls:
+        deadline = c.get("deadline_at")
+        waits = f"waiting {age(now - c['since'])}" + (
+            "" if deadline is None else f", deadline in {age(deadline - now)}")  # fmt: skip
+        if pause_text.is_pause(c):  # a breakpoint's pause: where, what it holds, how to go on
+            print(f"{c['call_id']}  {pause_text.headline(c, c['turn_id'], c['thread_id'])}, "
+                  f"{waits}")  # fmt: skip
+            for line in pause_text.details(c):
+                print(f"    {line}")
+            continue
         args_text = json.dumps(c["args"])
         args_text = args_text if len(args_text) <= 80 else args_text[:79] + "…"
-        deadline = c.get("deadline_at")
         print(f"{c['call_id']}  {c['tool']} {args_text}  on {c['thread_id']} "
-              f"(turn {c['turn_id']}), waiting {age(now - c['since'])}"
-              + ("" if deadline is None else f", deadline in {age(deadline - now)}"))  # fmt: skip
+              f"(turn {c['turn_id']}), {waits}")  # fmt: skip
     if not calls:
         print("agentdeck: no call waits for a decision", file=sys.stderr)
     return EXIT_OK
