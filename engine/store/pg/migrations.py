@@ -95,8 +95,8 @@ STEPS: dict[int, list[str]] = {
     # in the order they were recorded, each table paged by its own index (SQLite's room
     # gets them from schema.sql)
     9: [
-        "CREATE INDEX IF NOT EXISTS decisions_time ON decisions(created_at, id)",
-        "CREATE INDEX IF NOT EXISTS rule_calls_time ON rule_calls(at, call_id)",
+        'CREATE INDEX IF NOT EXISTS decisions_time ON decisions(created_at, id COLLATE "C")',
+        'CREATE INDEX IF NOT EXISTS rule_calls_time ON rule_calls(at, call_id COLLATE "C")',
     ],
 }
 

@@ -304,9 +304,10 @@ CREATE INDEX IF NOT EXISTS threads_recent ON threads(updated_at, id);
 CREATE INDEX IF NOT EXISTS messages_turn ON messages(turn_id, seq);
 CREATE INDEX IF NOT EXISTS decisions_call ON decisions(call_id, created_at);
 -- The decision audit (issue 36, engine/store/audit.py): decisions and rules' verdicts in
--- the order they were recorded, each table paged by its own index.
-CREATE INDEX IF NOT EXISTS decisions_time ON decisions(created_at, id);
-CREATE INDEX IF NOT EXISTS rule_calls_time ON rule_calls(at, call_id);
+-- the order they were recorded, each table paged by its own index (keys byte by byte, as
+-- the audit merges them).
+CREATE INDEX IF NOT EXISTS decisions_time ON decisions(created_at, id COLLATE "C");
+CREATE INDEX IF NOT EXISTS rule_calls_time ON rule_calls(at, call_id COLLATE "C");
 
 CREATE TABLE IF NOT EXISTS turn_marks (
     mark        TEXT NOT NULL,
