@@ -16,6 +16,7 @@ from engine.room import Room
 if TYPE_CHECKING:
     from anyio.abc import TaskStatus
 
+    from engine.api.break_models import NewBreakpoint, Removed
     from engine.api.models import (
         Cancelled,
         ChannelsView,
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from engine.api.usage_models import BudgetsView, By, UsageReport
     from engine.api.watch import Watch
     from engine.domain.audit import AuditPage
+    from engine.domain.breakpoints import Breakpoint
     from engine.domain.cluster_view import ClusterView
     from engine.domain.decisions import Decision, PendingCall
     from engine.domain.events import Event
@@ -51,6 +53,8 @@ operation = declarer({
                           "GroupChange", "Info", "InstructionsBody", "RoomOverview",
                           "SubmitBody", "Submitted", "ThreadInstructions"),
     "engine.api.rule_models": ("NewRule", "RevokeBody", "Revoked"),
+    "engine.api.break_models": ("NewBreakpoint", "RemoveBody", "Removed"),
+    "engine.domain.breakpoints": ("Breakpoint",),
     "engine.api.usage_models": ("BudgetBody", "BudgetsView", "By", "UsageReport"),
     "engine.api.tool_models": ("ToolsView",),
     "engine.api.gc_models": ("GcBody",),
@@ -211,6 +215,23 @@ class RoomClient:
     async def revoke_rule(self, rule_id: str, by: str = "operator") -> Revoked:
         """Revoke a rule of execution.db (404 no such rule; 409 agentdeck.toml's, which is
         changed in the file, or one revoked already)."""
+        raise NotImplementedError
+
+    @operation("GET", "/v1/breakpoints", mutates=False)
+    async def breakpoints(self) -> list[Breakpoint]:
+        """Every breakpoint set (spent once ones too), with its hits, oldest first."""
+        raise NotImplementedError
+
+    @operation("POST", "/v1/breakpoints", mutates=True, status=201)
+    async def add_breakpoint(self, point: NewBreakpoint) -> Breakpoint:
+        """Set a breakpoint: turns pause there from the next place they could (422 for a
+        tool, pattern, group or scope that cannot be used)."""
+        raise NotImplementedError
+
+    @operation("POST", "/v1/breakpoints/{point_id}/remove", mutates=True, errors=(404,),
+               body="RemoveBody")  # fmt: skip
+    async def remove_breakpoint(self, point_id: str, by: str = "operator") -> Removed:
+        """Remove a breakpoint (404 none by that id); the pauses it made still wait."""
         raise NotImplementedError
 
     @operation("GET", "/v1/channels", mutates=False)

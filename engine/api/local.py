@@ -13,9 +13,10 @@ import anyio
 from anyio.abc import TaskStatus
 
 from engine import __version__
-from engine.api import channelbook, rulebook, tool_models
+from engine.api import breakbook, channelbook, rulebook, tool_models
 from engine.api import usage_models as spending
 from engine.api.audit import read_page
+from engine.api.break_models import NewBreakpoint, Removed
 from engine.api.client import Conflict, Invalid, NotFound, Receive, Refused, Resync, RoomClient
 from engine.api.models import (
     Cancelled,
@@ -36,6 +37,7 @@ from engine.api.usage_models import BudgetsView, By, UsageReport
 from engine.api.watch import Lanes, Watch
 from engine.decisions import review
 from engine.domain.audit import AuditPage
+from engine.domain.breakpoints import Breakpoint
 from engine.domain.cluster_view import ClusterView, across
 from engine.domain.decisions import Decision, PendingCall
 from engine.domain.events import Event
@@ -176,6 +178,15 @@ class LocalClient(RoomClient):
 
     async def revoke_rule(self, rule_id: str, by: str = "operator") -> Revoked:
         return await rulebook.revoke(self.runtime, rule_id, by)
+
+    async def breakpoints(self) -> list[Breakpoint]:
+        return breakbook.listed(self.runtime)
+
+    async def add_breakpoint(self, point: NewBreakpoint) -> Breakpoint:
+        return await breakbook.add(self.runtime, point)
+
+    async def remove_breakpoint(self, point_id: str, by: str = "operator") -> Removed:
+        return await breakbook.remove(self.runtime, point_id, by)
 
     async def channels(self) -> ChannelsView:
         return await channelbook.channels(self.runtime)
