@@ -32,6 +32,8 @@ NOT_USED = {
     "history --limit 1": ("engine.api.models", "engine.decisions.review", "engine.services.scheduler",
                           "engine.config"),
     "review": ("engine.domain.rules", "engine.config", "engine.services.scheduler", "aiosqlite"),
+    "audit": ("engine.domain.rules", "engine.decisions.review", "engine.config", "engine.services.scheduler",
+              "engine.api.rule_models", "engine.store", "aiosqlite"),
 }  # fmt: skip
 # A room nobody owns: read from its store, never by opening a run (the runtime's modules
 # are in NEVER); the schema of agentdeck.toml's models is built only for what is read
@@ -41,9 +43,10 @@ NOT_USED_FREE = {
     "rules": ("engine.services.scheduler",),
     "review": ("engine.services.scheduler", "engine.domain.rules"),
     "history --limit 1": ("engine.config", "engine.api.models", "engine.services.scheduler"),
+    "break list": ("engine.config", "engine.services.scheduler", "engine.api.break_models"),
 }  # fmt: skip
 # Answered off the owner's socket (engine/cli/light.py): no event loop, no pydantic.
-QUICK = ("status", "pending", "pending --json", "status --json")
+QUICK = ("status", "pending", "pending --json", "status --json", "break list", "break --json")
 BUILT = "engine.config:Config (schema built)"
 LOADED = (
     "import json, sys\nfrom engine.cli import main\ncode = main(sys.argv[1:])\n"

@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     from engine.domain.audit import AuditEntry
 
 FORMATS = ("table", "jsonl", "csv")
-COLUMNS = (("when", 19), ("decided by", 16), ("action", 6), ("status", 10), ("tool", 12),
-           ("call", 14), ("thread", 16))  # fmt: skip
+COLUMNS = (("when", 19), ("decided by", 32), ("action", 6), ("status", 10), ("tool", 10),
+           ("call", 14), ("thread", 14))  # fmt: skip
 
 
 def add_parser(command: Callable[[str, str], argparse.ArgumentParser]) -> None:
