@@ -5,7 +5,8 @@ or scrolling near the end, loads the next page by cursor), the filter line and t
 bar to a `HistoryReader`, which owns the screen's read-only connection to the room and
 runs every query in a worker, and shows the turn under the cursor in a `TurnDetail`.
 Esc clears every filter and the search; with nothing to clear it closes the screen, as
-`q` does.
+`q` does. ctrl+e writes the turn shown as JSON; E the room's whole decision audit as JSON
+lines (read through the runtime's client: the owner's, or this console's own runtime).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -26,6 +27,7 @@ from textual.screen import Screen
 from textual.widgets import Input
 
 from console.format import set_title
+from console.history.audit import export_audit
 from console.history.reader import HistoryReader, Listing
 from console.history.view import (
     STATUS_CYCLE,
@@ -48,6 +50,9 @@ from engine.api.history import HistoryError, fts_query
 from engine.domain.usage import Usage
 from engine.room import Room
 
+if TYPE_CHECKING:
+    from console.bridge import Bridge
+
 CYCLED = {"origin": "origins", "group": "groups", "tool": "tools"}  # filter -> counts() key
 
 
@@ -67,6 +72,7 @@ class HistoryScreen(Screen[None]):
         Binding("n", "next_page", "Next page"),
         Binding("w", "where_suspended", "Where suspended"),
         Binding("ctrl+e", "export", "Export"),
+        Binding("E", "export_audit", "Export decision audit", show=False),
         Binding("ctrl+r", "reload", "Reload", show=False),
     ]
 
@@ -91,10 +97,17 @@ class HistoryScreen(Screen[None]):
             super().__init__()
             self.turn_id, self.path = turn_id, path
 
+    class AuditExported(Message):
+        """The room's decision audit was written to `path` (in the room)."""
+
+        def __init__(self, path: Path) -> None:
+            super().__init__()
+            self.path = path
+
     def __init__(self, room: Room, *, clock: Callable[[], float] = time.time,
-                 page_size: int | None = None) -> None:  # fmt: skip
+                 page_size: int | None = None, bridge: Bridge | None = None) -> None:  # fmt: skip
         super().__init__()
-        self.room, self.clock = room, clock
+        self.room, self.clock, self.bridge = room, clock, bridge
         self.reader = HistoryReader(
             room,
             spawn=lambda work, group, exclusive: self.run_worker(
@@ -406,6 +419,16 @@ class HistoryScreen(Screen[None]):
             return
         self.notify(f"Turn {turn_id} written to {path}", title="Exported as JSON")
         self.post_message(self.Exported(turn_id, path))
+
+    @work(group="audit", exclusive=True)
+    async def action_export_audit(self) -> None:
+        try:
+            target, told = await export_audit(self.bridge, self.room.path, self.clock())
+        except Exception as exc:  # no runtime, an owner gone, a full disk: said, never a crash
+            self.notify(f"Exporting the decision audit failed: {exc}", severity="error")
+            return
+        self.notify(told, title="Audit exported as JSON lines")
+        self.post_message(self.AuditExported(target))
 
     async def action_reload(self) -> None:
         if self.reader.stale:  # the database appeared since: open it again

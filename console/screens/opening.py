@@ -38,7 +38,7 @@ def open_screen(name: str, bridge: Bridge, clock: Callable[[], float], room: Any
     if name == "history":
         from console.screens.history import HistoryScreen
 
-        return HistoryScreen(room, clock=clock)
+        return HistoryScreen(room, clock=clock, bridge=bridge)
     if name == "tools":
         from console.screens.tools import ToolsScreen
 
