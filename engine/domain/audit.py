@@ -99,7 +99,10 @@ def parse_cursor(text: str) -> tuple[float, str, Kind]:
 
 def order(at: float, key: str, kind: str) -> tuple[float, str, int]:
     """What entries are sorted by: time, key, kind."""
-    return at, key, KINDS.index(kind)  # type: ignore[arg-type]
+    return at, key, _RANK[kind]
+
+
+_RANK: dict[str, int] = {kind: i for i, kind in enumerate(KINDS)}
 
 
 # -- times an operator writes ------------------------------------------------------------------

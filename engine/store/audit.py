@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import heapq
 import math
+from itertools import islice
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from engine.domain.audit import (
@@ -56,29 +58,24 @@ async def page(
     # Each table from `low` on (its rows at `low` itself too: a row-value bound, one index
     # range); one row more than a page, so that dropping the entry at `start` (at most one
     # per table: keys are unique in each) still leaves a full page when there is one.
-    kinds = KINDS if kind is None else (kind,)
-    fetched: list[list[AuditEntry]] = []
+    kinds: tuple[str, ...] = KINDS if kind is None else (kind,)
+    fetched: list[list[tuple[tuple[float, str, int], str, Any]]] = []
     full = False
     for name in kinds:
         params = (*low, thread, thread, decided_by, decided_by, limit + 1)
         rows = await store.fetchall(_STATEMENT[name], params)
         full = full or len(rows) > limit
-        made = [_ENTRY[name](r) for r in rows]
+        at, key = _POSITION[name]
+        placed = [(order(r[at], r[key], name), name, r) for r in rows]
         if start is not None:
-            made = [e for e in made if _key(e) > order(*start)]
-        fetched.append(made)
-    merged = list(heapq.merge(*fetched, key=_key))
-    entries = merged[:limit]
+            placed = [p for p in placed if p[0] > order(*start)]
+        fetched.append(placed)
+    # Merged by position (unique: a key is unique in its table, a kind tells the tables
+    # apart); an entry is made only of the rows the page keeps.
+    merged = list(islice(heapq.merge(*fetched, key=itemgetter(0)), limit + 1))
+    entries = [_ENTRY[name](row) for _, name, row in merged[:limit]]
     more = full or len(merged) > limit
     return AuditPage(entries=entries, next=entries[-1].cursor if more and entries else None)
-
-
-def _key(entry: AuditEntry) -> tuple[float, str, int]:
-    return order(entry.recorded_at, _position_key(entry), entry.kind)
-
-
-def _position_key(entry: AuditEntry) -> str:
-    return entry.decision_id if entry.kind == "decision" else entry.call_id  # type: ignore[return-value]
 
 
 def _decision(r: Any) -> AuditEntry:
@@ -108,3 +105,4 @@ def _rule(r: Any) -> AuditEntry:
 
 _ENTRY = {"decision": _decision, "rule": _rule}
 _STATEMENT = {"decision": "audit.decisions", "rule": "audit.rules"}
+_POSITION = {"decision": ("created_at", "id"), "rule": ("at", "call_id")}  # its time, its key
