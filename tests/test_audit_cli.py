@@ -118,11 +118,13 @@ async def test_csv_and_the_table_and_the_filters(
     (["--thread", ""], "--thread: give a value"),
     (["--kind", "rules"], "invalid choice"),
     (["--format", "xml"], "invalid choice"),
+    (["--room", "/nonexistent/room"], "no room at /nonexistent/room"),
 ])  # fmt: skip
 async def test_bad_input_is_one_line_and_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], says: str
 ) -> None:
     room = tmp_path / "room"
+    room.mkdir()
     try:
         code = await cli("--room", str(room), "audit", *argv)
     except SystemExit as exc:  # argparse's own refusals

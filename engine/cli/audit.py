@@ -5,7 +5,8 @@ store without opening a run; the same output either way.
 Printed a page at a time as it is read (a room may hold hundreds of thousands), as a table
 on a terminal and JSON lines otherwise, or as `--format` says: `table`, `jsonl` (one
 entry's JSON a line, what `GET /v1/audit` answers), `csv` (a header, then one row an
-entry). Exit 0; 2 for a time, a position or a filter that cannot be read.
+entry). Exit 0; 2 for a time, a position or a filter that cannot be read, or no room at
+the path.
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ async def audit(room: Room, args: argparse.Namespace) -> int:
     for name in ("thread", "decided_by"):
         if getattr(args, name) == "":
             raise UsageError(f"--{name.replace('_', '-')}: give a value")
+    if not room.path.exists():  # a mistyped --room is no room without decisions
+        raise UsageError(f"no room at {room.path} (--room DIR, or AGENT_ROOM)")
     form = args.format or ("table" if sys.stdout.isatty() else "jsonl")
     out = _Out(form, screen=sys.stdout.isatty())
     async with room_reader(room, "audit") as client:
