@@ -115,6 +115,8 @@ def _on_room(room: Path, sql: str, params: tuple[Any, ...], *, write: bool) -> l
 def as_version(conn: Any, version: int) -> None:
     """Make the SQLite room on `conn` look as a room of `version` (engine/store/migrations.py)
     was: the columns added since are dropped, and its user_version says `version`."""
+    if version < 11:
+        conn.execute("ALTER TABLE steps DROP COLUMN conv_upto")
     if version < 10:
         conn.execute("DROP INDEX turns_prunable")
         conn.execute("DROP INDEX IF EXISTS events_turn")  # (retention's, when it ran)

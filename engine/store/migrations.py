@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from engine.lifecycle.call import REVIEW_REASON
 
-VERSION = 10  # the user_version of a room this agentdeck writes
+VERSION = 11  # the user_version of a room this agentdeck writes
 
 
 def awaiting_from_reason() -> list[str]:
@@ -132,6 +132,9 @@ STEPS: dict[int, list[str]] = {
         "ALTER TABLE turns ADD COLUMN pruned_at REAL",
         "ALTER TABLE turns ADD COLUMN pruned_steps INTEGER",
     ],
+    # issue 37, forks: the thread's entries when a step ended (where a fork of it cuts);
+    # schema.sql then adds the forks table.
+    11: ["ALTER TABLE steps ADD COLUMN conv_upto INTEGER"],
 }
 
 

@@ -99,9 +99,29 @@ CREATE TABLE IF NOT EXISTS steps (
     input_tokens   INTEGER NOT NULL DEFAULT 0,  -- an inference's (0: a tool round)
     output_tokens  INTEGER NOT NULL DEFAULT 0,
     cached_tokens  INTEGER NOT NULL DEFAULT 0,
-    cost           REAL                         -- US dollars (None: no tokens, or no price)
+    -- cost: US dollars (None: no tokens, or no price); conv_upto: the thread's entries when
+    -- the step ended, where a fork of it cuts (None: a step of an older room)
+    cost           REAL,
+    conv_upto      INTEGER
 );
 CREATE INDEX IF NOT EXISTS steps_turn ON steps(turn_id, idx);
+
+-- Forks and replays (issue 37, engine/services/forking.py): a thread made from another's
+-- record, up to a step of one of its turns (a fork), or before one of its turns, to answer
+-- that turn's message again on its recorded results (a replay).
+CREATE TABLE IF NOT EXISTS forks (
+    thread_id    TEXT PRIMARY KEY,          -- the new thread
+    kind         TEXT NOT NULL,             -- fork | replay
+    from_thread  TEXT NOT NULL,
+    from_turn    TEXT NOT NULL,
+    from_step    INTEGER,                   -- a fork's step (NULL: a replay)
+    upto         INTEGER NOT NULL,          -- the entries copied: seq 0 .. upto - 1
+    edited       TEXT NOT NULL DEFAULT '{}',  -- JSON: {seq: the operator's text}
+    group_name   TEXT NOT NULL,
+    made_by      TEXT NOT NULL,
+    made_at      REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS forks_from ON forks(from_thread, from_turn);
 
 -- What turns spent, per UTC day, group, thread and model: written with each step that
 -- spent (engine/store/usage.py), so totals per thread, group, room and day, and the

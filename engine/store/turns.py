@@ -114,14 +114,15 @@ async def turn_row(store: Store, turn_id: str) -> Any:
 
 def step_ended(step_id: int, turn_id: str, run_id: str, idx: int, kind: str, status: str,
                summary: str, started: float, ended: float,
-               usage: Usage | None = None) -> Op:  # fmt: skip
+               usage: Usage | None = None, conv_upto: int | None = None) -> Op:  # fmt: skip
     """A step's row, with what it spent (an inference's tokens and their cost: None, no
-    price; a step that spent nothing has no cost)."""
+    price; a step that spent nothing has no cost) and how many entries its thread's
+    conversation had when it ended (where a fork of it cuts)."""
     u = usage or Usage()
     return (
         "turns.step_ended",
         (step_id, turn_id, run_id, idx, kind, status, summary, started, ended,
-         u.input_tokens, u.output_tokens, u.cached_tokens, u.known_cost),
+         u.input_tokens, u.output_tokens, u.cached_tokens, u.known_cost, conv_upto),
     )  # fmt: skip
 
 

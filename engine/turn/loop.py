@@ -164,7 +164,8 @@ class TurnLoop:
         (step_id, kind, started), self.open_step = self.open_step, None
         now, used, turn = self.ctx.clock(), self.step_used, self.turn
         self.ops.append(rows.step_ended(step_id, turn.id, self.ctx.run_id, turn.rounds, kind,
-                                        status, summary, started, now, used))  # fmt: skip
+                                        status, summary, started, now, used,
+                                        self.conv.next_seq))  # fmt: skip
         self.ops += spent.written(self.ctx, turn, used, now)
         self.events.append(
             StepFinished(

@@ -16,7 +16,7 @@ from typing import Any
 
 from engine.store.migrations import awaiting_from_reason
 
-VERSION = 9  # the version of a database this agentdeck writes
+VERSION = 10  # the version of a database this agentdeck writes
 LOCK_KEY = 0x61676E7464636B  # "agntdck": the advisory lock held while migrating
 
 # version -> the statements that bring a database of version - 1 to it
@@ -97,6 +97,15 @@ STEPS: dict[int, list[str]] = {
     9: [
         'CREATE INDEX IF NOT EXISTS decisions_time ON decisions(created_at, id COLLATE "C")',
         'CREATE INDEX IF NOT EXISTS rule_calls_time ON rule_calls(at, call_id COLLATE "C")',
+    ],
+    # issue 37, forks and replays (as engine/store/migrations.py's 11; the table too)
+    10: [
+        "ALTER TABLE steps ADD COLUMN IF NOT EXISTS conv_upto BIGINT",
+        "CREATE TABLE IF NOT EXISTS forks (thread_id TEXT PRIMARY KEY, kind TEXT NOT NULL,"
+        " from_thread TEXT NOT NULL, from_turn TEXT NOT NULL, from_step BIGINT,"
+        " upto BIGINT NOT NULL, edited TEXT NOT NULL DEFAULT '{}', group_name TEXT NOT NULL,"
+        " made_by TEXT NOT NULL, made_at DOUBLE PRECISION NOT NULL)",
+        "CREATE INDEX IF NOT EXISTS forks_from ON forks(from_thread, from_turn)",
     ],
 }
 

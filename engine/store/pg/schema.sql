@@ -97,8 +97,23 @@ CREATE TABLE IF NOT EXISTS steps (
     input_tokens   BIGINT NOT NULL DEFAULT 0,
     output_tokens  BIGINT NOT NULL DEFAULT 0,
     cached_tokens  BIGINT NOT NULL DEFAULT 0,
-    cost           DOUBLE PRECISION
+    cost           DOUBLE PRECISION,
+    conv_upto      BIGINT
 );
+
+CREATE TABLE IF NOT EXISTS forks (
+    thread_id    TEXT PRIMARY KEY,
+    kind         TEXT NOT NULL,
+    from_thread  TEXT NOT NULL,
+    from_turn    TEXT NOT NULL,
+    from_step    BIGINT,
+    upto         BIGINT NOT NULL,
+    edited       TEXT NOT NULL DEFAULT '{}',
+    group_name   TEXT NOT NULL,
+    made_by      TEXT NOT NULL,
+    made_at      DOUBLE PRECISION NOT NULL
+);
+CREATE INDEX IF NOT EXISTS forks_from ON forks(from_thread, from_turn);
 CREATE INDEX IF NOT EXISTS steps_turn ON steps(turn_id, idx);
 
 -- (as the SQLite schema's usage and budgets; engine/store/pg/migrations.py's 5)

@@ -50,8 +50,8 @@ UPDATE turns
 SELECT t.*, h.group_name FROM turns t JOIN threads h ON h.id = t.thread_id WHERE t.id=%s;
 
 -- name: step_ended
-INSERT INTO steps(id, turn_id, run_id, idx, kind, status, summary, started_at, ended_at, input_tokens, output_tokens, cached_tokens, cost)
-  VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s);
+INSERT INTO steps(id, turn_id, run_id, idx, kind, status, summary, started_at, ended_at, input_tokens, output_tokens, cached_tokens, cost, conv_upto)
+  VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s);
 
 -- name: call_inserted
 INSERT INTO tool_calls(id, model_call_id, turn_id, thread_id, step_id, idx, tool, meta, created_at, args, status, result, error, suspend_reason, awaiting, decision_id, has_message, updated_at, ended_at)
