@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from engine.domain.review import Killed, Review
     from engine.domain.rules import Rule
     from engine.domain.scheduler_stats import Statistics
+    from engine.domain.turn_diff import TurnDiff
     from engine.store.recent import Conversation, Recent
 
 # Where the types the operations name live: imported when an operation is first carried or
@@ -67,6 +68,7 @@ operation = declarer({
     "engine.domain.rules": ("Rule",),
     "engine.domain.requests": ("GroupConfig",),
     "engine.domain.scheduler_stats": ("Statistics",),
+    "engine.domain.turn_diff": ("TurnDiff",),
 })  # fmt: skip
 
 
@@ -361,6 +363,16 @@ class RoomClient:
         `rule`); recorded at `since` (Unix seconds) or later, of `thread`, decided by
         `decided_by` (as an entry names it), of one `kind`; a page of `limit`, the next
         one from `after` (a page's `next`)."""
+        raise NotImplementedError
+
+    @operation("GET", "/v1/diff", mutates=False, errors=(404,),
+               constraints={"turn_a": {"min_length": 1, "max_length": 4096},
+                            "turn_b": {"min_length": 1, "max_length": 4096}})  # fmt: skip
+    async def diff(self, turn_a: str, turn_b: str) -> TurnDiff:
+        """Two turns side by side (a replay and its original, or any two): each one's facts
+        (model, strategy, outcome, times, tokens, cost, steps) and their messages and calls
+        aligned, each row the same, changed (arguments, results, decisions) or in one turn
+        only; read from the room's history (404: no such turn)."""
         raise NotImplementedError
 
     async def follow(

@@ -18,6 +18,7 @@ from engine.api import usage_models as spending
 from engine.api.audit import read_page
 from engine.api.break_models import NewBreakpoint, Removed
 from engine.api.client import Conflict, Invalid, NotFound, Receive, Refused, Resync, RoomClient
+from engine.api.diffs import read_diff
 from engine.api.models import (
     Cancelled,
     ChannelsView,
@@ -46,6 +47,7 @@ from engine.domain.outcome import TurnOutcome
 from engine.domain.retention import GcReport
 from engine.domain.review import Killed, Review
 from engine.domain.rules import Rule
+from engine.domain.turn_diff import TurnDiff
 from engine.domain.usage import Limit, parse_scope
 from engine.runtime import Runtime
 from engine.services.scheduler import GroupConfig, Rejected, Request, Statistics
@@ -262,6 +264,9 @@ class LocalClient(RoomClient):
     ) -> AuditPage:
         return await read_page(self.runtime.store, since=since, thread=thread,
                                decided_by=decided_by, kind=kind, limit=limit, after=after)  # fmt: skip
+
+    async def diff(self, turn_a: str, turn_b: str) -> TurnDiff:
+        return await read_diff(self.room, turn_a, turn_b)
 
     async def budgets(self) -> BudgetsView:
         rt = self.runtime

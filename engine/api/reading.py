@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from engine.domain.decisions import PendingCall
     from engine.domain.review import Review
     from engine.domain.rules import Rule
+    from engine.domain.turn_diff import TurnDiff
     from engine.store import Store
 
 
@@ -156,6 +157,11 @@ class RoomReader(RoomClient):
 
         return await read_page(self._reads, since=since, thread=thread, decided_by=decided_by,
                                kind=kind, limit=limit, after=after)  # fmt: skip
+
+    async def diff(self, turn_a: str, turn_b: str) -> TurnDiff:
+        from engine.api.diffs import read_diff
+
+        return await read_diff(self.room, turn_a, turn_b)
 
     async def aclose(self) -> None:
         if self._reads is not None:
