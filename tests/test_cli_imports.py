@@ -6,9 +6,11 @@ opening a run), and lists the modules it loaded, and whether it built the config
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -105,3 +107,19 @@ def test_a_quick_read_loads_no_event_loop_and_no_pydantic(owned_room: Path, comm
     loaded = loaded_by(owned_room, command)
     heavy = [m for m in (*NEVER, "asyncio", "anyio", "pydantic", "engine.config") if m in loaded]
     assert heavy == [], f"`agentdeck {command}` loaded {heavy}"
+
+
+def test_diff_reads_the_history_without_a_run_or_the_config(free_room: Path) -> None:
+    """`agentdeck diff` (issue 37) reads two turns as `history` does: the reader, nothing of
+    the runtime, the API's server or its models, or agentdeck.toml."""
+    with closing(sqlite3.connect(f"file:{free_room / 'execution.db'}?mode=ro", uri=True)) as db:
+        [(turn,)] = db.execute("SELECT id FROM turns").fetchall()
+    loaded = loaded_by(free_room, f"diff {turn} {turn}")
+    more = (
+        "engine.config",
+        "engine.api.models",
+        "engine.services.scheduler",
+        "engine.domain.rules",
+    )
+    heavy = [m for m in (*NEVER, BUILT, *more) if m in loaded]
+    assert heavy == [], f"`agentdeck diff` loaded {heavy}"

@@ -137,6 +137,9 @@ def _parser() -> argparse.ArgumentParser:
     from engine.cli.audit import add_parser as audit_parser
 
     audit_parser(command)
+    from engine.cli.diff import add_parser as diff_parser
+
+    diff_parser(command)
     sp = command("tools", "every tool: built in or from an MCP server, approval, rules, use")
     sp.add_argument("--json", action="store_true")
     return p
@@ -201,7 +204,7 @@ def _exit_code(exc: Exception) -> int | None:
 
 _POSITIONAL = {"text": "the text", "call_id": "CALL_ID", "turn_id": "TURN_ID",
                "rule_id": "RULE_ID", "delivery_id": "ID", "thread_id": "THREAD",
-               "point_id": "ID"}  # fmt: skip
+               "point_id": "ID", "turn_a": "TURN_A", "turn_b": "TURN_B"}  # fmt: skip
 
 
 def _undecodable(args: argparse.Namespace) -> str | None:
@@ -227,7 +230,7 @@ _COMMANDS = {  # command: (module of engine.cli, its function); only that module
     "instructions": ("instructions", "instructions"), "compact": ("turns", "compact"),
     "usage": ("spending", "usage"), "budget": ("spending", "budget"),
     "tools": ("tools", "tools"), "gc": ("gc", "gc"), "break": ("breakpoints", "breakpoints"),
-    "audit": ("audit", "audit"),
+    "audit": ("audit", "audit"), "diff": ("diff", "diff"),
 }  # fmt: skip
 
 
