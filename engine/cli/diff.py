@@ -22,7 +22,7 @@ from engine.cli.common import EXIT_OK
 from engine.room import Room
 
 if TYPE_CHECKING:
-    from engine.domain.turn_diff import DiffRow, Entry, Side, TurnDiff
+    from engine.domain.turn_diff import Side, TurnDiff
 
 LABEL = 10  # the width of a row's label: a fact's name, a row's kind or tool
 MIN_WIDTH = 60
@@ -127,41 +127,6 @@ def _fact(side: Side, name: str) -> str:
     return str(getattr(side, name) or "-")
 
 
-def entry_text(entry: Entry | None) -> str:
-    """One side of a row on one line: a message's text; a call's arguments, outcome and
-    decisions."""
-    if entry is None:
-        return ""
-    if entry.kind != "call":
-        return entry.text
-    from engine.domain.turn_diff import canonical
-
-    said = entry.result if entry.status == "succeeded" else entry.error
-    out = f"{canonical(entry.args)} -> {entry.status or 'never run'}"
-    out += f": {said}" if said else ""
-    for d in entry.decisions:
-        out += f" [{d.action} by {d.decided_by}, {d.status}]"
-    return out
-
-
-def row_label(row: DiffRow) -> str:
-    entry = row.a or row.b
-    return f"call {entry.tool}" if entry is not None and entry.kind == "call" else row.kind
-
-
-def what_changed(row: DiffRow) -> str:
-    """A changed row's fields, its arguments' keys with both values."""
-    parts = []
-    for name in row.changed:
-        if name == "args" and row.args:
-            keys = "; ".join(f"{c.key or 'all'}: {c.a or '(none)'} -> {c.b or '(none)'}"
-                             for c in row.args)  # fmt: skip
-            parts.append(f"args ({keys})")
-        else:
-            parts.append(name)
-    return "changed: " + ", ".join(parts)
-
-
 def lines(found: TurnDiff, width: int) -> Iterator[str]:
     """The diff as text `width` cells wide."""
     column = (width - LABEL - 5) // 2
@@ -177,6 +142,7 @@ def lines(found: TurnDiff, width: int) -> Iterator[str]:
     yield ""
     yield cut(f"rows: {said}   (= same  ~ changed  < only in A  > only in B)", width).rstrip()
     for row in found.rows:
-        yield _pair(row.symbol, row_label(row), entry_text(row.a), entry_text(row.b), column)
+        a_text, b_text = (e.summary() if e is not None else "" for e in (row.a, row.b))
+        yield _pair(row.symbol, row.label, a_text, b_text, column)
         if row.mark == "changed" and row.kind == "call":
-            yield cut(f"{' ' * (LABEL + 2)} {flat(what_changed(row))}", width).rstrip()
+            yield cut(f"{' ' * (LABEL + 2)} {flat(row.what_changed())}", width).rstrip()

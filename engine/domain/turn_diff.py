@@ -94,6 +94,17 @@ class Entry(BaseModel):
     decisions: list[Decided] = []
     at: float | None = None
 
+    def summary(self) -> str:
+        """This entry in one line: a message's text; a call's arguments (canonical JSON),
+        status, result or error, and the decisions on it."""
+        if self.kind != "call":
+            return self.text
+        said = self.result if self.status == "succeeded" else self.error
+        out = f"{canonical(self.args)} -> {self.status or 'never run'}"
+        out += f": {said}" if said else ""
+        return out + "".join(f" [{d.action} by {d.decided_by}, {d.status}]"
+                             for d in self.decisions)  # fmt: skip
+
 
 class ArgChange(BaseModel):
     """One top-level argument that differs: its value on each side as canonical JSON
@@ -121,6 +132,24 @@ class DiffRow(BaseModel):
     @property
     def symbol(self) -> str:
         return MARKS[self.mark]
+
+    @property
+    def label(self) -> str:
+        """What the row is: a message's kind, or `call <tool>`."""
+        entry = self.a or self.b
+        return f"call {entry.tool}" if entry is not None and entry.kind == "call" else self.kind
+
+    def what_changed(self) -> str:
+        """A changed row's fields, changed arguments' keys with both values ("" if none)."""
+        parts = []
+        for name in self.changed:
+            if name == "args" and self.args:
+                keys = "; ".join(f"{c.key or 'all'}: {c.a or '(none)'} -> {c.b or '(none)'}"
+                                 for c in self.args)  # fmt: skip
+                parts.append(f"args ({keys})")
+            else:
+                parts.append(name)
+        return "changed: " + ", ".join(parts) if parts else ""
 
 
 class TurnDiff(BaseModel):
