@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from anyio.abc import TaskStatus
 
     from engine.api.break_models import NewBreakpoint, Removed
+    from engine.api.fork_models import ForkBody, ReplayBody
     from engine.api.models import (
         Cancelled,
         ChannelsView,
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from engine.domain.cluster_view import ClusterView
     from engine.domain.decisions import Decision, PendingCall
     from engine.domain.events import Event
+    from engine.domain.forks import Forked
     from engine.domain.outcome import TurnOutcome
     from engine.domain.requests import GroupConfig
     from engine.domain.retention import GcReport
@@ -56,6 +58,8 @@ operation = declarer({
     "engine.api.rule_models": ("NewRule", "RevokeBody", "Revoked"),
     "engine.api.break_models": ("NewBreakpoint", "RemoveBody", "Removed"),
     "engine.domain.breakpoints": ("Breakpoint",),
+    "engine.api.fork_models": ("ForkBody", "ReplayBody"),
+    "engine.domain.forks": ("Forked",),
     "engine.api.usage_models": ("BudgetBody", "BudgetsView", "By", "UsageReport"),
     "engine.api.tool_models": ("ToolsView",),
     "engine.api.gc_models": ("GcBody",),
@@ -234,6 +238,20 @@ class RoomClient:
                body="RemoveBody")  # fmt: skip
     async def remove_breakpoint(self, point_id: str, by: str = "operator") -> Removed:
         """Remove a breakpoint (404 none by that id); the pauses it made still wait."""
+        raise NotImplementedError
+
+    @operation("POST", "/v1/forks", mutates=True, status=201, errors=(404, 409))
+    async def fork(self, fork: ForkBody) -> Forked:
+        """Fork a turn's thread at one of its steps into a thread of its own, optionally with
+        user messages or tool results edited; it goes on at once if the record waits for an
+        answer (404 no such turn or step, 409 the thread named exists, 422 a bad edit)."""
+        raise NotImplementedError
+
+    @operation("POST", "/v1/replays", mutates=True, status=201, errors=(404,))
+    async def replay(self, replay: ReplayBody) -> Forked:
+        """Replay a recorded turn in a scratch thread on its recorded results (no tool runs;
+        a call whose arguments differ waits for a decision), optionally against another
+        model, strategy, instructions or group (404 no such turn)."""
         raise NotImplementedError
 
     @operation("GET", "/v1/channels", mutates=False)

@@ -13,12 +13,13 @@ import anyio
 from anyio.abc import TaskStatus
 
 from engine import __version__
-from engine.api import breakbook, channelbook, rulebook, tool_models
+from engine.api import breakbook, channelbook, forkbook, rulebook, tool_models
 from engine.api import usage_models as spending
 from engine.api.audit import read_page
 from engine.api.break_models import NewBreakpoint, Removed
 from engine.api.client import Conflict, Invalid, NotFound, Receive, Refused, Resync, RoomClient
 from engine.api.diffs import read_diff
+from engine.api.fork_models import ForkBody, ReplayBody
 from engine.api.models import (
     Cancelled,
     ChannelsView,
@@ -42,6 +43,7 @@ from engine.domain.breakpoints import Breakpoint
 from engine.domain.cluster_view import ClusterView, across
 from engine.domain.decisions import Decision, PendingCall
 from engine.domain.events import Event
+from engine.domain.forks import Forked
 from engine.domain.messages import InvalidMessage, Message
 from engine.domain.outcome import TurnOutcome
 from engine.domain.retention import GcReport
@@ -189,6 +191,12 @@ class LocalClient(RoomClient):
 
     async def remove_breakpoint(self, point_id: str, by: str = "operator") -> Removed:
         return await breakbook.remove(self.runtime, point_id, by)
+
+    async def fork(self, fork: ForkBody) -> Forked:
+        return await forkbook.fork(self.runtime, fork)
+
+    async def replay(self, replay: ReplayBody) -> Forked:
+        return await forkbook.replay(self.runtime, replay)
 
     async def channels(self) -> ChannelsView:
         return await channelbook.channels(self.runtime)

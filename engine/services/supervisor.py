@@ -37,6 +37,7 @@ from engine.turn.call import CallState
 from engine.turn.context import TurnContext
 from engine.turn.conversation import Conversation
 from engine.turn.loop import TurnLoop
+from engine.turn.models import model_over
 from engine.turn.state import TurnState, reply_of
 
 
@@ -144,8 +145,8 @@ class TurnSupervisor:
             handle.done.set()
             return
         try:
-            loop = await self.open_turn(req, strategy, carried=carried,
-                                        user_message=strategy not in OPERATIONS)  # fmt: skip
+            says = strategy not in OPERATIONS and not req.message.meta.get("continues")  # a fork's
+            loop = await self.open_turn(req, strategy, carried=carried, user_message=says)
         except LeaseLost as exc:  # a cluster's: the lease went before the turn was recorded
             self.ctx.log.warning("turn %s does not start here: %s", req.id, exc)
             self._unlive(handle)
@@ -195,7 +196,7 @@ class TurnSupervisor:
         turn = TurnState(req.id, message.thread_id, TurnStatus.RUNNING, now, strategy,
                          group=req.group, record=initial_record(strategy, message.meta),
                          channel=message.channel, reply=reply_of(message.meta))  # fmt: skip
-        turn.model = self.ctx.models.choose(turn.thread_id, req.group)
+        turn.model = self.ctx.models.choose(turn.thread_id, req.group, model_over(turn.record))
         loop = TurnLoop(self.ctx, turn, conv, strategy_of_turn(strategy))
         if carried is not None:  # the request's own rows, first
             loop.ops += carried.ops
@@ -316,6 +317,8 @@ class TurnSupervisor:
             raise LookupError(f"no turn {turn_id} in {self.store.path}")
         turn = TurnState.from_row(row, reply_of(json.loads(row["meta"] or "{}")))
         turn.add_calls([CallState.from_row(r) for r in await rows.call_rows(self.store, turn_id)])
+        if (over := model_over(turn.record)) is not None:  # a replay's own model, again
+            turn.model = self.ctx.models.choose(turn.thread_id, turn.group, over)
         if self.instructions is not None:  # resumed, it is told what it started with
             turn.instructions = await self.instructions.of_turn(row["instructions"])
         conv = await self.conversation(turn.thread_id)

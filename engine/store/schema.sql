@@ -106,7 +106,7 @@ CREATE TABLE IF NOT EXISTS steps (
 );
 CREATE INDEX IF NOT EXISTS steps_turn ON steps(turn_id, idx);
 
--- Forks and replays (issue 37, engine/services/forking.py): a thread made from another's
+-- Forks and replays (issue 37, engine/api/forkbook.py): a thread made from another's
 -- record, up to a step of one of its turns (a fork), or before one of its turns, to answer
 -- that turn's message again on its recorded results (a replay).
 CREATE TABLE IF NOT EXISTS forks (

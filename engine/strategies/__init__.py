@@ -42,13 +42,15 @@ def strategy_for(name: str) -> Strategy:
 
 
 def initial_record(name: str, meta: Mapping[str, Any]) -> dict[str, Any]:
-    """What the strategy `name` keeps on a new turn's record from its message's meta
-    (plan_execute: the sender's extra requirement), so a resumed turn has it too."""
+    """What a new turn keeps on its record from its message's meta, so a resumed turn has
+    it too: a replay's record and model (engine/api/forkbook.py), and what the strategy
+    `name` keeps (plan_execute: the sender's extra requirement)."""
+    kept = {k: meta[k] for k in ("replay", "model") if isinstance(meta.get(k), dict)}
     if name != "plan_execute":
-        return {}
+        return kept
     from engine.strategies import plan_execute
 
-    return plan_execute.initial_record(meta)
+    return {**kept, **plan_execute.initial_record(meta)}
 
 
 def strategy_of_turn(name: str) -> Strategy:

@@ -25,6 +25,9 @@ from engine.turn.call import CallState
 from engine.turn.context import TurnContext
 from engine.turn.output import OutputTap
 from engine.turn.plugins import Gate, Phase
+from engine.turn.recorded import is_replay, match
+from engine.turn.recorded import result as recorded_result
+from engine.turn.state import TurnState
 
 
 class Site(Protocol):
@@ -32,6 +35,7 @@ class Site(Protocol):
     its step offered (None: all), and the ops its next commit writes."""
 
     ctx: TurnContext
+    turn: TurnState
     step_tools: list[str] | None
     ops: list[Op]
 
@@ -79,6 +83,10 @@ async def admit(loop: Site, call: CallState, *, approved: bool = False) -> dict[
             gate = Gate.suspend(f"{call.tool} needs approval: {rule.describe()} asks")
         elif rule is None and tool.needs_approval(call.args):
             gate = Gate.suspend(f"{call.tool} needs approval")
+        if is_replay(loop.turn) and (why := match(loop.turn, call)) is not None:
+            gate = (
+                gate if gate.action == "block" else Gate.suspend(why)
+            )  # (engine/turn/recorded.py)
     for answer in await loop.phase(
         Phase.BEFORE_TOOL_EXECUTE, tool=call.tool, args=call.args, approved=approved
     ):
@@ -143,8 +151,8 @@ async def execute(loop: Site, call: CallState, kwargs: dict[str, Any]) -> None:
         started=_recorder(loop, call), output=tap.write if tap else None,
         sandbox=rt.sandbox, sandbox_choice=call.sandbox,
     )  # fmt: skip
-    try:
-        result = await tool.call(kwargs, ctx)
+    try:  # a replay's call matched with the record gets the recorded outcome, running nothing
+        result = recorded_result(loop.turn, call) or await tool.call(kwargs, ctx)
     finally:
         if tap is not None:
             tap.close()  # (cancelled too: what it printed last is sent, not kept)

@@ -10,6 +10,7 @@ Each model is made once per run, when a turn first needs it, with its own contex
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from engine.config import Config, ModelConfig
 from engine.providers.base import Provider
@@ -22,6 +23,12 @@ def model_for(config: Config, model: ModelConfig) -> Provider:
     from engine.providers.select import make_provider
 
     return make_provider(config.model_copy(update={"model": model})).provider
+
+
+def model_over(record: dict[str, Any]) -> ModelConfig | None:
+    """The model a turn's record names over its thread's (a replay's: engine/api/forkbook.py)."""
+    said = record.get("model")
+    return ModelConfig.model_validate(said) if isinstance(said, dict) else None
 
 
 def key_of(provider: Provider) -> str:
@@ -41,12 +48,13 @@ class Models:
         self._chosen: dict[str, str] = {}  # settings (their JSON) -> key
         self._prices = {self.default: priced(default, config.model.price)}
 
-    def choose(self, thread_id: str, group: str) -> str:
-        """The key of the model a new turn on `thread_id` (of `group`) is answered by."""
+    def choose(self, thread_id: str, group: str, over: ModelConfig | None = None) -> str:
+        """The key of the model a new turn on `thread_id` (of `group`) is answered by (`over`:
+        a replay's own model, over the thread's)."""
         thread = self.config.threads.get(thread_id)
         settings = self.config.groups.get(group)
         layers = [m for m in (settings.model if settings else None,
-                              thread.model if thread else None) if m is not None]  # fmt: skip
+                              thread.model if thread else None, over) if m is not None]  # fmt: skip
         if not layers or self.make is None:
             return self.default
         merged = self.config.model
