@@ -48,6 +48,10 @@ class DeckCommands(Provider):
         yield from (c for c in ours if c[0] not in offered)
         if screen is not main:
             return
+        from console.screens.diff import ask_for_turns
+
+        yield ("Diff two turns…", "Compare two turns side by side, by their ids",
+               partial(ask_for_turns, self.app, self.app.room))  # type: ignore[attr-defined]  # fmt: skip
         for thread in main.state.recent_threads:
             yield (f"Switch thread: {thread}", "Show this thread in the chat",
                    partial(main.switch_thread, thread))  # fmt: skip

@@ -32,6 +32,7 @@ from console.history.view import (
     turn_cells,
 )
 from engine.api.history import READ_ERRORS, History, HistoryError
+from engine.domain.turn_diff import TurnDiff, diff_turns
 from engine.domain.usage import Usage
 from engine.room import Room
 
@@ -158,6 +159,11 @@ class HistoryReader:
 
     async def where_suspended(self, turn_id: str) -> dict[str, Any] | None:
         return await self._connection().where_suspended(turn_id)
+
+    async def diff(self, turn_a: str, turn_b: str) -> TurnDiff:
+        """Two turns compared (engine/domain/turn_diff.py), both read on this connection."""
+        h = self._connection()
+        return diff_turns(await h.turn(turn_a), await h.turn(turn_b))
 
     async def export(self, turn_id: str) -> Path:
         """Write the turn as JSON in the room; returns where."""

@@ -6,7 +6,8 @@ bar to a `HistoryReader`, which owns the screen's read-only connection to the ro
 runs every query in a worker, and shows the turn under the cursor in a `TurnDetail`.
 Esc clears every filter and the search; with nothing to clear it closes the screen, as
 `q` does. ctrl+e writes the turn shown as JSON; E the room's whole decision audit as JSON
-lines (read through the runtime's client: the owner's, or this console's own runtime).
+lines (read through the runtime's client: the owner's, or this console's own runtime); `m`
+marks a turn and `d` on another diffs the two (console/screens/diff.py).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from console.history.view import (
     turns_title,
 )
 from console.screens.call_detail import CallDetailScreen
+from console.screens.diff import TurnPair
 from console.screens.prompt import PromptScreen
 from console.widgets.calls_table import CallsTable
 from console.widgets.filter_bar import FilterBar
@@ -74,6 +76,8 @@ class HistoryScreen(Screen[None]):
         Binding("ctrl+e", "export", "Export"),
         Binding("E", "export_audit", "Export decision audit", show=False),
         Binding("ctrl+r", "reload", "Reload", show=False),
+        Binding("m", "pair('mark')", "Mark for diff"),
+        Binding("d", "pair('diff')", "Diff with marked"),
     ]
 
     class Listed(Message):
@@ -122,6 +126,7 @@ class HistoryScreen(Screen[None]):
         self._next: dict[str, str | None] = {"runs": None, "threads": None, "turns": None}
         self._items: dict[str, dict[str, Any]] = {}  # turns-pane key -> turn row or hit
         self._thread_spent: Usage | None = None  # what the listed thread spent, if one is
+        self.pair = TurnPair()  # the turn `m` marked, to diff with `d`
 
     def compose(self) -> ComposeResult:
         yield HistoryFilters(id="hist-filters")
@@ -435,6 +440,9 @@ class HistoryScreen(Screen[None]):
             if not await self.reader.open():
                 return
         self.reload()
+
+    def action_pair(self, what: str) -> None:
+        self.pair.act(self, what, self.selected_turn(), self.room)
 
     def action_close(self) -> None:
         self.dismiss(None)
