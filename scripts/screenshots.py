@@ -24,6 +24,7 @@ from textual._doc import take_svg_screenshot  # noqa: E402
 
 from tests.console.conftest import build  # noqa: E402
 from tests.console.context_scenes import CONTEXT_PREPARE, CONTEXT_SCENES  # noqa: E402
+from tests.console.diff_scenes import DIFF_PREPARE, DIFF_SCENES  # noqa: E402
 from tests.console.history_scenes import HISTORY_PREPARE, HISTORY_SCENES  # noqa: E402
 from tests.console.instructions_scenes import (  # noqa: E402
     INSTRUCTIONS_PREPARE,
@@ -59,6 +60,8 @@ PREPARE = HISTORY_PREPARE | {
     "tools": tools_room,
 }  # rooms filled before the app opens
 PREPARE |= INSTRUCTIONS_PREPARE | CONTEXT_PREPARE
+ALL_SCENES |= {"diff": DIFF_SCENES["diff"]}  # two turns side by side (issue 37)
+PREPARE |= DIFF_PREPARE
 EXTRA = ("attached", "cluster", "tour_cli")  # scenes with another process or a database:
 # made here, not snapshot-tested
 

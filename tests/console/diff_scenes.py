@@ -85,7 +85,7 @@ async def open_diff(pilot: Pilot) -> DiffScreen:
 
 async def diff_view(pilot: Pilot) -> None:
     await open_diff(pilot)
-    await pilot.press("n", "n")  # the first differences: the changed add, the extra one
+    await pilot.press("n")  # the first difference: the changed add (its changes said below)
     await steady(pilot)
 
 
