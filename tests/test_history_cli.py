@@ -100,7 +100,8 @@ def test_search_and_turn_flags(seeded, capsys):
     assert (code, out) == (0, "")
     code, out, _ = run(capsys, room, "--json", "--turn", ids["denied"])
     detail = json.loads(out)
-    assert set(detail) == {"turn", "steps", "messages", "calls", "decisions", "suspended"}
+    assert set(detail) == {"turn", "steps", "messages", "calls", "decisions", "suspended",
+                           "origin", "forks"}  # fmt: skip
     assert detail["decisions"][0]["decided_by"] == "bob"
     assert detail["suspended"]["call_id"] == detail["calls"][0]["call_id"]
     code, out, _ = run(capsys, room, "--turn", ids["denied"])

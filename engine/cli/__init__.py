@@ -4,7 +4,7 @@ decisions and history.
 `--json` output and exit codes are a contract: 0 done/natural, 3 waiting, 1 any other end,
 2 bad usage or input, 4 the room is held by another process that cannot take this now (a
 one-off that serves no API, an owner that stopped answering): try again. Commands that act on turns (`invoke`, `decide`, `cancel`, `pending`,
-`review`), `rules`, `channels`, `deliveries`, `rooms`, `gc` and `audit` go through the owner's API when the room is owned, and open the room themselves only when
+`review`), `rules`, `channels`, `deliveries`, `rooms`, `gc`, `audit`, `fork` and `replay` go through the owner's API when the room is owned, and open the room themselves only when
 nobody owns it; their output is the same either way.
 """
 
@@ -116,6 +116,8 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--until", help="ISO date/time, or an age: 30m, 2h, 3d")
     sp.add_argument("--search", metavar="TEXT", help="full text of messages and tool calls")
     sp.add_argument("--turn", metavar="ID", help="one turn: its steps, calls and decisions")
+    sp.add_argument("--threads", action="store_true", help="threads instead of turns, forks "
+                    "and replays beneath the thread they came from")  # fmt: skip
     sp.add_argument("--after", metavar="CURSOR", help="the next page: a row's `cursor`")
     command("info", "where things are and which model is in use")
     sp = command("compact", "compact a thread's conversation now (a summary of its older part)")
@@ -140,6 +142,9 @@ def _parser() -> argparse.ArgumentParser:
     from engine.cli.diff import add_parser as diff_parser
 
     diff_parser(command)
+    from engine.cli.forks import add_parsers as fork_parsers
+
+    fork_parsers(command)
     sp = command("tools", "every tool: built in or from an MCP server, approval, rules, use")
     sp.add_argument("--json", action="store_true")
     return p
@@ -204,7 +209,7 @@ def _exit_code(exc: Exception) -> int | None:
 
 _POSITIONAL = {"text": "the text", "call_id": "CALL_ID", "turn_id": "TURN_ID",
                "rule_id": "RULE_ID", "delivery_id": "ID", "thread_id": "THREAD",
-               "point_id": "ID", "turn_a": "TURN_A", "turn_b": "TURN_B"}  # fmt: skip
+               "point_id": "ID", "turn_a": "TURN_A", "turn_b": "TURN_B", "step_id": "STEP"}  # fmt: skip
 
 
 def _undecodable(args: argparse.Namespace) -> str | None:
@@ -230,7 +235,8 @@ _COMMANDS = {  # command: (module of engine.cli, its function); only that module
     "instructions": ("instructions", "instructions"), "compact": ("turns", "compact"),
     "usage": ("spending", "usage"), "budget": ("spending", "budget"),
     "tools": ("tools", "tools"), "gc": ("gc", "gc"), "break": ("breakpoints", "breakpoints"),
-    "audit": ("audit", "audit"), "diff": ("diff", "diff"),
+    "audit": ("audit", "audit"), "diff": ("diff", "diff"), "fork": ("forks", "fork"),
+    "replay": ("forks", "replay"),
 }  # fmt: skip
 
 

@@ -31,8 +31,20 @@ def turn_line(t: dict[str, Any]) -> str:
     state = t["status"] + (f"/{t['reason']}" if t["reason"] else "")
     calls = f"{t['calls']:>2} call" + ("s" if t["calls"] != 1 else " ")
     pruned = f"  · {pruned_text(t)}" if t.get("pruned_at") is not None else ""
+    made = f"  · {_oneline(t['origin']['said'], 120)}" if t.get("origin") else ""
     return (f"{t['turn_id']}  {t['thread_id']:<20} {state:<18} {calls}  "
-            f"{spent(t):<{SPENT_WIDTH}}  {_oneline(t['text'], 60)}{pruned}")  # fmt: skip
+            f"{spent(t):<{SPENT_WIDTH}}  {_oneline(t['text'], 60)}{pruned}{made}")  # fmt: skip
+
+
+def thread_line(h: dict[str, Any]) -> str:
+    """A thread of `history --threads`, drawn in its tree (`branch`): when it was last
+    used, its group and turns, and where it came from when a fork or a replay made it."""
+    turns = f"{h['turns'] or 0:>4} turn" + ("s" if h["turns"] != 1 else " ")
+    name = h.get("branch", "") + _oneline(h["thread_id"], 200)
+    made = f"  {_oneline(h['origin']['said'], 120)}" if h.get("origin") else ""
+    more = f"  (+{h['forks_more']} more made from it)" if h.get("forks_more") else ""
+    return (f"{_clock(h['updated_at'], '%Y-%m-%d %H:%M')}  {name:<30} {_oneline(h['group'], 12):<8}"
+            f"{turns}{made}{more}")  # fmt: skip
 
 
 def pruned_text(t: dict[str, Any]) -> str:
@@ -56,6 +68,8 @@ def turn_lines(detail: dict[str, Any]) -> list[str]:
         f"turn {t['turn_id']} on {t['thread_id']} ({t['group']}, {t['origin']}): {state}{by}",
         f"  {_clock(t['created_at'])} from {t['sender']}: {_oneline(t['text'], 200)}",
     ]
+    if (origin := detail.get("origin")) is not None:
+        out.append(f"  {origin_line(origin)}")
     if (told := told_line(t.get("told"))) is not None:
         out.append(f"  {told}")
     if said := spent(t):
@@ -71,7 +85,7 @@ def turn_lines(detail: dict[str, Any]) -> list[str]:
             out.append(f"    call {c['call_id']} {c['tool']} -> {c['status']}")
     for s in detail["steps"]:
         cost = f" ({said})" if (said := spent(s)) else ""
-        out.append(f"  step {s['idx']} {s['kind']:<10} {s['status']:<9} "
+        out.append(f"  step {s['idx']} {s['kind']:<10} {s['status']:<9} id {s['step_id']:<4} "
                    f"{_oneline(s['summary'], 80)}{cost}")  # fmt: skip
         for c in calls_by_step.get(s["step_id"], []):
             said = c["result"] if c["status"] == "succeeded" else c["error"] or c["suspend_reason"]
@@ -92,7 +106,25 @@ def turn_lines(detail: dict[str, Any]) -> list[str]:
         out.append(f"  suspended{at} call {sus['call_id']}{still}")
     if t["answer"]:
         out.append(f"  answer: {_oneline(t['answer'], 200)}")
+    for made in detail.get("forks", []):
+        out.append(f"  {made_line(made)}")
     return out
+
+
+def origin_line(origin: dict[str, Any]) -> str:
+    """Where a turn's thread came from (a fork or a replay made it)."""
+    edited = origin["edited"]
+    changed = f", entr{'y' if len(edited) == 1 else 'ies'} {', '.join(edited)} edited" \
+        if edited else ""  # fmt: skip
+    return (f"thread {_oneline(origin['thread_id'], 120)}: {_oneline(origin['said'], 200)}, "
+            f"{origin['upto']} entries copied{changed}, by {_oneline(origin['made_by'], 60)}")  # fmt: skip
+
+
+def made_line(made: dict[str, Any]) -> str:
+    """A thread made from a turn: a fork of one of its steps, or a replay of it."""
+    what = "replayed in" if made["kind"] == "replay" else f"forked at step {made['from_step']} to"
+    return (f"{what} {_oneline(made['thread_id'], 120)} ({_oneline(made['group'], 40)}, by "
+            f"{_oneline(made['made_by'], 60)} at {_clock(made['made_at'])})")  # fmt: skip
 
 
 def tokens_line(t: dict[str, Any]) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from typing import Any
 
 from engine import __version__
@@ -27,7 +28,14 @@ async def history(room: Room, args: argparse.Namespace) -> int:
         )  # fmt: skip
         if args.turn and (args.search or args.after or not filters.empty):
             raise UsageError("--turn shows one turn; it takes no filters, --search or --after")
+        if args.threads and (args.turn or args.search is not None
+                             or not replace(filters, group=None).empty):  # fmt: skip
+            raise UsageError("--threads lists threads; of the filters it takes only --group")
         async with History(room) as history:
+            if args.threads:
+                page = await history.threads(group=args.group, after=args.after,
+                                             limit=args.limit)  # fmt: skip
+                return _print_threads(await history.tree(page.items), page.next, args.json)
             if args.turn:
                 return _print_turn(await history.turn(args.turn), args.json)
             if args.search is not None:
@@ -44,6 +52,19 @@ async def history(room: Room, args: argparse.Namespace) -> int:
         print(hit_line(item) if args.search is not None else turn_line(item))
     if page.next:
         print(f"-- more: --after {page.next}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _print_threads(rows: list[dict[str, Any]], after: str | None, as_json: bool) -> int:
+    from engine.cli.history_text import thread_line
+
+    if as_json:
+        print(json.dumps(rows))
+        return EXIT_OK
+    for row in rows:
+        print(thread_line(row))
+    if after:
+        print(f"-- more: --threads --after {after}", file=sys.stderr)
     return EXIT_OK
 
 

@@ -26,7 +26,9 @@ Shapes (also what `agentdeck history --json` prints; keys are only ever added):
   tokens then count as unpriced, `History.spent`) `pruned_at` (when retention pruned its
   steps and events, None: it was not, or a room that predates retention; a pruned turn's
   `steps` is how many it had, its calls are kept without their results, its decisions
-  whole: engine/services/retention.py). Times are Unix seconds.
+  whole: engine/services/retention.py) `origin` (where its thread came from, when a fork
+  or a replay made it: engine/store/history/lineage.py's origin; None otherwise). Times
+  are Unix seconds.
 - a search hit: `kind` (message|call) `turn_id thread_id message_id role call_id tool
   status created_at snippet` (matches in [brackets]) `cursor`.
 - a turn (`turn()`, `--turn ID`): `{"turn": <turn row>, "steps": [step_id idx kind status
@@ -37,14 +39,18 @@ Shapes (also what `agentdeck history --json` prints; keys are only ever added):
   suspend_reason decision_id created_at updated_at ended_at], "decisions": [decision_id
   call_id tool action args result use_result reason remember decided_by status note
   created_at applied_at then sandbox], "suspended": null | {turn_id waiting step_id step_idx call_id
-  calls: [call_id tool args reason status waiting step_id step_idx since decision_id]}}`.
+  calls: [call_id tool args reason status waiting step_id step_idx since decision_id]},
+  "origin": null | <origin> (its thread's), "forks": [<origin>] (the threads made from it)}`.
   A decision's `then` (once applied): the call's `status args result error ended_at`.
   The turn row there also has `meta`, and `told`: null (a room that predates instructions)
   or `{hash parts: [source text] changed previous: null | {turn_id hash}}`, what the turn
   was told, part by part, and whether that differs from what the thread's turn before it
   was told (a thread's first turn has no turn before it).
 - `runs()` rows: `run_id kind pid status started_at ended_at turns cursor`; `threads()`
-  rows: `thread_id group created_at updated_at last_turn_id turns cursor`.
+  rows: `thread_id group created_at updated_at last_turn_id turns cursor`; `tree()` the
+  same as a tree, each with `origin depth branch forks_more` (lineage.py).
+- `fork_preview(turn_id, step_id)`: `turn_id step_id thread_id upto entries: [seq role
+  text editable]`, what a fork at that step would copy (its last entries).
 - `counts()`: `turns threads runs decisions steps calls messages suspended_calls`, and
   `status` (each status filter), `groups`, `origins`, `tools` (turns per name).
 - `thread_usage(thread_id)`: what a thread spent, all days together (`Usage`; None in a
@@ -57,20 +63,14 @@ was cancelled).
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import threading
-import time
-from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import aiosqlite
-import anyio
 
 from engine.domain.usage import Usage
 from engine.room import Room
-from engine.store.history import records
+from engine.store.history import lineage, records
 from engine.store.history.filters import (
     STATUSES,
     Filters,
@@ -87,6 +87,7 @@ from engine.store.history.filters import (
     search_sql,
     turns_sql,
 )
+from engine.store.history.one_turn import TurnReads
 from engine.store.history.pending import counters_sql, is_call_mark, sums, tool_counters_sql
 from engine.store.history.rows import (
     Page,
@@ -95,9 +96,7 @@ from engine.store.history.rows import (
     run_item,
     spent,
     thread_item,
-    turn_detail,
     turn_item,
-    write_json,
 )
 from engine.store.pg import history as pg_history
 from engine.store.reader import connect_postgres, connect_readonly
@@ -117,17 +116,8 @@ READ_ERRORS = (HistoryError, StoreError, sqlite3.Error, OSError)
 # Where a list's first page starts: above every row's key (time, id).
 _TOP = (1e300, "")
 
-# A turn's parts, each read by the turn's id: steps, messages, calls, decisions; and what
-# it was told, the model that answered it and what it spent, in a room whose turns record
-# them (engine/store/history/records.py).
-_TURN_PARTS = ("history.steps", "history.messages", "history.calls", "history.turn_decisions")
-_TOLD_PART = "history.turn_instructions"
-_MODEL_PART = "history.turn_model"
-_USAGE_PART = "history.turn_usage"
-_PRUNED_PART = "history.turn_pruned"
 
-
-class History:
+class History(TurnReads):
     """Read-only history of a room; an async context manager that holds one connection."""
 
     def __init__(self, room: Room) -> None:
@@ -140,6 +130,7 @@ class History:
         self.modelled = False  # ... and the model that answered them (issue 32)
         self.priced = False  # ... and what they spent (issue 33)
         self.pruned = False  # ... and whether retention pruned them (issue 35)
+        self.forked = False  # ... and where forks came from (issue 37)
         self.d: Dialect = dialect("sqlite")  # the statements of the database below
 
     async def __aenter__(self) -> History:
@@ -182,12 +173,7 @@ class History:
     def _records(self, rows: list[sqlite3.Row]) -> None:
         found = records.records(rows)
         self.told, self.modelled, self.priced = found.told, found.modelled, found.priced
-        self.pruned = found.pruned
-
-    @property
-    def where(self) -> str:
-        """What the history reads: the room's execution.db, or its PostgreSQL database."""
-        return self._pg.path if self._pg is not None else str(self.room.db)
+        self.pruned, self.forked = found.pruned, found.forked
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -259,7 +245,9 @@ class History:
             merged = {r["id"]: r for r in [*rows, *extra]}
             rows = sorted(merged.values(), key=lambda r: (r["created_at"], r["id"]),
                           reverse=True)[: limit + 1]  # fmt: skip
-        return page(rows, limit, turn_item)
+        found = page(rows, limit, turn_item)
+        await lineage.with_origins(self, found.items)  # where forked threads came from
+        return found
 
     async def runs(self, *, after: str | None = None, limit: int = 50) -> Page:
         """Runs (console sessions, `run`, `invoke`...), newest first, with their turn counts."""
@@ -281,6 +269,15 @@ class History:
             (*([] if group is None else [group]), *below, limit + 1),
         )
         return page(rows, limit, thread_item)
+
+    async def tree(self, threads: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """A page of `threads()` as a tree: each followed by the threads forked or replayed
+        from it, indented (engine/store/history/lineage.py)."""
+        return await lineage.tree(self, threads)
+
+    async def fork_preview(self, turn_id: str, step_id: int, show: int = 8) -> dict[str, Any]:
+        """What a fork at the step would copy, and its last `show` entries (lineage.py)."""
+        return await lineage.fork_preview(self, turn_id, step_id, show)
 
     async def search(
         self, query: str, filters: Filters | None = None, *, after: str | None = None,
@@ -312,85 +309,6 @@ class History:
             found.append(await self._all(sql, args))
         items, more = merge_hits(found[0], found[1], bounds, limit)
         return Page(items, items[-1]["cursor"] if more and items else None)
-
-    # -- one turn ---------------------------------------------------------------------------
-
-    async def turn(self, turn_id: str) -> dict[str, Any]:
-        """The turn with its steps, messages, tool calls and decisions (one snapshot)."""
-        if self._pg is not None:
-            return await self._pg_turn(turn_id)
-        if self._db is None:
-            raise UnknownTurn(f"no turn {turn_id}: {self.room.db} does not exist")
-
-        gone = threading.Event()  # the caller stopped waiting: a queued read is skipped
-        parts = self._turn_parts
-
-        def read(conn: sqlite3.Connection) -> tuple[Any, ...] | None:
-            # One hop to the connection's thread: BEGIN..COMMIT run together, so no
-            # cancel can leave the read transaction open between them.
-            if gone.is_set():
-                return None
-            conn.execute("BEGIN")
-            try:
-                row = conn.execute(self.d.text("history.turn"), (turn_id,)).fetchone()
-                if row is None:
-                    return None
-                return (row, *(conn.execute(self.d.text(name), (turn_id,)).fetchall()
-                               for name in parts))  # fmt: skip
-            finally:
-                conn.execute("COMMIT")
-
-        db = self._db
-        try:
-            found = await db._execute(lambda: read(db._conn))  # noqa: SLF001 - see Store.write
-        finally:
-            # Cancelled (the console cancels the read of a turn the cursor has left): the
-            # read still waiting behind others on the connection's thread never begins, so
-            # a fast cursor queues no work; one already running ends, COMMIT included.
-            gone.set()
-        if found is None:
-            raise UnknownTurn(f"no turn {turn_id} in {self.room.db}")
-        return self._detail(found[0], found[1:])
-
-    @property
-    def _turn_parts(self) -> tuple[str, ...]:
-        return (*_TURN_PARTS, *((_TOLD_PART,) if self.told else ()),
-                *((_MODEL_PART,) if self.modelled else ()),
-                *((_USAGE_PART,) if self.priced else ()),
-                *((_PRUNED_PART,) if self.pruned else ()))  # fmt: skip
-
-    def _detail(self, row: sqlite3.Row, parts: Sequence[list[sqlite3.Row]]) -> dict[str, Any]:
-        """The turn's detail from its row and the rows of `_turn_parts`, in their order."""
-        by_name = dict(zip(self._turn_parts, parts, strict=True))
-        steps, messages, calls, decisions = (by_name[name] for name in _TURN_PARTS)
-        told, model = by_name.get(_TOLD_PART), by_name.get(_MODEL_PART)
-        return turn_detail(row, steps, messages, calls, decisions, told=told, model=model,
-                           usage=by_name.get(_USAGE_PART),
-                           pruned=by_name.get(_PRUNED_PART))  # fmt: skip
-
-    async def _pg_turn(self, turn_id: str) -> dict[str, Any]:
-        found = await self._pg.snapshot(
-            [(self.d.text(name), (turn_id,)) for name in ("history.turn", *self._turn_parts)]
-        )
-        if not found[0]:
-            raise UnknownTurn(f"no turn {turn_id} in {self.where}")
-        return self._detail(found[0][0], found[1:])
-
-    async def where_suspended(self, turn_id: str) -> dict[str, Any] | None:
-        """The step and calls where the turn suspended (still waiting first); None if it
-        never did."""
-        return (await self.turn(turn_id))["suspended"]
-
-    async def export_turn(self, turn_id: str, path: str | os.PathLike[str] | None = None) -> Path:
-        """Write the turn as JSON (default: `exports/turn-<id>.json` in the room)."""
-        detail = await self.turn(turn_id)
-        doc = {"format": "agentdeck.turn/1", "exported_at": time.time(),
-               "room": str(self.room.path), **detail}  # fmt: skip
-        target = (
-            Path(path) if path is not None else self.room.path / "exports" / f"turn-{turn_id}.json"
-        )
-        await anyio.to_thread.run_sync(write_json, target, doc)
-        return target
 
     # -- totals -----------------------------------------------------------------------------
 

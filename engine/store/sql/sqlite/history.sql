@@ -87,3 +87,32 @@ SELECT name, value FROM counters WHERE name >= ? AND name < ?;
 -- When retention pruned one turn and how many steps it had (issue 35), by its key; read
 -- only where the room's turns have the columns (a room an earlier release made has none).
 SELECT t.pruned_at, t.pruned_steps FROM turns t WHERE t.id = ?;
+
+-- name: turn_origin
+-- Where one turn's thread came from (a fork or a replay, issue 37), by the turn's key; no
+-- row for a thread of its own. Read only where the room has the forks table.
+SELECT f.* FROM turns t JOIN forks f ON f.thread_id = t.thread_id WHERE t.id = ?;
+
+-- name: turn_forks
+-- The threads made from one turn (forks of its steps, replays of it), oldest first, by
+-- forks_from.
+SELECT f.* FROM turns t JOIN forks f ON f.from_thread = t.thread_id AND f.from_turn = t.id
+  WHERE t.id = ? ORDER BY f.made_at, f.thread_id;
+
+-- name: fork_step
+-- A step of a turn, its thread and how many entries the thread had when it ended (where a
+-- fork of it cuts; NULL in a step made before forks: then by time, entries_until).
+SELECT s.conv_upto, s.ended_at, t.thread_id FROM steps s JOIN turns t ON t.id = s.turn_id
+  WHERE s.id = ? AND s.turn_id = ?;
+
+-- name: entries_until
+SELECT count(*) FROM messages WHERE thread_id = ? AND created_at <= ?;
+
+-- name: entry_roles
+-- A range of a thread's entries, only their roles (where a fork cuts, without their text).
+SELECT seq, role FROM messages WHERE thread_id = ? AND seq >= ? AND seq < ? ORDER BY seq;
+
+-- name: entries
+-- A range of a thread's entries, whole.
+SELECT seq, role, text, body FROM messages WHERE thread_id = ? AND seq >= ? AND seq < ?
+  ORDER BY seq;
