@@ -163,7 +163,8 @@ class HistoryReader:
     async def diff(self, turn_a: str, turn_b: str) -> TurnDiff:
         """Two turns compared (engine/domain/turn_diff.py), both read on this connection."""
         h = self._connection()
-        return diff_turns(await h.turn(turn_a), await h.turn(turn_b))
+        a, b = await h.turn(turn_a), await h.turn(turn_b)
+        return await asyncio.to_thread(diff_turns, a, b)  # CPU work: the keys go on meanwhile
 
     async def export(self, turn_id: str) -> Path:
         """Write the turn as JSON in the room; returns where."""

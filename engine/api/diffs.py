@@ -9,6 +9,8 @@ engine/domain/turn_diff.py.
 
 from __future__ import annotations
 
+import anyio
+
 from engine.domain.turn_diff import TurnDiff, diff_turns
 from engine.room import Room
 
@@ -25,4 +27,6 @@ async def read_diff(room: Room, turn_a: str, turn_b: str) -> TurnDiff:
             b = await history.turn(turn_b)
         except UnknownTurn as exc:
             raise NotFound(str(exc)) from None
-    return diff_turns(a, b)
+    # Aligning is CPU work (a few ms for a turn of 100 calls, seconds for thousands): in a
+    # worker thread, so the owner's event loop (its turns, its API) goes on meanwhile.
+    return await anyio.to_thread.run_sync(diff_turns, a, b)
