@@ -4,7 +4,7 @@ decisions and history.
 `--json` output and exit codes are a contract: 0 done/natural, 3 waiting, 1 any other end,
 2 bad usage or input, 4 the room is held by another process that cannot take this now (a
 one-off that serves no API, an owner that stopped answering): try again. Commands that act on turns (`invoke`, `decide`, `cancel`, `pending`,
-`review`), `rules`, `channels`, `deliveries`, `rooms`, `gc`, `audit`, `fork` and `replay` go through the owner's API when the room is owned, and open the room themselves only when
+`review`), `rules`, `break`, `channels`, `deliveries`, `rooms`, `gc`, `audit`, `fork` and `replay` go through the owner's API when the room is owned, and open the room themselves only when
 nobody owns it; their output is the same either way.
 """
 
