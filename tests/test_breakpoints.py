@@ -293,3 +293,19 @@ async def test_every_strategy_pauses_plan_execute_at_its_commands_and_direct_bef
         pause = await paused(rt)
         out = await go(rt, Decision.step(pause.call_id, seen=pause.args), out.turn_id)
     assert out.status == "done" and len(requests(rt)) == asked + 1  # no calls: no pause after
+
+
+async def test_a_once_breakpoint_holds_every_call_of_its_round_it_matches(tmp_path: Path) -> None:
+    def twice(request: ModelRequest) -> Reply:
+        if request.messages[-1].role == "user":
+            return Reply(calls=[("add", {"a": 1, "b": 1}), ("add", {"a": 2, "b": 2})])
+        return Reply(text=" | ".join(m.text for m in after_tools(request.messages)))
+
+    async with runtime(tmp_path, twice, tools=[add]) as rt:
+        await set_point(rt, kind="call", tool="add", scope="once")
+        out = await rt.run_turn(msg("go"))
+        pause = await paused(rt)
+        assert [c["args"] for c in pause.args["calls"]] == [{"a": 1, "b": 1}, {"a": 2, "b": 2}]
+        out = await go(rt, Decision.approve(pause.call_id, seen=pause.args), out.turn_id)
+        [point] = await LocalClient(rt).breakpoints()
+    assert out.text == "2 | 4" and (point.hits, point.spent) == (1, True)

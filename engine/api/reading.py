@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from engine.api.tool_models import ToolsView
     from engine.api.usage_models import BudgetsView, By, UsageReport
     from engine.domain.audit import AuditPage
+    from engine.domain.breakpoints import Breakpoint
     from engine.domain.decisions import PendingCall
     from engine.domain.review import Review
     from engine.domain.rules import Rule
@@ -90,6 +91,13 @@ class RoomReader(RoomClient):
             book.load(toml, 0)
         else:
             book.load(await ruled.load(self._reads, toml), await ruled.last_id(self._reads))
+        return book.listed()
+
+    async def breakpoints(self) -> list[Breakpoint]:
+        from engine.domain.breakpoints import BreakBook
+        from engine.store import breakpoints as pointed
+
+        book = BreakBook(await pointed.load(self._reads) if self._reads is not None else ())
         return book.listed()
 
     async def reviews(self) -> list[Review]:

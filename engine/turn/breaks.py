@@ -99,8 +99,14 @@ def _step_due(turn: TurnState, at: Kind) -> bool:
     return at == "call" if came_from != "call" else at in ("result", "inference")
 
 
-def _hit(loop: Site, kind: Kind, tool: str | None = None, args: Any = None) -> Breakpoint | None:
+def _hit(loop: Site, kind: Kind, tool: str | None = None, args: Any = None,
+         hit: Sequence[Breakpoint] = ()) -> Breakpoint | None:  # fmt: skip
+    """The breakpoint that pauses here: one `hit` already at this place (a once breakpoint
+    holds every call of its round it matches), else the book's, its hit counted."""
     book, turn = loop.ctx.breakpoints, loop.turn
+    for point in hit:
+        if point.matches(tool, args, book.workspace):
+            return point
     if not book:
         return None
     return book.hit(kind, turn.thread_id, turn.group, loop.ctx.clock, tool, args)
@@ -161,7 +167,7 @@ def hold_calls(loop: Site, calls: list[CallState], step_id: int) -> CallState | 
     holding: list[CallState] = []
     points: list[Breakpoint] = []
     for call in calls:
-        point = _hit(loop, "call", call.tool, call.args)
+        point = _hit(loop, "call", call.tool, call.args, points)
         if point is not None and point.id not in {p.id for p in points}:
             points.append(point)
         if stepping or point is not None:
@@ -188,7 +194,7 @@ def answer(loop: Site, calls: Sequence[CallState]) -> CallState | None:
         for call in ready:
             if call.id in once:
                 continue
-            point = _hit(loop, "result", call.tool, call.args)
+            point = _hit(loop, "result", call.tool, call.args, points)
             if point is not None and point.id not in {p.id for p in points}:
                 points.append(point)
             if stepping or point is not None:
