@@ -27,11 +27,15 @@ def anyio_backend() -> str:
 def _isolated_env(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """No test reads the user's room, config or model keys."""
+    """No test reads the user's room, config or model keys, nor registers a room in the
+    user's list of rooms (engine/rooms_registry.py: a runtime folder of the test's)."""
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
+    (home / "run").mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(home / "run"))
     for var in ("AGENT_ROOM", "OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY",
                 "ANTHROPIC_BASE_URL", "NO_COLOR", "AGENTDECK_STORE_URL",
                 "COLUMNS", "LINES"):  # (pytest-xdist's workers set these: 80x24)  # fmt: skip

@@ -145,6 +145,9 @@ def _parser() -> argparse.ArgumentParser:
     from engine.cli.forks import add_parsers as fork_parsers
 
     fork_parsers(command)
+    from engine.cli.inbox import add_parser as inbox_parser
+
+    inbox_parser(command)
     sp = command("tools", "every tool: built in or from an MCP server, approval, rules, use")
     sp.add_argument("--json", action="store_true")
     return p
@@ -236,7 +239,7 @@ _COMMANDS = {  # command: (module of engine.cli, its function); only that module
     "usage": ("spending", "usage"), "budget": ("spending", "budget"),
     "tools": ("tools", "tools"), "gc": ("gc", "gc"), "break": ("breakpoints", "breakpoints"),
     "audit": ("audit", "audit"), "diff": ("diff", "diff"), "fork": ("forks", "fork"),
-    "replay": ("forks", "replay"),
+    "replay": ("forks", "replay"), "inbox": ("inbox", "inbox"),
 }  # fmt: skip
 
 

@@ -8,8 +8,10 @@ owner's console makes; it never runs a turn. It lives inside the runtime's block
 
 The socket is `agent.sock` in the room, mode 0600 from the moment it has its name (it is
 bound in a private directory, then renamed into place). One left by a crash is replaced;
-one that answers is never touched. TCP is off unless `[server] listen` is set; every TCP
-request then needs the bearer token in the room's `server.token` (0600).
+one that answers is never touched. While it serves, the room is in the machine's registry
+of rooms (engine/rooms_registry.py), removed again when it stops. TCP is off unless
+`[server] listen` is set; every TCP request then needs the bearer token in the room's
+`server.token` (0600).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from engine.api.sockets import answers, bind_path
 from engine.config import split_listen
 from engine.loops.connections import MAX_REQUESTS, Connection
 from engine.room import Room
+from engine.rooms_registry import Registration, RegistryError, register, unregister
 from engine.runtime import Runtime
 
 log = logging.getLogger("agentdeck")
@@ -111,9 +114,12 @@ async def serve_api(rt: Runtime) -> AsyncIterator[Serving]:
                     serving.servers.append(server)
                     stopped.append(anyio.Event())
                     tg.start_soon(serve_on, server, sock, stopped[-1])
+                registered = _register(rt)  # the machine's list of rooms (`agentdeck inbox`)
                 try:
                     yield serving
                 finally:
+                    if registered is not None:  # (the lock still held: never a newer owner's)
+                        unregister(registered)
                     with anyio.CancelScope(shield=True):
                         closing.set()  # long polls answer now, event streams say bye
                         hub.close()
@@ -133,6 +139,18 @@ async def serve_api(rt: Runtime) -> AsyncIterator[Serving]:
         for _, sock in listeners:
             sock.close()
         _remove_if_ours(rt.room.socket, inode)
+
+
+def _register(rt: Runtime) -> Registration | None:
+    """This room in the machine's registry (engine/rooms_registry.py), so one console and
+    `agentdeck inbox` find it; one that cannot be written is said, and the room is served
+    all the same."""
+    try:
+        return register(rt.room, kind=rt.kind, run_id=rt.run_id, started_at=rt.started_at)
+    except RegistryError as exc:
+        rt.notice("warning", f"this room is not in the machine's list of rooms ({exc}): "
+                  "other consoles' overview and `agentdeck inbox` do not show it")  # fmt: skip
+        return None
 
 
 async def serve_on(server: uvicorn.Server, sock: socket.socket, stopped: anyio.Event) -> None:
