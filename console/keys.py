@@ -60,6 +60,8 @@ SECTIONS = (
                           Keys("console.widgets.groups_table:GroupsTable", "Scheduler"))),
     Section("Rules", (Keys("console.screens.rules:RulesScreen", "Rules"),
                       Keys("console.widgets.rules_table:RulesTable", "Rules"))),
+    Section("Breakpoints (b)", (Keys("console.screens.breakpoints:BreakpointsScreen", "Breakpoints"),
+                                Keys("console.widgets.breakpoints_table:BreakpointsTable", "Breakpoints"))),
     Section("Channels", (Keys("console.screens.channels:ChannelsScreen", "Channels"),
                          Keys("console.widgets.channel_tables:DeliveriesTable", "Deliveries"))),
     Section("Rooms on the bus", (Keys("console.screens.channels:RoomsScreen", "Rooms"),)),
@@ -81,6 +83,7 @@ SECTIONS = (
     Section("Dialogs", (Keys("console.screens.confirm:ConfirmScreen", "Dialog"),
                         Keys("console.screens.prompt:PromptScreen", "Prompt"),
                         Keys("console.screens.daily_budget:DailyBudgetScreen", "Budget"),
+                        Keys("console.screens.set_breakpoint:SetBreakpointScreen", "Breakpoint"),
                         Keys("console.screens.threads:ThreadPickerScreen", "Threads"),
                         Keys("console.screens.help:HelpScreen", "Help"))),
 )  # fmt: skip

@@ -22,6 +22,8 @@ sys.path.insert(0, str(ROOT))
 
 from textual._doc import take_svg_screenshot  # noqa: E402
 
+from engine.api import breakbook  # noqa: E402
+from tests.console.breakpoint_scenes import BREAKPOINT_SCENES, point_ids  # noqa: E402
 from tests.console.conftest import build  # noqa: E402
 from tests.console.context_scenes import CONTEXT_PREPARE, CONTEXT_SCENES  # noqa: E402
 from tests.console.diff_scenes import DIFF_PREPARE, DIFF_SCENES  # noqa: E402
@@ -43,7 +45,7 @@ ALL_SCENES = SCENES | SCHEDULER_SCENES | TOUR_SCENES | {"history": HISTORY_SCENE
                                           "rules": (rules_scene, (160, 48), {}),
                                           "remember": (remember_scene, (160, 48), {}),
                                           "channels": (channels_scene, (160, 48), {}),
-                                          "tools": TOOL_SCENES["tools"]} | INSTRUCTIONS_SCENES | CONTEXT_SCENES  # fmt: skip
+                                          "tools": TOOL_SCENES["tools"]} | INSTRUCTIONS_SCENES | CONTEXT_SCENES | BREAKPOINT_SCENES  # fmt: skip
 
 
 def tools_room(room: Path) -> None:
@@ -189,6 +191,7 @@ def main(names: list[str]) -> int:
             os.environ["XDG_CONFIG_HOME"] = tmp  # the user's theme choice stays out of it
             os.environ["HOME"] = tmp  # the room shows as ~/room, as in the snapshot tests
             room = Path(tmp) / "room"
+            breakbook.new_id = point_ids()  # b001, b002... as in the snapshot tests
             if (prepare := PREPARE.get(name)) is not None:
                 prepare(room)  # a room with a history (or a crash), filled before it opens
             app = build(room, **kw)

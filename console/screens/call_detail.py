@@ -5,7 +5,8 @@ For a waiting call it has the decision keys too: the operator approves what they
 The screen only says which key was pressed (it is dismissed with the action); the main
 screen decides, through the same path as the decision queue's keys, bound to the
 arguments this screen showed. On a call that takes no decision (not waiting, or decided
-already) the keys say why and do nothing.
+already) the keys say why and do nothing. A breakpoint's pause shows what it paused on
+(console/pause.py) and takes a pause's keys: continue, step, edit, end the turn.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from console.call_output import OutputTail
 from console.copying import copy_call
 from console.format import clock_time, duration, facts, plain, visible
 from console.glyphs import look
+from console.pause import headline, is_pause, offered
+from console.pause import sections as pause_sections
 from console.spinner import FPS
 from console.state import CallRow
 from console.widgets.text import Label, Static
@@ -39,8 +42,12 @@ class CallDetailScreen(ModalScreen[str | None]):
     BINDINGS = [
         Binding("escape,q", "dismiss(None)", "Close"),
         Binding("a", "decide('approve')", "Approve"),
+        Binding("a", "decide('continue')", "Continue"),
+        Binding("n", "decide('step')", "Step"),
         Binding("x", "decide('cancel')", "Cancel call"),
+        Binding("x", "decide('end_turn')", "End turn"),
         Binding("e", "decide('edit')", "Edit+approve"),
+        Binding("e", "decide('edit_pause')", "Edit+continue"),
         Binding("u", "decide('use')", "Use a result"),
         Binding("A", "decide('remember')", "Approve+remember"),
         Binding("R", "decide('remember_room')", "Approve+remember room", show=False),
@@ -76,10 +83,12 @@ class CallDetailScreen(ModalScreen[str | None]):
         ))  # fmt: skip
         waiting = call.status == CallStatus.SUSPENDED and self.why_not() is None
         with Vertical(id="dialog", classes="wide"):
-            yield Label(f"Call {call.call_id} · {call.tool}", id="question")
+            yield Label(f"Pause {call.call_id} · {headline(call)}" if is_pause(call) else
+                        f"Call {call.call_id} · {call.tool}", id="question")  # fmt: skip
             with VerticalScroll(id="dialog-body"):
-                for n, (label, body) in enumerate(shown_args(call.tool, call.args,
-                                                             self.workspace)):  # fmt: skip
+                shown = (pause_sections(call, self.workspace) if is_pause(call) else
+                         shown_args(call.tool, call.args, self.workspace))  # fmt: skip
+                for n, (label, body) in enumerate(shown):
                     yield Label(label, classes="section")
                     yield Static(body, id="detail-args" if n == 0 else f"detail-args-{n}")
                 if call.status == CallStatus.RUNNING and self.tail_of is not None:
@@ -124,6 +133,12 @@ class CallDetailScreen(ModalScreen[str | None]):
 
     def action_copy(self, what: str) -> None:
         copy_call(self, self.call, "output" if what == "output" else "command")
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """A pause's keys for a pause, a call's for a call (console/pause.py)."""
+        if action != "decide" or not parameters:
+            return True
+        return offered(str(parameters[0]), is_pause(self.call))
 
     def action_decide(self, action: str) -> None:
         if (why := self.why_not()) is not None:

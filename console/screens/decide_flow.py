@@ -18,6 +18,8 @@ from rich.text import Text
 
 from console.format import one_line, visible
 from console.glyphs import look
+from console.pause import WORDS as PAUSE_WORDS
+from console.pause import is_pause, summary
 from console.screens.call_detail import CallDetailScreen
 from console.screens.confirm import ConfirmScreen
 from console.screens.deciding import ask_decision
@@ -32,7 +34,11 @@ if TYPE_CHECKING:
     from console.bridge import Bridge
 
 MARKED_SHOWN = 12  # marked calls a confirmation lists one by one (then: "and N more")
-WORDS = {"outside": "Approve, outside the sandbox,", "network": "Approve, with the network,"}
+WORDS = {
+    "outside": "Approve, outside the sandbox,",
+    "network": "Approve, with the network,",
+    **PAUSE_WORDS,
+}
 
 
 class Decider:
@@ -68,6 +74,8 @@ class Decider:
             return
         if ask:  # the row changed under the cursor just before: No is the default
             what = f"{call.tool} {one_line(call.args, 50)} on {call.thread_id}"
+            if is_pause(call):
+                what = f"the pause {one_line(summary(call), 50)} on {call.thread_id}"
             word = WORDS.get(action, action.replace("_", " ").capitalize())
             question = f"{ask} {word} {what}?"
             if not await app.push_screen_wait(ConfirmScreen(question, yes="Go on")):
@@ -150,7 +158,7 @@ class Decider:
         if (decided := self.state.decided.get(call.call_id)) is None:
             return None  # (a call decided and applied elsewhere: the runtime says whose won)
         word = {"resume": "approved", "cancel": "cancelled", "fail": "marked failed",
-                "rerun": "run again"}.get(decided, decided)  # fmt: skip
+                "rerun": "run again", "step": "stepped"}.get(decided, decided)  # fmt: skip
         return f"{what} is decided ({word}): it applies when the turn is free."
 
     async def _carry(self, decision: Decision) -> Any:

@@ -22,6 +22,7 @@ from textual.widgets import Input
 
 from console import settings
 from console.attention import Attention
+from console.breaking import BreakAt
 from console.bridge import CALLS, CHAT, STATUS, TIMELINE, Bridge
 from console.context_use import nearest, thread_context
 from console.copying import copy_call
@@ -66,6 +67,7 @@ class MainScreen(Screen[None]):
         Binding("ctrl+t", "switch_thread", "Threads"),
         Binding("s", "open('scheduler')", "Scheduler"),
         Binding("r", "open('rules')", "Rules", show=False),
+        Binding("b", "open('breakpoints')", "Breakpoints", show=False),
         Binding("h", "open('history')", "History", show=False),
         Binding("I", "open('instructions')", "Instructions", show=False),
         Binding("K", "compact", "Compact thread", show=False),
@@ -117,13 +119,10 @@ class MainScreen(Screen[None]):
             yield chat
             with Vertical(id="timeline-pane", classes="pane"):
                 yield FilterBar(placeholder="filter steps", id="timeline-filter")
-                yield Timeline(
-                    self.state.steps,
-                    id="timeline",
-                    empty="no steps yet: they appear here as turns run",
-                )
+                yield Timeline(self.state.steps, id="timeline", breakable=True,
+                               empty="no steps yet: they appear here as turns run")  # fmt: skip
             with Vertical(id="calls-pane", classes="pane"):
-                yield CallsTable(id="calls")
+                yield CallsTable(id="calls", breakable=True)
             with Vertical(id="decisions-pane", classes="pane"):
                 yield FilterBar(placeholder="filter decisions", id="decisions-filter")
                 yield DecisionQueue(self.clock, keys_clock=self.keys_clock, tools=self.state.tools,
@@ -318,6 +317,12 @@ class MainScreen(Screen[None]):
         if (call := self.state.calls.get(event.call_id)) is not None:
             self.decider.decide("details", call)
 
+    @on(BreakAt)
+    def break_at(self, event: BreakAt) -> None:
+        from console.screens.set_breakpoint import break_here  # (loaded on use)
+
+        self.run_worker(break_here(self, self.bridge, event), group="break")
+
     @on(CallsTable.Copy)
     def copy_call(self, event: CallsTable.Copy) -> None:
         copy_call(self, self.state.calls.get(event.call_id),
@@ -392,17 +397,10 @@ class MainScreen(Screen[None]):
         self.query_one(f"#{which}").focus()
 
     def action_filter(self) -> None:
-        pane = "decisions" if isinstance(self.focused, DecisionQueue) else "timeline"
-        bar = self.query_one(f"#{pane}-filter", FilterBar)
-        bar.add_class("-shown")
-        bar.focus()
+        self.filters.open_bar(decisions=isinstance(self.focused, DecisionQueue))
 
     def action_clear_filter(self) -> None:
-        for bar in self.query(FilterBar):
-            if bar.has_class("-shown") or bar.value:
-                bar.action_clear_filter()
-        if self.query_one(Timeline).channel:
-            self.filters.channel("")
+        self.filters.clear()
 
     @work(group="cancel")
     async def action_cancel_turn(self) -> None:

@@ -13,8 +13,8 @@ from console.bridge import Bridge
 
 def open_screen(name: str, bridge: Bridge, clock: Callable[[], float], room: Any,
                 thread_id: str = "") -> Screen[Any]:  # fmt: skip
-    """The screen `name` (scheduler, rules, channels, rooms, review, history, tools, or the
-    instructions of `thread_id`, the thread the chat shows), made."""
+    """The screen `name` (scheduler, rules, breakpoints, channels, rooms, review, history,
+    tools, or the instructions of `thread_id`, the thread the chat shows), made."""
     if name == "scheduler":
         from console.screens.scheduler import SchedulerScreen
 
@@ -23,6 +23,10 @@ def open_screen(name: str, bridge: Bridge, clock: Callable[[], float], room: Any
         from console.screens.rules import RulesScreen
 
         return RulesScreen(bridge, clock)
+    if name == "breakpoints":
+        from console.screens.breakpoints import BreakpointsScreen
+
+        return BreakpointsScreen(bridge, thread_id, getattr(room, "workspace", None))
     if name == "channels":
         from console.screens.channels import ChannelsScreen
 

@@ -1,4 +1,5 @@
-"""The timeline's group and channel filters, as the main screen sets them and titles them."""
+"""The timeline's group and channel filters, as the main screen sets them and titles them,
+and the text filter bars (`/`) of the timeline and the decision queue."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from console.format import set_title
 from console.groups import channel_filters, next_channel, next_filter
+from console.widgets.filter_bar import FilterBar
 from console.widgets.timeline import Timeline
 
 if TYPE_CHECKING:
@@ -48,6 +50,21 @@ class TimelineFilters:
         self.timeline.channel = channel
         self._title()
         self.screen.post_message(self.screen.Acted("filter_channel", channel))
+
+    def open_bar(self, decisions: bool) -> None:
+        """Show the filter bar of the timeline (`decisions`: of the decision queue), focused."""
+        bar = self.screen.query_one("#decisions-filter" if decisions else "#timeline-filter",
+                                    FilterBar)  # fmt: skip
+        bar.add_class("-shown")
+        bar.focus()
+
+    def clear(self) -> None:
+        """Clear every filter bar shown or holding text, and the channel filter."""
+        for bar in self.screen.query(FilterBar):
+            if bar.has_class("-shown") or bar.value:
+                bar.action_clear_filter()
+        if self.timeline.channel:
+            self.channel("")
 
     def _title(self) -> None:
         timeline = self.timeline

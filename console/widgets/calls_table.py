@@ -1,6 +1,6 @@
 """The tool calls of the selected turn: tool, state, arguments, result or error, timings,
 as people read them (`$ make`, `exit 0 · 12 lines · ok`: console/tool_lines.py); the JSON
-is in the details, Enter.
+is in the details, Enter; `B` sets a breakpoint for the call's tool (console/breaking.py).
 
 A line-rendered table (`ScrollView` + `render_line`), not a `DataTable`: the pane is
 redrawn every time the operator moves to a step of another turn, and a `DataTable`
@@ -19,8 +19,10 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.strip import Strip
 
+from console.breaking import BreakAt
 from console.format import duration, visible
 from console.glyphs import STATE_CLASSES, look
+from console.pause import is_pause, summary
 from console.spinner import ran, spin
 from console.state import CallRow
 from console.tool_lines import outcome, what
@@ -42,6 +44,13 @@ class CallsTable(LineView, can_focus=True):
         Binding("enter", "details", "Details", priority=True),
         Binding("y", "copy('command')", "Copy command", priority=True),
         Binding("Y", "copy('output')", "Copy output", show=False, priority=True),
+        Binding(
+            "B",
+            "break_here",
+            "Break here",
+            priority=True,
+            tooltip="Set a breakpoint for this call's tool (its pattern proposed)",
+        ),
     ]
     COMPONENT_CLASSES = {"calls--header", "calls--cursor", *STATE_CLASSES}
 
@@ -59,8 +68,9 @@ class CallsTable(LineView, can_focus=True):
             super().__init__()
             self.call_id = call_id
 
-    def __init__(self, **kw: object) -> None:
+    def __init__(self, breakable: bool = False, **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]
+        self.breakable = breakable  # `B` sets a breakpoint from a call (the main screen's)
         self.turn_id = ""
         self._rows: list[tuple[str, tuple[str, ...]]] = []  # (call id, plain cells)
         self._widths: list[int] = [cell_len(c) for c in COLUMNS]
@@ -75,7 +85,7 @@ class CallsTable(LineView, can_focus=True):
         redrawn when they did not change. A running call's time is live (`now`), with the
         spinner's `frame`."""
         rows: list[tuple[str, tuple[str, ...]]] = [
-            (call.call_id, (call.tool, call.status, what(call), outcome(call),
+            (call.call_id, (call.tool, *_pause_cells(call), outcome(call),
                             _took_cell(call, now, frame)))
             for call in calls
         ]  # fmt: skip
@@ -127,6 +137,15 @@ class CallsTable(LineView, can_focus=True):
     def action_copy(self, what: str) -> None:
         if (key := self.current_key()) is not None:
             self.post_message(self.Copy(key, what))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """`B` only where a breakpoint can be set from here (the main screen's pane, not
+        history's)."""
+        return self.breakable if action == "break_here" else True
+
+    def action_break_here(self) -> None:
+        if (key := self.current_key()) is not None:
+            self.post_message(BreakAt(call_id=key))
 
     def on_click(self, event: events.Click) -> None:
         index = int(self.scroll_y) + event.y - 1
@@ -216,3 +235,11 @@ def _took_cell(call: CallRow, now: float | None, frame: int) -> str:
     if call.status == CallStatus.RUNNING and now is not None:
         return f"{spin(frame)} {ran(now - call.updated_at)}"  # since it started running
     return duration(_took(call))
+
+
+def _pause_cells(call: CallRow) -> tuple[str, str]:
+    """The state and arguments cells: a breakpoint's pause is "paused" while it waits,
+    and says what it paused on."""
+    if not is_pause(call):
+        return call.status, what(call)
+    return "paused" if call.status == CallStatus.SUSPENDED else call.status, summary(call)

@@ -9,7 +9,9 @@ where there is none), for an MCP server's tool which server and whether it is re
 idempotent. Its keys are the decision queue's: `a` approve once, `A` approve and remember,
 `x` deny with a reason, `e` edit then approve, `u` use a result, Enter the details; for a
 shell call in a sandbox, `O` approves it to run outside the sandbox and `N` with the
-network (said in the failure and warning colours; this call only, never remembered). Tab
+network (said in the failure and warning colours; this call only, never remembered). A
+breakpoint's pause (console/pause.py) shows where it paused and what it holds, and takes
+`a` continue, `n` step, `e` edit then continue, `x` end the turn (it asks first). Tab
 goes back to the chat's input, Esc leaves the chat for the panes (as from the input); the
 screen's own keys (`d` the queue, `?` help) act as from any pane, and any other letter goes
 to the input, as the start of a message.
@@ -40,10 +42,12 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from console.call_args import shown_args
+from console.deadlines import time_left
 from console.format import age, clock_time, set_title, visible
+from console.pause import headline, is_pause, offered
+from console.pause import sections as pause_sections
 from console.state import CallRow
 from console.tool_facts import SANDBOX_ACTIONS, ToolFacts
-from console.widgets.decision_queue import time_left
 from console.widgets.text import Static
 
 ARM = 0.5  # seconds the card holds the keyboard, visibly, before its keys act
@@ -60,6 +64,9 @@ NARROW = 56  # cells of width under which the keys are said in short
 AWAY_LINE = "tab: decide here (a approve · A approve+remember · x deny · e edit · u use a result)"
 WAIT_LINE = "keys in a moment: what you type now goes to the chat"
 REVIEW_LINE = "was running when agentdeck stopped: ! reviews it · tab chat"
+PAUSE_KEYS = "a continue · n step · e edit+continue · x end the turn · ⏎ details · tab chat"
+NARROW_PAUSE_KEYS = "a continue · n step · e edit · x end turn · ⏎"
+PAUSE_AWAY = "tab: decide here (a continue · n step · e edit+continue · x end the turn)"
 
 
 class DecisionCard(Widget, can_focus=True):
@@ -88,10 +95,16 @@ class DecisionCard(Widget, can_focus=True):
 
     BINDINGS = [
         Binding("a", "decide('approve')", "Approve"),
+        Binding("a", "decide('continue')", "Continue", tooltip="Go on from the pause"),
+        Binding("n", "decide('step')", "Step", tooltip="One inference or one tool round, "
+                "then pause again"),
         Binding("A", "decide('remember')", "Approve+remember"),
         Binding("R", "decide('remember_room')", "Approve+remember room", show=False),
         Binding("x", "decide('cancel')", "Deny"),
+        Binding("x", "decide('end_turn')", "End turn",
+                tooltip="Cancel at the pause: the whole turn ends (it asks first)"),
         Binding("e", "decide('edit')", "Edit+approve"),
+        Binding("e", "decide('edit_pause')", "Edit+continue"),
         Binding("u", "decide('use')", "Use a result"),
         Binding("O", "decide('outside')", "Approve outside the sandbox", show=False,
                 tooltip="Approve a shell call to run outside the sandbox (this call only)"),
@@ -101,6 +114,7 @@ class DecisionCard(Widget, can_focus=True):
         Binding("tab", "back", "Chat", show=False),
     ]  # fmt: skip
     DECISION_KEYS = frozenset("aARxeu")
+    PAUSE_KEYS = frozenset("anxe")
     SANDBOX_KEYS = {"O": "outside", "N": "network"}
 
     armed: reactive[bool] = reactive(False)
@@ -145,6 +159,8 @@ class DecisionCard(Widget, can_focus=True):
         made by the operator's own decision disarms the keys for ARM seconds."""
         key = None if call is None else (call.call_id, repr(call.args))
         changed = key != self._shown_key
+        if is_pause(call) != is_pause(self.call):
+            self.refresh_bindings()  # a pause's keys are not a call's (check_action)
         self.call, self._shown_key = call, key
         self.set_class(call is not None, "-shown")
         if call is None:
@@ -158,17 +174,20 @@ class DecisionCard(Widget, can_focus=True):
         return changed
 
     def _draw(self, call: CallRow) -> None:
-        sections = shown_args(call.tool, call.args, self.workspace)
+        pause = is_pause(call)
+        sections = (pause_sections(call, self.workspace) if pause else
+                    shown_args(call.tool, call.args, self.workspace))  # fmt: skip
         parts: list[Content] = []
         for label, body in sections:
-            if len(sections) > 1 or label not in ("command", "arguments"):
+            if len(sections) > 1 or pause or label not in ("command", "arguments"):
                 parts.append(Content.styled(f"{label}\n", "$foreground-muted"))
             parts.append(body)
         shown = Content("\n").join(parts) if parts else Content("(no arguments)")
         if call.tool == "shell" and sections and sections[-1][0] == "command":
             shown = Content.styled("$ ", "bold $warning") + shown
         self.query_one("#card-args", Static).update(shown)
-        set_title(self, f"⏸ {call.tool} waits for you · {call.thread_id}")  # text, not markup
+        title = headline(call) if pause else f"⏸ {call.tool} waits for you · {call.thread_id}"
+        set_title(self, title)  # text, not markup
 
     def _draw_why(self, call: CallRow) -> None:
         now = self.clock()
@@ -181,7 +200,8 @@ class DecisionCard(Widget, can_focus=True):
                        f"(in {time_left(call.deadline_at - now)}) if undecided")  # fmt: skip
         shown = Content(" · ".join(why))
         narrow = 0 < self.size.width < NARROW
-        if (about := self.tools.about(call.tool)) is not None:  # the sandbox, the server
+        about = None if is_pause(call) else self.tools.about(call.tool)
+        if about is not None:  # the sandbox, the server
             line, level = about
             style = {"error": "bold $error", "warning": "bold $warning"}.get(level, "")
             # Narrow, the command keeps its room: the line joins the why, and a sandbox that
@@ -204,6 +224,10 @@ class DecisionCard(Widget, can_focus=True):
             return ""
         focused = self.app.focused is self  # read as it is drawn, not as an event said
         narrow = 0 < self.size.width < NARROW
+        if is_pause(call):
+            keys = NARROW_PAUSE_KEYS if narrow else PAUSE_KEYS
+            return ("tab: decide here" if not focused and narrow else
+                    PAUSE_AWAY if not focused else keys if self.armed else WAIT_LINE)  # fmt: skip
         keys = NARROW_KEYS if narrow else KEYS_LINE
         if sandboxed := self.sandbox_keys():  # how else it may run: after approve (narrow:
             extra = [key[narrow] for key in sandboxed if key[narrow]]  # on a line of its own)
@@ -274,7 +298,8 @@ class DecisionCard(Widget, can_focus=True):
         if self.is_armed():
             if not self.armed:
                 self._arm_shown()
-            if event.key in ("tab", "enter") or event.character in self.DECISION_KEYS:
+            keys = self.PAUSE_KEYS if is_pause(self.call) else self.DECISION_KEYS
+            if event.key in ("tab", "enter") or event.character in keys:
                 return  # the bindings act
             sandbox = self.SANDBOX_KEYS.get(event.character or "")
             if sandbox and self.call is not None and self.tools.offers(self.call.tool, sandbox):
@@ -293,8 +318,16 @@ class DecisionCard(Widget, can_focus=True):
         event.prevent_default()
         self.post_message(self.GiveBack(event.character if event.is_printable else None))
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """A pause's keys for a pause, a call's for a call (console/pause.py)."""
+        if action != "decide" or not parameters:
+            return True
+        return offered(str(parameters[0]), is_pause(self.call))
+
     def action_decide(self, action: str) -> None:
         if self.call is None or not self.is_armed():
+            return
+        if not offered(action, is_pause(self.call)):
             return
         if action in SANDBOX_ACTIONS and not self.tools.offers(self.call.tool, action):
             return  # (the palette's: only a shell call in a sandbox runs another way)

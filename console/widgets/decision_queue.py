@@ -7,6 +7,11 @@ outside the sandbox (`O`) or in it with the network (`N`): call by call, never r
 never for marked calls together. The widget posts what the operator asked for; the screen
 carries it out (with the prompts and confirmations).
 
+A breakpoint's pause (console/pause.py) has its own row ("paused", and what it paused on)
+and keys: `a` continues, `n` steps, `e` edits what it paused on and continues, `x` ends the
+turn; the keys that do not apply to it (use a result, remember, the sandbox's) are not
+offered on its row, and it is decided alone, never marked.
+
 A decision key acts only while the queue has the focus and shows it. After the
 operator's own decision the cursor goes to the next call (of the same thread first), and
 the next key acts on it at once; only when the row under the cursor changed by itself in
@@ -34,7 +39,6 @@ call it is, when its deadline passes and what happens then.
 from __future__ import annotations
 
 import copy
-import math
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -45,7 +49,9 @@ from textual.message import Message
 from textual.widgets import DataTable
 
 from console.copying import copy_call
+from console.deadlines import deadline_near, left, time_left
 from console.format import age, clock_time, one_line, short_id
+from console.pause import is_pause, offered, summary
 from console.state import CallRow
 from console.tool_facts import SANDBOX_ACTIONS, ToolFacts
 from console.widgets.keyed_table import KeyedTable, wrapped
@@ -53,7 +59,6 @@ from console.widgets.keyed_table import KeyedTable, wrapped
 COLUMNS = ("tool", "state", "arguments", "thread", "turn", "age")
 COMPACT_COLUMNS = ("call", "state", "arguments", "age")  # call: the tool over the thread
 COMPACT_BELOW = 80  # cells of width under which the queue is compact
-WARN_LAST = 60.0  # seconds before a deadline its row warns (a fifth of a shorter deadline)
 ARGS_PREVIEW = 2_000  # characters of arguments drawn at most (the rest: the details)
 ROW_LINES = 3  # lines a row's arguments wrap over at most
 CHANGED = 1.0  # seconds after the row under the cursor changed by itself that a key asks
@@ -69,8 +74,37 @@ class DecisionQueue(KeyedTable):
         Binding("j", "cursor_down", "Down", show=False, priority=True),
         Binding("k", "cursor_up", "Up", show=False, priority=True),
         Binding("a", "decide('approve')", "Approve", priority=True),
+        Binding(
+            "a",
+            "decide('continue')",
+            "Continue",
+            priority=True,
+            tooltip="Go on from a breakpoint's pause",
+        ),
+        Binding(
+            "n",
+            "decide('step')",
+            "Step",
+            priority=True,
+            tooltip="Go on from a breakpoint's pause for one inference or one tool round, "
+            "then pause again",
+        ),
         Binding("x", "decide('cancel')", "Cancel call", priority=True),
+        Binding(
+            "x",
+            "decide('end_turn')",
+            "End turn",
+            priority=True,
+            tooltip="Cancel at a breakpoint's pause: the whole turn ends (it asks first)",
+        ),
         Binding("e", "decide('edit')", "Edit+approve", priority=True),
+        Binding(
+            "e",
+            "decide('edit_pause')",
+            "Edit+continue",
+            priority=True,
+            tooltip="Edit what a breakpoint's pause holds, then go on",
+        ),
         Binding("u", "decide('use')", "Use a result", priority=True),
         Binding("A", "decide('remember')", "Approve+remember", priority=True),
         Binding(
@@ -133,6 +167,7 @@ class DecisionQueue(KeyedTable):
         self._changed: tuple[str, float, str] | None = None
         self._near: set[str] = set()  # calls shown whose deadline is near (rows warned)
         self._told: set[str] = set()  # calls whose near deadline was notified
+        self._pause_keys = False  # the keys offered are a pause's (the cursor is on one)
 
     def show_pending(
         self, pending: dict[str, CallRow], decided: dict[str, str] | None = None
@@ -179,6 +214,28 @@ class DecisionQueue(KeyedTable):
             why = ("a new call arrived under the cursor" if under is None or under in rows else
                    f"the call under the cursor ({self._what(under)}) is no longer waiting")  # fmt: skip
             self._changed = (now_under, self.keys_clock(), why)
+        self._keys_follow()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """A decision key is offered as the row under the cursor takes it: a breakpoint's
+        pause its own (console/pause.py), any other call the others."""
+        if action == "mark":  # a pause is decided on its own
+            return not self._on_pause()
+        if action != "decide" or not parameters:
+            return True
+        return offered(str(parameters[0]), self._on_pause())
+
+    def _on_pause(self) -> bool:
+        """The cursor is on a pause, and nothing is marked (a and x are the marks' then)."""
+        key = self.current_key()
+        return not self.marked and key is not None and is_pause(self._calls.get(key))
+
+    def _keys_follow(self) -> None:
+        """The footer says the row's keys again when the cursor went between a pause and
+        a call."""
+        if (pause := self._on_pause()) != self._pause_keys:
+            self._pause_keys = pause
+            self.refresh_bindings()
 
     def _what(self, key: str) -> str:
         call = self._pending.get(key) or self._seen.get(key)
@@ -284,6 +341,10 @@ class DecisionQueue(KeyedTable):
                 self.notify("No decision is selected.", severity="warning")
             return
         call, ask = self._calls[key], ""
+        if not offered(action, is_pause(call)):  # (the row changed as the key came)
+            self.notify(f"{call.tool} on {call.thread_id} takes other keys: see the footer.",
+                        title="Nothing decided", severity="warning")  # fmt: skip
+            return
         if action != "details" and call.under_review:
             self.notify(f"{call.tool} call {call.call_id} was running when agentdeck stopped: "
                         "its outcome is unknown, so it takes a review, not a decision. Press ! "
@@ -316,6 +377,7 @@ class DecisionQueue(KeyedTable):
         changed = self._changed
         if changed is not None and event.row_key.value != changed[0]:
             self._changed = None
+        self._keys_follow()
 
     def action_copy(self, what: str) -> None:
         key = self.current_key()
@@ -327,6 +389,10 @@ class DecisionQueue(KeyedTable):
         """Mark the call under the cursor (or unmark it), then go to the next row."""
         key = self.current_key()
         if key is None or key not in self._calls or key in self.decided:
+            return
+        if is_pause(self._calls[key]):
+            self.notify("A breakpoint's pause is decided on its own: a continues, n steps, "
+                        "x ends its turn.", severity="warning")  # fmt: skip
             return
         if self.marked.pop(key, None) is None:
             self.marked[key] = as_shown(self._calls[key])
@@ -341,7 +407,8 @@ class DecisionQueue(KeyedTable):
             return
         thread = self._calls[key].thread_id
         mine = {k: c for k, c in self._calls.items()
-                if c.thread_id == thread and k not in self.decided and not c.under_review}  # fmt: skip
+                if c.thread_id == thread and k not in self.decided and not c.under_review
+                and not is_pause(c)}  # fmt: skip
         if mine.keys() <= self.marked.keys():
             for k in mine:
                 del self.marked[k]
@@ -363,6 +430,8 @@ def args_text(call: CallRow) -> str:
     """A call's arguments as its row shows them: a `shell` call's command itself, any other
     call's JSON on one line."""
     args = call.args
+    if is_pause(call):
+        return summary(call, ARGS_PREVIEW)
     if call.tool == "shell" and isinstance(args, dict) and isinstance(args.get("command"), str):
         rest = {k: v for k, v in args.items() if k != "command"}
         command = args["command"][:ARGS_PREVIEW]
@@ -371,32 +440,6 @@ def args_text(call: CallRow) -> str:
 
 
 def _state(call: CallRow) -> str:
-    """The state word of a waiting call: a call a crash left for review says so."""
-    return "review" if call.under_review else call.status
-
-
-def time_left(seconds: float) -> str:
-    """Time to a deadline as the queue shows it: 4m12s, 45s, 1h05m; "due now" once passed."""
-    if seconds <= 0:
-        return "due now"
-    whole = math.ceil(seconds)
-    hours, rest = divmod(whole, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
-
-
-def deadline_near(call: CallRow, now: float) -> bool:
-    """Whether `call`'s deadline is in its last minute (the last fifth of a short one)."""
-    if call.deadline_at is None:
-        return False
-    whole = call.deadline_at - call.updated_at
-    return call.deadline_at - now <= min(WARN_LAST, whole / 5)
-
-
-def left(call: CallRow, now: float, near: bool) -> str:
-    """The `left` cell: the time to its deadline (marked ⚠ when near), else nothing."""
-    if call.deadline_at is None:
-        return ""
-    return f"⚠ {time_left(call.deadline_at - now)}" if near else time_left(call.deadline_at - now)
+    """The state word of a waiting call: a call a crash left for review says so, a
+    breakpoint's pause is "paused"."""
+    return "review" if call.under_review else "paused" if is_pause(call) else call.status

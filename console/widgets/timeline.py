@@ -5,7 +5,8 @@ the visible lines, caching each drawn line by step and state (a bounded LRU, cle
 the width or the theme changes), so a frame draws only the lines it has not drawn before.
 Growing does not lay out the screen (see `lines.LineView`). In follow mode the
 cursor stays on the newest step; moving the cursor up freezes it, so the selection stays
-put while lines arrive (`f` or `end` follows again).
+put while lines arrive (`f` or `end` follows again). `B` sets a breakpoint from the step
+under the cursor (console/breaking.py).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.strip import Strip
 
+from console.breaking import BreakAt
 from console.format import clock_time, duration, short_id, visible
 from console.glyphs import STATE_CLASSES, look
 from console.groups import group_of
@@ -47,6 +49,14 @@ class Timeline(LineView, can_focus=True):
         Binding("end,G", "last", "Newest", show=False, priority=True),
         Binding("f", "toggle_follow", "Follow", priority=True),
         Binding("enter", "open_turn", "Open turn", priority=True),
+        Binding(
+            "B",
+            "break_here",
+            "Break here",
+            priority=True,
+            tooltip="Set a breakpoint from this step: before its thread's inferences, "
+            "or before its round's tool",
+        ),
     ]
     COMPONENT_CLASSES = {"timeline--cursor", "timeline--dim", *STATE_CLASSES}
 
@@ -72,8 +82,10 @@ class Timeline(LineView, can_focus=True):
             super().__init__()
             self.turn_id = turn_id
 
-    def __init__(self, steps: Sequence[StepRow], *, empty: str = "no steps", **kw: object) -> None:
+    def __init__(self, steps: Sequence[StepRow], *, empty: str = "no steps",
+                 breakable: bool = False, **kw: object) -> None:  # fmt: skip
         super().__init__(**kw)  # type: ignore[arg-type]
+        self.breakable = breakable  # `B` sets a breakpoint from a step (the main screen's)
         self._all = steps
         self.empty = empty  # what the first line says when there is no step at all
         self._rows: Sequence[StepRow] = steps
@@ -238,6 +250,15 @@ class Timeline(LineView, can_focus=True):
     def action_open_turn(self) -> None:
         if (row := self.cursor_row) is not None:
             self.post_message(self.OpenTurn(row.turn_id))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """`B` only where a breakpoint can be set from here (the main screen's pane, not
+        history's)."""
+        return self.breakable if action == "break_here" else True
+
+    def action_break_here(self) -> None:
+        if (row := self.cursor_row) is not None:
+            self.post_message(BreakAt(step=row))
 
     def on_click(self, event: events.Click) -> None:
         index = int(self.scroll_y) + event.y
