@@ -37,6 +37,7 @@ from console.screens.confirm import ConfirmScreen
 from console.screens.help import HelpScreen
 from console.screens.main import MainScreen
 from console.strips import patch as uncycle_strips
+from console.travel import ForkAt, ReplayOf
 from console.widgets.text import NoControls
 from engine.room import Room, stop_asked
 
@@ -173,6 +174,18 @@ class AgentDeck(App[int]):
         # tests share theirs with each other.
         if self.tune_process:
             self.call_after_refresh(self.collector.start, self)
+
+    @on(ForkAt)
+    def _fork_at(self, event: ForkAt) -> None:
+        from console.screens.travelling import fork_at  # (loaded on use)
+
+        self.run_worker(fork_at(self, event), group="travel", exclusive=True)
+
+    @on(ReplayOf)
+    def _replay_of(self, event: ReplayOf) -> None:
+        from console.screens.travelling import replay_of  # (loaded on use)
+
+        self.run_worker(replay_of(self, event), group="replay")
 
     def on_notify(self, event: Notify) -> None:
         """Before Textual's own handler shows the new notification, the oldest shown beyond

@@ -79,12 +79,15 @@ SECTIONS = (
     Section("Editing", (Keys("console.screens.compose:ComposeScreen", "Compose"),
                         Keys("console.screens.edit_args:EditArgsScreen", "Edit"),
                         Keys("console.screens.editor:EditorScreen", "Editor"),
+                        Keys("console.screens.fork:EntryEditor", "Fork entry"),
                         Keys("console.screens.instructions:InstructionsEditor", "Instructions"))),
     Section("Dialogs", (Keys("console.screens.confirm:ConfirmScreen", "Dialog"),
                         Keys("console.screens.prompt:PromptScreen", "Prompt"),
                         Keys("console.screens.daily_budget:DailyBudgetScreen", "Budget"),
                         Keys("console.screens.set_breakpoint:SetBreakpointScreen", "Breakpoint"),
                         Keys("console.screens.threads:ThreadPickerScreen", "Threads"),
+                        Keys("console.screens.fork:ForkScreen", "Fork"),
+                        Keys("console.screens.replay:ReplayScreen", "Replay"),
                         Keys("console.screens.help:HelpScreen", "Help"))),
 )  # fmt: skip
 

@@ -27,6 +27,7 @@ from tests.console.breakpoint_scenes import BREAKPOINT_SCENES, point_ids  # noqa
 from tests.console.conftest import build  # noqa: E402
 from tests.console.context_scenes import CONTEXT_PREPARE, CONTEXT_SCENES  # noqa: E402
 from tests.console.diff_scenes import DIFF_PREPARE, DIFF_SCENES  # noqa: E402
+from tests.console.fork_scenes import FORK_PREPARE, FORK_SCENES, fixed_threads  # noqa: E402
 from tests.console.history_scenes import HISTORY_PREPARE, HISTORY_SCENES  # noqa: E402
 from tests.console.instructions_scenes import (  # noqa: E402
     INSTRUCTIONS_PREPARE,
@@ -64,6 +65,9 @@ PREPARE = HISTORY_PREPARE | {
 PREPARE |= INSTRUCTIONS_PREPARE | CONTEXT_PREPARE
 ALL_SCENES |= {"diff": DIFF_SCENES["diff"]}  # two turns side by side (issue 37)
 PREPARE |= DIFF_PREPARE
+ALL_SCENES |= {"fork": FORK_SCENES["fork"], "replay": FORK_SCENES["replay"]}  # (issue 37)
+PREPARE |= FORK_PREPARE
+fixed_threads()  # the fork's thread is chat:main~fork-beef, as in the snapshot tests
 EXTRA = ("attached", "cluster", "tour_cli")  # scenes with another process or a database:
 # made here, not snapshot-tested
 

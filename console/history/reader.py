@@ -133,8 +133,10 @@ class HistoryReader:
         return Listing([(r["run_id"], run_cells(r)) for r in page.items], page.next)
 
     async def threads(self, group: str | None, after: str | None) -> Listing:
-        page = await self._connection().threads(group=group, after=after, limit=self.page_size)
-        return Listing([(t["thread_id"], thread_cells(t)) for t in page.items], page.next)
+        h = self._connection()
+        page = await h.threads(group=group, after=after, limit=self.page_size)
+        tree = await h.tree(page.items)  # forks and replays beneath their thread
+        return Listing([(t["thread_id"], thread_cells(t)) for t in tree], page.next)
 
     async def turns(self, query: Criteria, after: str | None) -> Listing:
         """Turns that pass the filters, or search hits when `query.search`; with a thread's,

@@ -147,6 +147,7 @@ def turn_cells(t: dict[str, Any]) -> Cells:
         (f"{spent.list_text(t):>{spent.LIST_WIDTH}} ", DIM),
         (one_line(t["text"], 200), ""),
         *(((f"  · {pruned_text(t)}", DIM),) if t.get("pruned_at") is not None else ()),
+        *(((f"  · {one_line(t['origin']['said'], 120)}", DIM),) if t.get("origin") else ()),
     )
 
 
@@ -167,11 +168,18 @@ def run_cells(r: dict[str, Any]) -> Cells:
 
 
 def thread_cells(h: dict[str, Any]) -> Cells:
+    """A thread in the threads list, in its tree (`History.tree`): the drawing before a
+    thread made from another (`├─ `) and, after it, where it came from."""
+    branch = h.get("branch", "")
+    said = [h["origin"]["said"]] if h.get("origin") else []
+    said += [f"(+{h['forks_more']} more made from it)"] if h.get("forks_more") else []
     return (
         (stamp(h["updated_at"]) + " ", DIM),
-        (fit(h["thread_id"], 22) + " ", BOLD),
+        (branch, DIM),
+        (fit(h["thread_id"], max(10, 22 - len(branch))) + " ", BOLD),
         (fit(h["group"], 7) + " ", ""),
         (plural(h["turns"] or 0, "turn"), DIM),
+        ("  " + one_line(" ".join(said), 200) if said else "", DIM),
     )
 
 
@@ -309,6 +317,8 @@ def notes(detail: dict[str, Any]) -> list[Cells]:
         lines.append((("spent  ", DIM), (said, BOLD), (f" · {spent.tokens_apart(t)}", DIM)))
     if (told := told_cells(t.get("told"))) is not None:
         lines.append(told)
+    if (made := detail.get("origin")) is not None:  # its thread came from a fork or a replay
+        lines.append((("thread ", DIM), (t["thread_id"], BOLD), (f": {made['said']}", "")))
     if t["detail"]:
         lines.append((("detail ", DIM), (t["detail"], "state--failed")))
     if (sus := detail["suspended"]) is not None:
@@ -339,6 +349,13 @@ def notes(detail: dict[str, Any]) -> list[Cells]:
         ))  # fmt: skip
     if t["answer"]:
         lines += [(), (("Answer  ", BOLD), (t["answer"], ""))]
+    if forks := detail.get("forks"):
+        lines += [(), ((f"Made from this turn ({len(forks)})", BOLD), ("  F on a step forks, "
+                                                                      "P replays", DIM))]  # fmt: skip
+        for f in forks:
+            what = "replay" if f["kind"] == "replay" else f"fork at step {f['from_step']}"
+            lines.append(((f"  {what} → ", DIM), (f["thread_id"], BOLD),
+                          (f"  {f['group']} · by {f['made_by']} · {stamp(f['made_at'])}", DIM)))  # fmt: skip
     return lines
 
 

@@ -7,7 +7,8 @@ runs every query in a worker, and shows the turn under the cursor in a `TurnDeta
 Esc clears every filter and the search; with nothing to clear it closes the screen, as
 `q` does. ctrl+e writes the turn shown as JSON; E the room's whole decision audit as JSON
 lines (read through the runtime's client: the owner's, or this console's own runtime); `m`
-marks a turn and `d` on another diffs the two (console/screens/diff.py).
+marks a turn and `d` on another diffs the two (console/screens/diff.py); `P` replays the
+turn, `F` on one of its steps forks from there (console/travel.py).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from console.history.view import (
 from console.screens.call_detail import CallDetailScreen
 from console.screens.diff import TurnPair
 from console.screens.prompt import PromptScreen
+from console.travel import ReplayOf
 from console.widgets.calls_table import CallsTable
 from console.widgets.filter_bar import FilterBar
 from console.widgets.history_filters import HistoryFilters
@@ -78,6 +80,7 @@ class HistoryScreen(Screen[None]):
         Binding("ctrl+r", "reload", "Reload", show=False),
         Binding("m", "pair('mark')", "Mark for diff"),
         Binding("d", "pair('diff')", "Diff with marked"),
+        Binding("P", "replay", "Replay turn", show=False),
     ]
 
     class Listed(Message):
@@ -443,6 +446,14 @@ class HistoryScreen(Screen[None]):
 
     def action_pair(self, what: str) -> None:
         self.pair.act(self, what, self.selected_turn(), self.room)
+
+    def action_replay(self) -> None:
+        """Replay the selected turn: the app opens the dialog (console/travel.py)."""
+        item = self._items.get(self.query_one("#hist-turns", HistoryList).current_key() or "")
+        if item is None:
+            self.notify("Select a turn to replay.", severity="warning")
+            return
+        self.post_message(ReplayOf(item["turn_id"], item["thread_id"], item.get("group")))
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -6,7 +6,8 @@ the width or the theme changes), so a frame draws only the lines it has not draw
 Growing does not lay out the screen (see `lines.LineView`). In follow mode the
 cursor stays on the newest step; moving the cursor up freezes it, so the selection stays
 put while lines arrive (`f` or `end` follows again). `B` sets a breakpoint from the step
-under the cursor (console/breaking.py).
+under the cursor (console/breaking.py); `F` forks from it, `P` replays its turn
+(console/travel.py).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from console.format import clock_time, duration, short_id, visible
 from console.glyphs import STATE_CLASSES, look
 from console.groups import group_of
 from console.steps import StepRow, shown_status
+from console.travel import ForkAt, ReplayOf
 from console.widgets.lines import LineView
 
 WIDE = 90  # cells; narrower, a line drops the turn and duration columns to keep the state
@@ -57,7 +59,11 @@ class Timeline(LineView, can_focus=True):
             tooltip="Set a breakpoint from this step: before its thread's inferences, "
             "or before its round's tool",
         ),
-    ]
+        Binding("F", "fork_here", "Fork from this step", show=False, priority=True,
+                tooltip="A new thread from the record up to this step (console/screens/fork.py)"),
+        Binding("P", "replay_turn", "Replay this turn", show=False, priority=True,
+                tooltip="Answer this step's turn again on its recorded results"),
+    ]  # fmt: skip
     COMPONENT_CLASSES = {"timeline--cursor", "timeline--dim", *STATE_CLASSES}
 
     follow: reactive[bool] = reactive(True)
@@ -259,6 +265,14 @@ class Timeline(LineView, can_focus=True):
     def action_break_here(self) -> None:
         if (row := self.cursor_row) is not None:
             self.post_message(BreakAt(step=row))
+
+    def action_fork_here(self) -> None:
+        if (row := self.cursor_row) is not None:
+            self.post_message(ForkAt(row.turn_id, row.step_id, row.thread_id, row.group))
+
+    def action_replay_turn(self) -> None:
+        if (row := self.cursor_row) is not None:
+            self.post_message(ReplayOf(row.turn_id, row.thread_id, row.group))
 
     def on_click(self, event: events.Click) -> None:
         index = int(self.scroll_y) + event.y

@@ -50,7 +50,7 @@ Shapes (also what `agentdeck history --json` prints; keys are only ever added):
   rows: `thread_id group created_at updated_at last_turn_id turns cursor`; `tree()` the
   same as a tree, each with `origin depth branch forks_more` (lineage.py).
 - `fork_preview(turn_id, step_id)`: `turn_id step_id thread_id upto entries: [seq role
-  text editable]`, what a fork at that step would copy (its last entries).
+  text calls editable]`, what a fork at that step would copy (its last entries).
 - `counts()`: `turns threads runs decisions steps calls messages suspended_calls`, and
   `status` (each status filter), `groups`, `origins`, `tools` (turns per name).
 - `thread_usage(thread_id)`: what a thread spent, all days together (`Usage`; None in a

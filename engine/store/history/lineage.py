@@ -145,8 +145,11 @@ async def fork_preview(h: History, turn_id: str, step_id: int, show: int) -> dic
 
 def _entry(r: Any) -> dict[str, Any]:
     try:
-        compaction = bool(json.loads(r["body"]).get("compaction"))
+        body = json.loads(r["body"])
+        compaction = bool(body.get("compaction"))
+        calls = [f"{c.get('name')} {json.dumps(c.get('arguments'), ensure_ascii=False)}"
+                 for c in body.get("tool_calls") or [] if isinstance(c, dict)]  # fmt: skip
     except (ValueError, AttributeError):
-        compaction = False
-    return {"seq": int(r["seq"]), "role": r["role"], "text": r["text"],
+        compaction, calls = False, []
+    return {"seq": int(r["seq"]), "role": r["role"], "text": r["text"], "calls": calls,
             "editable": r["role"] in ("user", "tool") and not compaction}  # fmt: skip
