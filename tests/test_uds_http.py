@@ -150,3 +150,43 @@ async def test_a_request_cancelled_while_the_listener_is_full_leaves_no_failed_c
         finally:
             for s in fillers:
                 s.close()
+
+
+async def test_a_receive_cancelled_as_its_answer_arrives_leaves_no_failed_callback() -> None:
+    """The answer arrives in the loop pass that cancels the read waiting for it (a deadline,
+    a closed watch): anyio's socket stream then set a result on its cancelled future from
+    its reader callback, an InvalidStateError in the loop's log (seen in CI under load).
+    The client's connection (asyncio's streams) leaves nothing."""
+    import asyncio
+
+    from engine.api.uds_http import Connection
+
+    loop = asyncio.get_running_loop()
+    failed: list[dict] = []
+    before = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _loop, context: failed.append(context))
+    ours, theirs = socket.socketpair(socket.AF_UNIX)
+    ours.setblocking(False)
+    try:
+        conn = Connection(*await asyncio.open_unix_connection(sock=ours))
+        async with conn, anyio.create_task_group() as tg:
+            scope = anyio.CancelScope()
+
+            async def read() -> None:
+                with scope:
+                    await conn.receive(1024)
+
+            tg.start_soon(read)
+            await anyio.lowlevel.checkpoint()  # the read waits
+
+            def arrive_and_cancel() -> None:
+                theirs.send(b"HTTP/1.1 200 OK\r\n")
+                scope.cancel()
+
+            loop.call_soon(arrive_and_cancel)
+            for _ in range(5):
+                await anyio.lowlevel.checkpoint()  # loop passes: a stray callback runs
+    finally:
+        loop.set_exception_handler(before)
+        theirs.close()
+    assert failed == []

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
 if TYPE_CHECKING:
-    from anyio.abc import SocketStream
+    import asyncio
 
 T = TypeVar("T")
 
@@ -112,12 +112,13 @@ async def stream(socket: str, method: str, path: str, *, params: Params = (),
         yield Response(status, reason, head, _reader=reader, _read_for=read_for)
 
 
-async def _connect(path: str) -> SocketStream:
+async def _connect(path: str) -> Connection:
     """A connection to the Unix socket at `path`. (Not anyio.connect_unix: cancelled while
     the listener's backlog is full, it can set a result on its cancelled future from a
     loop callback, a traceback in the loop's log; found by a test under load.)"""
+    import asyncio
+
     import anyio
-    from anyio.abc import UNIXSocketStream
 
     raw = sockets.socket(sockets.AF_UNIX, sockets.SOCK_STREAM)
     raw.setblocking(False)
@@ -128,10 +129,39 @@ async def _connect(path: str) -> SocketStream:
                 break
             except BlockingIOError:  # the backlog is full: the listener catches up soon
                 await anyio.sleep(0.005)  # (a retry: nothing to wait on for a Unix socket)
-        return await UNIXSocketStream.from_socket(raw)
+        reader, writer = await asyncio.open_unix_connection(sock=raw)
     except BaseException:
         raw.close()
         raise
+    return Connection(reader, writer)
+
+
+class Connection:
+    """A connection as asyncio's streams carry it. (Not anyio's socket stream, which waits
+    for a raw socket with a reader callback that sets a future's result: a receive
+    cancelled (a deadline, a client closed) while that callback was queued set a result on
+    the cancelled future, an InvalidStateError in the loop's log; seen in CI under load.)"""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader, self._writer = reader, writer
+
+    async def receive(self, max_bytes: int) -> bytes:
+        import anyio
+
+        data = await self._reader.read(max_bytes)
+        if not data:
+            raise anyio.EndOfStream
+        return data
+
+    async def send(self, data: bytes) -> None:
+        self._writer.write(data)
+        await self._writer.drain()
+
+    async def __aenter__(self) -> Connection:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._writer.close()
 
 
 def request_now(socket: str, method: str, path: str, *, params: Params = (), body: Any = None,
@@ -193,7 +223,7 @@ def _param(value: Any) -> str:
 class _Reader:
     """Reads an answer off the connection: the head, then the body however it is framed."""
 
-    def __init__(self, conn: SocketStream | None, whole: bytearray | None = None) -> None:
+    def __init__(self, conn: Connection | None, whole: bytearray | None = None) -> None:
         self._conn = conn  # None: `whole` is the answer, to its end
         self._buffer = whole if whole is not None else bytearray()
         self._eof = conn is None
