@@ -162,10 +162,9 @@ class TurnLoop:
         if self.open_step is None:
             raise RuntimeError("step_end without an open step")
         (step_id, kind, started), self.open_step = self.open_step, None
-        now, used, turn = self.ctx.clock(), self.step_used, self.turn
+        now, used, turn, upto = self.ctx.clock(), self.step_used, self.turn, self.conv.next_seq
         self.ops.append(rows.step_ended(step_id, turn.id, self.ctx.run_id, turn.rounds, kind,
-                                        status, summary, started, now, used,
-                                        self.conv.next_seq))  # fmt: skip
+                                        status, summary, started, now, used, upto))  # fmt: skip
         self.ops += spent.written(self.ctx, turn, used, now)
         self.events.append(
             StepFinished(
