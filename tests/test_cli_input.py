@@ -259,3 +259,23 @@ def test_a_rule_expiring_out_of_the_hosts_range_is_a_config_error(
         monkeypatch.delenv("TZ")
         time.tzset()
     assert "expires: 0001-01-01 is out of the range" in one_line(capsys)
+
+
+def test_a_reader_that_went_away_gets_no_traceback(tmp_path: Path) -> None:
+    """`agentdeck status | head -1`: the reader closes the pipe, the next print fails; the
+    command ends quietly (141, as a shell says of SIGPIPE), no traceback on stderr."""
+    import os
+    import subprocess
+    import sys
+
+    Room.at(tmp_path / "room").create()
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before anything is written
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "engine.cli", "--room", str(tmp_path / "room"), "status"],
+            stdout=write, stderr=subprocess.PIPE, text=True, timeout=60,
+        )  # fmt: skip
+    finally:
+        os.close(write)
+    assert done.stderr == "" and done.returncode == 141

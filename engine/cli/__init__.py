@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Awaitable, Callable
 
@@ -179,6 +180,9 @@ def main(argv: list[str] | None = None, run_console: Callable[[Room], int] | Non
         return anyio.run(_handler(command), room, args)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # its reader went (`agentdeck status | head -1`): say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # (as a shell says of a command SIGPIPE ended)
     except Exception as exc:
         if (code := _exit_code(exc)) is None:
             raise
