@@ -30,6 +30,7 @@ from console.widgets.history_list import HistoryList
 from console.widgets.timeline import Timeline
 from engine.api import forkbook
 from engine.config import Config
+from engine.domain.decisions import Decision
 from engine.domain.messages import Message
 from engine.providers.offline import OfflineModel
 from engine.runtime import Runtime
@@ -61,18 +62,24 @@ def fixed_threads() -> Callable[[], None]:
     return undo
 
 
-def invoked_room(room: Path) -> str:
-    """A room with one turn of origin invoke ("calc 2+3" on t1, the offline model), made
-    before the console opens it (a replay of a console chat turn is refused for now: the
-    engine's replay keeps the turn's origin, and origin chat needs a channel); its id."""
+def invoked_room(room: Path, text: str = "calc 2+3") -> str:
+    """A room with one turn of origin invoke (`text` on t1, the offline model; a call it
+    waits for is approved), made before the console opens it (a replay of a console chat
+    turn is refused for now: the engine's replay keeps the turn's origin, and origin chat
+    needs a channel); its id."""
 
     async def run() -> str:
         counter = itertools.count(101)  # (not the console's own ids: t_001, ...)
         async with Runtime.open(room, kind="test", provider=OfflineModel(delay=0),
                                 clock=fake_clock(), config=Config(),
                                 ids=lambda p: f"{p}{next(counter)}") as rt:  # fmt: skip
-            message = Message(origin="invoke", sender="cli", thread_id="t1", text="calc 2+3")
-            return (await rt.run_turn(message)).turn_id
+            message = Message(origin="invoke", sender="cli", thread_id="t1", text=text)
+            out = await rt.run_turn(message)
+            for call in await rt.pending():
+                await rt.decide(Decision.approve(call.call_id, seen=call.args))
+                out = await rt.wait_turn(out.turn_id)
+            assert out.status == "done", out
+            return out.turn_id
 
     return anyio.run(run)
 

@@ -20,6 +20,7 @@ from console.screens.fork import ForkScreen
 from console.screens.help import HelpScreen
 from console.screens.replay import ReplayScreen
 from console.widgets.timeline import Timeline
+from engine.domain.decisions import Decision
 from tests.console.conftest import build
 from tests.console.fork_scenes import (
     FORK_PREPARE,
@@ -139,6 +140,34 @@ async def test_replay_starts_its_turn_and_offers_the_diff(room, invoked: str) ->
         assert (diff.turn_a, diff.diff.a.thread_id, diff.diff.b.thread_id) == (original, "t1",
                                                                                thread)  # fmt: skip
         assert diff.diff.b.model == "offline:b" and diff.diff.b.answer == "`calc` returned: 5"
+        await app.shutdown()
+
+
+@pytest.fixture
+def shelled(room) -> str:
+    """The room with a turn whose shell call was approved, before the console opens it."""
+    return invoked_room(room, "run `echo hi`")
+
+
+@pytest.mark.anyio
+async def test_a_replay_that_waits_for_a_decision_is_said_then_followed(room, shelled) -> None:
+    recorder = Recorder(Notify)
+    app = build(room)
+    async with app.run_test(size=SIZE, message_hook=recorder) as pilot:
+        await replay_dialog(pilot)
+        await pilot.press("ctrl+s")
+        main = app.main
+        # the replay's shell call passes the gate as any call does: it asks for an approval
+        await until(pilot, lambda: main.state.pending, "the replay's call waits", ok=bool)
+        await until(pilot, lambda: told(recorder), "said", ok=lambda t: any(
+            "waits for a decision" in said for said in t))  # fmt: skip
+        [call] = await app.host.runtime.pending()
+        assert call.thread_id == "t1~replay-beef" and not call.reason.startswith("replay:")
+        await app.host.runtime.decide(Decision.approve(call.call_id, seen=call.args))
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the diff offered")
+        await pilot.press("n")  # not now: nothing opens
+        await until(pilot, lambda: not isinstance(app.screen, ConfirmScreen), "answered")
+        assert not isinstance(app.screen, DiffScreen)
         await app.shutdown()
 
 
