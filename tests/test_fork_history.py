@@ -15,6 +15,7 @@ from engine.api.fork_models import ForkBody, ReplayBody
 from engine.api.history import History, UnknownTurn
 from engine.api.local import LocalClient
 from engine.domain.forks import branches, cut
+from engine.store.history import lineage
 from tests.helpers import msg, rows, runtime
 from tests.test_forks import add, adding
 from tests.wait import PATIENCE
@@ -71,6 +72,12 @@ async def test_the_tree_of_threads_and_where_each_came_from(tmp_path: Path) -> N
                         "a": f"fork of t1 at step {first} (turn {out.turn_id})",
                         "a.b": f"fork of a at step {a_step} (turn {a_out.turn_id})"}  # fmt: skip
         assert tree[t1 + 1]["origin"]["edited"] == {"2": "41"}
+        # a chain deeper than lineage.DEPTH is drawn at that depth (each says its origin)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(lineage, "DEPTH", 1)
+            flat = {row["thread_id"]: (row["branch"], row["depth"])
+                    for row in await h.tree(page.items)}  # fmt: skip
+        assert flat["a.b"] == ("├─ ", 2) and flat["r"] == ("└─ ", 1)
         # one page of one thread: its forks are still drawn beneath it (read by their source)
         top = await h.threads(limit=1)
         assert len(await h.tree(top.items)) >= 1

@@ -10,8 +10,9 @@ page: one for the page's origins, one a level of the tree.
 Shapes: an origin is `thread_id kind from_thread from_turn from_step upto edited group
 made_by made_at said` (`said`: "fork of t1 at step 12 (turn t7)", "replay of turn t7"); a
 tree row is a thread row with `origin` (None: a thread of its own), `depth` (0: listed at
-its own place), `branch` (the drawing before it: "├─ ", "│  └─ ") and `forks_more` (the
-threads made from it that are not listed beneath it, past `SHOWN`).
+its own place), `branch` (the drawing before it: "├─ ", "│  └─ "; at most `DEPTH` levels
+drawn) and `forks_more` (the threads made from it that are not listed beneath it, past
+`SHOWN`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from engine.store.history import History
 
 SHOWN = 20  # threads made from one thread listed beneath it (the rest are counted)
-DEPTH = 6  # levels of the tree read beneath a page (a fork of a fork of ...)
+DEPTH = 6  # levels of the tree read beneath a page, and drawn (a fork of a fork of ...)
 LEVEL_ROWS = 500  # forks read for one level of a page's tree
 LOOK_BACK = 64  # entries before a step's cut read (their roles) to find its calls
 LOOK_AHEAD = 512  # entries after it (the results of its calls)
@@ -117,7 +118,9 @@ async def tree(h: History, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for t in items:
         if t["thread_id"] not in beneath:
             walk(t["thread_id"], 0)
-    for row, branch in zip(out, branches([r["depth"] for r in out]), strict=True):
+    # A long chain (a fork of a fork of ...) is drawn at most DEPTH deep: the deeper ones
+    # as the deepest, each still saying what it was made from.
+    for row, branch in zip(out, branches([min(r["depth"], DEPTH) for r in out]), strict=True):
         row["branch"] = branch
     return out
 
