@@ -196,3 +196,20 @@ async def test_a_replay_against_another_model_and_instructions(tmp_path: Path) -
             await client.replay(ReplayBody(turn_id="nope"))
     assert model == "offline:other" and '"replay"' in record
     assert "Answer briefly." in told.text
+
+
+async def test_a_chat_turn_is_replayed_answering_no_channel(tmp_path: Path) -> None:
+    """A turn the console's chat sent (origin chat, no channel): its replay is refused no
+    more ("origin 'chat' requires a channel") and answers nobody."""
+    from engine.domain.messages import Message
+
+    async with runtime(tmp_path, adding(1), tools=[add]) as rt:
+        chat = Message(origin="chat", sender="operator", channel="console", thread_id="c1",
+                       text="go")  # fmt: skip
+        out = await rt.run_turn(chat)
+        replayed = await LocalClient(rt).replay(ReplayBody(turn_id=out.turn_id))
+        done = await finished(rt, replayed.turn_id)
+        [(origin, channel)] = await on(rt.store).fetchall(
+            "SELECT origin, channel FROM turns WHERE id = ?", (replayed.turn_id,)
+        )
+    assert done.text == "sum: 4" and (origin, channel) == ("invoke", None)

@@ -14,7 +14,7 @@ from typing import Any
 
 from engine.api.client import Conflict, Invalid, NotFound
 from engine.api.fork_models import ForkBody, ReplayBody
-from engine.domain.forks import Forked
+from engine.domain.forks import Forked, cut
 from engine.domain.messages import ConvMessage, Message
 from engine.runtime import Runtime
 from engine.store import forks
@@ -24,15 +24,14 @@ from engine.store import turns as rows
 async def fork(rt: Runtime, body: ForkBody) -> Forked:
     """Fork a thread at a step: `NotFound` for no such turn or step, `Invalid` for an edit
     of an entry it does not copy or may not change, `Conflict` for a thread that exists."""
-    cut = await forks.step_cut(rt.store, body.turn_id, body.step_id)
-    if cut is None:
+    at = await forks.step_cut(rt.store, body.turn_id, body.step_id)
+    if at is None:
         raise NotFound(f"no step {body.step_id} in turn {body.turn_id[:40]}")
-    source, upto, _ = cut
+    source, upto, _ = at
     entries = [
         ConvMessage.model_validate_json(b) for b in await forks.bodies(rt.store, source, 2**62)
     ]
-    while 0 < upto < len(entries) and entries[upto].role == "tool" and _calls_at(entries, upto):
-        upto += 1  # a step that made calls is forked with their results
+    upto = cut([e.role for e in entries], upto)  # a step that made calls: with their results
     entries = entries[:upto]
     edits = _edits(body.edits, entries)
     group = await _group(rt, body.group, source)
@@ -79,22 +78,12 @@ async def replay(rt: Runtime, body: ReplayBody) -> Forked:
     await _write(rt, record, entries)
     if body.instructions is not None:
         await rt.instructions.set_thread(thread, group, body.instructions, rt.clock())
-    origin = (
-        row["origin"] if row["origin"] in ("invoke", "chat", "task", "chore", "will") else "invoke"
-    )
+    # (never a channel's: a replay answers nobody, and `chat` without a channel is refused)
+    origin = row["origin"] if row["origin"] in ("invoke", "task", "chore", "will") else "invoke"
     message = Message(origin=origin, sender=body.by, thread_id=thread, text=row["text"], meta=meta)
     handle = await rt.submit(message, strategy=body.strategy or row["strategy"])
     rt.log.info("turn %s replayed in %s by %s", body.turn_id, thread, body.by)
     return record.model_copy(update={"turn_id": handle.turn_id})
-
-
-def _calls_at(entries: list[ConvMessage], index: int) -> bool:
-    """Whether entry `index` (a tool result) answers a call of the assistant entry before
-    the results that precede it."""
-    back = index - 1
-    while back >= 0 and entries[back].role == "tool":
-        back -= 1
-    return back >= 0 and entries[back].role == "assistant" and bool(entries[back].tool_calls)
 
 
 def _edits(said: dict[str, str], entries: list[ConvMessage]) -> dict[int, str]:
