@@ -3,8 +3,8 @@
 The style name is the component class a widget uses to colour it from the theme's
 `$state-*` variables. States are the engine's (`engine.lifecycle`: turn, call and step
 statuses, a turn's end reason) plus the scheduler view's words for groups and threads
-the rules screen's for rules, the channels screen's for loops and deliveries, and the tools
-screen's for MCP servers.
+the rules screen's for rules, the channels screen's for loops and deliveries, the tools
+screen's for MCP servers, and the rooms overview's for the owners of rooms.
 """
 
 from __future__ import annotations
@@ -60,6 +60,12 @@ _LOOKS: dict[str, Look] = {
     # MCP servers on the tools screen (issue 34; and "starting", "up", "failed", "stopped")
     "restarting": Look("↻", "restarting", "state--failed"),  # it stopped: its tools fail now
     "not running": Look("○", "not running", "state--muted"),  # nobody owns the room
+    # owners of the machine's rooms, on the rooms overview (issue 38; and "connecting")
+    "serving": Look("●", "serving", "state--succeeded"),
+    "owner gone": Look("✖", "owner gone", "state--failed"),  # its lock is free: it died
+    "other owner": Look("◐", "other owner", "state--waiting"),  # a one-off holds the room
+    "not answering": Look("?", "not answering", "state--waiting"),
+    "connecting": Look("◌", "connecting", "state--running"),
 }
 
 STATE_CLASSES = frozenset(look.style for look in _LOOKS.values())

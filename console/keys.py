@@ -64,7 +64,7 @@ SECTIONS = (
                                 Keys("console.widgets.breakpoints_table:BreakpointsTable", "Breakpoints"))),
     Section("Channels", (Keys("console.screens.channels:ChannelsScreen", "Channels"),
                          Keys("console.widgets.channel_tables:DeliveriesTable", "Deliveries"))),
-    Section("Rooms on the bus", (Keys("console.screens.channels:RoomsScreen", "Rooms"),)),
+    Section("Rooms and their inbox (o)", (Keys("console.screens.rooms:RoomsScreen", "Rooms"),)),
     Section("Tools (T)", (Keys("console.screens.tools:ToolsScreen", "Tools"),)),
     Section("History", (Keys("console.screens.history:HistoryScreen", "History"),
                         Keys("console.widgets.history_list:HistoryList", "History"),

@@ -32,13 +32,13 @@ TESTS = Path(__file__).parent
 # tests of a module that otherwise runs in this process ("module::test", parameters apart).
 PROCESS = frozenset({
     "test_mcp.py",
-    "console/test_attached.py", "console/test_console_process.py", "console/test_tmux.py", "test_public_face.py",
+    "console/test_attached.py", "console/test_console_process.py", "console/test_machine_processes.py", "console/test_tmux.py", "test_public_face.py",
     "console/test_history_screen.py", "console/test_cluster_live.py",
     "console/test_cluster_scheduler.py", "console/test_review_screen.py",
     "console/test_rules_screen.py", "console/test_tools_screen.py", "test_api.py", "test_channel_crash.py",
     "test_channels_cli.py", "test_cli_imports.py", "test_cli_input.py", "test_cluster_processes.py",
     "test_cluster_races.py", "test_crash.py", "test_crash_found.py", "test_history_cli.py",
-    "test_import_hygiene.py", "test_breakpoints_crash.py",
+    "test_import_hygiene.py", "test_breakpoints_crash.py", "test_inbox_cli.py",
     "test_breakpoints_cli.py::test_a_pause_through_the_owner_as_an_operator_sees_it", "test_kept_rooms.py", "test_process_groups.py",
     "test_processes.py", "test_pulse_crash.py", "test_readme.py", "test_review.py", "test_review_cli.py",
     "test_rules_manage.py", "test_soak.py", "test_stale_decisions.py",

@@ -1,13 +1,12 @@
 """The channels screen: every loop (server, pulse, hook listener) and channel with its state
 (up, failing, last poll or delivery, errors, lag), and the answers owed to the channels
-with theirs (pending, retrying, sent, dead, dropped); and the rooms overview: every room
-on the machine's bus with its running and waiting turns.
+with theirs (pending, retrying, sent, dead, dropped).
 
-Both read through the bridge (the runtime's client: this process's or the owner's) when
-opened, `REFRESH` times a second while shown, and the channels screen again when a
-DeliveryChanged event arrives (the main screen tells it). On the deliveries table `r`
+It reads through the bridge (the runtime's client: this process's or the owner's) when
+opened, `REFRESH` times a second while shown, and again when a DeliveryChanged event
+arrives (the main screen tells it). On the deliveries table `r`
 retries the selected dead delivery and `x` drops it, each after a confirmation whose
-default is No; `o` opens the rooms overview.
+default is No; `o` opens the rooms overview (console/screens/rooms.py).
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from textual.screen import Screen
 from console.bridge import Bridge
 from console.format import counted, set_title
 from console.screens.confirm import ConfirmScreen
-from console.widgets.channel_tables import DeliveriesTable, LoopsTable, RoomsTable, clock_time
+from console.widgets.channel_tables import DeliveriesTable, LoopsTable, clock_time
 from console.widgets.key_bar import KeyBar
 from console.widgets.text import Static
 
@@ -41,7 +40,7 @@ class ChannelsScreen(Screen[None]):
 
     BINDINGS = [
         Binding("escape,q", "close", "Close"),
-        Binding("o", "rooms", "Rooms on the bus"),
+        Binding("o", "rooms", "Rooms on this machine"),
     ]
 
     def __init__(self, bridge: Bridge, clock: Callable[[], float]) -> None:
@@ -57,7 +56,7 @@ class ChannelsScreen(Screen[None]):
             yield DeliveriesTable(id="deliveries")
         yield Static(
             "A channel's answers go out in order per thread, retried with backoff; dead ones "
-            "wait for you: r retries the selected one, x drops it. o: every room on the bus.",
+            "wait for you: r retries the selected one, x drops it. o: the machine's rooms.",
             classes="hint", id="channels-hint",
         )  # fmt: skip
         yield KeyBar()
@@ -73,7 +72,10 @@ class ChannelsScreen(Screen[None]):
         self.dismiss(None)
 
     def action_rooms(self) -> None:
-        self.app.push_screen(RoomsScreen(self.bridge))
+        from console.screens.rooms import RoomsScreen  # (loaded on use)
+
+        room = getattr(self.app, "room", None)
+        self.app.push_screen(RoomsScreen(self.clock, getattr(room, "path", None)))
 
     def refresh_view(self) -> None:
         """Read the channels and deliveries (in a worker: an attached console asks the
@@ -142,53 +144,3 @@ class ChannelsScreen(Screen[None]):
         else:
             self.notify(f"Delivery {row.id}: {row.state}.", title="Deliveries")
         self.refresh_view()
-
-
-class RoomsScreen(Screen[None]):
-    """Every room on the machine's bus; opened by `o` (main screen or channels screen)."""
-
-    BINDINGS = [Binding("escape,q", "close", "Close")]
-
-    def __init__(self, bridge: Bridge) -> None:
-        super().__init__()
-        self.bridge = bridge
-        self.readings = 0
-
-    def compose(self) -> ComposeResult:
-        yield Static(id="rooms-summary")
-        with Vertical(id="rooms-pane", classes="pane"):
-            yield RoomsTable(id="rooms")
-        yield Static(
-            "Every room whose runtime wrote to this room's bus (bus/events.db, or [bus] path "
-            "in agentdeck.toml: rooms sharing one file show each other).",
-            classes="hint", id="rooms-hint",
-        )  # fmt: skip
-        yield KeyBar()
-
-    def on_mount(self) -> None:
-        set_title(self.query_one("#rooms-pane"), "Rooms on the bus")
-        self.refresh_view()
-        self.set_interval(1 / REFRESH, self.refresh_view, name="rooms")
-        self.query_one(RoomsTable).focus()
-
-    def action_close(self) -> None:
-        self.dismiss(None)
-
-    def refresh_view(self) -> None:
-        self.run_worker(self._refresh, group="rooms", exclusive=True)  # type: ignore[arg-type]
-
-    async def _refresh(self) -> None:
-        summary = self.query_one("#rooms-summary", Static)
-        try:
-            rooms = await self.bridge.api.rooms()
-        except Exception as exc:
-            summary.update(f" rooms: {exc}")
-            return
-        self.readings += 1
-        running = sum(r.running for r in rooms)
-        waiting = sum(r.waiting for r in rooms)
-        alive = sum(r.alive for r in rooms)
-        n = len(rooms)
-        summary.update(f" {n} room{'' if n == 1 else 's'} on the bus, {alive} served · "
-                       f"{running} running, {waiting} waiting")  # fmt: skip
-        self.query_one(RoomsTable).show_rooms(rooms)

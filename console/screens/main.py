@@ -73,7 +73,7 @@ class MainScreen(Screen[None]):
         Binding("K", "compact", "Compact thread", show=False),
         Binding("U", "compact(True)", "Undo compaction", show=False),
         Binding("l", "open('channels')", "Channels", show=False),
-        Binding("o", "open('rooms')", "Rooms on the bus", show=False),
+        Binding("o", "open('rooms')", "Rooms and their inbox", show=False),
         Binding("T", "open('tools')", "Tools and the sandbox", show=False),
         Binding("ctrl+r", "whole_output", "Tools' output whole/cut", show=False),
         Binding("ctrl+g", "cycle_group", "Group filter", show=False),

@@ -32,9 +32,9 @@ def open_screen(name: str, bridge: Bridge, clock: Callable[[], float], room: Any
 
         return ChannelsScreen(bridge, clock)
     if name == "rooms":
-        from console.screens.channels import RoomsScreen
+        from console.screens.rooms import RoomsScreen
 
-        return RoomsScreen(bridge)
+        return RoomsScreen(clock, getattr(room, "path", None))
     if name == "review":
         from console.screens.review import ReviewScreen
 

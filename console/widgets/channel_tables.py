@@ -1,5 +1,5 @@
-"""The channels screen's tables (loops and channels; outbound deliveries) and the rooms
-overview's table, redrawn from the client's snapshots.
+"""The channels screen's tables (loops and channels; outbound deliveries), redrawn from
+the client's snapshots.
 
 On the deliveries table `r` asks to retry the selected dead delivery and `x` (or Delete)
 to drop it (`Retry`, `Drop`): the screen asks first and carries it out through the bridge.
@@ -17,13 +17,12 @@ from textual.message import Message
 from console.widgets.keyed_table import KeyedTable
 
 if TYPE_CHECKING:
-    from engine.api.models import DeliveryRow, LoopState, RoomOverview
+    from engine.api.models import DeliveryRow, LoopState
 
 LOOP_COLUMNS = ("name", "loop", "kind", "group", "state", "last ok", "errors", "received",
                 "rejected", "lag", "detail")  # fmt: skip
 DELIVERY_COLUMNS = ("id", "state", "channel", "thread", "turn", "tries", "created",
                     "sent / next", "last error", "answer")  # fmt: skip
-ROOM_COLUMNS = ("room", "running", "waiting", "owner", "updated", "path")
 
 
 def clock_time(at: float | None, none: str = "—") -> str:
@@ -59,12 +58,6 @@ def delivery_cells(d: DeliveryRow, now: float) -> tuple[str, ...]:
     answer = " ".join(d.text.split())
     return (str(d.id), d.state, d.channel, d.thread_id, d.turn_id, str(d.tries),
             clock_time(d.created_at), when, d.last_error or "", answer)  # fmt: skip
-
-
-def room_cells(r: RoomOverview) -> tuple[str, ...]:
-    owner = "—" if r.pid is None else f"pid {r.pid}" + ("" if r.alive else " (gone)")
-    return (r.name + (" (this room)" if r.this else ""), str(r.running), str(r.waiting), owner,
-            clock_time(r.updated_at), r.room)  # fmt: skip
 
 
 class LoopsTable(KeyedTable):
@@ -126,13 +119,3 @@ class DeliveriesTable(KeyedTable):
         if d is None:
             self.notify("No delivery is selected.", severity="warning")
         return d
-
-
-class RoomsTable(KeyedTable):
-    """One row per room on the bus."""
-
-    def __init__(self, **kw: Any) -> None:
-        super().__init__(ROOM_COLUMNS, give_way=("path",), **kw)
-
-    def show_rooms(self, rooms: list[RoomOverview]) -> None:
-        self.show({r.room: room_cells(r) for r in rooms})

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import time
@@ -56,12 +55,8 @@ async def inbox(room: Room, args: argparse.Namespace) -> int:
         print(f"agentdeck: {flat(problem)}", file=sys.stderr)
     width = max(MIN_WIDTH, shutil.get_terminal_size((100, 24)).columns)
     lines = [view.model_dump_json(indent=2)] if args.json else text(view, time.time(), width)
-    try:
-        for line in lines:
-            print(line)
-        sys.stdout.flush()
-    except BrokenPipeError:  # `| head`: the reader has what it wanted
-        _quiet_stdout()
+    for line in lines:
+        print(line)
     return EXIT_OK
 
 
@@ -141,10 +136,3 @@ def age(seconds: float) -> str:
         if seconds >= size:
             return f"{seconds // size}{unit}"
     return f"{seconds}s"
-
-
-def _quiet_stdout() -> None:
-    """After a closed pipe: stdout to /dev/null, so the interpreter's last flush is quiet."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
