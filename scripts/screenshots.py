@@ -33,6 +33,7 @@ from tests.console.instructions_scenes import (  # noqa: E402
     INSTRUCTIONS_PREPARE,
     INSTRUCTIONS_SCENES,
 )
+from tests.console.machine_scenes import MACHINE_SCENES  # noqa: E402
 from tests.console.review_scenes import prepare_review, review  # noqa: E402
 from tests.console.scenes import SCENES  # noqa: E402
 from tests.console.scheduler_scenes import SCHEDULER_SCENES  # noqa: E402
@@ -68,6 +69,7 @@ PREPARE |= DIFF_PREPARE
 ALL_SCENES |= {"fork": FORK_SCENES["fork"], "replay": FORK_SCENES["replay"]}  # (issue 37)
 PREPARE |= FORK_PREPARE
 fixed_threads()  # the fork's thread is chat:main~fork-beef, as in the snapshot tests
+ALL_SCENES |= {"inbox": MACHINE_SCENES["inbox"]}  # every room's calls in one inbox (issue 38)
 EXTRA = ("attached", "cluster", "tour_cli")  # scenes with another process or a database:
 # made here, not snapshot-tested
 
@@ -194,7 +196,8 @@ def main(names: list[str]) -> int:
         with tempfile.TemporaryDirectory() as tmp:
             os.environ["XDG_CONFIG_HOME"] = tmp  # the user's theme choice stays out of it
             os.environ["HOME"] = tmp  # the room shows as ~/room, as in the snapshot tests
-            room = Path(tmp) / "room"
+            os.environ["XDG_RUNTIME_DIR"] = tmp  # the rooms it serves register here, not for
+            room = Path(tmp) / "room"  # the user's consoles to see (engine/rooms_registry.py)
             breakbook.new_id = point_ids()  # b001, b002... as in the snapshot tests
             if (prepare := PREPARE.get(name)) is not None:
                 prepare(room)  # a room with a history (or a crash), filled before it opens
