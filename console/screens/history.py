@@ -17,20 +17,19 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Input
 
 from console.format import set_title
 from console.history.audit import export_audit
 from console.history.reader import HistoryReader, Listing
+from console.history.said import AuditExported, Exported, Jumped, Listed
 from console.history.view import (
     STATUS_CYCLE,
     Criteria,
@@ -83,33 +82,8 @@ class HistoryScreen(Screen[None]):
         Binding("P", "replay", "Replay turn", show=False),
     ]
 
-    class Listed(Message):
-        """A list was drawn: `what` (runs, threads, turns, hits), rows loaded, more to page."""
-
-        def __init__(self, what: str, rows: int, more: bool) -> None:
-            super().__init__()
-            self.what, self.rows, self.more = what, rows, more
-
-    class Jumped(Message):
-        """`w` selected the step and call where `turn_id` suspended."""
-
-        def __init__(self, turn_id: str, step_id: int | None, call_id: str) -> None:
-            super().__init__()
-            self.turn_id, self.step_id, self.call_id = turn_id, step_id, call_id
-
-    class Exported(Message):
-        """The turn was written as JSON to `path` (in the room)."""
-
-        def __init__(self, turn_id: str, path: Path) -> None:
-            super().__init__()
-            self.turn_id, self.path = turn_id, path
-
-    class AuditExported(Message):
-        """The room's decision audit was written to `path` (in the room)."""
-
-        def __init__(self, path: Path) -> None:
-            super().__init__()
-            self.path = path
+    # what it says it did (console/history/said.py: handlers named as if defined here)
+    Listed, Jumped, Exported, AuditExported = Listed, Jumped, Exported, AuditExported
 
     def __init__(self, room: Room, *, clock: Callable[[], float] = time.time,
                  page_size: int | None = None, bridge: Bridge | None = None) -> None:  # fmt: skip
