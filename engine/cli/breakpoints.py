@@ -16,7 +16,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from engine.cli.common import EXIT_OK, UsageError, room_client, room_reader
+from engine.cli.common import EXIT_OK, UsageError, room_client, room_reader, subcommands
 from engine.cli.light import owner_json
 from engine.cli.pause_text import flat
 from engine.room import Room
@@ -34,14 +34,7 @@ def add_parser(command: Callable[[str, str], argparse.ArgumentParser]) -> None:
     sp = command("break", "breakpoints: pause turns before an inference, before a call or "
                  "after a result (list, add, rm)")  # fmt: skip
     sp.add_argument("--json", action="store_true", help="print the models as JSON")
-    sub = sp.add_subparsers(dest="break_action")
-
-    def action(name: str, help: str) -> argparse.ArgumentParser:
-        sp = sub.add_parser(name, help=help)
-        sp.add_argument("--room", default=argparse.SUPPRESS, help="the agent room")
-        sp.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
-                        help="print the models as JSON")  # fmt: skip
-        return sp
+    action = subcommands(sp, "break_action")
 
     action("list", "every breakpoint: where it pauses, its scope, hits and last hit")
     sp = action("add", "set a breakpoint (stored in execution.db); a turn pauses there as a "

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
@@ -19,6 +20,23 @@ POLL = 30.0  # seconds of one wait for an outcome (the owner answers sooner when
 
 class UsageError(Exception):
     """Bad usage or input: exit 2 with the message."""
+
+
+def subcommands(
+    command: argparse.ArgumentParser, dest: str
+) -> Callable[[str, str], argparse.ArgumentParser]:
+    """A command's subcommands (`rules list`, `break add`): each takes --room and --json as
+    the command itself does."""
+    sub = command.add_subparsers(dest=dest)
+
+    def action(name: str, help: str) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, help=help)
+        sp.add_argument("--room", default=argparse.SUPPRESS, help="the agent room")
+        sp.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                        help="print the models as JSON")  # fmt: skip
+        return sp
+
+    return action
 
 
 def exit_code(outcome: TurnOutcome) -> int:

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from engine.api.client import Invalid, NotFound
-from engine.cli.common import EXIT_OK, UsageError, room_client, room_reader
+from engine.cli.common import EXIT_OK, UsageError, room_client, room_reader, subcommands
 from engine.room import Room
 
 if TYPE_CHECKING:
@@ -32,14 +32,7 @@ COLUMNS = ("id", "source", "effect", "tool", "pattern", "scope", "made by", "mad
 def add_parser(command: argparse.ArgumentParser) -> None:
     """`rules`' own subcommands (list when none is given)."""
     command.add_argument("--json", action="store_true", help="print the models as JSON")
-    sub = command.add_subparsers(dest="rules_action")
-
-    def action(name: str, help: str) -> argparse.ArgumentParser:
-        sp = sub.add_parser(name, help=help)
-        sp.add_argument("--room", default=argparse.SUPPRESS, help="the agent room")
-        sp.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
-                        help="print the models as JSON")  # fmt: skip
-        return sp
+    action = subcommands(command, "rules_action")
 
     action("list", "every rule: source, scope, uses and last use")
     sp = action("add", "add a rule (stored in execution.db)")
