@@ -14,7 +14,9 @@ import pytest
 from console.screens.rooms import RoomsScreen
 from console.widgets.decision_queue import DecisionQueue
 from console.widgets.rooms_table import RoomsTable
+from engine.api.remote import RemoteClient
 from engine.domain.decisions import args_digest
+from engine.room import Room
 from tests.console.conftest import build
 from tests.console.helpers import SIZE, until
 from tests.console.test_attached import Owner
@@ -66,6 +68,8 @@ async def test_one_inbox_over_two_owners_and_an_owner_killed(
                     "both owners serving, as they registered",
                     ok=lambda seen: {k: seen.get(k) for k in pids} == {
                         k: ("serving", pid) for k, pid in pids.items()})  # fmt: skip
+        for owner in owners.values():  # an inbox of rooms costs each room one event stream
+            assert (await RemoteClient(Room.at(owner.room)).info()).streams == 1
         task(alpha, "a", "run `echo from-alpha`\n")
         task(beta, "b", "run `echo from-beta`\n")
         queue = screen.query_one(DecisionQueue)
