@@ -19,7 +19,6 @@ a new owner's registration is followed afresh.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -267,6 +266,3 @@ def _leaf(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     return exc
-
-
-Probe = Callable[[], object]

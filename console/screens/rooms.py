@@ -85,6 +85,7 @@ class RoomsScreen(Screen[None]):
         self.only: Path | None = None  # the room whose calls alone the inbox shows
         self._where: dict[str, Feed] = {}  # call id -> its room, as the inbox drew it
         self._shown: dict[str, CallRow] = {}  # call id -> the row the inbox drew
+        self._redraw_due = False
 
     def compose(self) -> ComposeResult:
         keys_clock = self.keys_clock or getattr(getattr(self.app, "main", None), "keys_clock", None)
@@ -111,16 +112,23 @@ class RoomsScreen(Screen[None]):
     @on(Machine.Changed)
     def machine_changed(self) -> None:
         self.machine.took()
-        self.redraw()
+        self._redraw_soon()
 
     @on(Bridge.Changed)
     def calls_changed(self, event: Bridge.Changed) -> None:
         event.stop()
         self.machine.take()
-        self.redraw()
+        self._redraw_soon()
+
+    def _redraw_soon(self) -> None:
+        """One redraw for every change already queued (each room's bridge posts its own)."""
+        if not self._redraw_due:
+            self._redraw_due = True
+            self.call_later(self.redraw)
 
     def redraw(self) -> None:
         """The rooms, the summary, and the inbox (the card follows the cursor)."""
+        self._redraw_due = False
         feeds = list(self.machine.feeds.values())
         for feed in feeds:
             if feed.decider is None or feed.decider.bridge is not feed.bridge:
