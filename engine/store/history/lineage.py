@@ -19,14 +19,30 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.domain.forks import branches, cut, origin_text
 from engine.store.history.filters import UnknownTurn
 from engine.store.history.rows import thread_item
 
 if TYPE_CHECKING:
-    from engine.store.history import History
+    import sqlite3
+
+    from engine.store.sql import Dialect
+
+
+class History(Protocol):
+    """What lineage reads through (engine/store/history's History; a protocol, so this
+    module and the package import nothing of each other's)."""
+
+    d: Dialect
+    forked: bool
+
+    @property
+    def where(self) -> str: ...
+    async def _all(self, sql: str, params: Any = ()) -> list[sqlite3.Row]: ...
+    async def _one(self, sql: str, params: Any = ()) -> sqlite3.Row | None: ...
+
 
 SHOWN = 20  # threads made from one thread listed beneath it (the rest are counted)
 DEPTH = 6  # levels of the tree read beneath a page, and drawn (a fork of a fork of ...)
