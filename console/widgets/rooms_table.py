@@ -9,6 +9,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from textual.binding import Binding
+
 from console.format import age
 from console.widgets.keyed_table import KeyedTable
 from engine.room import shown
@@ -22,6 +24,8 @@ COLUMNS = ("room", "owner", "kind", "pid", "running", "waiting", "decide", "sinc
 class RoomsTable(KeyedTable):
     """One row a registered room, keyed by its folder; Enter picks it (the screen shows
     its calls alone)."""
+
+    BINDINGS = [*KeyedTable.BINDINGS, Binding("enter", "select_cursor", "Its calls alone / all")]
 
     def __init__(self, **kw: Any) -> None:
         super().__init__(COLUMNS, state_columns=("owner",), give_way=("path", "room"), **kw)
