@@ -2,8 +2,8 @@
 
 One line a row: the mark (`=` the same, `~` changed, `<` only in A, `>` only in B), then
 A's side and B's side, each its kind or tool and its text cut to the column. Both sides are
-one widget, so moving and scrolling moves them together. Line-rendered (`ScrollView` +
-`render_line`, drawn lines cached); changed and one-sided rows take the theme's colours,
+one widget, so moving and scrolling moves them together. A cursor list (cursor_lines.py:
+line-rendered, drawn lines cached); changed and one-sided rows take the theme's colours,
 and every row keeps its mark, so nothing is said by colour alone. Text from models and
 tools is drawn as text, its control characters shown escaped.
 """
@@ -11,21 +11,18 @@ tools is drawn as text, its control characters shown escaped.
 from __future__ import annotations
 
 from rich.segment import Segment
-from rich.style import Style
-from textual import events
 from textual.binding import Binding
-from textual.geometry import Size
 from textual.message import Message
-from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from console.format import visible
+from console.widgets.cursor_lines import MOVES, CursorLines
 from engine.domain.turn_diff import DiffRow, Entry
 
 LABEL = 12  # cells of a side's kind or tool
 MARK_CLASSES = {"same": "diff--same", "changed": "diff--changed", "only_a": "diff--only-a",
                 "only_b": "diff--only-b"}  # fmt: skip
-DIM, CURSOR = "diff--dim", "diff--cursor"
+DIM = "diff--dim"
 
 
 def side_text(entry: Entry | None) -> tuple[str, str]:
@@ -36,20 +33,18 @@ def side_text(entry: Entry | None) -> tuple[str, str]:
     return visible(" ".join(label.split())), visible(" ".join(entry.summary().split()))
 
 
-class DiffView(ScrollView, can_focus=True):
+class DiffView(CursorLines[DiffRow]):
     """The aligned rows with a cursor; Enter asks for both full texts of the row under it."""
 
     BINDINGS = [
-        Binding("j,down", "cursor(1)", "Down", show=False),
-        Binding("k,up", "cursor(-1)", "Up", show=False),
-        Binding("pagedown", "page(1)", "Page down", show=False),
-        Binding("pageup", "page(-1)", "Page up", show=False),
+        *MOVES,
         Binding("home,g", "first", "First", show=False),
         Binding("end,G", "last", "Last", show=False),
         Binding("n", "change(1)", "Next difference"),
         Binding("p", "change(-1)", "Previous difference"),
         Binding("enter", "choose", "Both texts"),
     ]
+    CURSOR, NOTE = "diff--cursor", DIM
     COMPONENT_CLASSES = {CURSOR, DIM, *MARK_CLASSES.values()}
     DEFAULT_CSS = """
     DiffView {
@@ -82,12 +77,7 @@ class DiffView(ScrollView, can_focus=True):
             self.index = index
 
     def __init__(self, **kw: object) -> None:
-        super().__init__(**kw)  # type: ignore[arg-type]
-        self.rows: list[DiffRow] = []
-        self.cursor = 0
-        self.empty = "reading both turns…"
-        self._cache: dict[tuple[int, bool, int], Strip] = {}
-        self._styles: dict[tuple[str, bool], Style] = {}
+        super().__init__("reading both turns…", **kw)
 
     # -- data -------------------------------------------------------------------------------
 
@@ -97,44 +87,19 @@ class DiffView(ScrollView, can_focus=True):
         self._resized()
         self.scroll_to(y=0, animate=False, immediate=True)
         if self.rows:
-            self.post_message(self.Highlighted(0))
+            self.post_message(self._highlighted(0))
 
     @property
     def current(self) -> DiffRow | None:
         return self.rows[self.cursor] if self.cursor < len(self.rows) else None
 
-    def _resized(self) -> None:
-        self._cache.clear()
-        self.virtual_size = Size(self.size.width, max(1, len(self.rows)))
-        self.refresh()
+    # -- the cursor and the drawing --------------------------------------------------------
 
-    # -- actions ----------------------------------------------------------------------------
+    def _highlighted(self, index: int) -> Message:
+        return self.Highlighted(index)
 
-    def _move(self, index: int) -> None:
-        if not self.rows:
-            return
-        index = max(0, min(index, len(self.rows) - 1))
-        before, self.cursor = self.cursor, index
-        height = self.scrollable_content_region.height or 1
-        if index < self.scroll_y:
-            self.scroll_to(y=index, animate=False, immediate=True)
-        elif index >= self.scroll_y + height:
-            self.scroll_to(y=index - height + 1, animate=False, immediate=True)
-        self.refresh()
-        if index != before:
-            self.post_message(self.Highlighted(index))
-
-    def action_cursor(self, delta: int) -> None:
-        self._move(self.cursor + delta)
-
-    def action_page(self, direction: int) -> None:
-        self._move(self.cursor + direction * max(1, self.scrollable_content_region.height - 1))
-
-    def action_first(self) -> None:
-        self._move(0)
-
-    def action_last(self) -> None:
-        self._move(len(self.rows) - 1)
+    def _chosen(self, index: int) -> Message:
+        return self.Chosen(index)
 
     def action_change(self, direction: int) -> None:
         """The next (or previous) row that is not the same on both sides."""
@@ -145,54 +110,6 @@ class DiffView(ScrollView, can_focus=True):
                 return
             index += direction
         self.app.bell()
-
-    def action_choose(self) -> None:
-        if self.current is not None:
-            self.post_message(self.Chosen(self.cursor))
-
-    def on_click(self, event: events.Click) -> None:
-        index = int(self.scroll_y) + event.y
-        if 0 <= index < len(self.rows):
-            again = index == self.cursor
-            self._move(index)
-            if again:
-                self.action_choose()
-
-    def on_resize(self) -> None:
-        self._resized()
-
-    def notify_style_update(self) -> None:
-        super().notify_style_update()
-        self._cache.clear()
-        self._styles = {}
-
-    # -- drawing ----------------------------------------------------------------------------
-
-    def _style(self, name: str, selected: bool) -> Style:
-        style = self._styles.get((name, selected))
-        if style is None:
-            style = self.rich_style
-            if name:
-                style += self.get_component_rich_style(name)
-            if selected:  # the selection's colours over the row's (its mark still says it)
-                style += self.get_component_rich_style(CURSOR)
-            self._styles[(name, selected)] = style
-        return style
-
-    def render_line(self, y: int) -> Strip:
-        width = self.scrollable_content_region.width or self.size.width
-        index = int(self.scroll_y) + y
-        if index >= len(self.rows):
-            if index == 0:
-                return self._fit([Segment(f" {self.empty}", self._style(DIM, False))], width,
-                                 False)  # fmt: skip
-            return Strip.blank(width, self._style("", False))
-        selected = index == self.cursor
-        key = (index, selected, width)
-        strip = self._cache.get(key)
-        if strip is None:
-            strip = self._cache[key] = self._draw(self.rows[index], width, selected)
-        return strip
 
     def _draw(self, row: DiffRow, width: int, selected: bool) -> Strip:
         kind = MARK_CLASSES[row.mark]
@@ -207,11 +124,3 @@ class DiffView(ScrollView, can_focus=True):
         line = Strip([Segment(f"{row.symbol} ", ink), *sides[0], Segment("│", dim),
                       Segment(" ", text), *sides[1]])  # fmt: skip
         return self._fit(list(line), width, selected)
-
-    def _fit(self, segments: list[Segment], width: int, selected: bool) -> Strip:
-        """`segments` in `width` cells: cut with an ellipsis, or padded."""
-        base = self._style("", selected)
-        strip = Strip(segments)
-        if strip.cell_length > width:
-            strip = Strip([*strip.crop(0, max(0, width - 1)), Segment("…", base)])
-        return strip.adjust_cell_length(width, base)
