@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
@@ -47,10 +48,19 @@ class Decider:
 
     def __init__(self, screen: Screen[Any], bridge: Bridge,
                  redraw_pending: Callable[[], None],
-                 act: Callable[[str, str, Awaitable[Any]], None]) -> None:  # fmt: skip
+                 act: Callable[[str, str, Awaitable[Any]], None],
+                 workspace: Path | None = None) -> None:  # fmt: skip
         self.screen, self.bridge, self.state = screen, bridge, bridge.state
         self.redraw_pending, self.act = redraw_pending, act
+        self._workspace = workspace  # the inbox's: the call's own room's
         self.mine: set[str] = set()  # ids of the decisions taken in this console
+
+    @property
+    def workspace(self) -> Path | None:
+        """The workspace a call's paths are read in: its room's (this console's, but in the
+        inbox of every room)."""
+        room = getattr(self.screen.app, "room", None)
+        return self._workspace or (room.workspace if room is not None else None)
 
     def decide(self, action: str, call: CallRow, ask: str = "") -> None:
         self.screen.run_worker(self._decide(action, call, ask), group="decide")
@@ -62,10 +72,8 @@ class Decider:
         app = self.screen.app
         if action == "details":  # its decision keys come back here, on the arguments shown
             call = replace(call, args=copy.deepcopy(call.args))  # (the state's row may change)
-            room = getattr(app, "room", None)
             picked = await app.push_screen_wait(CallDetailScreen(
-                call, self.refusal_here, room.workspace if room is not None else None,
-                self.state.output.get))  # fmt: skip
+                call, self.refusal_here, self.workspace, self.state.output.get))  # fmt: skip
             if picked is None:
                 return
             action = picked
@@ -80,7 +88,7 @@ class Decider:
             question = f"{ask} {word} {what}?"
             if not await app.push_screen_wait(ConfirmScreen(question, yes="Go on")):
                 return
-        decision = await ask_decision(app, action, call, self.bridge.decision_id)
+        decision = await ask_decision(app, action, call, self.bridge.decision_id, self.workspace)
         if decision is None:
             return
         if (refused := self.refusal(call)) is not None:  # decided meanwhile

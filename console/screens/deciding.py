@@ -12,6 +12,7 @@ and continues; ending the turn asks first, No the default."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Literal
 
 from textual.app import App
@@ -25,7 +26,11 @@ from engine.domain.decisions import Decision
 
 
 async def ask_decision(
-    app: App[object], action: str, call: CallRow, make_id: Callable[[], str]
+    app: App[object],
+    action: str,
+    call: CallRow,
+    make_id: Callable[[], str],
+    workspace: Path | None = None,
 ) -> Decision | None:
     """The decision `action` makes on `call`, or None when the operator backs out."""
     if action in ("approve", "continue"):  # (continue: go on from a pause)
@@ -50,10 +55,7 @@ async def ask_decision(
         from console.screens.remember import RememberScreen  # load on use
 
         scope: Literal["thread", "room"] = "room" if action == "remember_room" else "thread"
-        room = getattr(app, "room", None)
-        pattern = await app.push_screen_wait(
-            RememberScreen(call, scope, room.workspace if room is not None else None)
-        )
+        pattern = await app.push_screen_wait(RememberScreen(call, scope, workspace))
         if pattern is None:
             return None
         return Decision.approve(call.call_id, seen=call.args, remember=scope, pattern=pattern,

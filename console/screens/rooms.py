@@ -132,7 +132,7 @@ class RoomsScreen(Screen[None]):
         feeds = list(self.machine.feeds.values())
         for feed in feeds:
             if feed.decider is None or feed.decider.bridge is not feed.bridge:
-                feed.decider = Decider(self, feed.bridge, self.redraw, self._act)
+                feed.decider = Decider(self, feed.bridge, self.redraw, self._act, feed.workspace)
         if self.only is not None and self.only not in self.machine.feeds:
             self.only = None
         self.query_one(RoomsTable).show_rooms(feeds, self.clock(), self.here)

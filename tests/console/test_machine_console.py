@@ -135,3 +135,27 @@ async def test_a_room_alone_a_gone_entry_pruned_and_garbage_left_alone(
         assert any("Forgot 1 room" in n.notification.message for n in said.of(Notify))
         assert {p.name for p in folder.iterdir()} >= {"junk.json", "notes.txt"}  # left alone
         await app.shutdown()
+
+
+@pytest.mark.anyio
+async def test_approve_and_remember_reads_a_path_in_the_call_s_own_room(
+    room: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A's pattern for a file tool is checked against the workspace of the call's room, not
+    this console's (a path of beta's is inside beta's workspace)."""
+    from console.screens.remember import RememberScreen
+
+    monkeypatch.setattr(rooms_registry, "lock_holder", rooms_registry.lock_holder)
+    app = build(room)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_rooms(pilot)
+        await settle(pilot, screen)
+        queue = screen.query_one(DecisionQueue)
+        beta = [k for k in queue.rows if screen._shown[k].tool == "write_file"]  # type: ignore[index]
+        await pilot.press("down")  # needs input first: alpha's, then beta's
+        await until(pilot, lambda: queue.current_key(), "beta's call", ok=lambda k: k == beta[0])
+        await pilot.press("A")
+        await until(pilot, lambda: isinstance(app.screen, RememberScreen), "the remember dialog")
+        assert app.screen.workspace == room.parent / "beta" / "workspace"  # type: ignore[attr-defined]
+        await pilot.press("escape")
+        await app.shutdown()
