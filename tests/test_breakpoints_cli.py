@@ -279,3 +279,17 @@ def test_a_pause_through_the_owner_as_an_operator_sees_it(tmp_path: Path) -> Non
     finally:
         reap(proc)
     assert room_rows(room, "SELECT kind FROM runs") == [("run",)]  # every command went through it
+
+
+def test_pending_prints_any_waiting_call_s_thread_as_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A thread id is anyone's text (invoke --thread, the API): a waiting call's line says it
+    without the terminal's control characters, as a pause's does."""
+    room = tmp_path / "room"
+    paused_turn(room, "run `ls`", "t\x1b[2J\x1b]0;owned\x07:x")  # shell asks first
+    code, out, err = cli(room, capsys, "pending")
+    assert code == 0 and err == ""
+    [line] = out.splitlines()
+    assert " on t [2J ]0;owned :x (turn " in line
+    assert all(c.isprintable() for c in line)

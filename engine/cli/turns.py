@@ -243,8 +243,8 @@ def _pending(calls: list[dict[str, Any]], args: argparse.Namespace) -> int:
             continue
         args_text = json.dumps(c["args"])
         args_text = args_text if len(args_text) <= 80 else args_text[:79] + "…"
-        print(f"{c['call_id']}  {c['tool']} {args_text}  on {c['thread_id']} "
-              f"(turn {c['turn_id']}), {waits}")  # fmt: skip
+        print(f"{c['call_id']}  {pause_text.flat(c['tool'], 80)} {args_text}  on "
+              f"{pause_text.flat(c['thread_id'], 120)} (turn {c['turn_id']}), {waits}")  # fmt: skip
     if not calls:
         print("agentdeck: no call waits for a decision", file=sys.stderr)
     return EXIT_OK
