@@ -61,7 +61,8 @@ def report(outcome: TurnOutcome, as_json: bool, extra: dict[str, Any] | None = N
             print(outcome.text)
         state = outcome.status + (f"/{outcome.reason}" if outcome.reason else "")
         why = f" ({_line(outcome.detail)})" if outcome.detail and outcome.status == "done" else ""
-        print(f"-- turn {outcome.turn_id} on {outcome.thread_id}: {state}{why}", file=sys.stderr)
+        print(f"-- turn {outcome.turn_id} on {pause_text.flat(outcome.thread_id, 120)}: "
+              f"{state}{why}", file=sys.stderr)  # fmt: skip
         for p in outcome.pending:
             if pause_text.is_pause(p):  # a breakpoint's pause
                 head = pause_text.headline(p, outcome.turn_id, outcome.thread_id)
@@ -100,8 +101,8 @@ async def settled(client: RoomClient, turn_id: str) -> TurnOutcome:
         wait = POLL
         if outcome.status == "queued" and outcome.reason != said:
             said = outcome.reason
-            print(f"agentdeck: queued on {outcome.thread_id}: {said}; it starts once that "
-                  "clears (Ctrl-C leaves it queued)", file=sys.stderr)  # fmt: skip
+            print(f"agentdeck: queued on {pause_text.flat(outcome.thread_id, 120)}: {said}; it "
+                  "starts once that clears (Ctrl-C leaves it queued)", file=sys.stderr)  # fmt: skip
         if outcome.status not in ("running", "queued"):
             return outcome
 

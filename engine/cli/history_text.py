@@ -13,7 +13,9 @@ SPENT_WIDTH = 21  # `$0.0042 · 4.1k tokens`, `12k tokens · no price`: most fit
 
 
 def _oneline(text: Any, width: int) -> str:
-    return " ".join(str(text or "").split())[:width]
+    """Text from the room on one line, without the terminal's control or format characters."""
+    line = " ".join(str(text or "").split())
+    return "".join(c if c.isprintable() else " " for c in line)[:width]
 
 
 def _clock(at: float | None, fmt: str = "%Y-%m-%d %H:%M:%S") -> str:
@@ -32,7 +34,7 @@ def turn_line(t: dict[str, Any]) -> str:
     calls = f"{t['calls']:>2} call" + ("s" if t["calls"] != 1 else " ")
     pruned = f"  · {pruned_text(t)}" if t.get("pruned_at") is not None else ""
     made = f"  · {_oneline(t['origin']['said'], 120)}" if t.get("origin") else ""
-    return (f"{t['turn_id']}  {t['thread_id']:<20} {state:<18} {calls}  "
+    return (f"{t['turn_id']}  {_oneline(t['thread_id'], 120):<20} {state:<18} {calls}  "
             f"{spent(t):<{SPENT_WIDTH}}  {_oneline(t['text'], 60)}{pruned}{made}")  # fmt: skip
 
 
@@ -54,7 +56,8 @@ def pruned_text(t: dict[str, Any]) -> str:
 
 def hit_line(h: dict[str, Any]) -> str:
     where = h["tool"] if h["kind"] == "call" else h["role"]
-    return (f"{_clock(h['created_at'], '%Y-%m-%d %H:%M')}  {h['turn_id']}  {h['thread_id']:<20} "
+    return (f"{_clock(h['created_at'], '%Y-%m-%d %H:%M')}  {h['turn_id']}  "
+            f"{_oneline(h['thread_id'], 120):<20} "
             f"{h['kind']:<7} {where:<10} {_oneline(h['snippet'], 200)}")  # fmt: skip
 
 
@@ -65,7 +68,8 @@ def turn_lines(detail: dict[str, Any]) -> list[str]:
     state = t["status"] + (f"/{t['reason']}" if t["reason"] else "")
     by = f", answered by {t['model']}" if t.get("model") else ""  # (None: an older room)
     out = [
-        f"turn {t['turn_id']} on {t['thread_id']} ({t['group']}, {t['origin']}): {state}{by}",
+        f"turn {t['turn_id']} on {_oneline(t['thread_id'], 120)} ({t['group']}, {t['origin']}): "
+        f"{state}{by}",
         f"  {_clock(t['created_at'])} from {t['sender']}: {_oneline(t['text'], 200)}",
     ]
     if (origin := detail.get("origin")) is not None:

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from engine.cli.common import EXIT_OK, UsageError, room_client
+from engine.cli.pause_text import flat
 from engine.room import Room
 
 
@@ -48,7 +49,7 @@ async def instructions(room: Room, args: argparse.Namespace) -> int:
     if args.json:
         print(told.model_dump_json(indent=2))
         return EXIT_OK
-    print(f"{told.thread_id} (group {told.group}): "
+    print(f"{flat(told.thread_id, 120)} (group {told.group}): "
           + (f"{len(told.parts)} part{'s' if len(told.parts) != 1 else ''}, {told.hash}"
              if told.parts else "no instructions"))  # fmt: skip
     for part in told.parts:

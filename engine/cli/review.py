@@ -14,6 +14,7 @@ import time
 
 from engine.api.client import NotFound
 from engine.cli.common import EXIT_OK, EXIT_OTHER, UsageError, room_client, room_reader
+from engine.cli.pause_text import flat
 from engine.cli.turns import age
 from engine.domain.review import Review, file_text, process_text
 from engine.room import Room
@@ -39,8 +40,8 @@ async def review(room: Room, args: argparse.Namespace) -> int:
 
 def _text(r: Review, now: float) -> str:
     lines = [
-        f"{r.call_id}  {r.tool} {json.dumps(r.args, ensure_ascii=False)}",
-        f"   on {r.thread_id} (turn {r.turn_id}); it was running when agentdeck stopped, "
+        f"{r.call_id}  {flat(r.tool, 80)} {flat(r.args, 300)}",
+        f"   on {flat(r.thread_id, 120)} (turn {r.turn_id}); it was running when agentdeck stopped, "
         f"started {_when(r.started_at)}, under review for {age(now - r.since)}",
     ]
     if r.process is not None:

@@ -16,12 +16,19 @@ import anyio
 
 from engine.cli.common import EXIT_OK
 from engine.cli.outlet import Outlet, OutletHandler
+from engine.cli.pause_text import flat
 from engine.domain.events import CallChanged, DeliveryChanged, Event, TurnChanged, TurnStarted
 from engine.room import Room
 
 
 def log_line(event: Event) -> str | None:
-    """One line per thing an operator watching `agentdeck run` wants to see."""
+    """One line per thing an operator watching `agentdeck run` wants to see, as text (a
+    message's or a thread's control characters shown as spaces: it goes to a terminal)."""
+    line = _line(event)
+    return None if line is None else flat(line, 2000)
+
+
+def _line(event: Event) -> str | None:
     stamp = time.strftime("%H:%M:%S", time.localtime(event.at))
     match event:
         case TurnStarted():
