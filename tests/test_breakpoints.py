@@ -16,7 +16,7 @@ from engine.api.break_models import NewBreakpoint
 from engine.api.client import Invalid
 from engine.api.local import LocalClient
 from engine.domain.decisions import Decision, PendingCall
-from engine.domain.events import MessageAppended
+from engine.domain.events import CallChanged, MessageAppended
 from engine.domain.outcome import TurnOutcome
 from engine.providers.base import ModelRequest
 from engine.runtime import Runtime
@@ -111,6 +111,8 @@ async def test_a_call_breakpoint_holds_the_matching_call_and_lets_the_others_run
     tmp_path: Path,
 ) -> None:
     async with runtime(tmp_path, adds_then_answers, tools=[add, shell]) as rt:
+        said: list[CallChanged] = []
+        rt.subscribe(lambda e: said.append(e) if isinstance(e, CallChanged) else None)
         await set_point(rt, kind="call", tool="shell", pattern="ls*", scope="room")
         out = await rt.run_turn(msg("go"))
         assert out.status == "waiting"
@@ -119,6 +121,7 @@ async def test_a_call_breakpoint_holds_the_matching_call_and_lets_the_others_run
         assert (held["tool"], held["args"]) == ("shell", {"command": "ls"})
         states = dict(await on(rt.store).fetchall("SELECT tool, status FROM tool_calls"))
         assert states == {"add": "succeeded", "shell": "new", "breakpoint": "suspended"}
+        assert ("shell", "new") in [(e.tool, e.status) for e in said]  # a pane shows it held
         assert len(requests(rt)) == 1  # nothing asks the model while the pause is open
         # an edit of the held call's arguments; the gate still asks for shell (its tool's rule)
         edited = {**pause.args, "calls": [{**held, "args": {"command": "ls -la"}}]}

@@ -175,7 +175,10 @@ def hold_calls(loop: Site, calls: list[CallState], step_id: int) -> CallState | 
     if not holding:
         return None
     what = [{"call_id": c.id, "tool": c.tool, "args": c.args} for c in holding]
-    return _pause(loop, "call", points, {"calls": what}, step_id)
+    pause = _pause(loop, "call", points, {"calls": what}, step_id)
+    for call in holding:  # held `new`: said, so the calls pane shows them waiting
+        call.say(pause.created_at)
+    return pause
 
 
 def answer(loop: Site, calls: Sequence[CallState]) -> CallState | None:

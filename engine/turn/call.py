@@ -64,6 +64,11 @@ class CallState:
         self.updated_at = at
         if self.status.terminal:
             self.ended_at = at
+        self.say(at)
+
+    def say(self, at: float) -> None:
+        """Record where the call stands as an event (each move does; a call held `new` at a
+        breakpoint says so, or no pane would show it until it moves)."""
         self.events.append(
             CallChanged(
                 at=at,
