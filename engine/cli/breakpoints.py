@@ -16,7 +16,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from engine.cli.common import EXIT_OK, UsageError, room_client, room_reader, subcommands
+from engine.cli.common import EXIT_OK, UsageError, room_client, room_reader, said, subcommands
 from engine.cli.light import owner_json
 from engine.cli.pause_text import flat
 from engine.room import Room
@@ -139,11 +139,7 @@ async def _add(room: Room, args: argparse.Namespace) -> int:
             point = await client.add_breakpoint(body)
         except Invalid as exc:
             raise UsageError(str(exc)) from None
-    if args.json:
-        print(json.dumps(point.model_dump(mode="json")))
-    else:
-        print(f"breakpoint {point.id} set: {flat(point.where(), 300)}")
-    return EXIT_OK
+    return said(point, args.json, f"breakpoint {point.id} set: {flat(point.where(), 300)}")
 
 
 _FLAGS = {"tool": "--tool", "pattern": "--pattern", "thread_id": "--thread", "group": "--group",
@@ -165,12 +161,8 @@ async def _remove(room: Room, args: argparse.Namespace) -> int:
             removed = await client.remove_breakpoint(args.point_id, "operator")
         except NotFound as exc:
             raise UsageError(str(exc)) from None
-    if args.json:
-        print(json.dumps(removed.model_dump(mode="json")))
-    else:
-        point = removed.breakpoint
-        print(f"breakpoint {point.id} removed: {flat(point.where(), 300)}")
-    return EXIT_OK
+    point = removed.breakpoint
+    return said(removed, args.json, f"breakpoint {point.id} removed: {flat(point.where(), 300)}")
 
 
 def cells(point: dict[str, Any]) -> tuple[str, ...]:

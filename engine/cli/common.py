@@ -10,7 +10,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 from engine.api.client import RoomClient
-from engine.cli import pause_text
+from engine.cli.pause_text import details, flat, headline, is_pause
 from engine.domain.outcome import TurnOutcome
 from engine.room import Room, RoomBusy
 
@@ -39,6 +39,12 @@ def subcommands(
     return action
 
 
+def said(model: Any, as_json: bool, text: str) -> int:
+    """Print what a command did: the room's answer as JSON, or its sentence; exit 0."""
+    print(json.dumps(model.model_dump(mode="json")) if as_json else text)
+    return EXIT_OK
+
+
 def exit_code(outcome: TurnOutcome) -> int:
     if outcome.status == "done" and outcome.reason == "natural":
         return EXIT_OK
@@ -61,13 +67,13 @@ def report(outcome: TurnOutcome, as_json: bool, extra: dict[str, Any] | None = N
             print(outcome.text)
         state = outcome.status + (f"/{outcome.reason}" if outcome.reason else "")
         why = f" ({_line(outcome.detail)})" if outcome.detail and outcome.status == "done" else ""
-        print(f"-- turn {outcome.turn_id} on {pause_text.flat(outcome.thread_id, 120)}: "
+        print(f"-- turn {outcome.turn_id} on {flat(outcome.thread_id, 120)}: "
               f"{state}{why}", file=sys.stderr)  # fmt: skip
         for p in outcome.pending:
-            if pause_text.is_pause(p):  # a breakpoint's pause
-                head = pause_text.headline(p, outcome.turn_id, outcome.thread_id)
+            if is_pause(p):  # a breakpoint's pause
+                head = headline(p, outcome.turn_id, outcome.thread_id)
                 print(f"   pending {p['call_id']}: {head}", file=sys.stderr)
-                for line in pause_text.details(p):
+                for line in details(p):
                     print(f"     {line}", file=sys.stderr)
                 continue
             how = ("approve|cancel" if p.get("awaiting") != "review" else  # after a crash
@@ -101,7 +107,7 @@ async def settled(client: RoomClient, turn_id: str) -> TurnOutcome:
         wait = POLL
         if outcome.status == "queued" and outcome.reason != said:
             said = outcome.reason
-            print(f"agentdeck: queued on {pause_text.flat(outcome.thread_id, 120)}: {said}; it "
+            print(f"agentdeck: queued on {flat(outcome.thread_id, 120)}: {said}; it "
                   "starts once that clears (Ctrl-C leaves it queued)", file=sys.stderr)  # fmt: skip
         if outcome.status not in ("running", "queued"):
             return outcome

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from engine.api.client import Invalid, NotFound
-from engine.cli.common import EXIT_OK, UsageError, room_client, room_reader, subcommands
+from engine.cli.common import EXIT_OK, UsageError, room_client, room_reader, said, subcommands
 from engine.room import Room
 
 if TYPE_CHECKING:
@@ -103,11 +103,7 @@ async def _add(room: Room, args: argparse.Namespace) -> int:
             rule = await client.add_rule(body)
         except Invalid as exc:
             raise UsageError(str(exc)) from None
-    if args.json:
-        print(json.dumps(rule.model_dump(mode="json")))
-    else:
-        print(f"rule {rule.id} added: {_sentence(rule)}")
-    return EXIT_OK
+    return said(rule, args.json, f"rule {rule.id} added: {_sentence(rule)}")
 
 
 async def _revoke(room: Room, args: argparse.Namespace) -> int:
@@ -116,11 +112,7 @@ async def _revoke(room: Room, args: argparse.Namespace) -> int:
             revoked = await client.revoke_rule(args.rule_id, "operator")
         except NotFound as exc:
             raise UsageError(str(exc)) from None
-    if args.json:
-        print(json.dumps(revoked.model_dump(mode="json")))
-    else:
-        print(f"rule {revoked.rule.id} revoked: {_sentence(revoked.rule)}")
-    return EXIT_OK
+    return said(revoked, args.json, f"rule {revoked.rule.id} revoked: {_sentence(revoked.rule)}")
 
 
 def cells(rule: Rule, now: float) -> tuple[str, ...]:

@@ -16,7 +16,6 @@ import time
 from typing import Any
 
 from engine.api.client import Conflict, Invalid, NotFound
-from engine.cli import pause_text
 from engine.cli.common import (
     EXIT_OK,
     EXIT_OTHER,
@@ -28,6 +27,7 @@ from engine.cli.common import (
     settled,
 )
 from engine.cli.light import owner_json
+from engine.cli.pause_text import details, flat, headline, is_pause
 from engine.room import Room
 
 _FLAGS = {"thread_id": "--thread", "text": "the text"}  # SubmitBody's fields as invoke says them
@@ -235,16 +235,16 @@ def _pending(calls: list[dict[str, Any]], args: argparse.Namespace) -> int:
         deadline = c.get("deadline_at")
         waits = f"waiting {age(now - c['since'])}" + (
             "" if deadline is None else f", deadline in {age(deadline - now)}")  # fmt: skip
-        if pause_text.is_pause(c):  # a breakpoint's pause: where, what it holds, how to go on
-            print(f"{c['call_id']}  {pause_text.headline(c, c['turn_id'], c['thread_id'])}, "
+        if is_pause(c):  # a breakpoint's pause: where, what it holds, how to go on
+            print(f"{c['call_id']}  {headline(c, c['turn_id'], c['thread_id'])}, "
                   f"{waits}")  # fmt: skip
-            for line in pause_text.details(c):
+            for line in details(c):
                 print(f"    {line}")
             continue
         args_text = json.dumps(c["args"])
         args_text = args_text if len(args_text) <= 80 else args_text[:79] + "…"
-        print(f"{c['call_id']}  {pause_text.flat(c['tool'], 80)} {args_text}  on "
-              f"{pause_text.flat(c['thread_id'], 120)} (turn {c['turn_id']}), {waits}")  # fmt: skip
+        print(f"{c['call_id']}  {flat(c['tool'], 80)} {args_text}  on "
+              f"{flat(c['thread_id'], 120)} (turn {c['turn_id']}), {waits}")  # fmt: skip
     if not calls:
         print("agentdeck: no call waits for a decision", file=sys.stderr)
     return EXIT_OK

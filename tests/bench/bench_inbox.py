@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.wait import until_sync
+
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "engine.cli"]
 RATIO_TARGET, GONE_TARGET = 2.0, 2.0
@@ -62,12 +64,13 @@ def main() -> None:
         first = sorted((many / "agentdeck" / "rooms").iterdir())[0]
         (one / "agentdeck" / "rooms").mkdir(parents=True, mode=0o700)
         shutil.copy(first, one / "agentdeck" / "rooms" / first.name)  # (one room's entry)
-        while True:  # every room's call waits
+
+        def waiting() -> int:
             out = subprocess.run([*CLI, "inbox", "--json"], capture_output=True, text=True,
                                  cwd=ROOT, env=env)  # fmt: skip
-            if len(json.loads(out.stdout)["calls"]) == args.rooms:
-                break
-            time.sleep(0.2)  # (a benchmark's pacing, not a test's wait)
+            return len(json.loads(out.stdout)["calls"])
+
+        until_sync(waiting, "every room's call waits", ok=lambda n: n == args.rooms, every=0.2)
         floor, rooms_time = [], []
         for _ in range(args.rounds):
             floor.append(timed("inbox", env={**env, "XDG_RUNTIME_DIR": str(one)}))
