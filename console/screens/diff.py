@@ -37,7 +37,6 @@ from console.widgets.diff_view import DiffView
 from console.widgets.key_bar import KeyBar
 from console.widgets.text import Static
 from engine.domain.turn_diff import Side, TurnDiff
-from engine.domain.usage import Usage, spent_text
 from engine.room import Room
 
 if TYPE_CHECKING:
@@ -68,9 +67,7 @@ def fact(side: Side, name: str) -> str | Text:
         cached = f" · {side.cached_tokens} cached" if side.cached_tokens else ""
         return f"{side.input_tokens} in · {side.output_tokens} out{cached}"
     if name == "cost":
-        usage = Usage(side.input_tokens, side.output_tokens, side.cached_tokens,
-                      side.cost or 0.0, side.unpriced, side.rounds)  # fmt: skip
-        return spent_text(usage) if usage.tokens else "nothing spent"
+        return side.spent
     if name == "steps":
         return f"{side.steps} · {side.rounds} inferences · {side.calls} calls"
     value = getattr(side, name if name != "asked" else "text")

@@ -103,8 +103,6 @@ def _clock(at: float | None) -> str:
 
 
 def _fact(side: Side, name: str) -> str:
-    from engine.domain.usage import Usage, spent_text
-
     if name == "thread":
         return f"{side.thread_id} ({side.group or '?'}, {side.origin or '?'})"
     if name == "outcome":
@@ -117,9 +115,7 @@ def _fact(side: Side, name: str) -> str:
         cached = f" ({side.cached_tokens} cached)" if side.cached_tokens else ""
         return f"{side.input_tokens} in{cached}, {side.output_tokens} out"
     if name == "cost":
-        usage = Usage(side.input_tokens, side.output_tokens, side.cached_tokens,
-                      side.cost or 0.0, side.unpriced, side.rounds)  # fmt: skip
-        return spent_text(usage) if usage.tokens else "nothing spent"
+        return side.spent
     if name == "steps":
         return f"{side.steps} ({side.rounds} inferences, {side.calls} calls)"
     if name == "asked":

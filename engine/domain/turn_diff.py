@@ -27,6 +27,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from engine.domain.usage import Usage, spent_text
+
 Mark = Literal["same", "changed", "only_a", "only_b"]
 MARKS: dict[str, str] = {"same": "=", "changed": "~", "only_a": "<", "only_b": ">"}
 # The facts compared (in the order a header lists them); times are shown, never compared.
@@ -62,6 +64,13 @@ class Side(BaseModel):
     rounds: int = 0  # inferences
     calls: int = 0
     pruned: bool = False  # retention pruned its steps (its calls keep no results)
+
+    @property
+    def spent(self) -> str:
+        """What it spent, as the room says it (`nothing spent` when it used no tokens)."""
+        used = Usage(self.input_tokens, self.output_tokens, self.cached_tokens,
+                     self.cost or 0.0, self.unpriced, self.rounds)  # fmt: skip
+        return spent_text(used) if used.tokens else "nothing spent"
 
 
 class Decided(BaseModel):
